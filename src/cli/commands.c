@@ -1,0 +1,11 @@
+/* commands.c — the subcommand table. */
+#include <stddef.h>
+
+#include "cli/cli.h"
+
+const struct loom_cli_command loom_cli_commands[] = {
+    {"run", loom_cli_run},
+    {"inspect", loom_cli_inspect},
+    {"synth", loom_cli_synth},
+    {NULL, NULL},
+};

@@ -1,0 +1,28 @@
+/* main.c — the `loom` command: dispatches to one subcommand per file in src/cli/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: loom COMMAND [options]\n"
+               "commands:\n"
+               "  run      generate text from a prompt (default model prepared if -m is not given)\n"
+               "  inspect  print a GGUF model's architecture, layer plan, tensors and memory\n"
+               "  synth    write a synthetic qwen35 GGUF model (test models)\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
+        if (!strcmp(argv[1], c->name))
+            return c->main(argc - 1, argv + 1);
+    fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

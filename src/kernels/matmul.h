@@ -1,0 +1,35 @@
+/* matmul.h — weight matrix times activation rows, parallel over the thread pool: matrix-vector for
+ * decode and a blocked matrix-matrix path for prefill. Activations are converted once per row to the
+ * weight type's partner (vec_dot_type) exactly where llama.cpp's CPU backend converts them. */
+#ifndef LOOM_KERNELS_MATMUL_H
+#define LOOM_KERNELS_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/types.h"
+
+struct loom_pool;
+
+/* A 2-D weight matrix W[n_out][n_in] in GGUF layout (ne[0] = n_in contiguous, ne[1] = n_out rows). */
+struct loom_weight {
+    uint32_t type;    /* enum loom_type */
+    int64_t n_in;     /* elements per row */
+    int64_t n_out;    /* rows */
+    size_t row_bytes; /* loom_type_row_bytes(type, n_in) */
+    const void *data;
+};
+
+/* Scratch bytes loom_matmul needs for n_tok activation rows of length n_in against weight type `type`. */
+size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok);
+
+/* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tok, o < n_out.
+ * x is [n_tok][n_in] F32, y is [n_tok][n_out] F32 (rows contiguous). scratch holds the converted
+ * activations (loom_matmul_scratch_bytes). Never allocates. */
+void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
+                 void *scratch);
+
+/* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup). */
+void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst);
+
+#endif

@@ -1,0 +1,55 @@
+/* types.h — the tensor element types loom understands (numbered as ggml's type ids, as GGUF stores
+ * them) and the per-type trait table: block geometry, dequantization, activation quantization and the
+ * block dot product. The table is filled once from CPU features (scalar reference, AVX2, AVX-512). */
+#ifndef LOOM_KERNELS_TYPES_H
+#define LOOM_KERNELS_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom.h"
+
+enum loom_type {
+    LOOM_TYPE_F32 = 0,
+    LOOM_TYPE_F16 = 1,
+    LOOM_TYPE_Q4_0 = 2,
+    LOOM_TYPE_Q4_1 = 3,
+    LOOM_TYPE_Q5_0 = 6,
+    LOOM_TYPE_Q5_1 = 7,
+    LOOM_TYPE_Q8_0 = 8,
+    LOOM_TYPE_Q8_1 = 9,
+    LOOM_TYPE_Q2_K = 10,
+    LOOM_TYPE_Q3_K = 11,
+    LOOM_TYPE_Q4_K = 12,
+    LOOM_TYPE_Q5_K = 13,
+    LOOM_TYPE_Q6_K = 14,
+    LOOM_TYPE_Q8_K = 15,
+    LOOM_TYPE_IQ4_NL = 20,
+    LOOM_TYPE_IQ4_XS = 23,
+    LOOM_TYPE_BF16 = 30,
+    LOOM_TYPE_COUNT = 40,
+};
+
+/* dequantize n elements (n a multiple of block_size) */
+typedef void (*loom_to_float_fn)(const void *src, float *dst, int64_t n);
+/* quantize n floats (n a multiple of block_size) into blocks — used for activation rows */
+typedef void (*loom_from_float_fn)(const float *src, void *dst, int64_t n);
+/* *s = dot(w[0..n), a[0..n)) where w is a weight row of this type and a an activation row of vec_dot_type */
+typedef void (*loom_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+
+struct loom_type_traits {
+    const char *name;          /* "Q4_K" */
+    int64_t block_size;        /* elements per block */
+    size_t type_size;          /* bytes per block */
+    enum loom_type vec_dot_type; /* activation type this weight type is paired with */
+    loom_to_float_fn to_float;   /* NULL for types loom cannot run */
+    loom_from_float_fn from_float; /* activation quantization (set for F32/F16/BF16/Q8_0/Q8_K) */
+    loom_vec_dot_fn vec_dot;
+};
+
+/* Traits of a type id, or NULL when loom does not know it (unknown ids are a format error upstream). */
+const struct loom_type_traits *loom_type_traits(uint32_t type);
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block size or the type is unknown. */
+size_t loom_type_row_bytes(uint32_t type, int64_t n);
+
+#endif

@@ -1,0 +1,87 @@
+/* model.h — the immutable loaded model: hyper-parameters, the layer execution plan (which layers are
+ * Gated DeltaNet recurrent layers, which are gated full-attention layers, and the state each owns),
+ * and weight views into the GGUF mmap. Nothing here is mutated after loom_model_load returns. */
+#ifndef LOOM_MODEL_H
+#define LOOM_MODEL_H
+
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "loom.h"
+
+#define LOOM_MAX_LAYERS 256
+
+enum loom_layer_kind { LOOM_LAYER_RECURRENT = 0, LOOM_LAYER_ATTENTION = 1 };
+
+/* qwen35 hyper-parameters (GGUF keys under "qwen35."; see ../shared/REFERENCE.md for the mapping). */
+struct loom_hparams {
+    char arch[32];          /* general.architecture */
+    uint32_t n_vocab;       /* rows of token_embd (= logits width) */
+    uint32_t n_ctx_train;   /* context_length */
+    uint32_t n_embd;        /* embedding_length */
+    uint32_t n_layer;       /* block_count */
+    uint32_t n_ff;          /* feed_forward_length */
+    uint32_t n_head;        /* attention.head_count */
+    uint32_t n_head_kv;     /* attention.head_count_kv */
+    uint32_t head_dim_k;    /* attention.key_length (256) */
+    uint32_t head_dim_v;    /* attention.value_length (256) */
+    uint32_t n_rot;         /* rope.dimension_count (64): leading dims of each head that rotate */
+    uint32_t rope_sections[4]; /* rope.dimension_sections */
+    float rope_freq_base;   /* rope.freq_base */
+    float rms_eps;          /* attention.layer_norm_rms_epsilon */
+    uint32_t full_attn_interval; /* full_attention_interval: layer il is attention iff (il+1) % interval == 0 */
+    uint32_t ssm_conv_kernel; /* ssm.conv_kernel (4) */
+    uint32_t ssm_inner;     /* ssm.inner_size = ssm_n_v_heads * ssm_head_dim */
+    uint32_t ssm_head_dim;  /* ssm.state_size: linear-attention head dim (key dim = value dim) */
+    uint32_t ssm_n_v_heads; /* ssm.time_step_rank */
+    uint32_t ssm_n_k_heads; /* ssm.group_count */
+    int tied_output;        /* no output.weight: the head is token_embd */
+};
+
+/* Weights of one layer. Norm vectors are F32 arrays in the map. */
+struct loom_layer {
+    enum loom_layer_kind kind;
+    const float *attn_norm;      /* [n_embd] */
+    const float *post_norm;      /* [n_embd] post_attention_norm */
+    struct loom_weight ffn_gate, ffn_up, ffn_down;
+    /* recurrent (Gated DeltaNet) */
+    struct loom_weight qkv;      /* attn_qkv: n_out = 2*n_k_heads*d + n_v_heads*d (q | k | v) */
+    struct loom_weight z;        /* attn_gate: n_out = ssm_inner */
+    struct loom_weight alpha;    /* ssm_alpha: n_out = n_v_heads */
+    struct loom_weight beta;     /* ssm_beta: n_out = n_v_heads */
+    const float *conv1d;         /* ssm_conv1d [channels][conv_kernel] (ne = [kernel, channels]) */
+    const float *dt_bias;        /* ssm_dt.bias [n_v_heads] */
+    const float *ssm_a;          /* ssm_a [n_v_heads] = -exp(A_log) */
+    const float *ssm_norm;       /* [ssm_head_dim] */
+    struct loom_weight ssm_out;  /* n_in = ssm_inner, n_out = n_embd */
+    /* attention */
+    struct loom_weight wq;       /* attn_q: n_out = n_head * 2 * head_dim_k (per head: query rows then gate rows) */
+    struct loom_weight wk, wv;   /* n_out = n_head_kv * head_dim */
+    struct loom_weight wo;       /* attn_output: n_in = n_head * head_dim_v */
+    const float *q_norm, *k_norm; /* [head_dim_k] */
+};
+
+struct loom_tokenizer;
+
+struct loom_model {
+    struct loom_gguf *gguf;
+    struct loom_hparams hp;
+    struct loom_weight tok_embd;   /* [n_vocab][n_embd] */
+    const float *output_norm;      /* [n_embd] */
+    struct loom_weight output;     /* = tok_embd when tied */
+    struct loom_layer layers[LOOM_MAX_LAYERS];
+    struct loom_tokenizer *tok;
+};
+
+/* Admission for qwen35: check every required key and its type, derive the hyper-parameters, check
+ * every tensor's presence, name, shape and type against them, and reject extra tensors. Fills *hp.
+ * Errors name the key or tensor, the expectation and the finding. Allocates nothing. */
+int loom_qwen35_admit(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err);
+
+/* Bytes of state per sequence: per recurrent layer conv state + recurrent matrix (F32); per attention
+ * layer K and V rows (F16) per position. */
+uint64_t loom_qwen35_recurrent_state_bytes(const struct loom_hparams *hp);
+uint64_t loom_qwen35_kv_bytes_per_token(const struct loom_hparams *hp);
+
+#endif

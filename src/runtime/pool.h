@@ -1,0 +1,22 @@
+/* pool.h — loom's one threading primitive: a persistent pool of worker threads with parallel_for.
+ * Kernels never spawn threads; they receive work ranges from here. */
+#ifndef LOOM_RUNTIME_POOL_H
+#define LOOM_RUNTIME_POOL_H
+
+#include <stdint.h>
+
+struct loom_pool;
+
+/* fn processes items [begin, end); thread is the worker index in [0, n_threads). */
+typedef void (*loom_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* Start n_threads - 1 workers (the caller is worker 0). NULL on failure. */
+struct loom_pool *loom_pool_new(int n_threads);
+void loom_pool_free(struct loom_pool *pool);
+int loom_pool_n_threads(const struct loom_pool *pool);
+
+/* Run fn over [0, n) in chunks of at least `grain` items, handed out dynamically (work stealing from a
+ * shared counter), and return when all are done. pool may be NULL (runs inline on the caller). */
+void loom_pool_parallel_for(struct loom_pool *pool, int64_t n, int64_t grain, loom_task_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,28 @@
+/* test.h — the tiny test harness every loom test binary uses: CHECK counts passes and failures,
+ * and test_finish prints the closing line "N passed, N failed" that the runner and CI read. */
+#ifndef LOOM_TEST_H
+#define LOOM_TEST_H
+
+#include <stdio.h>
+
+static int test_passed, test_failed;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (cond) {                                                                        \
+            test_passed++;                                                                 \
+        } else {                                                                           \
+            test_failed++;                                                                 \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+        }                                                                                  \
+    } while (0)
+
+static inline int test_finish(void)
+{
+    printf("%d passed, %d failed\n", test_passed, test_failed);
+    return test_failed ? 1 : 0;
+}
+
+#endif
