@@ -10,7 +10,8 @@ REF_BINS = $(LOOM_REF)/bins/package/bins/linux-x64
 REF_SRC  = $(LOOM_REF)/src
 
 OPT     ?= -O2
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -Iinclude -Isrc -fno-math-errno
+WERROR ?= -Werror
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -g $(OPT) -Iinclude -Isrc -fno-math-errno
 CFLAGS_SAN  = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LIBS    = -lpcre2-8 -lutf8proc -lxxhash -lpthread -lm
 REF_CFLAGS = -I$(REF_SRC)/include -I$(REF_SRC)/ggml/include
