@@ -18,7 +18,7 @@ REF_CFLAGS = -I$(REF_SRC)/include -I$(REF_SRC)/ggml/include
 REF_LIBS   = -L$(REF_BINS) -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -Wl,-rpath,$(REF_BINS)
 
 ifeq ($(SAN),1)
-BUILD := $(BUILD)-san
+override BUILD := $(BUILD)-san
 CFLAGS_BASE += $(CFLAGS_SAN)
 LDFLAGS += $(CFLAGS_SAN)
 endif

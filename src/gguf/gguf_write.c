@@ -1,0 +1,411 @@
+/* gguf_write.c — the GGUF writer: collects metadata (serialized as it will appear on disk) and tensor
+ * infos, then writes a v3 file with 32-byte alignment to PATH.tmp, streaming each tensor's bytes from a
+ * fill callback through one reused buffer, and publishes it with fsync + rename. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+#include "util/error.h"
+
+/* One key with its value bytes exactly as written after the type field. */
+struct wkv {
+    char *key;
+    size_t key_len;
+    uint32_t type;
+    uint8_t *val;
+    size_t val_len;
+};
+
+struct wtensor {
+    char *name;
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[LOOM_GGUF_MAX_DIMS];
+    uint64_t nbytes;
+    uint64_t offset; /* in the data section, aligned */
+};
+
+struct loom_gguf_writer {
+    struct wkv *kv;
+    size_t n_kv, cap_kv;
+    struct wtensor *t;
+    size_t n_t, cap_t;
+    uint64_t data_size; /* bytes of the data section so far, padded */
+};
+
+static const uint8_t fixed_size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* 0: STRING, ARRAY */
+
+static uint64_t align_up(uint64_t x)
+{
+    return (x + LOOM_GGUF_DEFAULT_ALIGNMENT - 1) / LOOM_GGUF_DEFAULT_ALIGNMENT * LOOM_GGUF_DEFAULT_ALIGNMENT;
+}
+
+struct loom_gguf_writer *loom_gguf_writer_new(void)
+{
+    return calloc(1, sizeof(struct loom_gguf_writer));
+}
+
+void loom_gguf_writer_free(struct loom_gguf_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n_kv; i++) {
+        free(w->kv[i].key);
+        free(w->kv[i].val);
+    }
+    for (size_t i = 0; i < w->n_t; i++)
+        free(w->t[i].name);
+    free(w->kv);
+    free(w->t);
+    free(w);
+}
+
+/* Grow an array of `size`-byte items so one more fits. */
+static int grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return LOOM_OK;
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, nc * size);
+    if (!p)
+        return LOOM_E_NOMEM;
+    *arr = p;
+    *cap = nc;
+    return LOOM_OK;
+}
+
+/* Install key = (type, val); takes ownership of val (freed on failure). An existing key is replaced. */
+static int set_kv(struct loom_gguf_writer *w, const char *key, size_t key_len, uint32_t type, uint8_t *val,
+                  size_t val_len)
+{
+    for (size_t i = 0; i < w->n_kv; i++) {
+        struct wkv *kv = &w->kv[i];
+        if (kv->key_len == key_len && !memcmp(kv->key, key, key_len)) {
+            free(kv->val);
+            kv->type = type;
+            kv->val = val;
+            kv->val_len = val_len;
+            return LOOM_OK;
+        }
+    }
+    char *k = malloc(key_len + 1);
+    if (!k || grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) {
+        free(k);
+        free(val);
+        return LOOM_E_NOMEM;
+    }
+    memcpy(k, key, key_len);
+    k[key_len] = 0;
+    w->kv[w->n_kv++] = (struct wkv){k, key_len, type, val, val_len};
+    return LOOM_OK;
+}
+
+static int set_scalar(struct loom_gguf_writer *w, const char *key, uint32_t type, const void *v)
+{
+    if (!w || !key)
+        return LOOM_E_ARG;
+    uint8_t *val = malloc(fixed_size[type]);
+    if (!val)
+        return LOOM_E_NOMEM;
+    memcpy(val, v, fixed_size[type]);
+    return set_kv(w, key, strlen(key), type, val, fixed_size[type]);
+}
+
+int loom_gguf_writer_set_u32(struct loom_gguf_writer *w, const char *key, uint32_t v)
+{
+    return set_scalar(w, key, LOOM_GGUF_UINT32, &v);
+}
+
+int loom_gguf_writer_set_i32(struct loom_gguf_writer *w, const char *key, int32_t v)
+{
+    return set_scalar(w, key, LOOM_GGUF_INT32, &v);
+}
+
+int loom_gguf_writer_set_f32(struct loom_gguf_writer *w, const char *key, float v)
+{
+    return set_scalar(w, key, LOOM_GGUF_FLOAT32, &v);
+}
+
+int loom_gguf_writer_set_bool(struct loom_gguf_writer *w, const char *key, int v)
+{
+    uint8_t b = v != 0;
+    return set_scalar(w, key, LOOM_GGUF_BOOL, &b);
+}
+
+int loom_gguf_writer_set_str(struct loom_gguf_writer *w, const char *key, const char *v)
+{
+    if (!w || !key || !v)
+        return LOOM_E_ARG;
+    uint64_t len = strlen(v);
+    uint8_t *val = malloc(8 + len);
+    if (!val)
+        return LOOM_E_NOMEM;
+    memcpy(val, &len, 8);
+    memcpy(val + 8, v, len);
+    return set_kv(w, key, strlen(key), LOOM_GGUF_STRING, val, 8 + len);
+}
+
+/* Allocate an array value: element type, count, then `payload` bytes left for the caller. */
+static uint8_t *array_value(uint32_t elem_type, uint64_t n, uint64_t payload, size_t *len)
+{
+    if (payload > SIZE_MAX - 12)
+        return NULL;
+    *len = 12 + (size_t)payload;
+    uint8_t *val = malloc(*len);
+    if (val) {
+        memcpy(val, &elem_type, 4);
+        memcpy(val + 4, &n, 8);
+    }
+    return val;
+}
+
+int loom_gguf_writer_set_arr(struct loom_gguf_writer *w, const char *key, uint32_t elem_type, const void *data,
+                             uint64_t n)
+{
+    uint64_t bytes;
+    if (!w || !key || (n && !data) || elem_type > LOOM_GGUF_FLOAT64 || !fixed_size[elem_type] ||
+        __builtin_mul_overflow(n, (uint64_t)fixed_size[elem_type], &bytes))
+        return LOOM_E_ARG;
+    if (elem_type == LOOM_GGUF_BOOL)
+        for (uint64_t i = 0; i < n; i++)
+            if (((const uint8_t *)data)[i] > 1)
+                return LOOM_E_ARG;
+    size_t len;
+    uint8_t *val = array_value(elem_type, n, bytes, &len);
+    if (!val)
+        return LOOM_E_NOMEM;
+    if (bytes)
+        memcpy(val + 12, data, (size_t)bytes);
+    return set_kv(w, key, strlen(key), LOOM_GGUF_ARRAY, val, len);
+}
+
+int loom_gguf_writer_set_arr_str(struct loom_gguf_writer *w, const char *key, const struct loom_gguf_str *s,
+                                 uint64_t n)
+{
+    if (!w || !key || (n && !s))
+        return LOOM_E_ARG;
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if ((s[i].len && !s[i].ptr) || __builtin_add_overflow(bytes, 8 + s[i].len, &bytes))
+            return LOOM_E_ARG;
+    size_t len;
+    uint8_t *val = array_value(LOOM_GGUF_STRING, n, bytes, &len);
+    if (!val)
+        return LOOM_E_NOMEM;
+    uint8_t *p = val + 12;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(p, &s[i].len, 8);
+        if (s[i].len)
+            memcpy(p + 8, s[i].ptr, (size_t)s[i].len);
+        p += 8 + s[i].len;
+    }
+    return set_kv(w, key, strlen(key), LOOM_GGUF_ARRAY, val, len);
+}
+
+/* Bytes of `n` strings laid out back to back from p (already validated by the reader). */
+static uint64_t strings_bytes(const uint8_t *p, uint64_t n)
+{
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len;
+        memcpy(&len, p + total, 8);
+        total += 8 + len;
+    }
+    return total;
+}
+
+int loom_gguf_writer_copy_kv(struct loom_gguf_writer *w, const struct loom_gguf_kv *kv)
+{
+    if (!w || !kv || kv->type > LOOM_GGUF_FLOAT64)
+        return LOOM_E_ARG;
+    const uint8_t *src = kv->data;
+    uint64_t bytes;
+    size_t len;
+    uint8_t *val;
+    if (kv->type == LOOM_GGUF_ARRAY) {
+        if (kv->arr_type > LOOM_GGUF_FLOAT64 || kv->arr_type == LOOM_GGUF_ARRAY)
+            return LOOM_E_ARG;
+        bytes = kv->arr_type == LOOM_GGUF_STRING ? strings_bytes(src, kv->arr_n) : kv->arr_n * fixed_size[kv->arr_type];
+        if (!(val = array_value(kv->arr_type, kv->arr_n, bytes, &len)))
+            return LOOM_E_NOMEM;
+        memcpy(val + 12, src, (size_t)bytes);
+    } else {
+        len = kv->type == LOOM_GGUF_STRING ? (size_t)strings_bytes(src, 1) : fixed_size[kv->type];
+        if (!(val = malloc(len)))
+            return LOOM_E_NOMEM;
+        memcpy(val, src, len);
+    }
+    return set_kv(w, kv->key.ptr, (size_t)kv->key.len, kv->type, val, len);
+}
+
+int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const uint64_t *ne)
+{
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    if (!w || !name || !ne || !tr || n_dims < 1 || n_dims > LOOM_GGUF_MAX_DIMS || ne[0] % (uint64_t)tr->block_size)
+        return LOOM_E_ARG;
+    for (size_t i = 0; i < w->n_t; i++)
+        if (!strcmp(w->t[i].name, name))
+            return LOOM_E_ARG;
+    struct wtensor t = {NULL, type, n_dims, {1, 1, 1, 1}, ne[0] / (uint64_t)tr->block_size, w->data_size};
+    int ovf = __builtin_mul_overflow(t.nbytes, (uint64_t)tr->type_size, &t.nbytes);
+    int64_t nel = 1;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        t.ne[d] = ne[d];
+        ovf |= ne[d] > (uint64_t)INT64_MAX || __builtin_mul_overflow(nel, (int64_t)ne[d], &nel);
+        if (d)
+            ovf |= __builtin_mul_overflow(t.nbytes, ne[d], &t.nbytes);
+    }
+    if (ovf || t.nbytes > UINT64_MAX - w->data_size - LOOM_GGUF_DEFAULT_ALIGNMENT)
+        return LOOM_E_ARG;
+    if (!(t.name = strdup(name)) || grow((void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) {
+        free(t.name);
+        return LOOM_E_NOMEM;
+    }
+    w->t[w->n_t++] = t;
+    w->data_size = align_up(w->data_size + t.nbytes);
+    return LOOM_OK;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+struct out {
+    FILE *f;
+    const char *path;
+    uint64_t pos;
+    loom_error *err;
+};
+
+static int out_put(struct out *o, const void *p, uint64_t n)
+{
+    if (n && fwrite(p, 1, (size_t)n, o->f) != n)
+        return loom_errorf(o->err, LOOM_E_IO, "write '%s': %s", o->path, strerror(errno));
+    o->pos += n;
+    return LOOM_OK;
+}
+
+static int out_pad(struct out *o)
+{
+    static const uint8_t zeros[LOOM_GGUF_DEFAULT_ALIGNMENT];
+    return out_put(o, zeros, align_up(o->pos) - o->pos);
+}
+
+static int write_header(struct loom_gguf_writer *w, struct out *o)
+{
+    uint32_t version = 3;
+    uint64_t n_t = w->n_t, n_kv = w->n_kv;
+    int rc = out_put(o, "GGUF", 4) || out_put(o, &version, 4) || out_put(o, &n_t, 8) || out_put(o, &n_kv, 8);
+    for (size_t i = 0; !rc && i < w->n_kv; i++) {
+        const struct wkv *kv = &w->kv[i];
+        uint64_t kl = kv->key_len;
+        rc = out_put(o, &kl, 8) || out_put(o, kv->key, kl) || out_put(o, &kv->type, 4) ||
+             out_put(o, kv->val, kv->val_len);
+    }
+    for (size_t i = 0; !rc && i < w->n_t; i++) {
+        const struct wtensor *t = &w->t[i];
+        uint64_t nl = strlen(t->name);
+        rc = out_put(o, &nl, 8) || out_put(o, t->name, nl) || out_put(o, &t->n_dims, 4) ||
+             out_put(o, t->ne, 8 * (uint64_t)t->n_dims) || out_put(o, &t->type, 4) || out_put(o, &t->offset, 8);
+    }
+    if (!rc && w->n_t)
+        rc = out_pad(o);
+    return rc ? LOOM_E_IO : LOOM_OK;
+}
+
+static int write_data(struct loom_gguf_writer *w, struct out *o, loom_gguf_fill_fn fill, void *ctx)
+{
+    uint64_t max = 1;
+    for (size_t i = 0; i < w->n_t; i++)
+        max = w->t[i].nbytes > max ? w->t[i].nbytes : max;
+    if (max > SIZE_MAX)
+        return loom_errorf(o->err, LOOM_E_NOMEM, "tensor of %" PRIu64 " bytes does not fit in memory", max);
+    uint8_t *buf = malloc((size_t)max);
+    if (!buf)
+        return loom_errorf(o->err, LOOM_E_NOMEM, "out of memory for a %" PRIu64 "-byte tensor buffer", max);
+    int rc = LOOM_OK;
+    for (size_t i = 0; !rc && i < w->n_t; i++) {
+        rc = fill(ctx, i, buf, w->t[i].nbytes, o->err);
+        if (!rc)
+            rc = out_put(o, buf, w->t[i].nbytes);
+        if (!rc)
+            rc = out_pad(o);
+    }
+    free(buf);
+    return rc;
+}
+
+/* The key general.alignment, if set, must agree with the 32 bytes this writer uses. */
+static int check_alignment_key(const struct loom_gguf_writer *w, loom_error *err)
+{
+    for (size_t i = 0; i < w->n_kv; i++) {
+        const struct wkv *kv = &w->kv[i];
+        if (strcmp(kv->key, "general.alignment"))
+            continue;
+        uint32_t a = 0;
+        if (kv->type == LOOM_GGUF_UINT32)
+            memcpy(&a, kv->val, 4);
+        if (a != LOOM_GGUF_DEFAULT_ALIGNMENT)
+            return loom_errorf(err, LOOM_E_ARG, "key 'general.alignment': the writer supports only UINT32 %d",
+                               LOOM_GGUF_DEFAULT_ALIGNMENT);
+    }
+    return LOOM_OK;
+}
+
+/* Make the rename durable: fsync the directory holding path (best effort). */
+static void fsync_parent(const char *path)
+{
+    char dir[4096] = ".";
+    const char *slash = strrchr(path, '/');
+    if (slash == path)
+        strcpy(dir, "/");
+    else if (slash && (size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
+                           loom_error *err)
+{
+    if (!w || !path || (w->n_t && !fill))
+        return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer, path or fill callback");
+    int rc = check_alignment_key(w, err);
+    if (rc)
+        return rc;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp)
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    struct out o = {fopen(tmp, "wb"), tmp, 0, err};
+    if (!o.f) {
+        rc = loom_errorf(err, LOOM_E_IO, "create '%s': %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    rc = write_header(w, &o);
+    if (!rc)
+        rc = write_data(w, &o, fill, ctx);
+    if (!rc && (fflush(o.f) || fsync(fileno(o.f))))
+        rc = loom_errorf(err, LOOM_E_IO, "flush '%s': %s", tmp, strerror(errno));
+    if (fclose(o.f) && !rc)
+        rc = loom_errorf(err, LOOM_E_IO, "close '%s': %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path))
+        rc = loom_errorf(err, LOOM_E_IO, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (rc)
+        unlink(tmp);
+    else
+        fsync_parent(path);
+    free(tmp);
+    return rc;
+}

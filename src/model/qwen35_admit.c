@@ -1,0 +1,481 @@
+/* qwen35_admit.c — admission of a qwen35 GGUF: required keys and their types, the relationships between
+ * hyper-parameters, every tensor's name, shape and type (no missing, no extra), the tokenizer array
+ * lengths, and the per-sequence state sizes. Names and shapes follow llama.cpp's qwen35 loader
+ * (src/models/qwen35.cpp load_arch_hparams / load_arch_tensors, tensor names in src/llama-arch.cpp). */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/types.h"
+#include "model/model.h"
+#include "util/error.h"
+
+#define ARCH "qwen35"
+#define MAX_RULES 16
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+struct u32_key {
+    const char *suffix; /* after "qwen35." */
+    size_t field;       /* offsetof in struct loom_hparams */
+};
+
+static const struct u32_key u32_keys[] = {
+    {"context_length", offsetof(struct loom_hparams, n_ctx_train)},
+    {"embedding_length", offsetof(struct loom_hparams, n_embd)},
+    {"block_count", offsetof(struct loom_hparams, n_layer)},
+    {"feed_forward_length", offsetof(struct loom_hparams, n_ff)},
+    {"attention.head_count", offsetof(struct loom_hparams, n_head)},
+    {"attention.head_count_kv", offsetof(struct loom_hparams, n_head_kv)},
+    {"attention.key_length", offsetof(struct loom_hparams, head_dim_k)},
+    {"attention.value_length", offsetof(struct loom_hparams, head_dim_v)},
+    {"rope.dimension_count", offsetof(struct loom_hparams, n_rot)},
+    {"full_attention_interval", offsetof(struct loom_hparams, full_attn_interval)},
+    {"ssm.conv_kernel", offsetof(struct loom_hparams, ssm_conv_kernel)},
+    {"ssm.inner_size", offsetof(struct loom_hparams, ssm_inner)},
+    {"ssm.state_size", offsetof(struct loom_hparams, ssm_head_dim)},
+    {"ssm.time_step_rank", offsetof(struct loom_hparams, ssm_n_v_heads)},
+    {"ssm.group_count", offsetof(struct loom_hparams, ssm_n_k_heads)},
+};
+
+static void arch_key(char *buf, size_t cap, const char *suffix)
+{
+    snprintf(buf, cap, ARCH ".%s", suffix);
+}
+
+/* rope.dimension_sections: an array of 4 INT32 or UINT32 values, each >= 0. */
+static int read_rope_sections(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
+{
+    char key[96];
+    arch_key(key, sizeof key, "rope.dimension_sections");
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, key);
+    if (!kv)
+        return loom_errorf(err, LOOM_E_FORMAT, "missing required key '%s'", key);
+    if (kv->type != LOOM_GGUF_ARRAY || (kv->arr_type != LOOM_GGUF_INT32 && kv->arr_type != LOOM_GGUF_UINT32) ||
+        kv->arr_n != 4)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '%s': expected an array of 4 INT32 or UINT32, found type %u (element type %u, "
+                           "%" PRIu64 " elements)",
+                           key, kv->type, kv->type == LOOM_GGUF_ARRAY ? kv->arr_type : 0,
+                           kv->type == LOOM_GGUF_ARRAY ? kv->arr_n : 1);
+    for (int i = 0; i < 4; i++) {
+        int32_t v;
+        memcpy(&v, kv->data + 4 * i, 4);
+        if (kv->arr_type == LOOM_GGUF_INT32 && v < 0)
+            return loom_errorf(err, LOOM_E_FORMAT, "key '%s': element %d is %d, expected >= 0", key, i, v);
+        memcpy(&hp->rope_sections[i], kv->data + 4 * i, 4);
+    }
+    return LOOM_OK;
+}
+
+/* Layers [n_layer, block_count) are multi-token-prediction blocks loom does not run. */
+static int read_layer_counts(const struct loom_gguf *g, struct loom_hparams *hp, uint32_t *n_nextn, loom_error *err)
+{
+    char key[96];
+    arch_key(key, sizeof key, "nextn_predict_layers");
+    *n_nextn = 0;
+    int rc = loom_gguf_get_u32(g, key, 1, n_nextn, err);
+    if (rc)
+        return rc;
+    if (*n_nextn >= hp->n_layer || hp->n_layer - *n_nextn > LOOM_MAX_LAYERS)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".block_count': expected 1..%d layers plus %u nextn layers, found %u",
+                           LOOM_MAX_LAYERS, *n_nextn, hp->n_layer);
+    hp->n_layer -= *n_nextn;
+    return LOOM_OK;
+}
+
+/* attention.recurrent_layers, when present, must agree with the full_attention_interval rule loom uses. */
+static int check_recurrent_layers(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t n_nextn,
+                                  loom_error *err)
+{
+    char key[96];
+    arch_key(key, sizeof key, "attention.recurrent_layers");
+    const struct loom_gguf_kv *kv = NULL;
+    int rc = loom_gguf_get_arr(g, key, LOOM_GGUF_BOOL, 1, &kv, err);
+    if (rc || !kv)
+        return rc;
+    if (kv->arr_n != (uint64_t)hp->n_layer + n_nextn)
+        return loom_errorf(err, LOOM_E_FORMAT, "key '%s': expected %u elements (block_count), found %" PRIu64, key,
+                           hp->n_layer + n_nextn, kv->arr_n);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        int rec = (il + 1) % hp->full_attn_interval != 0;
+        if (kv->data[il] != rec)
+            return loom_errorf(err, LOOM_E_FORMAT,
+                               "key '%s': layer %u is marked %s, but full_attention_interval %u makes it %s", key, il,
+                               kv->data[il] ? "recurrent" : "attention", hp->full_attn_interval,
+                               rec ? "recurrent" : "attention");
+    }
+    return LOOM_OK;
+}
+
+static int read_keys(const struct loom_gguf *g, struct loom_hparams *hp, uint32_t *n_nextn, loom_error *err)
+{
+    struct loom_gguf_str arch;
+    int rc = loom_gguf_get_str(g, "general.architecture", 0, &arch, err);
+    if (rc)
+        return rc;
+    if (!loom_gguf_str_eq(arch, ARCH))
+        return loom_errorf(err, LOOM_E_FORMAT, "key 'general.architecture': expected '" ARCH "', found '%.*s'",
+                           (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    snprintf(hp->arch, sizeof hp->arch, ARCH);
+    char key[96];
+    for (size_t i = 0; i < sizeof u32_keys / sizeof u32_keys[0]; i++) {
+        arch_key(key, sizeof key, u32_keys[i].suffix);
+        if ((rc = loom_gguf_get_u32(g, key, 0, (uint32_t *)((char *)hp + u32_keys[i].field), err)))
+            return rc;
+    }
+    arch_key(key, sizeof key, "attention.layer_norm_rms_epsilon");
+    if ((rc = loom_gguf_get_f32(g, key, 0, &hp->rms_eps, err)))
+        return rc;
+    arch_key(key, sizeof key, "rope.freq_base");
+    if ((rc = loom_gguf_get_f32(g, key, 0, &hp->rope_freq_base, err)) || (rc = read_rope_sections(g, hp, err)) ||
+        (rc = read_layer_counts(g, hp, n_nextn, err)))
+        return rc;
+    return LOOM_OK;
+}
+
+/* ---- hyper-parameter relationships ------------------------------------------------------------ */
+
+/* Dimensions are bounded so every derived size (products of up to three) fits in 64 bits. */
+#define MAX_DIM (1u << 20)
+
+static int need_dim(uint32_t v, const char *suffix, loom_error *err)
+{
+    if (v && v <= MAX_DIM)
+        return LOOM_OK;
+    return loom_errorf(err, LOOM_E_FORMAT, "key '" ARCH ".%s': expected 1..%u, found %u", suffix, MAX_DIM, v);
+}
+
+/* Every rotated pair must take the text position: with interleaved multi-section RoPE a pair whose sector
+ * falls in no t/h/w section uses the 4th position, which is 0 for text (llama-graph.cpp), so it would not
+ * rotate; loom rotates all n_rot/2 pairs and therefore requires full coverage (ggml-cpu ops.cpp mrope). */
+static int check_rope_sections(const struct loom_hparams *hp, loom_error *err)
+{
+    const uint32_t *s = hp->rope_sections;
+    uint64_t sum = (uint64_t)s[0] + s[1] + s[2] + s[3];
+    if (sum == 0 || sum > hp->head_dim_k || (s[0] == 0 && s[1] == 0 && s[2] == 0))
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".rope.dimension_sections': [%u, %u, %u, %u] must have a nonzero t/h/w "
+                           "section and sum to 1..%u (key_length)",
+                           s[0], s[1], s[2], s[3], hp->head_dim_k);
+    for (uint64_t i = 0; i < hp->n_rot / 2; i++) {
+        uint64_t sec = i % sum, m = sec % 3;
+        if (!(sec < 3 * (uint64_t)s[m]))
+            return loom_errorf(err, LOOM_E_FORMAT,
+                               "key '" ARCH ".rope.dimension_sections': [%u, %u, %u, %u] leaves rotary pair %" PRIu64
+                               " of %u without a text position section",
+                               s[0], s[1], s[2], s[3], i, hp->n_rot / 2);
+    }
+    return LOOM_OK;
+}
+
+static int check_attention_keys(const struct loom_hparams *hp, loom_error *err)
+{
+    if (hp->n_head % hp->n_head_kv)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".attention.head_count_kv': %u does not divide head_count %u", hp->n_head_kv,
+                           hp->n_head);
+    if (hp->head_dim_k != hp->head_dim_v)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".attention.value_length': expected %u (= key_length), found %u",
+                           hp->head_dim_k, hp->head_dim_v);
+    if (hp->n_rot == 0 || hp->n_rot % 2 || hp->n_rot > hp->head_dim_k)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".rope.dimension_count': expected an even value in 2..%u (key_length), "
+                           "found %u",
+                           hp->head_dim_k, hp->n_rot);
+    if (!(hp->rms_eps > 0.0f) || !isfinite(hp->rms_eps))
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".attention.layer_norm_rms_epsilon': expected a finite value > 0, found %g",
+                           (double)hp->rms_eps);
+    if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
+        return loom_errorf(err, LOOM_E_FORMAT, "key '" ARCH ".rope.freq_base': expected a finite value > 0, found %g",
+                           (double)hp->rope_freq_base);
+    return check_rope_sections(hp, err);
+}
+
+static int check_ssm_keys(const struct loom_hparams *hp, loom_error *err)
+{
+    if ((uint64_t)hp->ssm_n_v_heads * hp->ssm_head_dim != hp->ssm_inner)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".ssm.inner_size': expected time_step_rank %u x state_size %u = %" PRIu64
+                           ", found %u",
+                           hp->ssm_n_v_heads, hp->ssm_head_dim, (uint64_t)hp->ssm_n_v_heads * hp->ssm_head_dim,
+                           hp->ssm_inner);
+    if (hp->ssm_n_v_heads % hp->ssm_n_k_heads)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '" ARCH ".ssm.group_count': %u does not divide time_step_rank %u", hp->ssm_n_k_heads,
+                           hp->ssm_n_v_heads);
+    return LOOM_OK;
+}
+
+static int check_hparams(const struct loom_hparams *hp, loom_error *err)
+{
+    static const char *const dims[] = {"embedding_length", "feed_forward_length", "attention.head_count",
+                                       "attention.head_count_kv", "attention.key_length", "attention.value_length",
+                                       "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank",
+                                       "ssm.group_count"};
+    const uint32_t vals[] = {hp->n_embd,          hp->n_ff,         hp->n_head,        hp->n_head_kv,
+                             hp->head_dim_k,      hp->head_dim_v,   hp->ssm_conv_kernel, hp->ssm_inner,
+                             hp->ssm_head_dim,    hp->ssm_n_v_heads, hp->ssm_n_k_heads};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        int rc = need_dim(vals[i], dims[i], err);
+        if (rc)
+            return rc;
+    }
+    if (!hp->n_ctx_train || !hp->full_attn_interval)
+        return loom_errorf(err, LOOM_E_FORMAT, "key '" ARCH ".%s': expected > 0, found 0",
+                           hp->n_ctx_train ? "full_attention_interval" : "context_length");
+    int rc = check_attention_keys(hp, err);
+    return rc ? rc : check_ssm_keys(hp, err);
+}
+
+/* ---- state sizes ----------------------------------------------------------------------------- */
+
+static int layer_is_attention(const struct loom_hparams *hp, uint32_t il)
+{
+    return (il + 1) % hp->full_attn_interval == 0;
+}
+
+/* Per-sequence state bytes; nonzero when a size overflows 64 bits. */
+static int state_bytes(const struct loom_hparams *hp, uint64_t *rec, uint64_t *kv)
+{
+    uint64_t d = hp->ssm_head_dim, chan, conv, mat, kv_layer;
+    int ovf = __builtin_mul_overflow(2 * d, (uint64_t)hp->ssm_n_k_heads, &chan);
+    ovf |= __builtin_add_overflow(chan, (uint64_t)hp->ssm_inner, &chan);
+    ovf |= __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, &conv);
+    ovf |= __builtin_mul_overflow(d * d, (uint64_t)hp->ssm_n_v_heads * 4, &mat);
+    ovf |= __builtin_add_overflow(conv, mat, &mat);
+    kv_layer = (uint64_t)hp->n_head_kv * ((uint64_t)hp->head_dim_k + hp->head_dim_v) * 2;
+    *rec = *kv = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (layer_is_attention(hp, il))
+            ovf |= __builtin_add_overflow(*kv, kv_layer, kv);
+        else
+            ovf |= __builtin_add_overflow(*rec, mat, rec);
+    }
+    return ovf;
+}
+
+uint64_t loom_qwen35_recurrent_state_bytes(const struct loom_hparams *hp)
+{
+    uint64_t rec, kv;
+    state_bytes(hp, &rec, &kv); /* admission rejected overflowing geometries */
+    return rec;
+}
+
+uint64_t loom_qwen35_kv_bytes_per_token(const struct loom_hparams *hp)
+{
+    uint64_t rec, kv;
+    state_bytes(hp, &rec, &kv);
+    return kv;
+}
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+
+/* One expected tensor: name suffix, shape (ne[0], ne[1]; ne[1] = 1 for vectors), F32-only or any type. */
+struct rule {
+    const char *suffix;
+    uint64_t ne0, ne1;
+    int f32;
+};
+
+/* The tensors of one layer of the given kind (llama.cpp qwen35.cpp load_block_trunk). Returns the count. */
+static int layer_rules(const struct loom_hparams *hp, int attention, struct rule *r)
+{
+    uint64_t e = hp->n_embd, ff = hp->n_ff, d = hp->ssm_head_dim, nv = hp->ssm_n_v_heads;
+    uint64_t conv_dim = 2 * d * hp->ssm_n_k_heads + hp->ssm_inner, hk = hp->head_dim_k;
+    int n = 0;
+    r[n++] = (struct rule){"attn_norm.weight", e, 1, 1};
+    r[n++] = (struct rule){"post_attention_norm.weight", e, 1, 1};
+    r[n++] = (struct rule){"ffn_gate.weight", e, ff, 0};
+    r[n++] = (struct rule){"ffn_up.weight", e, ff, 0};
+    r[n++] = (struct rule){"ffn_down.weight", ff, e, 0};
+    if (attention) {
+        r[n++] = (struct rule){"attn_q.weight", e, hk * hp->n_head * 2, 0};
+        r[n++] = (struct rule){"attn_k.weight", e, hk * hp->n_head_kv, 0};
+        r[n++] = (struct rule){"attn_v.weight", e, (uint64_t)hp->head_dim_v * hp->n_head_kv, 0};
+        r[n++] = (struct rule){"attn_output.weight", hk * hp->n_head, e, 0};
+        r[n++] = (struct rule){"attn_q_norm.weight", hk, 1, 1};
+        r[n++] = (struct rule){"attn_k_norm.weight", hk, 1, 1};
+        return n;
+    }
+    r[n++] = (struct rule){"attn_qkv.weight", e, conv_dim, 0};
+    r[n++] = (struct rule){"attn_gate.weight", e, hp->ssm_inner, 0};
+    r[n++] = (struct rule){"ssm_conv1d.weight", hp->ssm_conv_kernel, conv_dim, 1};
+    r[n++] = (struct rule){"ssm_dt.bias", nv, 1, 1};
+    r[n++] = (struct rule){"ssm_a", nv, 1, 1};
+    r[n++] = (struct rule){"ssm_beta.weight", e, nv, 0};
+    r[n++] = (struct rule){"ssm_alpha.weight", e, nv, 0};
+    r[n++] = (struct rule){"ssm_norm.weight", d, 1, 1};
+    r[n++] = (struct rule){"ssm_out.weight", hp->ssm_inner, e, 0};
+    return n;
+}
+
+/* Tensors of a multi-token-prediction block: accepted by name, not used by loom. */
+static const char *const nextn_suffixes[] = {
+    "attn_norm.weight",         "post_attention_norm.weight",    "attn_q.weight",
+    "attn_k.weight",            "attn_v.weight",                 "attn_qkv.weight",
+    "attn_output.weight",       "attn_q_norm.weight",            "attn_k_norm.weight",
+    "ffn_gate.weight",          "ffn_up.weight",                 "ffn_down.weight",
+    "nextn.eh_proj.weight",     "nextn.enorm.weight",            "nextn.hnorm.weight",
+    "nextn.embed_tokens.weight", "nextn.shared_head_head.weight", "nextn.shared_head_norm.weight",
+};
+
+static int check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1, int f32,
+                        loom_error *err)
+{
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tensor '%s': expected shape [%" PRIu64 ", %" PRIu64 "], found [%" PRIu64 ", %" PRIu64
+                           ", %" PRIu64 ", %" PRIu64 "]",
+                           name, ne0, ne1, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+    if (f32 && t->type != LOOM_TYPE_F32)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected type F32, found %s", name,
+                           loom_type_traits(t->type)->name);
+    return LOOM_OK;
+}
+
+static int expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int f32,
+                         loom_error *err)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    if (!t)
+        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s'", name);
+    return check_tensor(t, name, ne0, ne1, f32, err);
+}
+
+static int check_global_tensors(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
+{
+    const struct loom_gguf_tensor *emb = loom_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb)
+        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor 'token_embd.weight'");
+    if (emb->ne[1] == 0 || emb->ne[1] > INT32_MAX)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tensor 'token_embd.weight': expected 1..%d rows (vocabulary), found %" PRIu64, INT32_MAX,
+                           emb->ne[1]);
+    hp->n_vocab = (uint32_t)emb->ne[1];
+    int rc = check_tensor(emb, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, err);
+    if (!rc)
+        rc = expect_tensor(g, "output_norm.weight", hp->n_embd, 1, 1, err);
+    if (rc)
+        return rc;
+    hp->tied_output = loom_gguf_find_tensor(g, "output.weight") == NULL;
+    if (hp->tied_output)
+        return LOOM_OK;
+    return expect_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, 0, err);
+}
+
+static int check_layer_tensors(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
+{
+    struct rule r[MAX_RULES];
+    char name[128];
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        int n = layer_rules(hp, layer_is_attention(hp, il), r);
+        for (int i = 0; i < n; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", il, r[i].suffix);
+            int rc = expect_tensor(g, name, r[i].ne0, r[i].ne1, r[i].f32, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* Whether a file tensor is one admission expects (or a known nextn tensor). */
+static int tensor_expected(const struct loom_hparams *hp, uint32_t n_nextn, struct loom_gguf_str name)
+{
+    if (loom_gguf_str_eq(name, "token_embd.weight") || loom_gguf_str_eq(name, "output_norm.weight") ||
+        (!hp->tied_output && loom_gguf_str_eq(name, "output.weight")))
+        return 1;
+    if (name.len < 6 || memcmp(name.ptr, "blk.", 4) || name.ptr[4] < '0' || name.ptr[4] > '9')
+        return 0;
+    uint64_t il = 0;
+    size_t i = 4;
+    for (; i < name.len && name.ptr[i] >= '0' && name.ptr[i] <= '9' && il <= UINT32_MAX; i++)
+        il = il * 10 + (uint64_t)(name.ptr[i] - '0');
+    if (i >= name.len || name.ptr[i] != '.' || il >= (uint64_t)hp->n_layer + n_nextn || (name.ptr[4] == '0' && i > 5))
+        return 0;
+    struct loom_gguf_str suffix = {name.len - i - 1, name.ptr + i + 1};
+    if (il >= hp->n_layer) {
+        for (size_t k = 0; k < sizeof nextn_suffixes / sizeof nextn_suffixes[0]; k++)
+            if (loom_gguf_str_eq(suffix, nextn_suffixes[k]))
+                return 1;
+        return 0;
+    }
+    struct rule r[MAX_RULES];
+    int n = layer_rules(hp, layer_is_attention(hp, (uint32_t)il), r);
+    for (int k = 0; k < n; k++)
+        if (loom_gguf_str_eq(suffix, r[k].suffix))
+            return 1;
+    return 0;
+}
+
+static int check_no_extra(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t n_nextn, loom_error *err)
+{
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        struct loom_gguf_str n = g->tensors[i].name;
+        if (!tensor_expected(hp, n_nextn, n))
+            return loom_errorf(err, LOOM_E_FORMAT,
+                               "unexpected tensor '%.*s' (not part of a qwen35 model with %u layers, "
+                               "full_attention_interval %u)",
+                               (int)(n.len < 96 ? n.len : 96), n.ptr, hp->n_layer, hp->full_attn_interval);
+    }
+    return LOOM_OK;
+}
+
+/* ---- tokenizer ------------------------------------------------------------------------------- */
+
+static int check_tokenizer(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
+{
+    const struct loom_gguf_kv *tokens = NULL, *types = NULL, *scores = NULL;
+    int rc = loom_gguf_get_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_STRING, 0, &tokens, err);
+    if (rc)
+        return rc;
+    if (tokens->arr_n == 0 || tokens->arr_n > hp->n_vocab)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key 'tokenizer.ggml.tokens': expected 1..%u strings (token_embd rows), found %" PRIu64,
+                           hp->n_vocab, tokens->arr_n);
+    if ((rc = loom_gguf_get_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, 1, &types, err)) ||
+        (rc = loom_gguf_get_arr(g, "tokenizer.ggml.scores", LOOM_GGUF_FLOAT32, 1, &scores, err)))
+        return rc;
+    if (types && types->arr_n != tokens->arr_n)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key 'tokenizer.ggml.token_type': expected %" PRIu64 " elements (one per token), "
+                           "found %" PRIu64,
+                           tokens->arr_n, types->arr_n);
+    if (scores && scores->arr_n != tokens->arr_n)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key 'tokenizer.ggml.scores': expected %" PRIu64 " elements (one per token), "
+                           "found %" PRIu64,
+                           tokens->arr_n, scores->arr_n);
+    return LOOM_OK;
+}
+
+/* ---- admission ------------------------------------------------------------------------------- */
+
+int loom_qwen35_admit(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
+{
+    memset(hp, 0, sizeof *hp);
+    uint32_t n_nextn;
+    uint64_t rec, kv;
+    int rc = read_keys(g, hp, &n_nextn, err);
+    if (!rc)
+        rc = check_hparams(hp, err);
+    if (!rc)
+        rc = check_recurrent_layers(g, hp, n_nextn, err);
+    if (!rc && state_bytes(hp, &rec, &kv))
+        rc = loom_errorf(err, LOOM_E_FORMAT, "hyper-parameters: per-sequence state size overflows 64 bits");
+    if (!rc)
+        rc = check_global_tensors(g, hp, err);
+    if (!rc)
+        rc = check_layer_tensors(g, hp, err);
+    if (!rc)
+        rc = check_no_extra(g, hp, n_nextn, err);
+    if (!rc)
+        rc = check_tokenizer(g, hp, err);
+    return rc;
+}
