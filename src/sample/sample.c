@@ -1,0 +1,294 @@
+/* sample.c — the next token from a logits row: greedy argmax over sampleable rows, or temperature, top-k,
+ * softmax, top-p and a draw from a seeded xoshiro256** generator. All scratch comes from
+ * loom_sampler_new; a step never allocates and never sorts the whole vocabulary. */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Exact top-p without top-k: histogram the candidates' log-weights into K_BUCKETS buckets, keep whole
+ * buckets above the one where the cumulative mass crosses p, and refine inside that bucket; only a small
+ * final set (<= K_SORT_MAX, or after K_LEVELS refinements) is ever sorted. */
+#define K_BUCKETS 256
+#define K_LEVELS 6
+#define K_SORT_MAX 64
+/* Float logits put ~1e-7 relative error on probabilities: a prefix that reaches p within this counts. */
+#define K_TOP_P_SLACK 1e-6
+
+struct cand {
+    float x;  /* logit / temp */
+    float w;  /* exp(x - max x) */
+    int32_t id;
+};
+
+struct loom_sampler {
+    struct loom_sampler_params p;
+    int n_rows;
+    const uint8_t *sampleable;
+    struct cand *cand; /* [n_rows] */
+    double bucket_mass[K_BUCKETS];
+    uint64_t rng[4];
+};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* xoshiro256** (Blackman & Vigna, 2018). */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+struct loom_sampler *loom_sampler_new(const struct loom_sampler_params *p, int n_rows, const uint8_t *sampleable)
+{
+    if (!p || n_rows <= 0 || !sampleable)
+        return NULL;
+    struct loom_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->p = *p;
+    s->n_rows = n_rows;
+    s->sampleable = sampleable;
+    s->cand = malloc((size_t)n_rows * sizeof *s->cand);
+    if (!s->cand) {
+        loom_sampler_free(s);
+        return NULL;
+    }
+    uint64_t seed = p->seed;
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&seed);
+    return s;
+}
+
+void loom_sampler_free(struct loom_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->cand);
+    free(s);
+}
+
+/* Argmax over sampleable rows; NaN never wins; ties go to the lowest id. -1 when nothing is sampleable. */
+static int32_t sample_greedy(const struct loom_sampler *s, const float *logits)
+{
+    int32_t best = -1;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (!s->sampleable[i])
+            continue;
+        if (best < 0 || logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
+            best = i;
+    }
+    return best;
+}
+
+/* Candidate order: larger x first, then lower id. */
+static int cand_before(const struct cand *a, const struct cand *b)
+{
+    return a->x > b->x || (a->x == b->x && a->id < b->id);
+}
+
+/* Heap whose root is the candidate that comes last in candidate order. */
+static void heap_sift_down(struct cand *h, size_t n, size_t i)
+{
+    struct cand v = h[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && cand_before(&h[c], &h[c + 1]))
+            c++;
+        if (!cand_before(&v, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* Sort c[n] into candidate order in place (heapsort: no allocation, n log n). */
+static void cand_sort(struct cand *c, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        heap_sift_down(c, n, i);
+    for (size_t end = n; end > 1; end--) {
+        struct cand t = c[0];
+        c[0] = c[end - 1];
+        c[end - 1] = t;
+        heap_sift_down(c, end - 1, 0);
+    }
+}
+
+/* Keep the best k of c[n] (k < n) in c[0..k), sorted. A heap of the k best so far; O(n log k). */
+static void cand_top_k(struct cand *c, size_t n, size_t k)
+{
+    for (size_t i = k / 2; i-- > 0;)
+        heap_sift_down(c, k, i);
+    for (size_t i = k; i < n; i++) {
+        if (cand_before(&c[i], &c[0])) {
+            c[0] = c[i];
+            heap_sift_down(c, k, 0);
+        }
+    }
+    cand_sort(c, k);
+}
+
+/* Draw from c[0..n) by weight; total = the sum of their weights. */
+static int32_t draw(struct loom_sampler *s, const struct cand *c, size_t n, double total)
+{
+    double r = rng_uniform(s->rng) * total, acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc += c[i].w;
+        if (r < acc)
+            return c[i].id;
+    }
+    return c[n - 1].id;
+}
+
+static int bucket_of(float d, float lo, float scale)
+{
+    float k = (d - lo) * scale; /* monotone in d: equal logits share a bucket, larger logits never go later */
+    if (!(k < (float)(K_BUCKETS - 1)))
+        return K_BUCKETS - 1; /* also NaN, from infinite spreads when temp is tiny */
+    return k <= 0 ? 0 : (int)k;
+}
+
+/* One refinement: bucket c[a..b) by d = xmax - x over [lo, lo + K_BUCKETS / scale), find the bucket where
+ * acc plus the cumulative mass reaches need, and partition c[a..b) into [better buckets | that bucket |
+ * dropped]. Updates *acc with the better buckets' mass, a/b to the crossing bucket, lo to its start. */
+static void refine(struct loom_sampler *s, size_t *a, size_t *b, float xmax, float *lo, float scale, double need,
+                   double *acc)
+{
+    struct cand *c = s->cand;
+    for (int k = 0; k < K_BUCKETS; k++)
+        s->bucket_mass[k] = 0;
+    for (size_t i = *a; i < *b; i++)
+        s->bucket_mass[bucket_of(xmax - c[i].x, *lo, scale)] += c[i].w;
+    int cross = K_BUCKETS - 1;
+    double cum = *acc;
+    for (int k = 0; k < K_BUCKETS; k++) {
+        if (cum + s->bucket_mass[k] >= need) {
+            cross = k;
+            break;
+        }
+        cum += s->bucket_mass[k];
+    }
+    size_t lt = *a, i = *a, gt = *b;
+    while (i < gt) {
+        int k = bucket_of(xmax - c[i].x, *lo, scale);
+        struct cand t = c[i];
+        if (k < cross) {
+            c[i++] = c[lt];
+            c[lt++] = t;
+        } else if (k > cross) {
+            c[i] = c[--gt];
+            c[gt] = t;
+        } else {
+            i++;
+        }
+    }
+    for (size_t j = *a; j < lt; j++)
+        *acc += c[j].w;
+    *a = lt;
+    *b = gt;
+    *lo += (float)cross / scale;
+}
+
+/* top_p < 1, no top-k: move the nucleus (the smallest prefix of the candidate order whose mass reaches
+ * top_p of the total) to c[0..keep) in some order; returns keep and its mass in *kept. */
+static size_t nucleus_select(struct loom_sampler *s, size_t n, float xmax, double *kept)
+{
+    struct cand *c = s->cand;
+    double total = 0;
+    float dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        c[i].w = expf(c[i].x - xmax);
+        total += c[i].w;
+        dmax = fmaxf(dmax, xmax - c[i].x);
+    }
+    double need = ((double)s->p.top_p - K_TOP_P_SLACK) * total, acc = 0;
+    size_t a = 0, b = n;
+    float lo = 0, width = dmax > 0 ? dmax * (1 + 1e-6f) : 1;
+    for (int level = 0; level < K_LEVELS && b - a > K_SORT_MAX; level++) {
+        float scale = (float)K_BUCKETS / width;
+        refine(s, &a, &b, xmax, &lo, scale, need, &acc);
+        width /= (float)K_BUCKETS;
+    }
+    cand_sort(c + a, b - a);
+    size_t keep = a;
+    while (keep < b && (keep == 0 || acc < need))
+        acc += c[keep++].w;
+    *kept = 0;
+    for (size_t i = 0; i < keep; i++)
+        *kept += c[i].w;
+    return keep;
+}
+
+/* Smallest prefix of the sorted c[n] whose weights reach top_p of their total (at least one). */
+static size_t top_p_prefix(const struct cand *c, size_t n, double total, float p, double *kept)
+{
+    double need = ((double)p - K_TOP_P_SLACK) * total, acc = 0;
+    size_t keep = 0;
+    while (keep < n && (keep == 0 || acc < need))
+        acc += c[keep++].w;
+    *kept = acc;
+    return keep;
+}
+
+int32_t loom_sampler_sample(struct loom_sampler *s, const float *logits)
+{
+    if (s->p.temp <= 0)
+        return sample_greedy(s, logits);
+    float inv_t = 1.0f / s->p.temp, xmax = -INFINITY;
+    size_t n = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (s->sampleable[i] && isfinite(logits[i])) {
+            float x = logits[i] * inv_t;
+            s->cand[n++] = (struct cand){x, 0, i};
+            xmax = x > xmax ? x : xmax;
+        }
+    }
+    if (n == 0 || !isfinite(xmax))
+        return sample_greedy(s, logits); /* every sampleable logit is infinite or NaN */
+    int top_p = s->p.top_p < 1.0f;
+    double kept;
+    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
+        cand_top_k(s->cand, n, (size_t)s->p.top_k);
+        n = (size_t)s->p.top_k;
+    } else if (top_p) {
+        size_t keep = nucleus_select(s, n, xmax, &kept);
+        return draw(s, s->cand, keep, kept);
+    }
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        s->cand[i].w = expf(s->cand[i].x - xmax);
+        total += s->cand[i].w;
+    }
+    size_t keep = n;
+    kept = total;
+    if (top_p) /* c[0..n) is sorted here: it came from top-k */
+        keep = top_p_prefix(s->cand, n, total, s->p.top_p, &kept);
+    return draw(s, s->cand, keep, kept);
+}

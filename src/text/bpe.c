@@ -1,0 +1,266 @@
+/* bpe.c — byte-level BPE: GPT-2's byte-to-unicode alphabet, the merge table (token-id pairs hashed once at
+ * load; lookups never allocate), and the merge loop over one pre-token (lowest rank first, leftmost on
+ * ties, as llama-vocab.cpp's llm_tokenizer_bpe_session does). */
+#include "text/text_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "util/error.h"
+
+/* Bytes GPT-2 shows as themselves: '!'..'~', U+00A1..U+00AC, U+00AE..U+00FF. The other 68 bytes map, in
+ * ascending order, to U+0100.. (openai/gpt-2 encoder.py bytes_to_unicode). */
+uint32_t loom_bytelevel_cp(unsigned char b)
+{
+    if (b <= 0x20)
+        return 256u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 256u + 33u + (b - 0x7Fu);
+    if (b == 0xAD)
+        return 256u + 67u;
+    return b;
+}
+
+int loom_bytelevel_byte(uint32_t cp)
+{
+    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
+        return (int)cp;
+    if (cp >= 256 && cp < 256 + 33)
+        return (int)(cp - 256);
+    if (cp >= 256 + 33 && cp < 256 + 67)
+        return (int)(cp - 256 - 33 + 0x7F);
+    if (cp == 256 + 67)
+        return 0xAD;
+    return -1;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t merge_key(int32_t left, int32_t right)
+{
+    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+}
+
+const struct loom_merge_slot *loom_merges_find(const struct loom_merges *m, int32_t left, int32_t right)
+{
+    if (!m->slots || left < 0 || right < 0)
+        return NULL;
+    uint64_t key = merge_key(left, right);
+    for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
+        const struct loom_merge_slot *s = &m->slots[i];
+        if (s->key == key)
+            return s;
+        if (s->key == UINT64_MAX)
+            return NULL;
+    }
+}
+
+/* Insert unless present (the first, lowest-ranked occurrence of a pair wins, as in the reference). */
+static void merges_insert(struct loom_merges *m, int32_t left, int32_t right, int32_t merged, int32_t rank)
+{
+    uint64_t key = merge_key(left, right);
+    for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
+        struct loom_merge_slot *s = &m->slots[i];
+        if (s->key == key)
+            return;
+        if (s->key == UINT64_MAX) {
+            *s = (struct loom_merge_slot){.key = key, .merged = merged, .rank = rank};
+            return;
+        }
+    }
+}
+
+int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_str *merges, uint64_t n, loom_error *err)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t max_len = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (merges[i].len > max_len)
+            max_len = (size_t)merges[i].len;
+    tok->merges.slots = malloc(cap * sizeof *tok->merges.slots);
+    char *joined = malloc(max_len + 1);
+    if (!tok->merges.slots || !joined) {
+        free(joined);
+        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.merges: cannot allocate the merge table (%llu merges)",
+                           (unsigned long long)n);
+    }
+    memset(tok->merges.slots, 0xFF, cap * sizeof *tok->merges.slots);
+    tok->merges.mask = cap - 1;
+    tok->n_merges_skipped = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = merges[i].ptr;
+        size_t len = (size_t)merges[i].len;
+        const char *space = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!space) {
+            tok->n_merges_skipped++;
+            continue;
+        }
+        size_t ll = (size_t)(space - s), rl = len - ll - 1;
+        memcpy(joined, s, ll);
+        memcpy(joined + ll, space + 1, rl);
+        int32_t left = loom_tokenizer_find(tok, s, ll);
+        int32_t right = loom_tokenizer_find(tok, space + 1, rl);
+        int32_t merged = loom_tokenizer_find(tok, joined, ll + rl);
+        if (left < 0 || right < 0 || merged < 0 || i > INT32_MAX) {
+            tok->n_merges_skipped++;
+            continue;
+        }
+        merges_insert(&tok->merges, left, right, merged, (int32_t)i);
+    }
+    free(joined);
+    return LOOM_OK;
+}
+
+/* A symbol of the word being merged: a token id (or DEAD once merged into its left neighbour) in a
+ * doubly linked list over positions. */
+struct loom_bpe_sym {
+    int32_t id, prev, next;
+};
+#define DEAD (-2)
+
+/* A candidate merge of adjacent symbols left/right, valid while their ids are still left_id/right_id. */
+struct loom_bpe_pair {
+    int32_t rank, left, right, left_id, right_id, merged;
+};
+
+void loom_bpe_scratch_free(struct loom_bpe_scratch *s)
+{
+    free(s->syms);
+    free(s->heap);
+    memset(s, 0, sizeof *s);
+}
+
+static int pair_before(const struct loom_bpe_pair *a, const struct loom_bpe_pair *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(struct loom_bpe_pair *h, size_t *n, struct loom_bpe_pair p)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pair_before(&p, &h[parent]))
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = p;
+}
+
+static struct loom_bpe_pair heap_pop(struct loom_bpe_pair *h, size_t *n)
+{
+    struct loom_bpe_pair top = h[0], last = h[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && pair_before(&h[c + 1], &h[c]))
+            c++;
+        if (!pair_before(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+static void push_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, size_t *n_heap, int32_t left,
+                      int32_t right)
+{
+    if (left < 0 || right < 0)
+        return;
+    const struct loom_merge_slot *m = loom_merges_find(&tok->merges, s->syms[left].id, s->syms[right].id);
+    if (!m)
+        return;
+    struct loom_bpe_pair p = {m->rank, left, right, s->syms[left].id, s->syms[right].id, m->merged};
+    heap_push(s->heap, n_heap, p);
+}
+
+static int scratch_reserve(struct loom_bpe_scratch *s, size_t n)
+{
+    if (n > s->cap_syms) {
+        struct loom_bpe_sym *p = realloc(s->syms, n * sizeof *p);
+        if (!p)
+            return LOOM_E_NOMEM;
+        s->syms = p;
+        s->cap_syms = n;
+    }
+    if (3 * n > s->cap_heap) { /* n - 1 initial pairs, at most 2 more per merge */
+        struct loom_bpe_pair *p = realloc(s->heap, 3 * n * sizeof *p);
+        if (!p)
+            return LOOM_E_NOMEM;
+        s->heap = p;
+        s->cap_heap = 3 * n;
+    }
+    return LOOM_OK;
+}
+
+int loom_bpe_word(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *bytes, size_t n,
+                  int32_t *out, int cap, size_t *n_out)
+{
+    if (n == 0)
+        return LOOM_OK;
+    if (n > INT32_MAX / 4 || scratch_reserve(s, n) != LOOM_OK)
+        return LOOM_E_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        s->syms[i] = (struct loom_bpe_sym){tok->byte_token[bytes[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
+    size_t n_heap = 0;
+    for (size_t i = 1; i < n; i++)
+        push_pair(tok, s, &n_heap, (int32_t)i - 1, (int32_t)i);
+    while (n_heap > 0) {
+        struct loom_bpe_pair p = heap_pop(s->heap, &n_heap);
+        struct loom_bpe_sym *l = &s->syms[p.left], *r = &s->syms[p.right];
+        if (l->id != p.left_id || r->id != p.right_id || l->next != p.right)
+            continue; /* stale: one side has merged since this pair was queued */
+        l->id = p.merged;
+        r->id = DEAD;
+        l->next = r->next;
+        if (r->next >= 0)
+            s->syms[r->next].prev = p.left;
+        push_pair(tok, s, &n_heap, l->prev, p.left);
+        push_pair(tok, s, &n_heap, p.left, l->next);
+    }
+    for (int32_t i = 0; i >= 0; i = s->syms[i].next) {
+        if (s->syms[i].id < 0)
+            continue; /* a byte with no token of its own: the reference drops it too */
+        if (*n_out < (size_t)(cap > 0 ? cap : 0))
+            out[*n_out] = s->syms[i].id;
+        (*n_out)++;
+    }
+    return LOOM_OK;
+}
+
+int loom_bytelevel_next(const char *text, size_t len, size_t *pos, unsigned char *out)
+{
+    const unsigned char *s = (const unsigned char *)text + *pos;
+    size_t left = len - *pos;
+    size_t n = s[0] < 0xC0 ? 1 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 : 4;
+    if (n > left || (n == 2 && (s[1] & 0xC0) != 0x80))
+        n = 1;
+    int b = -1; /* the alphabet is U+0021..U+0143: one- and two-byte characters only */
+    if (n == 1 && s[0] < 0x80)
+        b = loom_bytelevel_byte(s[0]);
+    else if (n == 2)
+        b = loom_bytelevel_byte(((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu));
+    *pos += n;
+    if (b >= 0) {
+        out[0] = (unsigned char)b;
+        return 1;
+    }
+    memcpy(out, s, n); /* not in the alphabet: the character's own bytes */
+    return (int)n;
+}

@@ -1,0 +1,150 @@
+/* encode.c — text to token ids: split out special-token spellings (longest first, as llama-vocab.cpp's
+ * tokenizer_st_partition does), then cut each remaining fragment into pre-tokens and run byte-level BPE
+ * on each. */
+#include "text/text_internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+/* A piece of the input: raw text [off, off + len) when id < 0, else one special token. */
+struct frag {
+    size_t off, len;
+    int32_t id;
+};
+
+struct frag_list {
+    struct frag *v;
+    size_t n, cap;
+};
+
+static int frag_push(struct frag_list *l, size_t off, size_t len, int32_t id)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        struct frag *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return LOOM_E_NOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (struct frag){off, len, id};
+    return LOOM_OK;
+}
+
+/* Split the raw fragments of *a at every occurrence of special token id, left to right, into *b. */
+static int split_on(const struct loom_tokenizer *tok, const char *text, int32_t id, const struct frag_list *a,
+                    struct frag_list *b)
+{
+    size_t slen;
+    const char *s = loom_tokenizer_text(tok, id, &slen);
+    b->n = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        struct frag f = a->v[i];
+        if (f.id >= 0) {
+            if (frag_push(b, f.off, f.len, f.id) != LOOM_OK)
+                return LOOM_E_NOMEM;
+            continue;
+        }
+        size_t off = f.off, end = f.off + f.len;
+        const char *hit;
+        while (off < end && (hit = memmem(text + off, end - off, s, slen)) != NULL) {
+            size_t at = (size_t)(hit - text);
+            if ((at > off && frag_push(b, off, at - off, -1) != LOOM_OK) || frag_push(b, at, slen, id) != LOOM_OK)
+                return LOOM_E_NOMEM;
+            off = at + slen;
+        }
+        if (off < end && frag_push(b, off, end - off, -1) != LOOM_OK)
+            return LOOM_E_NOMEM;
+    }
+    return LOOM_OK;
+}
+
+/* Partition text[len] into raw fragments and special tokens. With parse_special == 0 only USER_DEFINED
+ * tokens are split out (CONTROL and UNKNOWN spellings stay plain text), as in the reference. */
+static int partition(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
+                     struct frag_list *out)
+{
+    struct frag_list tmp = {0};
+    int rc = frag_push(out, 0, len, -1);
+    for (uint32_t k = 0; rc == LOOM_OK && k < tok->n_specials; k++) {
+        int32_t id = tok->specials[k];
+        if (!parse_special && tok->type[id] != LOOM_TOK_USER_DEFINED)
+            continue;
+        rc = split_on(tok, text, id, out, &tmp);
+        struct frag_list swap = *out;
+        *out = tmp;
+        tmp = swap;
+    }
+    free(tmp.v);
+    return rc;
+}
+
+struct encode_buf {
+    uint32_t *cps, *ends;
+    unsigned char *bytes;
+    struct loom_bpe_scratch bpe;
+};
+
+/* Pre-tokenize and BPE one raw fragment (the buffers hold at least len code points, 4 * len bytes). */
+static int encode_raw(const struct loom_tokenizer *tok, struct encode_buf *b, const char *text, size_t len,
+                      int32_t *out, int cap, size_t *n_out)
+{
+    size_t n_cp = loom_utf8_decode_lenient(text, len, b->cps);
+    size_t n_words = loom_pretokenize(tok->pre, b->cps, n_cp, b->ends);
+    size_t start = 0;
+    for (size_t w = 0; w < n_words; w++) {
+        size_t nb = 0;
+        for (size_t j = start; j < b->ends[w]; j++)
+            nb += (size_t)loom_utf8_encode(b->cps[j], b->bytes + nb);
+        start = b->ends[w];
+        if (loom_bpe_word(tok, &b->bpe, b->bytes, nb, out, cap, n_out) != LOOM_OK)
+            return LOOM_E_NOMEM;
+    }
+    return LOOM_OK;
+}
+
+int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
+                          int32_t *out, int cap, loom_error *err)
+{
+    if ((!text && len) || cap < 0 || (!out && cap > 0))
+        return loom_errorf(err, LOOM_E_ARG, "tokenizer encode: text, out or cap invalid (len %zu, cap %d)", len, cap);
+    if (len > (size_t)INT_MAX / 4)
+        return loom_errorf(err, LOOM_E_RANGE, "tokenizer encode: text of %zu bytes exceeds the limit of %d", len,
+                           INT_MAX / 4);
+    if (len == 0)
+        return 0;
+    struct frag_list frags = {0};
+    struct encode_buf b = {0};
+    size_t n_out = 0;
+    int rc = partition(tok, text, len, parse_special, &frags);
+    if (rc == LOOM_OK) {
+        b.cps = malloc(len * sizeof *b.cps);
+        b.ends = malloc(len * sizeof *b.ends);
+        b.bytes = malloc(4 * len);
+        if (!b.cps || !b.ends || !b.bytes)
+            rc = LOOM_E_NOMEM;
+    }
+    for (size_t i = 0; rc == LOOM_OK && i < frags.n; i++) {
+        const struct frag *f = &frags.v[i];
+        if (f->id >= 0) {
+            if (n_out < (size_t)cap)
+                out[n_out] = f->id;
+            n_out++;
+        } else {
+            rc = encode_raw(tok, &b, text + f->off, f->len, out, cap, &n_out);
+        }
+    }
+    free(frags.v);
+    free(b.cps);
+    free(b.ends);
+    free(b.bytes);
+    loom_bpe_scratch_free(&b.bpe);
+    if (rc != LOOM_OK)
+        return loom_errorf(err, rc, "tokenizer encode: out of memory on a text of %zu bytes", len);
+    if (n_out > (size_t)INT_MAX)
+        return loom_errorf(err, LOOM_E_RANGE, "tokenizer encode: %zu tokens exceed the limit of %d", n_out, INT_MAX);
+    return (int)n_out;
+}

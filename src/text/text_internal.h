@@ -1,0 +1,137 @@
+/* text_internal.h — what the tokenizer's files share: the tokenizer struct, the lenient UTF-8 codec and
+ * code point classes the pre-tokenizer uses, the qwen2/qwen35 pre-token splitter, GPT-2's byte-level
+ * alphabet, and the BPE merge table. Not part of any public interface. */
+#ifndef LOOM_TEXT_INTERNAL_H
+#define LOOM_TEXT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "text/tokenizer.h"
+
+/* Token types as numbered by GGUF's tokenizer.ggml.token_type. */
+enum loom_tok_type {
+    LOOM_TOK_NORMAL = 1, LOOM_TOK_UNKNOWN = 2, LOOM_TOK_CONTROL = 3,
+    LOOM_TOK_USER_DEFINED = 4, LOOM_TOK_UNUSED = 5, LOOM_TOK_BYTE = 6,
+};
+
+/* ---- code points (pretokenize.c) ------------------------------------------------------------- */
+
+/* Code point classes the pre-tokenizer regexes ask about (\p{L}, \p{M}, \p{N}, \s). */
+enum {
+    LOOM_CP_LETTER = 1, LOOM_CP_MARK = 2, LOOM_CP_NUMBER = 4, LOOM_CP_SPACE = 8,
+    LOOM_CP_VALID = 16, /* any code point at or below U+10FFFF; 0 stands for "past the fragment" */
+};
+
+/* Decode text[len] leniently into cps (cap >= len is always enough): a byte that does not start a
+ * sequence, or a sequence cut short, becomes U+FFFD and consumes one byte; lengths follow the lead byte
+ * without overlong or surrogate checks (as llama.cpp's unicode_cpts_from_utf8 does, so the same bytes
+ * tokenize the same). Code points past U+10FFFF count as invalid lead bytes. Returns the count. */
+size_t loom_utf8_decode_lenient(const char *text, size_t len, uint32_t *cps);
+/* Encode one code point (<= U+10FFFF, surrogates included) into out[4]; returns the byte count. */
+int loom_utf8_encode(uint32_t cp, unsigned char *out);
+/* Class bits of cp (LOOM_CP_*), from utf8proc's categories (Unicode 15.0) plus the CJK Extension I
+ * letters of 15.1, and the White_Space property for LOOM_CP_SPACE. */
+unsigned loom_cp_class(uint32_t cp);
+
+enum loom_pre_kind { LOOM_PRE_QWEN2 = 0, LOOM_PRE_QWEN35 = 1 };
+
+/* Split cps[n] into pre-tokens with the Qwen pattern
+ *   (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
+ *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * where qwen35 widens \p{L}+ to [\p{L}\p{M}]+ and excludes \p{M} from the punctuation run
+ * (llama-vocab.cpp LLAMA_VOCAB_PRE_TYPE_QWEN2/QWEN35; matched by hand as unicode.cpp does).
+ * Writes the end index of each pre-token to ends[] (capacity n); returns the count. */
+size_t loom_pretokenize(enum loom_pre_kind kind, const uint32_t *cps, size_t n, uint32_t *ends);
+
+/* ---- byte-level alphabet and BPE (bpe.c) ----------------------------------------------------- */
+
+/* GPT-2's byte-to-unicode map: the code point that stands for byte b in token texts. */
+uint32_t loom_bytelevel_cp(unsigned char b);
+/* The byte a code point of a token text stands for, or -1 if it is not in the alphabet. */
+int loom_bytelevel_byte(uint32_t cp);
+/* Decode the next character of a byte-level token text at text[*pos] (len bytes in all) into out[4]:
+ * one byte for a character of the alphabet, else the character's own UTF-8 bytes. Advances *pos;
+ * returns the number of bytes written (1..4). */
+int loom_bytelevel_next(const char *text, size_t len, size_t *pos, unsigned char *out);
+
+/* One merge: the pair (left, right) of token ids becomes token `merged` at priority `rank`. */
+struct loom_merge_slot {
+    uint64_t key; /* (left << 32) | right; UINT64_MAX = empty */
+    int32_t merged;
+    int32_t rank;
+};
+
+struct loom_merges {
+    struct loom_merge_slot *slots;
+    uint64_t mask; /* capacity - 1 (power of two) */
+};
+
+/* Look up the merge of (left, right); NULL if there is none. Allocation-free. */
+const struct loom_merge_slot *loom_merges_find(const struct loom_merges *m, int32_t left, int32_t right);
+
+/* Scratch for BPE over one word; grown by loom_bpe_word as needed, freed by loom_bpe_scratch_free. */
+struct loom_bpe_scratch {
+    struct loom_bpe_sym *syms;
+    struct loom_bpe_pair *heap;
+    size_t cap_syms, cap_heap;
+};
+void loom_bpe_scratch_free(struct loom_bpe_scratch *s);
+
+/* ---- the tokenizer (tokenizer.c) ------------------------------------------------------------- */
+
+struct loom_tokenizer {
+    uint32_t n_vocab;
+    uint32_t n_rows;
+    char *blob;              /* every token text, back to back */
+    uint64_t *text_off;      /* [n_vocab + 1] offsets into blob */
+    uint8_t *type;           /* [n_vocab] enum loom_tok_type after llama.cpp's name-based fixes */
+    uint8_t *sampleable;     /* [n_rows] */
+    uint8_t *eog;            /* [n_vocab] end-of-generation flags */
+    int32_t *text_slots;     /* open-addressed text -> id table, -1 = empty */
+    uint64_t text_mask;
+    struct loom_merges merges;
+    uint32_t n_merges_skipped; /* merges naming a text outside the vocabulary */
+    int32_t byte_token[256]; /* id of the one-character token for each byte, -1 if missing */
+    int32_t *specials;       /* CONTROL / USER_DEFINED / UNKNOWN ids, longest text first */
+    uint32_t n_specials;
+    int32_t bos;             /* id to prepend, or -1 */
+    enum loom_pre_kind pre;
+};
+
+/* Token text of id (not NUL-terminated) and its length. id must be inside the vocabulary. */
+static inline const char *loom_tokenizer_text(const struct loom_tokenizer *tok, int32_t id, size_t *len)
+{
+    *len = (size_t)(tok->text_off[id + 1] - tok->text_off[id]);
+    return tok->blob + tok->text_off[id];
+}
+
+/* How a token's piece is made from its text. */
+enum loom_piece_mode { LOOM_PIECE_EMPTY = 0, LOOM_PIECE_RAW = 1, LOOM_PIECE_BYTELEVEL = 2 };
+static inline enum loom_piece_mode loom_tokenizer_piece_mode(const struct loom_tokenizer *tok, int32_t id)
+{
+    switch (tok->type[id]) {
+    case LOOM_TOK_CONTROL: case LOOM_TOK_USER_DEFINED: case LOOM_TOK_UNKNOWN:
+        return LOOM_PIECE_RAW;
+    case LOOM_TOK_NORMAL: case LOOM_TOK_BYTE:
+        return LOOM_PIECE_BYTELEVEL;
+    default:
+        return LOOM_PIECE_EMPTY;
+    }
+}
+
+/* Id of the token whose text is s[len], or -1. Allocation-free. */
+int32_t loom_tokenizer_find(const struct loom_tokenizer *tok, const char *s, size_t len);
+
+/* Build tok->merges from the merge strings ("left right", split at the first space after the first
+ * byte, as llama.cpp does); ranks are positions. Returns LOOM_OK or LOOM_E_NOMEM. */
+struct loom_gguf_str;
+int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_str *merges, uint64_t n, loom_error *err);
+
+/* Byte-level BPE of one pre-token: bytes[n] (already UTF-8) become token ids, appended to out at *n_out
+ * (written only below cap; *n_out counts all). Ranks: lowest first, leftmost on ties (llama-vocab.cpp
+ * llm_tokenizer_bpe_session). Returns LOOM_OK or LOOM_E_NOMEM. */
+int loom_bpe_word(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *bytes, size_t n,
+                  int32_t *out, int cap, size_t *n_out);
+
+#endif

@@ -1,0 +1,190 @@
+/* test_sample.c — the sampler: greedy over sampleable rows, top-k, top-p, seeded reproducibility, the
+ * temperature-scaled distribution, and exact top-p without top-k over a Qwen3.5-sized logits row. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample/sample.h"
+#include "test.h"
+
+static struct loom_sampler *mk(float temp, int top_k, float top_p, uint64_t seed, int n, const uint8_t *ok)
+{
+    struct loom_sampler_params p = {temp, top_k, top_p, seed};
+    return loom_sampler_new(&p, n, ok);
+}
+
+static void test_greedy(void)
+{
+    float logits[6] = {1, 9, 3, 3, -1, 2};
+    uint8_t ok[6] = {1, 0, 1, 1, 1, 1};
+    struct loom_sampler *s = mk(0, 0, 1, 1, 6, ok);
+    CHECK(s && loom_sampler_sample(s, logits) == 2, "greedy skips the masked max and takes the lowest tied id");
+    logits[0] = NAN;
+    CHECK(loom_sampler_sample(s, logits) == 2, "NaN never wins");
+    loom_sampler_free(s);
+    uint8_t none[6] = {0};
+    s = mk(0, 0, 1, 1, 6, none);
+    CHECK(loom_sampler_sample(s, logits) == -1, "nothing sampleable: -1");
+    loom_sampler_free(s);
+    s = mk(1, 0, 1, 1, 6, none);
+    CHECK(loom_sampler_sample(s, logits) == -1, "nothing sampleable with temperature: -1");
+    loom_sampler_free(s);
+    float spread[6] = {-3e38f, 1, 2, 0, -1, 2.5f};
+    for (int k = 0; k < 3; k++) {
+        s = mk(1e-30f, k == 2 ? 2 : 0, k == 0 ? 1.0f : 0.9f, 1, 6, ok); /* x = logit / temp overflows */
+        CHECK(loom_sampler_sample(s, spread) == 5, "tiny temperature (case %d) picks the argmax", k);
+        loom_sampler_free(s);
+    }
+    CHECK(mk(1, 0, 1, 1, 0, ok) == NULL && mk(1, 0, 1, 1, 6, NULL) == NULL, "invalid arguments give NULL");
+}
+
+/* Draw n times; counts[id]++ for each. */
+static void draw_many(struct loom_sampler *s, const float *logits, int n, int *counts)
+{
+    for (int i = 0; i < n; i++) {
+        int32_t id = loom_sampler_sample(s, logits);
+        if (id >= 0)
+            counts[id]++;
+    }
+}
+
+static void test_top_p(void)
+{
+    const float probs[4] = {0.3f, 0.1f, 0.1f, 0.5f};
+    float logits[4];
+    uint8_t ok[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 4; i++)
+        logits[i] = logf(probs[i]);
+    const int top_ks[3] = {0, 3, 4}; /* no limit (pruning path), a real top-k (sorted path), k = n */
+    for (int t = 0; t < 3; t++) {
+        struct loom_sampler *s = mk(1, top_ks[t], 0.8f, 42 + (uint64_t)t, 4, ok);
+        int counts[4] = {0};
+        draw_many(s, logits, 4000, counts);
+        CHECK(counts[1] == 0 && counts[2] == 0 && counts[0] > 0 && counts[3] > 0,
+              "top_k %d, top-p 0.8 keeps exactly {3, 0}: %d %d %d %d", top_ks[t], counts[0], counts[1], counts[2],
+              counts[3]);
+        double f3 = counts[3] / 4000.0;
+        CHECK(fabs(f3 - 0.625) < 0.03, "renormalized share of id 3: %.3f (want 0.625)", f3);
+        loom_sampler_free(s);
+    }
+    struct loom_sampler *s = mk(1, 0, 0.05f, 1, 4, ok);
+    int counts[4] = {0};
+    draw_many(s, logits, 200, counts);
+    CHECK(counts[3] == 200, "tiny p keeps only the top token");
+    loom_sampler_free(s);
+}
+
+static void test_top_k_and_seed(void)
+{
+    enum { N = 1000 };
+    static float logits[N];
+    static uint8_t ok[N];
+    uint64_t x = 7;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        logits[i] = (float)(x >> 40) / (float)(1 << 24) * 4.0f;
+        ok[i] = 1;
+    }
+    int argmax = 0;
+    for (int i = 1; i < N; i++)
+        if (logits[i] > logits[argmax])
+            argmax = i;
+    struct loom_sampler *s = mk(1.5f, 1, 1, 3, N, ok);
+    int same = 1;
+    for (int i = 0; i < 100; i++)
+        same &= loom_sampler_sample(s, logits) == argmax;
+    CHECK(same, "top-k 1 is argmax");
+    loom_sampler_free(s);
+
+    struct loom_sampler *a = mk(1, 40, 0.95f, 1234, N, ok), *b = mk(1, 40, 0.95f, 1234, N, ok);
+    struct loom_sampler *c = mk(1, 40, 0.95f, 1235, N, ok);
+    int eq_ab = 1, eq_ac = 1;
+    for (int i = 0; i < 200; i++) {
+        int32_t ia = loom_sampler_sample(a, logits), ib = loom_sampler_sample(b, logits);
+        eq_ab &= ia == ib;
+        eq_ac &= ia == loom_sampler_sample(c, logits);
+    }
+    CHECK(eq_ab, "the same seed reproduces the same draws");
+    CHECK(!eq_ac, "another seed gives other draws");
+    loom_sampler_free(a);
+    loom_sampler_free(b);
+    loom_sampler_free(c);
+}
+
+static void test_temperature(void)
+{
+    const float logits[4] = {0, logf(2), logf(4), 100};
+    const uint8_t ok[4] = {1, 1, 1, 0};
+    const float temps[2] = {1, 2};
+    for (int t = 0; t < 2; t++) {
+        struct loom_sampler *s = mk(temps[t], 0, 1, 99, 4, ok);
+        int counts[4] = {0};
+        draw_many(s, logits, 20000, counts);
+        double w[3], z = 0, worst = 0;
+        for (int i = 0; i < 3; i++)
+            z += w[i] = exp(logits[i] / temps[t]);
+        for (int i = 0; i < 3; i++)
+            worst = fmax(worst, fabs(counts[i] / 20000.0 - w[i] / z));
+        CHECK(counts[3] == 0 && worst < 0.015, "temp %.0f: frequencies within %.4f of softmax", temps[t], worst);
+        loom_sampler_free(s);
+    }
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Qwen3.5-sized row, top_k 0, top_p 0.9: every draw lies in the brute-force nucleus. spread scales the
+ * Gumbel-distributed logits: large is peaked (small nucleus), small is flat (most of the vocabulary). */
+static void test_big_vocab(double spread)
+{
+    enum { N = 248320 };
+    float *logits = malloc(N * sizeof *logits), *sorted = malloc(N * sizeof *sorted);
+    uint8_t *ok = malloc(N);
+    uint64_t x = 11;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        double u = ((x >> 11) + 0.5) * 0x1.0p-53;
+        logits[i] = (float)(-log(-log(u)) * spread);
+        ok[i] = i < 248044;
+        sorted[i] = logits[i];
+    }
+    int n_ok = 248044;
+    qsort(sorted, (size_t)n_ok, sizeof *sorted, cmp_desc); /* ok rows are a prefix of ids */
+    double z = 0, acc = 0;
+    for (int i = 0; i < n_ok; i++)
+        z += exp((double)sorted[i] - sorted[0]);
+    int keep = 0;
+    while (keep < n_ok && acc < 0.9 * z)
+        acc += exp((double)sorted[keep++] - sorted[0]);
+    float cutoff = sorted[keep - 1];
+    struct loom_sampler *s = mk(1, 0, 0.9f, 5, N, ok);
+    int inside = 1;
+    clock_t t0 = clock();
+    for (int i = 0; i < 50; i++) {
+        int32_t id = loom_sampler_sample(s, logits);
+        inside &= id >= 0 && id < n_ok && logits[id] >= cutoff;
+    }
+    double ms = (double)(clock() - t0) / CLOCKS_PER_SEC * 1000 / 50;
+    CHECK(inside, "all draws inside the nucleus of %d tokens", keep);
+    printf("top-p over %d rows (nucleus %d): %.2f ms per draw\n", N, keep, ms);
+    loom_sampler_free(s);
+    free(logits);
+    free(sorted);
+    free(ok);
+}
+
+int main(void)
+{
+    test_greedy();
+    test_top_p();
+    test_top_k_and_seed();
+    test_temperature();
+    test_big_vocab(2.0);
+    test_big_vocab(1.0);
+    test_big_vocab(0.5);
+    return test_finish();
+}

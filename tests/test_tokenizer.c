@@ -1,0 +1,397 @@
+/* test_tokenizer.c — the tokenizer: UTF-8 and byte-level internals, the qwen pre-tokenizer, a tiny
+ * hand-made vocabulary (special tokens, EOG set, sampleable rows, streaming detokenizer), and the
+ * reference's ggml-vocab-qwen35.gguf test cases when that file is present. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "test.h"
+#include "text/text_internal.h"
+#include "text/tokenizer.h"
+
+/* ---- internals ---------------------------------------------------------------------------------- */
+
+static void test_bytelevel(void)
+{
+    int seen[324] = {0}, ok = 1;
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = loom_bytelevel_cp((unsigned char)b);
+        ok &= cp < 324 && !seen[cp] && loom_bytelevel_byte(cp) == b;
+        if (cp < 324)
+            seen[cp] = 1;
+    }
+    CHECK(ok, "byte-level map is a bijection with its inverse");
+    CHECK(loom_bytelevel_cp(' ') == 0x120 && loom_bytelevel_cp('\n') == 0x10A && loom_bytelevel_cp(0xAD) == 0x143,
+          "space -> U+0120, newline -> U+010A, 0xAD -> U+0143");
+    CHECK(loom_bytelevel_byte(0x20) == -1 && loom_bytelevel_byte(0x144) == -1, "outside the alphabet");
+}
+
+static void test_decode_lenient(void)
+{
+    uint32_t cps[16];
+    size_t n = loom_utf8_decode_lenient("a\xC3\xA9\xF0\x9F\xA6\x99", 7, cps);
+    CHECK(n == 3 && cps[0] == 'a' && cps[1] == 0xE9 && cps[2] == 0x1F999, "valid: n=%zu", n);
+    n = loom_utf8_decode_lenient("\x80\xE2\x82", 3, cps);
+    CHECK(n == 3 && cps[0] == 0xFFFD && cps[1] == 0xFFFD && cps[2] == 0xFFFD, "stray and cut: n=%zu", n);
+    n = loom_utf8_decode_lenient("\xC0\x80\xF7\xBF\xBF\xBF", 6, cps);
+    CHECK(n == 5 && cps[0] == 0 && cps[1] == 0xFFFD, "overlong kept, past U+10FFFF rejected: n=%zu", n);
+}
+
+/* Pre-tokens of UTF-8 s as "|"-joined text. */
+static void pre_split(enum loom_pre_kind kind, const char *s, char *out)
+{
+    uint32_t cps[64], ends[64];
+    size_t n = loom_utf8_decode_lenient(s, strlen(s), cps), w = loom_pretokenize(kind, cps, n, ends), start = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < w; i++) {
+        char *p = out + strlen(out);
+        if (i)
+            *p++ = '|';
+        for (size_t j = start; j < ends[i]; j++)
+            p += loom_utf8_encode(cps[j], (unsigned char *)p);
+        *p = 0;
+        start = ends[i];
+    }
+}
+
+static void test_pretokenize(void)
+{
+    static const struct {
+        enum loom_pre_kind kind;
+        const char *in, *want;
+    } cases[] = {
+        {LOOM_PRE_QWEN35, "12345", "1|2|3|4|5"},
+        {LOOM_PRE_QWEN35, "Hello world", "Hello| world"},
+        {LOOM_PRE_QWEN35, "a  b", "a| | b"},
+        {LOOM_PRE_QWEN35, "\n\n  x", "\n\n| | x"},
+        {LOOM_PRE_QWEN35, "I'M here's", "I|'M| here|'s"},
+        {LOOM_PRE_QWEN35, " !!\n\nok", " !!\n\n|ok"},
+        {LOOM_PRE_QWEN35, "x  ", "x|  "},
+        {LOOM_PRE_QWEN35, "a\xCC\x81" "b", "a\xCC\x81" "b"},
+        {LOOM_PRE_QWEN2, "a\xCC\x81" "b", "a|\xCC\x81" "b"},
+        {LOOM_PRE_QWEN35, "\xE4\xBD\xA0\xE5\xA5\xBD!", "\xE4\xBD\xA0\xE5\xA5\xBD|!"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char got[256];
+        pre_split(cases[i].kind, cases[i].in, got);
+        CHECK(strcmp(got, cases[i].want) == 0, "case %zu: got '%s' want '%s'", i, got, cases[i].want);
+    }
+}
+
+/* ---- a tiny vocabulary: 256 byte tokens, a few merges, specials ---------------------------------- */
+
+enum { T_ML = 256, T_MLA, T_HE, T_HEL, T_START, T_END, T_EOT, T_THINK, T_PAD, N_TINY };
+
+static int write_tiny_vocab(const char *path, const char *model, int add_bos)
+{
+    static char texts[N_TINY][16];
+    struct loom_gguf_str toks[N_TINY];
+    int32_t types[N_TINY];
+    for (int b = 0; b < 256; b++) {
+        int n = loom_utf8_encode(loom_bytelevel_cp((unsigned char)b), (unsigned char *)texts[b]);
+        texts[b][n] = 0;
+        types[b] = 1;
+    }
+    const char *extra[] = {"\xC3\xB0\xC5\x81", "\xC3\xB0\xC5\x81\xC2\xA6", "He", "Hel",
+                           "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "[PAD]"};
+    const int32_t extra_types[] = {1, 1, 1, 1, 3, 3, 3, 4, 5};
+    for (int i = 0; i < N_TINY - 256; i++) {
+        strcpy(texts[256 + i], extra[i]);
+        types[256 + i] = extra_types[i];
+    }
+    for (int i = 0; i < N_TINY; i++)
+        toks[i] = (struct loom_gguf_str){strlen(texts[i]), texts[i]};
+    /* "ð Ł" makes F0 9F; "ðŁ ¦" adds A6: U+1F999 (F0 9F A6 99) then spans two tokens */
+    const char *merge_text[] = {"\xC3\xB0 \xC5\x81", "\xC3\xB0\xC5\x81 \xC2\xA6", "H e", "He l"};
+    struct loom_gguf_str merges[4];
+    for (int i = 0; i < 4; i++)
+        merges[i] = (struct loom_gguf_str){strlen(merge_text[i]), merge_text[i]};
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    loom_error err = {0};
+    int rc = !w || loom_gguf_writer_set_str(w, "tokenizer.ggml.model", model) ||
+             loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35") ||
+             loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N_TINY) ||
+             loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, N_TINY) ||
+             loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 4) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", T_EOT) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", T_EOT) ||
+             (add_bos && loom_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1)) ||
+             loom_gguf_writer_write(w, path, NULL, NULL, &err);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+static struct loom_tokenizer *load_tiny(const char *path, uint32_t n_rows, loom_error *err, struct loom_gguf **g)
+{
+    struct loom_tokenizer *tok = NULL;
+    *g = NULL;
+    if (loom_gguf_open(path, g, err) != LOOM_OK)
+        return NULL;
+    if (loom_tokenizer_load(*g, n_rows, &tok, err) != LOOM_OK) {
+        loom_gguf_close(*g);
+        *g = NULL;
+    }
+    return tok;
+}
+
+/* Stream ids through a detokenizer; returns the joined output length in out (and each delta's length). */
+static int stream(const struct loom_tokenizer *tok, const int32_t *ids, int n, char *out, int *delta_len)
+{
+    struct loom_detok d;
+    loom_detok_init(&d, tok);
+    int len = 0;
+    for (int i = 0; i < n; i++) {
+        int k = loom_detok_push(&d, ids[i], out + len, 256);
+        if (k < 0)
+            return k;
+        if (delta_len)
+            delta_len[i] = k;
+        len += k;
+    }
+    int k = loom_detok_flush(&d, out + len, 256);
+    return k < 0 ? k : len + k;
+}
+
+static int has_id(const int32_t *ids, int n, int32_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+static void test_tiny_specials(const struct loom_tokenizer *tok)
+{
+    static const char text[] = "<|im_start|>Hello<|im_end|><think>";
+    int32_t ids[64];
+    int n = loom_tokenizer_encode(tok, text, strlen(text), 0, ids, 64, NULL);
+    CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END), "parse_special=0: no control ids (n=%d)", n);
+    CHECK(n > 0 && ids[n - 1] == T_THINK, "USER_DEFINED tokens still split out, as in the reference");
+    n = loom_tokenizer_encode(tok, text, strlen(text), 1, ids, 64, NULL);
+    CHECK(n == 6 && ids[0] == T_START && ids[1] == T_HEL && ids[2] == 'l' && ids[3] == 'o' && ids[4] == T_END &&
+              ids[5] == T_THINK,
+          "parse_special=1: n=%d ids %d %d .. %d", n, ids[0], ids[1], n > 0 ? ids[n - 1] : -1);
+    int need = loom_tokenizer_encode(tok, text, strlen(text), 1, ids, 2, NULL);
+    CHECK(need == 6 && ids[0] == T_START, "cap smaller than needed returns the full count");
+    CHECK(loom_tokenizer_encode(tok, "", 0, 1, ids, 0, NULL) == 0, "empty text");
+    CHECK(loom_tokenizer_is_eog(tok, T_EOT) && loom_tokenizer_is_eog(tok, T_END) && !loom_tokenizer_is_eog(tok, T_START) &&
+              !loom_tokenizer_is_eog(tok, 'a') && !loom_tokenizer_is_eog(tok, N_TINY),
+          "EOG set = {<|endoftext|>, <|im_end|>}");
+    char buf[32];
+    int k = loom_tokenizer_piece(tok, T_END, buf, sizeof buf);
+    CHECK(k == 10 && memcmp(buf, "<|im_end|>", 10) == 0, "control piece is its text");
+    k = loom_tokenizer_piece(tok, 0xF0, buf, sizeof buf);
+    CHECK(k == 1 && (unsigned char)buf[0] == 0xF0, "byte token piece is its byte");
+    k = loom_tokenizer_piece(tok, ' ', buf, sizeof buf);
+    CHECK(k == 1 && buf[0] == ' ', "the token for byte 0x20 decodes to a space");
+    CHECK(loom_tokenizer_piece(tok, N_TINY, buf, sizeof buf) == LOOM_E_ARG &&
+              loom_tokenizer_piece(tok, -1, buf, sizeof buf) == LOOM_E_ARG,
+          "piece of an id outside the vocabulary");
+    CHECK(loom_tokenizer_piece(tok, T_PAD, buf, sizeof buf) == 0, "UNUSED tokens have an empty piece");
+    CHECK(loom_tokenizer_bos(tok) == -1, "no add_bos_token key: no BOS");
+}
+
+static void test_tiny_detok(const struct loom_tokenizer *tok)
+{
+    static const char emoji[] = "x\xF0\x9F\xA6\x99y";
+    int32_t ids[16];
+    int n = loom_tokenizer_encode(tok, emoji, strlen(emoji), 0, ids, 16, NULL);
+    CHECK(n == 4 && ids[1] == T_MLA && ids[2] == 0x99, "emoji spans two tokens: n=%d", n);
+    char out[1024];
+    int delta[16] = {0};
+    int len = stream(tok, ids, n, out, delta);
+    CHECK(len == 6 && memcmp(out, emoji, 6) == 0, "joined deltas equal the text (len %d)", len);
+    CHECK(delta[1] == 0 && delta[2] == 4, "the emoji comes out whole with its second token (%d, %d)", delta[1], delta[2]);
+    char oneshot[64];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m += loom_tokenizer_piece(tok, ids[i], oneshot + m, 64 - m);
+    CHECK(m == len && memcmp(oneshot, out, (size_t)m) == 0, "streamed output equals one-shot decode");
+
+    int32_t bad[] = {0xFF, 'a', 0xE2, 'b', 0xF0};
+    len = stream(tok, bad, 5, out, delta);
+    CHECK(len == 11 && memcmp(out, "\xEF\xBF\xBD" "a\xEF\xBF\xBD" "b\xEF\xBF\xBD", 11) == 0,
+          "invalid bytes become U+FFFD, a cut tail at flush too (len %d)", len);
+    CHECK(delta[4] == 0, "an incomplete tail is held back");
+    int32_t sur[] = {0xED, 0xA0, 0x80};
+    len = stream(tok, sur, 3, out, NULL);
+    CHECK(len == 9, "a surrogate is three invalid subparts (len %d)", len);
+
+    struct loom_detok d;
+    loom_detok_init(&d, tok);
+    CHECK(loom_detok_push(&d, T_START, out, 4) == LOOM_E_RANGE && d.n_pending == 0, "small out: E_RANGE, no state change");
+    CHECK(loom_detok_push(&d, N_TINY, out, 64) == LOOM_E_ARG, "push of an id outside the vocabulary");
+}
+
+static void test_tiny(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/loom-test-tok-%d.gguf", (int)getpid());
+    CHECK(write_tiny_vocab(path, "gpt2", 0) == 0, "write tiny vocab");
+    loom_error err = {0};
+    struct loom_gguf *g;
+    struct loom_tokenizer *tok = load_tiny(path, N_TINY + 7, &err, &g);
+    CHECK(tok != NULL, "load tiny vocab: %s", err.msg);
+    if (tok) {
+        const uint8_t *ok = loom_tokenizer_sampleable(tok);
+        int good = 1;
+        for (int i = 0; i < N_TINY + 7; i++)
+            good &= ok[i] == (i < N_TINY && i != T_PAD);
+        CHECK(good, "sampleable: rows past the vocabulary and UNUSED tokens are not");
+        CHECK(loom_tokenizer_n_vocab(tok) == N_TINY && tok->n_merges_skipped == 0, "vocab size and merges");
+        test_tiny_specials(tok);
+        test_tiny_detok(tok);
+        loom_tokenizer_free(tok);
+        loom_gguf_close(g);
+    }
+    CHECK(write_tiny_vocab(path, "gpt2", 1) == 0, "write tiny vocab with add_bos");
+    tok = load_tiny(path, 0, &err, &g);
+    CHECK(tok && loom_tokenizer_bos(tok) == T_EOT, "add_bos_token true gives the BOS id");
+    loom_tokenizer_free(tok);
+    loom_gguf_close(g);
+    CHECK(write_tiny_vocab(path, "llama", 0) == 0, "write a non-BPE vocab");
+    tok = load_tiny(path, 0, &err, &g);
+    CHECK(!tok && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.ggml.model"), "wrong model rejected: %s",
+          err.msg);
+    unlink(path);
+}
+
+/* ---- the reference's qwen35 vocabulary and its test cases ------------------------------------------ */
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+/* Each case of .inp (cases end with "\n__ggml_vocab_test__\n") against its line of .out. */
+static void run_vocab_cases(const struct loom_tokenizer *tok, const char *inp_path, const char *out_path)
+{
+    size_t ni, no;
+    char *inp = read_all(inp_path, &ni), *outs = read_all(out_path, &no);
+    CHECK(inp && outs, "read %s and .out", inp_path);
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    int n_cases = 0, n_ok = 0, n_round = 0;
+    char *pos = inp, *line = outs;
+    static int32_t ids[4096];
+    static char text[65536];
+    while (inp && outs && pos < inp + ni && *line) {
+        char *end = strstr(pos, sep);
+        size_t len = end ? (size_t)(end - pos) : strlen(pos);
+        char *eol = strchr(line, '\n');
+        if (eol)
+            *eol = 0;
+        int32_t want[4096];
+        int nw = 0;
+        for (char *p = line; nw < 4096;) {
+            char *q;
+            long v = strtol(p, &q, 10);
+            if (q == p)
+                break;
+            want[nw++] = (int32_t)v;
+            p = q;
+        }
+        int n = loom_tokenizer_encode(tok, pos, len, 0, ids, 4096, NULL);
+        int same = n == nw && memcmp(ids, want, (size_t)nw * sizeof *ids) == 0;
+        CHECK(same, "case %d ('%.*s'): %d ids, want %d", n_cases, (int)(len > 40 ? 40 : len), pos, n, nw);
+        n_ok += same;
+        size_t m = 0;
+        for (int i = 0; i < n && n <= 4096; i++)
+            m += (size_t)loom_tokenizer_piece(tok, ids[i], text + m, (int)(sizeof text - m));
+        int round = m == len && memcmp(text, pos, len) == 0;
+        CHECK(round, "case %d round trip", n_cases);
+        n_round += round;
+        n_cases++;
+        pos += len + (end ? strlen(sep) : 0);
+        line = eol ? eol + 1 : line + strlen(line);
+    }
+    printf("vocab cases: %d/%d ids equal, %d/%d round trips\n", n_ok, n_cases, n_round, n_cases);
+    CHECK(n_cases == 50, "qwen35 has 50 cases, found %d", n_cases);
+    free(inp);
+    free(outs);
+}
+
+static void test_qwen35_vocab(void)
+{
+    const char *ref = getenv("LOOM_REF");
+    char dir[512], path[600], inp[620], out[620];
+    if (ref)
+        snprintf(dir, sizeof dir, "%s", ref);
+    else
+        snprintf(dir, sizeof dir, "%s/.cache/loom/ref", getenv("HOME") ? getenv("HOME") : ".");
+    snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", dir);
+    if (access(path, R_OK) != 0) {
+        printf("skip: %s not found (reference vocab tests not run)\n", path);
+        return;
+    }
+    loom_error err = {0};
+    struct loom_gguf *g = NULL;
+    struct loom_tokenizer *tok = NULL;
+    CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936 + 64, &tok, &err) == LOOM_OK,
+          "load %s: %s", path, err.msg);
+    if (!tok) {
+        loom_gguf_close(g);
+        return;
+    }
+    CHECK(tok->n_merges_skipped == 0, "every merge maps to tokens (%u skipped)", tok->n_merges_skipped);
+    snprintf(inp, sizeof inp, "%s.inp", path);
+    snprintf(out, sizeof out, "%s.out", path);
+    run_vocab_cases(tok, inp, out);
+
+    int32_t ids[64];
+    int n = loom_tokenizer_encode(tok, "12345", 5, 0, ids, 64, NULL);
+    CHECK(n == 5 && ids[0] == 16 && ids[4] == 20, "12345 splits digit by digit (n=%d)", n);
+    static const char chat[] = "<|im_start|>Hello<|im_end|>";
+    n = loom_tokenizer_encode(tok, chat, strlen(chat), 0, ids, 64, NULL);
+    CHECK(n > 2 && !has_id(ids, n, 151644) && !has_id(ids, n, 151645), "parse_special=0: plain text (n=%d)", n);
+    n = loom_tokenizer_encode(tok, chat, strlen(chat), 1, ids, 64, NULL);
+    CHECK(n == 3 && ids[0] == 151644 && ids[1] == 9707 && ids[2] == 151645, "parse_special=1: %d ids", n);
+    int eog = 0;
+    for (int32_t i = 0; i < 151936; i++)
+        eog += loom_tokenizer_is_eog(tok, i);
+    /* "</s>" (a plain token here) ends generation because llama.cpp's name list says so */
+    CHECK(eog == 3 && loom_tokenizer_is_eog(tok, 151643) && loom_tokenizer_is_eog(tok, 151645) &&
+              loom_tokenizer_is_eog(tok, 128247),
+          "EOG set = {<|endoftext|>, <|im_end|>, </s>} (%d ids)", eog);
+    const uint8_t *ok = loom_tokenizer_sampleable(tok);
+    CHECK(ok[151935] == 1 && ok[151936] == 0 && ok[151936 + 63] == 0, "rows past the vocabulary not sampleable");
+
+    /* " this is 🦙.cpp": the emoji's bytes span three tokens; stream equals one-shot */
+    static const char llama[] = " this is \xF0\x9F\xA6\x99.cpp";
+    n = loom_tokenizer_encode(tok, llama, strlen(llama), 0, ids, 64, NULL);
+    char streamed[256];
+    int delta[64] = {0};
+    int len = stream(tok, ids, n, streamed, delta);
+    CHECK(len == (int)strlen(llama) && memcmp(streamed, llama, (size_t)len) == 0, "stream round trip");
+    CHECK(n == 7 && delta[2] == 1 && delta[3] == 0 && delta[4] == 4, "emoji held back until complete (%d %d %d)",
+          delta[2], delta[3], delta[4]);
+    loom_tokenizer_free(tok);
+    loom_gguf_close(g);
+}
+
+int main(void)
+{
+    test_bytelevel();
+    test_decode_lenient();
+    test_pretokenize();
+    test_tiny();
+    test_qwen35_vocab();
+    return test_finish();
+}
