@@ -1,5 +1,59 @@
 #!/usr/bin/env bash
 # prepare-models.sh BUILD — generate (once) the synthetic qwen35 test models the parity tests use,
-# cached under $LOOM_CACHE/models.
+# cached under $LOOM_CACHE/models, with BUILD/loom synth and the reference quantizer BUILD/tools/ref_quantize.
+# Each model has a stamp (FILE.stamp) naming the generator version, seed and inputs: a model whose stamp
+# differs (e.g. after a generator change) is regenerated; otherwise nothing is done.
 set -euo pipefail
-exit 0
+
+build=${1:-build}
+export LOOM_CACHE=${LOOM_CACHE:-$HOME/.cache/loom}
+export LOOM_REF=${LOOM_REF:-$LOOM_CACHE/ref}
+loom=$build/loom
+quant=$build/tools/ref_quantize
+vocab=$LOOM_REF/src/models/ggml-vocab-qwen35.gguf
+models=$LOOM_CACHE/models
+seed=1234
+
+for f in "$loom" "$quant"; do
+    [ -x "$f" ] || { echo "prepare-models: $f not found (run: make BUILD=$build all ref)" >&2; exit 1; }
+done
+[ -f "$vocab" ] || { echo "prepare-models: vocabulary $vocab not found (run scripts/setup.sh)" >&2; exit 1; }
+mkdir -p "$models"
+
+gen_version=$("$loom" synth --generator-version)
+vocab_id=$(stat -c %s "$vocab")-$(cksum <"$vocab" | cut -d' ' -f1)
+base="synth-v$gen_version seed=$seed vocab=$vocab_id"
+
+# fresh FILE KEY: the model exists and its stamp holds KEY
+fresh() { [ -f "$1" ] && [ -f "$1.stamp" ] && [ "$(cat "$1.stamp")" = "$2" ]; }
+
+# synth PRESET TYPE
+synth() {
+    local out=$models/qwen35-$1-$2.gguf key="$base preset=$1 type=$2"
+    fresh "$out" "$key" && return 0
+    echo "prepare-models: generating $out"
+    rm -f "$out.stamp"
+    "$loom" synth --preset "$1" --type "${2,,}" --seed "$seed" --vocab "$vocab" -o "$out"
+    echo "$key" >"$out.stamp"
+}
+
+# quantize PRESET TYPE (from the preset's F16 model)
+quantize() {
+    local src=$models/qwen35-$1-F16.gguf out=$models/qwen35-$1-$2.gguf
+    local key
+    key="$(cat "$src.stamp") quant=$2 quantizer=llama.cpp-v0.5.0"
+    fresh "$out" "$key" && return 0
+    echo "prepare-models: quantizing $src -> $out"
+    rm -f "$out.stamp" "$out.tmp"
+    "$quant" "$src" "$out.tmp" "$2" >"$out.log" 2>&1 || { tail -n 20 "$out.log" >&2; rm -f "$out.tmp"; exit 1; }
+    mv -f "$out.tmp" "$out"
+    rm -f "$out.log"
+    echo "$key" >"$out.stamp"
+}
+
+synth tiny F32
+synth tiny F16
+quantize tiny Q4_K_M
+synth 0.8b F16
+quantize 0.8b Q4_K_M
+echo "prepare-models: models ready in $models"

@@ -1,11 +1,132 @@
-/* synth.c — `loom synth` (not yet implemented). */
+/* synth.c — `loom synth`: write a synthetic random-weight qwen35 GGUF model of a preset geometry
+ * (test models; see src/model/synth.h), printing progress on stderr. */
+#include "model/synth.h"
+
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "cli/default_model.h"
+#include "kernels/types.h"
+
+static void synth_usage(FILE *f)
+{
+    fprintf(f, "usage: loom synth --preset micro|tiny|0.8b [--type f32|f16|bf16] [--seed N] [--vocab PATH] -o OUT.gguf\n"
+               "       loom synth --generator-version\n"
+               "  --vocab defaults to $LOOM_REF/src/models/ggml-vocab-qwen35.gguf (LOOM_REF defaults to ~/.cache/loom/ref)\n");
+}
+
+struct synth_cli_progress {
+    int last_decile;
+    struct timespec t0;
+};
+
+static double synth_cli_elapsed(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* One line per tenth of the data written. */
+static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
+                               const char *name)
+{
+    struct synth_cli_progress *p = ctx;
+    int decile = total ? (int)(10 * done / total) : 10;
+    if (decile == p->last_decile && index < n_tensors)
+        return;
+    p->last_decile = decile;
+    fprintf(stderr, "synth: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", decile * 10, index, n_tensors,
+            name, synth_cli_elapsed(&p->t0));
+}
+
+static int synth_cli_type(const char *s, uint32_t *type)
+{
+    if (!strcmp(s, "f32"))
+        *type = LOOM_TYPE_F32;
+    else if (!strcmp(s, "f16"))
+        *type = LOOM_TYPE_F16;
+    else if (!strcmp(s, "bf16"))
+        *type = LOOM_TYPE_BF16;
+    else
+        return -1;
+    return 0;
+}
 
 int loom_cli_synth(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "loom %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *preset = NULL, *out = NULL, *vocab = NULL;
+    struct loom_synth_params par = {.wtype = LOOM_TYPE_F16, .seed = LOOM_SYNTH_DEFAULT_SEED};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--generator-version")) {
+            printf("%d\n", LOOM_SYNTH_VERSION);
+            return 0;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            synth_usage(stdout);
+            return 0;
+        } else if (!v) {
+            fprintf(stderr, "loom synth: option '%s' needs a value or is unknown\n", a);
+            synth_usage(stderr);
+            return 2;
+        } else if (!strcmp(a, "--preset")) {
+            preset = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            out = v;
+        } else if (!strcmp(a, "--vocab")) {
+            vocab = v;
+        } else if (!strcmp(a, "--type")) {
+            if (synth_cli_type(v, &par.wtype)) {
+                fprintf(stderr, "loom synth: --type '%s', expected f32, f16 or bf16\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            par.seed = strtoull(v, &end, 0);
+            if (!*v || *end) {
+                fprintf(stderr, "loom synth: --seed '%s', expected an unsigned integer\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "loom synth: unknown option '%s'\n", a);
+            synth_usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!preset || !out) {
+        fprintf(stderr, "loom synth: --preset and -o are required\n");
+        synth_usage(stderr);
+        return 2;
+    }
+    if (!(par.preset = loom_synth_find_preset(preset))) {
+        fprintf(stderr, "loom synth: unknown preset '%s', expected micro, tiny or 0.8b\n", preset);
+        return 2;
+    }
+    char vocab_buf[4096];
+    loom_error err = {0};
+    if (!vocab) {
+        if (loom_cli_default_vocab(vocab_buf, sizeof vocab_buf, &err) != LOOM_OK) {
+            fprintf(stderr, "loom synth: %s\n", err.msg);
+            return 1;
+        }
+        vocab = vocab_buf;
+    }
+    par.vocab_path = vocab;
+    struct synth_cli_progress prog = {.last_decile = -1};
+    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    par.progress = synth_cli_progress;
+    par.progress_ctx = &prog;
+    fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", preset,
+            par.wtype == LOOM_TYPE_F32 ? "F32" : par.wtype == LOOM_TYPE_F16 ? "F16" : "BF16", (unsigned long long)par.seed, vocab, out);
+    if (loom_synth_write(&par, out, &err) != LOOM_OK) {
+        fprintf(stderr, "loom synth: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "synth: wrote %s in %.1f s\n", out, synth_cli_elapsed(&prog.t0));
+    return 0;
 }

@@ -1,0 +1,636 @@
+/* synth.c — the synthetic qwen35 generator: presets, the seeded PRNG (splitmix64 + Marsaglia polar
+ * normals), the well-conditioned weight recipe (../shared/REFERENCE.md, "Synthetic models must be
+ * well-conditioned") and the GGUF layout llama.cpp expects for LLM_ARCH_QWEN35, streamed tensor by tensor. */
+#include "model/synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+/* ---- presets ------------------------------------------------------------------------------------ */
+
+static const struct loom_synth_preset synth_presets[] = {
+    /* smallest valid model, for fast unit tests: 1 Gated DeltaNet + 1 attention layer, H_k < H_v */
+    {"micro", 2, 128, 256, 2, 1, 64, 16, {3, 3, 2, 0}, 1e7f, 1e-6f, 2, 32, 1, 2, 4, 4096, 0},
+    /* 3 Gated DeltaNet + 1 attention layer; attention head dims as in the real model */
+    {"tiny", 4, 256, 512, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0},
+    /* Qwen3.5-0.8B text geometry */
+    {"0.8b", 24, 1024, 3584, 8, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 16, 4, 262144, 248320},
+};
+
+const struct loom_synth_preset *loom_synth_find_preset(const char *name)
+{
+    for (size_t i = 0; i < sizeof synth_presets / sizeof synth_presets[0]; i++)
+        if (!strcmp(synth_presets[i].name, name))
+            return &synth_presets[i];
+    return NULL;
+}
+
+/* ---- recipe constants (REFERENCE.md; the Python worked example's defaults) -------------------------- */
+
+#define SYNTH_EMB_STD 0.3f        /* rms of real-token embedding rows */
+#define SYNTH_PAD_STD 0.03f       /* rms of vocabulary padding rows (0.1 x real: they never win) */
+#define SYNTH_RES_RANK 0.1        /* fraction of residual directions carrying the energy */
+#define SYNTH_RES_FLOOR 0.1       /* relative amplitude of the other ("bulk") directions */
+#define SYNTH_MIN_DEPTH 24        /* layers assumed by the depth scaling of shallow presets */
+#define SYNTH_FULL_ATTN_GAIN 2.0f /* extra gain on full-attention attn_output */
+#define SYNTH_NORM_JITTER 0.1f    /* norm weights 1 + jitter * N(0,1) */
+#define SYNTH_OUT_NORM_NEG 0.6    /* fraction of output_norm channels made negative */
+#define SYNTH_QK_CORR 0.9f        /* correlation of DeltaNet q and k projections and conv taps */
+#define SYNTH_CONV_BOUND 0.5f     /* conv taps U(-b, b) ... */
+#define SYNTH_CONV_SELF 1.0f      /* ... plus this on the current-token tap */
+#define SYNTH_A_LO 1.0            /* A ~ U(lo, hi), stored as ssm_a = -A */
+#define SYNTH_A_HI 16.0
+#define SYNTH_DT_LO 1e-3          /* dt ~ logU(lo, hi), stored as ssm_dt.bias = softplus^-1(dt) */
+#define SYNTH_DT_HI 1e-1
+
+/* ---- PRNG ------------------------------------------------------------------------------------------ */
+
+struct synth_rng {
+    uint64_t s;
+};
+
+/* splitmix64 (Steele, Lea, Flood 2014): one 64-bit output per call. */
+static uint64_t synth_rng_next(struct synth_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* An independent stream per (seed, stream id): tensors are generated independently of each other. */
+static struct synth_rng synth_rng_stream(uint64_t seed, uint64_t id)
+{
+    struct synth_rng r = {seed ^ (id * 0xD1B54A32D192ED03ull)};
+    r.s = synth_rng_next(&r);
+    return r;
+}
+
+/* Uniform double in [0, 1). */
+static double synth_rng_uniform(struct synth_rng *r)
+{
+    return (double)(synth_rng_next(r) >> 11) * 0x1p-53;
+}
+
+/* x[0..n) ~ N(0, 1): Marsaglia's polar method on two 32-bit uniforms per draw. */
+static void synth_rng_normal(struct synth_rng *r, float *x, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint64_t b = synth_rng_next(r);
+        float u = (float)(int32_t)(uint32_t)b * 0x1p-31f, v = (float)(int32_t)(uint32_t)(b >> 32) * 0x1p-31f;
+        float s = u * u + v * v;
+        if (s >= 1.0f || s == 0.0f)
+            continue;
+        float f = sqrtf(-2.0f * logf(s) / s);
+        x[i++] = u * f;
+        if (i < n)
+            x[i++] = v * f;
+    }
+}
+
+/* perm[0..k) = k distinct indices drawn uniformly from [0, n) (partial Fisher-Yates over perm[0..n)). */
+static void synth_rng_choose(struct synth_rng *r, uint32_t *perm, uint32_t n, uint32_t k)
+{
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t j = i + (uint32_t)(synth_rng_uniform(r) * (n - i));
+        uint32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+}
+
+/* ---- shared residual basis -------------------------------------------------------------------------
+ * B = H D3 H D2 H D1 / E^(3/2) with H the Walsh-Hadamard matrix and Di random sign diagonals: an orthogonal,
+ * well-mixing rotation applied in O(E log E) instead of a dense E x E product. */
+
+/* In-place unnormalized fast Walsh-Hadamard transform, n a power of two. */
+static void synth_fwht(float *x, uint32_t n)
+{
+    for (uint32_t h = 1; h < n; h <<= 1)
+        for (uint32_t i = 0; i < n; i += 2 * h)
+            for (uint32_t j = i; j < i + h; j++) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+}
+
+struct synth {
+    const struct loom_synth_params *par;
+    const struct loom_synth_preset *P;
+    uint32_t E, n_rows, n_tok;
+    float *sign;      /* [3][E] the Di of B */
+    float *prof;      /* [E] residual profile p (sum p^2 = E) */
+    float basis_norm; /* E^(-3/2) */
+    float c_in;       /* sqrt(E / sum p^4): a profile-shaped rms-1 input gives rms-1 reads */
+    float *vec;       /* [E] one row or column */
+    uint32_t *perm;   /* [E] permutation work array */
+    float *scratch;   /* staging for tensors generated column-wise or with row mixing */
+    struct synth_tensor *t;
+    uint32_t n_t;
+    uint64_t done_bytes, total_bytes;
+};
+
+/* x <- B x / basis_norm (caller folds basis_norm into its scale). */
+static void synth_basis_apply(const struct synth *s, float *x)
+{
+    for (int r = 0; r < 3; r++) {
+        const float *d = s->sign + (size_t)r * s->E;
+        for (uint32_t i = 0; i < s->E; i++)
+            x[i] *= d[i];
+        synth_fwht(x, s->E);
+    }
+}
+
+static void synth_basis_init(struct synth *s)
+{
+    uint32_t E = s->E;
+    struct synth_rng r = synth_rng_stream(s->par->seed, 0xBA515ull);
+    for (size_t i = 0; i < 3 * (size_t)E; i++)
+        s->sign[i] = (synth_rng_next(&r) >> 63) ? -1.0f : 1.0f;
+    /* dominant directions: a random subset of k coordinates gets amplitude 1, the rest the floor */
+    uint32_t k = (uint32_t)lround(SYNTH_RES_RANK * E);
+    if (k == 0)
+        k = 1;
+    for (uint32_t i = 0; i < E; i++)
+        s->prof[i] = (float)SYNTH_RES_FLOOR;
+    synth_rng_choose(&r, s->perm, E, k);
+    for (uint32_t i = 0; i < k; i++)
+        s->prof[s->perm[i]] = 1.0f;
+    double s2 = 0, s4 = 0;
+    for (uint32_t i = 0; i < E; i++)
+        s2 += (double)s->prof[i] * s->prof[i];
+    float scale = (float)sqrt(E / s2);
+    for (uint32_t i = 0; i < E; i++) {
+        s->prof[i] *= scale;
+        s4 += (double)s->prof[i] * s->prof[i] * s->prof[i] * s->prof[i];
+    }
+    s->c_in = (float)sqrt(E / s4);
+    s->basis_norm = (float)pow((double)E, -1.5);
+}
+
+/* ---- tensor table ------------------------------------------------------------------------------------ */
+
+enum synth_kind {
+    SYNTH_EMBD,     /* token_embd: profile-shaped rotated rows for real tokens, small isotropic padding rows */
+    SYNTH_OUT_NORM, /* output_norm: 1 + jitter, SYNTH_OUT_NORM_NEG of the channels negated */
+    SYNTH_NORM,     /* RMSNorm weights stored as 1 + w (and ssm_norm, also ~1) */
+    SYNTH_READ,     /* reads the residual: rows B (g . p) c_in gain / sqrt(E) */
+    SYNTH_QKV,      /* SYNTH_READ with k rows correlated to q rows */
+    SYNTH_WRITE,    /* writes the residual: columns B (h . p), h ~ N(0, gain^2 / n_in) */
+    SYNTH_CONV,     /* ssm_conv1d taps */
+    SYNTH_DT,       /* ssm_dt.bias */
+    SYNTH_A,        /* ssm_a = -A */
+};
+
+struct synth_tensor {
+    char name[48];
+    enum synth_kind kind;
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[2]; /* ggml order: ne[0] contiguous */
+    float gain;
+};
+
+static void synth_add(struct synth *s, int layer, const char *base, enum synth_kind kind, uint32_t type,
+                      uint64_t ne0, uint64_t ne1, float gain)
+{
+    struct synth_tensor *t = &s->t[s->n_t++];
+    if (layer >= 0)
+        snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, base);
+    else
+        snprintf(t->name, sizeof t->name, "%s", base);
+    t->kind = kind;
+    t->type = type;
+    t->n_dims = ne1 ? 2 : 1;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1 ? ne1 : 1;
+    t->gain = gain;
+}
+
+/* The qwen35 tensor list (names and ggml shapes as llama.cpp's LLM_ARCH_QWEN35 loader expects; tied
+ * embeddings, so no output.weight). Matrices in wtype, vectors and ssm_conv1d in F32. */
+static void synth_plan(struct synth *s)
+{
+    const struct loom_synth_preset *P = s->P;
+    uint32_t W = s->par->wtype, F32 = LOOM_TYPE_F32, E = P->n_embd;
+    uint32_t key_dim = P->ssm_head_dim * P->ssm_k_heads, inner = P->ssm_head_dim * P->ssm_v_heads;
+    uint32_t conv_dim = 2 * key_dim + inner;
+    /* depth-scaled residual branch outputs, 1/sqrt(2 n_layer); shallow presets are scaled as 24 layers so
+     * each branch still changes the residual by ~0.1-0.3 of its norm */
+    float depth = 1.0f / sqrtf(2.0f * (float)(P->n_layer > SYNTH_MIN_DEPTH ? P->n_layer : SYNTH_MIN_DEPTH));
+
+    synth_add(s, -1, "token_embd.weight", SYNTH_EMBD, W, E, s->n_rows, 0);
+    synth_add(s, -1, "output_norm.weight", SYNTH_OUT_NORM, F32, E, 0, 0);
+    for (uint32_t il = 0; il < P->n_layer; il++) {
+        int l = (int)il;
+        synth_add(s, l, "attn_norm.weight", SYNTH_NORM, F32, E, 0, 0);
+        if ((il + 1) % P->full_attn_interval != 0) {
+            synth_add(s, l, "attn_qkv.weight", SYNTH_QKV, W, E, conv_dim, 1);
+            synth_add(s, l, "attn_gate.weight", SYNTH_READ, W, E, inner, 1);
+            synth_add(s, l, "ssm_conv1d.weight", SYNTH_CONV, F32, P->ssm_conv, conv_dim, 0);
+            synth_add(s, l, "ssm_dt.bias", SYNTH_DT, F32, P->ssm_v_heads, 0, 0);
+            synth_add(s, l, "ssm_a", SYNTH_A, F32, P->ssm_v_heads, 0, 0);
+            synth_add(s, l, "ssm_beta.weight", SYNTH_READ, W, E, P->ssm_v_heads, 1);
+            synth_add(s, l, "ssm_alpha.weight", SYNTH_READ, W, E, P->ssm_v_heads, 1);
+            synth_add(s, l, "ssm_norm.weight", SYNTH_NORM, F32, P->ssm_head_dim, 0, 0);
+            synth_add(s, l, "ssm_out.weight", SYNTH_WRITE, W, inner, E, depth);
+        } else {
+            uint32_t hd = P->head_dim;
+            synth_add(s, l, "attn_q.weight", SYNTH_READ, W, E, 2 * P->n_head * hd, 1);
+            synth_add(s, l, "attn_k.weight", SYNTH_READ, W, E, P->n_head_kv * hd, 1);
+            synth_add(s, l, "attn_v.weight", SYNTH_READ, W, E, P->n_head_kv * hd, 1);
+            synth_add(s, l, "attn_output.weight", SYNTH_WRITE, W, P->n_head * hd, E, depth * SYNTH_FULL_ATTN_GAIN);
+            synth_add(s, l, "attn_q_norm.weight", SYNTH_NORM, F32, hd, 0, 0);
+            synth_add(s, l, "attn_k_norm.weight", SYNTH_NORM, F32, hd, 0, 0);
+        }
+        synth_add(s, l, "post_attention_norm.weight", SYNTH_NORM, F32, E, 0, 0);
+        synth_add(s, l, "ffn_gate.weight", SYNTH_READ, W, E, P->n_ff, 1);
+        synth_add(s, l, "ffn_up.weight", SYNTH_READ, W, E, P->n_ff, 1);
+        synth_add(s, l, "ffn_down.weight", SYNTH_WRITE, W, P->n_ff, E, depth);
+    }
+}
+
+/* ---- tensor generators ------------------------------------------------------------------------------- */
+
+/* dst[off .. off+n) = src[0..n) converted to `type` (F32, F16 or BF16). */
+static void synth_store(uint32_t type, void *dst, size_t off, const float *src, size_t n)
+{
+    if (type == LOOM_TYPE_F32) {
+        memcpy((float *)dst + off, src, n * sizeof(float));
+    } else if (type == LOOM_TYPE_F16) {
+        uint16_t *d = (uint16_t *)dst + off;
+        for (size_t i = 0; i < n; i++)
+            d[i] = loom_f32_to_f16(src[i]);
+    } else {
+        uint16_t *d = (uint16_t *)dst + off;
+        for (size_t i = 0; i < n; i++)
+            d[i] = loom_f32_to_bf16(src[i]);
+    }
+}
+
+static void synth_scale(float *x, size_t n, float a)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+/* Residual-reading rows: W[n_out, E], row i = B (g_i . p) c_in gain / sqrt(E). For SYNTH_QKV the k rows
+ * (second key_dim block) are g_k = rho g_q + sqrt(1 - rho^2) g_k before the rotation. */
+static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+{
+    uint32_t E = s->E, key_dim = s->P->ssm_head_dim * s->P->ssm_k_heads;
+    float scale = s->c_in * t->gain / sqrtf((float)E) * s->basis_norm;
+    float rho = SYNTH_QK_CORR, rc = sqrtf(1.0f - SYNTH_QK_CORR * SYNTH_QK_CORR);
+    float *g = s->vec;
+    for (uint64_t i = 0; i < t->ne[1]; i++) {
+        synth_rng_normal(r, g, E);
+        if (t->kind == SYNTH_QKV && i < key_dim) {
+            memcpy(s->scratch + i * E, g, E * sizeof(float));
+        } else if (t->kind == SYNTH_QKV && i < 2 * (uint64_t)key_dim) {
+            const float *gq = s->scratch + (i - key_dim) * E;
+            for (uint32_t j = 0; j < E; j++)
+                g[j] = rho * gq[j] + rc * g[j];
+        }
+        for (uint32_t j = 0; j < E; j++)
+            g[j] *= s->prof[j];
+        synth_basis_apply(s, g);
+        synth_scale(g, E, scale);
+        synth_store(t->type, buf, i * E, g, E);
+    }
+}
+
+/* Residual-writing matrix W[E, n_in] (ne = [n_in, E]): column j = B (h_j . p), h_j ~ N(0, gain^2 / n_in). */
+static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+{
+    uint32_t E = s->E;
+    uint64_t n_in = t->ne[0];
+    float scale = t->gain / sqrtf((float)n_in) * s->basis_norm;
+    float *h = s->vec;
+    for (uint64_t j = 0; j < n_in; j++) {
+        synth_rng_normal(r, h, E);
+        for (uint32_t i = 0; i < E; i++)
+            h[i] *= s->prof[i];
+        synth_basis_apply(s, h);
+        for (uint32_t i = 0; i < E; i++)
+            s->scratch[i * n_in + j] = h[i] * scale;
+    }
+    synth_store(t->type, buf, 0, s->scratch, (size_t)n_in * E);
+}
+
+/* Token embeddings [n_rows, E]: real rows B (z . p) emb_std, padding rows z pad_std. */
+static void synth_gen_embd(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+{
+    uint32_t E = s->E;
+    float *z = s->vec;
+    for (uint64_t i = 0; i < t->ne[1]; i++) {
+        synth_rng_normal(r, z, E);
+        if (i < s->n_tok) {
+            for (uint32_t j = 0; j < E; j++)
+                z[j] *= s->prof[j];
+            synth_basis_apply(s, z);
+            synth_scale(z, E, SYNTH_EMB_STD * s->basis_norm);
+        } else {
+            synth_scale(z, E, SYNTH_PAD_STD);
+        }
+        synth_store(t->type, buf, i * E, z, E);
+    }
+}
+
+static void synth_gen_norm(const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    synth_rng_normal(r, out, t->ne[0]);
+    for (uint64_t i = 0; i < t->ne[0]; i++)
+        out[i] = 1.0f + SYNTH_NORM_JITTER * out[i];
+}
+
+/* output_norm: with tied embeddings, negating most channels cancels the self-logit e_t . e_t that would
+ * otherwise make greedy decoding repeat the current token. */
+static void synth_gen_out_norm(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    synth_gen_norm(t, r, out);
+    uint32_t E = (uint32_t)t->ne[0], n_neg = (uint32_t)lround(SYNTH_OUT_NORM_NEG * E);
+    synth_rng_choose(r, s->perm, E, n_neg);
+    for (uint32_t i = 0; i < n_neg; i++)
+        out[s->perm[i]] = -out[s->perm[i]];
+}
+
+/* ssm_conv1d [channels][kernel]: taps U(-b, b), k channels correlated with q channels, +1 on the last
+ * (current-token) tap. */
+static void synth_gen_conv(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    uint64_t K = t->ne[0], key_dim = (uint64_t)s->P->ssm_head_dim * s->P->ssm_k_heads;
+    float rho = SYNTH_QK_CORR, rc = sqrtf(1.0f - SYNTH_QK_CORR * SYNTH_QK_CORR);
+    for (uint64_t i = 0; i < K * t->ne[1]; i++)
+        out[i] = (float)((2.0 * synth_rng_uniform(r) - 1.0) * SYNTH_CONV_BOUND);
+    for (uint64_t i = key_dim * K; i < 2 * key_dim * K; i++)
+        out[i] = rho * out[i - key_dim * K] + rc * out[i];
+    for (uint64_t c = 0; c < t->ne[1]; c++)
+        out[c * K + K - 1] += SYNTH_CONV_SELF;
+}
+
+static void synth_gen_dt(const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    for (uint64_t i = 0; i < t->ne[0]; i++) {
+        double dt = exp(log(SYNTH_DT_LO) + synth_rng_uniform(r) * (log(SYNTH_DT_HI) - log(SYNTH_DT_LO)));
+        out[i] = (float)(dt + log(-expm1(-dt))); /* inverse softplus */
+    }
+}
+
+static void synth_gen_a(const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    for (uint64_t i = 0; i < t->ne[0]; i++)
+        out[i] = (float)-(SYNTH_A_LO + synth_rng_uniform(r) * (SYNTH_A_HI - SYNTH_A_LO));
+}
+
+static uint64_t synth_tensor_bytes(const struct synth_tensor *t)
+{
+    return (t->type == LOOM_TYPE_F32 ? 4u : 2u) * t->ne[0] * t->ne[1]; /* F32, F16 or BF16 elements */
+}
+
+static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    struct synth *s = ctx;
+    if (index >= s->n_t)
+        return loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor index %llu, expected < %u",
+                           (unsigned long long)index, s->n_t);
+    const struct synth_tensor *t = &s->t[index];
+    if (nbytes != synth_tensor_bytes(t))
+        return loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': writer asks %llu bytes, expected %llu",
+                           t->name, (unsigned long long)nbytes, (unsigned long long)synth_tensor_bytes(t));
+    if (s->par->progress)
+        s->par->progress(s->par->progress_ctx, index, s->n_t, s->done_bytes, s->total_bytes, t->name);
+    struct synth_rng r = synth_rng_stream(s->par->seed, index + 1);
+    switch (t->kind) {
+    case SYNTH_EMBD: synth_gen_embd(s, t, &r, buf); break;
+    case SYNTH_OUT_NORM: synth_gen_out_norm(s, t, &r, buf); break;
+    case SYNTH_NORM: synth_gen_norm(t, &r, buf); break;
+    case SYNTH_READ:
+    case SYNTH_QKV: synth_gen_read(s, t, &r, buf); break;
+    case SYNTH_WRITE: synth_gen_write(s, t, &r, buf); break;
+    case SYNTH_CONV: synth_gen_conv(s, t, &r, buf); break;
+    case SYNTH_DT: synth_gen_dt(t, &r, buf); break;
+    case SYNTH_A: synth_gen_a(t, &r, buf); break;
+    }
+    s->done_bytes += nbytes;
+    return LOOM_OK;
+}
+
+/* ---- metadata ------------------------------------------------------------------------------------------ */
+
+static int synth_check_preset(const struct loom_synth_preset *P, loom_error *err)
+{
+    uint32_t E = P->n_embd;
+    if (E < 64 || (E & (E - 1)))
+        return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': n_embd %u, expected a power of two >= 64",
+                           P->name, E);
+    if (2 * (P->sections[0] + P->sections[1] + P->sections[2] + P->sections[3]) != P->n_rot)
+        return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': rope sections cover %u dims, expected n_rot %u",
+                           P->name, 2 * (P->sections[0] + P->sections[1] + P->sections[2] + P->sections[3]),
+                           P->n_rot);
+    if (P->ssm_v_heads % P->ssm_k_heads || P->n_head % P->n_head_kv || !P->full_attn_interval)
+        return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': head counts must divide (ssm %u/%u, attn %u/%u)",
+                           P->name, P->ssm_v_heads, P->ssm_k_heads, P->n_head, P->n_head_kv);
+    return LOOM_OK;
+}
+
+#define SYNTH_TRY(call, what)                                                                                 \
+    do {                                                                                                     \
+        int rc_ = (call);                                                                                    \
+        if (rc_ != LOOM_OK)                                                                                  \
+            return loom_errorf(err, rc_, "synth: gguf writer failed on %s", what);                           \
+    } while (0)
+
+static int synth_set_hparams(struct loom_gguf_writer *w, const struct synth *s, loom_error *err)
+{
+    const struct loom_synth_preset *P = s->P;
+    char name[64];
+    snprintf(name, sizeof name, "loom synthetic qwen35 %s", P->name);
+    uint32_t ftype = s->par->wtype == LOOM_TYPE_F32 ? 0 : s->par->wtype == LOOM_TYPE_F16 ? 1 : 32;
+    int32_t sections[4] = {(int32_t)P->sections[0], (int32_t)P->sections[1], (int32_t)P->sections[2],
+                           (int32_t)P->sections[3]};
+    struct { const char *key; uint32_t v; } u32[] = {
+        {"general.file_type", ftype},
+        {"qwen35.block_count", P->n_layer},
+        {"qwen35.context_length", P->n_ctx_train},
+        {"qwen35.embedding_length", P->n_embd},
+        {"qwen35.feed_forward_length", P->n_ff},
+        {"qwen35.attention.head_count", P->n_head},
+        {"qwen35.attention.head_count_kv", P->n_head_kv},
+        {"qwen35.attention.key_length", P->head_dim},
+        {"qwen35.attention.value_length", P->head_dim},
+        {"qwen35.rope.dimension_count", P->n_rot},
+        {"qwen35.ssm.conv_kernel", P->ssm_conv},
+        {"qwen35.ssm.state_size", P->ssm_head_dim},
+        {"qwen35.ssm.group_count", P->ssm_k_heads},
+        {"qwen35.ssm.time_step_rank", P->ssm_v_heads},
+        {"qwen35.ssm.inner_size", P->ssm_head_dim * P->ssm_v_heads},
+        {"qwen35.full_attention_interval", P->full_attn_interval},
+        {"loom.synth.version", LOOM_SYNTH_VERSION},
+    };
+    SYNTH_TRY(loom_gguf_writer_set_str(w, "general.architecture", "qwen35"), "general.architecture");
+    SYNTH_TRY(loom_gguf_writer_set_str(w, "general.name", name), "general.name");
+    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++)
+        SYNTH_TRY(loom_gguf_writer_set_u32(w, u32[i].key, u32[i].v), u32[i].key);
+    SYNTH_TRY(loom_gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", LOOM_GGUF_INT32, sections, 4),
+              "qwen35.rope.dimension_sections");
+    SYNTH_TRY(loom_gguf_writer_set_f32(w, "qwen35.rope.freq_base", P->rope_base), "qwen35.rope.freq_base");
+    SYNTH_TRY(loom_gguf_writer_set_f32(w, "qwen35.attention.layer_norm_rms_epsilon", P->rms_eps),
+              "qwen35.attention.layer_norm_rms_epsilon");
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->par->seed);
+    SYNTH_TRY(loom_gguf_writer_set_str(w, "loom.synth.seed", seed), "loom.synth.seed");
+    return LOOM_OK;
+}
+
+static int synth_key_is(const struct loom_gguf_kv *kv, const char *key)
+{
+    return loom_gguf_str_eq(kv->key, key);
+}
+
+/* Copy the vocabulary file's tokenizer.* keys, padding tokens/token_type with UNUSED (type 5) tokens
+ * "<|loom_pad_N|>" up to n_rows (llama.cpp needs one token per embedding row). */
+static int synth_set_tokenizer(struct loom_gguf_writer *w, const struct loom_gguf *voc, struct synth *s,
+                               loom_error *err)
+{
+    const struct loom_gguf_kv *toks, *types;
+    int rc = loom_gguf_get_arr(voc, "tokenizer.ggml.tokens", LOOM_GGUF_STRING, 0, &toks, err);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_get_arr(voc, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, 0, &types, err);
+    if (rc != LOOM_OK)
+        return rc;
+    if (types->arr_n != toks->arr_n)
+        return loom_errorf(err, LOOM_E_FORMAT, "vocab: tokenizer.ggml.token_type has %llu entries, expected %llu",
+                           (unsigned long long)types->arr_n, (unsigned long long)toks->arr_n);
+    uint64_t n_tok = toks->arr_n, n_rows = s->P->n_rows ? s->P->n_rows : (n_tok + 255) / 256 * 256;
+    if (n_tok == 0 || n_rows < n_tok || n_rows > UINT32_MAX)
+        return loom_errorf(err, LOOM_E_FORMAT, "vocab: %llu tokens, expected 1..%llu for preset '%s'",
+                           (unsigned long long)n_tok, (unsigned long long)n_rows, s->P->name);
+    s->n_tok = (uint32_t)n_tok;
+    s->n_rows = (uint32_t)n_rows;
+    struct loom_gguf_str *str = calloc(n_rows, sizeof *str);
+    int32_t *ty = calloc(n_rows, sizeof *ty);
+    char *pool = calloc(n_rows - n_tok + 1, 32);
+    rc = (str && ty && pool) ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "synth: tokenizer arrays (%llu rows)",
+                                                     (unsigned long long)n_rows);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_kv_strings(toks, str, n_tok, err);
+    if (rc == LOOM_OK) {
+        memcpy(ty, types->data, n_tok * sizeof *ty);
+        for (uint64_t i = n_tok; i < n_rows; i++) {
+            char *p = pool + (i - n_tok) * 32;
+            int len = snprintf(p, 32, "<|loom_pad_%llu|>", (unsigned long long)i);
+            str[i] = (struct loom_gguf_str){(uint64_t)len, p};
+            ty[i] = 5; /* LLAMA_TOKEN_TYPE_UNUSED */
+        }
+    }
+    for (uint64_t i = 0; rc == LOOM_OK && i < voc->n_kv; i++) {
+        const struct loom_gguf_kv *kv = &voc->kv[i];
+        if (synth_key_is(kv, "tokenizer.ggml.tokens"))
+            rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", str, n_rows);
+        else if (synth_key_is(kv, "tokenizer.ggml.token_type"))
+            rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, ty, n_rows);
+        else if (kv->key.len > 10 && !memcmp(kv->key.ptr, "tokenizer.", 10))
+            rc = loom_gguf_writer_copy_kv(w, kv);
+        if (rc != LOOM_OK)
+            rc = loom_errorf(err, rc, "synth: gguf writer failed on key '%.*s'", (int)kv->key.len, kv->key.ptr);
+    }
+    free(str);
+    free(ty);
+    free(pool);
+    return rc;
+}
+
+/* ---- driver ---------------------------------------------------------------------------------------------- */
+
+static int synth_alloc(struct synth *s, loom_error *err)
+{
+    const struct loom_synth_preset *P = s->P;
+    uint32_t E = P->n_embd, key_dim = P->ssm_head_dim * P->ssm_k_heads;
+    uint64_t max_in = P->n_ff > P->n_head * P->head_dim ? P->n_ff : P->n_head * P->head_dim;
+    if (max_in < P->ssm_head_dim * P->ssm_v_heads)
+        max_in = P->ssm_head_dim * P->ssm_v_heads;
+    if (max_in < key_dim)
+        max_in = key_dim;
+    s->sign = malloc(3 * (size_t)E * sizeof(float));
+    s->prof = malloc((size_t)E * sizeof(float));
+    s->vec = malloc((size_t)E * sizeof(float));
+    s->perm = malloc((size_t)E * sizeof(uint32_t));
+    s->scratch = malloc((size_t)max_in * E * sizeof(float));
+    s->t = calloc(4 + 16 * (size_t)P->n_layer, sizeof *s->t);
+    if (!s->sign || !s->prof || !s->vec || !s->perm || !s->scratch || !s->t)
+        return loom_errorf(err, LOOM_E_NOMEM, "synth: work buffers for preset '%s'", P->name);
+    return LOOM_OK;
+}
+
+static void synth_free(struct synth *s)
+{
+    free(s->sign);
+    free(s->prof);
+    free(s->vec);
+    free(s->perm);
+    free(s->scratch);
+    free(s->t);
+}
+
+static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error *err)
+{
+    for (uint32_t i = 0; i < s->n_t; i++) {
+        const struct synth_tensor *t = &s->t[i];
+        SYNTH_TRY(loom_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne), t->name);
+        s->total_bytes += synth_tensor_bytes(t);
+    }
+    return LOOM_OK;
+}
+
+int loom_synth_write(const struct loom_synth_params *par, const char *out_path, loom_error *err)
+{
+    if (!par || !par->preset || !par->vocab_path || !out_path)
+        return loom_errorf(err, LOOM_E_ARG, "synth: preset, vocab path and output path are required");
+    if (par->wtype != LOOM_TYPE_F32 && par->wtype != LOOM_TYPE_F16 && par->wtype != LOOM_TYPE_BF16)
+        return loom_errorf(err, LOOM_E_ARG, "synth: weight type %u, expected F32 (0), F16 (1) or BF16 (30)",
+                           par->wtype);
+    int rc = synth_check_preset(par->preset, err);
+    if (rc != LOOM_OK)
+        return rc;
+    struct synth s = {.par = par, .P = par->preset, .E = par->preset->n_embd};
+    struct loom_gguf *voc = NULL;
+    struct loom_gguf_writer *w = NULL;
+    rc = synth_alloc(&s, err);
+    if (rc == LOOM_OK && (rc = loom_gguf_open(par->vocab_path, &voc, err)) != LOOM_OK && err) {
+        char why[sizeof err->msg];
+        memcpy(why, err->msg, sizeof why);
+        loom_errorf(err, rc, "vocabulary '%s': %s", par->vocab_path, why);
+    }
+    if (rc == LOOM_OK && !(w = loom_gguf_writer_new()))
+        rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer");
+    if (rc == LOOM_OK)
+        rc = synth_set_hparams(w, &s, err);
+    if (rc == LOOM_OK)
+        rc = synth_set_tokenizer(w, voc, &s, err);
+    if (rc == LOOM_OK) {
+        synth_basis_init(&s);
+        synth_plan(&s);
+        rc = synth_declare(w, &s, err);
+    }
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_write(w, out_path, synth_fill, &s, err);
+    if (rc == LOOM_OK && par->progress)
+        par->progress(par->progress_ctx, s.n_t, s.n_t, s.done_bytes, s.total_bytes, "");
+    if (w)
+        loom_gguf_writer_free(w);
+    if (voc)
+        loom_gguf_close(voc);
+    synth_free(&s);
+    return rc;
+}

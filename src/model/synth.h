@@ -1,0 +1,53 @@
+/* synth.h — the synthetic qwen35 GGUF generator: random-weight models of exact Qwen3.5 geometry
+ * (presets), built with a seeded deterministic PRNG and a well-conditioned recipe, streamed tensor by
+ * tensor through the GGUF writer. Test models only: no trained weights are reachable offline. */
+#ifndef LOOM_MODEL_SYNTH_H
+#define LOOM_MODEL_SYNTH_H
+
+#include <stdint.h>
+
+#include "loom.h"
+
+/* Bump whenever the bytes the generator writes for a given (preset, type, seed, vocab) change, so
+ * cached models (scripts/prepare-models.sh stamps) are regenerated. */
+#define LOOM_SYNTH_VERSION 2
+
+#define LOOM_SYNTH_DEFAULT_SEED 1234u
+
+/* Geometry of a preset (qwen35 hyper-parameters; see ../shared/REFERENCE.md for the key mapping). */
+struct loom_synth_preset {
+    const char *name;
+    uint32_t n_layer, n_embd, n_ff;
+    uint32_t n_head, n_head_kv, head_dim;   /* full-attention layers; key_length = value_length = head_dim */
+    uint32_t n_rot, sections[4];            /* rope.dimension_count, rope.dimension_sections (sum = n_rot/2) */
+    float rope_base, rms_eps;
+    uint32_t full_attn_interval;            /* layer il is full attention iff (il+1) % interval == 0 */
+    uint32_t ssm_head_dim, ssm_k_heads, ssm_v_heads, ssm_conv; /* state_size, group_count, time_step_rank */
+    uint32_t n_ctx_train;
+    uint32_t n_rows;                        /* embedding rows; 0 = vocab tokens padded up to a multiple of 256 */
+};
+
+/* The preset called `name` ("micro", "tiny", "0.8b"), or NULL. */
+const struct loom_synth_preset *loom_synth_find_preset(const char *name);
+
+/* Progress: called before each tensor is generated with the tensor index, the tensor count, the bytes
+ * written so far, the total data bytes and the tensor name. */
+typedef void (*loom_synth_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
+                                       uint64_t total_bytes, const char *name);
+
+struct loom_synth_params {
+    const struct loom_synth_preset *preset;
+    uint32_t wtype;          /* storage of the 2-D matrices: LOOM_TYPE_F32, LOOM_TYPE_F16 or LOOM_TYPE_BF16 */
+    uint64_t seed;
+    const char *vocab_path;  /* a GGUF with tokenizer.ggml.* keys (e.g. ggml-vocab-qwen35.gguf) */
+    loom_synth_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+};
+
+/* Write the model to out_path (atomically: the GGUF writer renames a temporary file into place).
+ * Deterministic: the same params give the same bytes. Norm weights are stored as llama.cpp's converter
+ * stores them (1 + w for the zero-centred RMSNorms; ssm_norm as is); ssm_a holds -A. Returns LOOM_OK, or
+ * LOOM_E_ARG for a bad type/preset, LOOM_E_IO / LOOM_E_FORMAT for the vocab file, LOOM_E_NOMEM. */
+int loom_synth_write(const struct loom_synth_params *params, const char *out_path, loom_error *err);
+
+#endif

@@ -1,0 +1,273 @@
+/* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
+ * bytes), geometry admitted by loom_qwen35_admit, tokenizer padding, and the recipe's statistics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "test.h"
+#include "util/error.h"
+
+static char vocab[4096];      /* the real Qwen3.5 vocabulary (151936 tokens) */
+static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, for small fast models */
+
+#define MINI_TOKENS 300
+
+static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
+{
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL};
+    loom_error err = {0};
+    int rc = loom_synth_write(&p, out, &err);
+    CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
+    return rc;
+}
+
+static int synth(const char *preset, uint32_t type, uint64_t seed, const char *out)
+{
+    return synth_with(mini_vocab, preset, type, seed, out);
+}
+
+static int no_tensors(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    (void)ctx, (void)index, (void)buf, (void)nbytes;
+    return loom_errorf(err, LOOM_E_INTERNAL, "vocabulary file has no tensors");
+}
+
+/* A GGUF holding only tokenizer keys: MINI_TOKENS tokens "tok0".. of type NORMAL. */
+static int write_mini_vocab(const char *dir)
+{
+    snprintf(mini_vocab, sizeof mini_vocab, "%s/mini-vocab.gguf", dir);
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    struct loom_gguf_str toks[MINI_TOKENS];
+    char text[MINI_TOKENS][16];
+    int32_t types[MINI_TOKENS];
+    for (int i = 0; i < MINI_TOKENS; i++) {
+        toks[i].len = (uint64_t)snprintf(text[i], sizeof text[i], "tok%d", i);
+        toks[i].ptr = text[i];
+        types[i] = 1;
+    }
+    loom_error err = {0};
+    int rc = w ? LOOM_OK : LOOM_E_NOMEM;
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, MINI_TOKENS);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, MINI_TOKENS);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_write(w, mini_vocab, no_tensors, NULL, &err);
+    loom_gguf_writer_free(w);
+    CHECK(rc == LOOM_OK, "writing %s: %d %s", mini_vocab, rc, err.msg);
+    return rc;
+}
+
+static uint64_t file_digest(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        XXH3_64bits_update(st, buf, n);
+    fclose(f);
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+static double rms(const float *x, uint64_t n)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    return sqrt(s / (double)n);
+}
+
+static const float *f32_tensor(const struct loom_gguf *g, const char *name, uint64_t *n)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    CHECK(t && t->type == LOOM_TYPE_F32, "tensor %s missing or not F32", name);
+    if (!t || t->type != LOOM_TYPE_F32)
+        return NULL;
+    *n = t->ne[0] * t->ne[1];
+    return t->data;
+}
+
+static void test_determinism(const char *dir)
+{
+    char a[4200], b[4200], c[4200], d[4200];
+    snprintf(a, sizeof a, "%s/a.gguf", dir);
+    snprintf(b, sizeof b, "%s/b.gguf", dir);
+    snprintf(c, sizeof c, "%s/c.gguf", dir);
+    snprintf(d, sizeof d, "%s/d.gguf", dir);
+    if (synth("micro", LOOM_TYPE_F16, 7, a) || synth("micro", LOOM_TYPE_F16, 7, b) ||
+        synth("micro", LOOM_TYPE_F16, 8, c) || synth("micro", LOOM_TYPE_BF16, 7, d))
+        return;
+    uint64_t ha = file_digest(a), hb = file_digest(b), hc = file_digest(c), hd = file_digest(d);
+    printf("digests: seed 7 %016llx %016llx, seed 8 %016llx, bf16 %016llx\n", (unsigned long long)ha,
+           (unsigned long long)hb, (unsigned long long)hc, (unsigned long long)hd);
+    CHECK(ha && ha == hb, "same seed, different bytes: %016llx vs %016llx", (unsigned long long)ha,
+          (unsigned long long)hb);
+    CHECK(hc && ha != hc, "different seeds, same bytes");
+    CHECK(hd && ha != hd, "F16 and BF16 files identical");
+    unlink(a);
+    unlink(b);
+    unlink(c);
+    unlink(d);
+}
+
+static void check_hparams(const struct loom_synth_preset *P, const struct loom_hparams *hp)
+{
+    CHECK(hp->n_layer == P->n_layer && hp->n_embd == P->n_embd && hp->n_ff == P->n_ff, "layers/embd/ff");
+    CHECK(hp->n_head == P->n_head && hp->n_head_kv == P->n_head_kv, "heads %u/%u", hp->n_head, hp->n_head_kv);
+    CHECK(hp->head_dim_k == P->head_dim && hp->head_dim_v == P->head_dim, "head dims %u/%u", hp->head_dim_k,
+          hp->head_dim_v);
+    CHECK(hp->n_rot == P->n_rot && !memcmp(hp->rope_sections, P->sections, sizeof P->sections), "rope");
+    CHECK(hp->full_attn_interval == P->full_attn_interval, "full_attention_interval %u", hp->full_attn_interval);
+    CHECK(hp->ssm_head_dim == P->ssm_head_dim && hp->ssm_n_k_heads == P->ssm_k_heads &&
+              hp->ssm_n_v_heads == P->ssm_v_heads && hp->ssm_inner == P->ssm_head_dim * P->ssm_v_heads,
+          "ssm geometry");
+    CHECK(hp->tied_output, "expected tied embeddings");
+}
+
+static void check_tokenizer(const struct loom_gguf *g, uint64_t n_rows, uint64_t n_min)
+{
+    const struct loom_gguf_kv *toks = NULL, *types = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_get_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_STRING, 0, &toks, &err) == LOOM_OK, "%s",
+          err.msg);
+    CHECK(loom_gguf_get_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, 0, &types, &err) == LOOM_OK, "%s",
+          err.msg);
+    CHECK(loom_gguf_find_kv(g, "tokenizer.ggml.model") && loom_gguf_find_kv(g, "tokenizer.ggml.pre"),
+          "model/pre not copied");
+    if (!toks || !types)
+        return;
+    CHECK(toks->arr_n == n_rows && types->arr_n == n_rows, "tokens %llu, rows %llu",
+          (unsigned long long)toks->arr_n, (unsigned long long)n_rows);
+    CHECK(n_rows % 256 == 0 && n_rows >= n_min, "rows %llu, expected vocab padded to 256", (unsigned long long)n_rows);
+    int32_t last;
+    memcpy(&last, types->data + (types->arr_n - 1) * 4, 4);
+    CHECK(last == 5, "last token type %d, expected 5 (UNUSED)", last);
+    struct loom_gguf_str *s = calloc(toks->arr_n, sizeof *s);
+    if (s && loom_gguf_kv_strings(toks, s, toks->arr_n, &err) == LOOM_OK) {
+        char want[64];
+        snprintf(want, sizeof want, "<|loom_pad_%llu|>", (unsigned long long)(n_rows - 1));
+        CHECK(loom_gguf_str_eq(s[n_rows - 1], want), "last token text '%.*s', expected '%s'",
+              (int)s[n_rows - 1].len, s[n_rows - 1].ptr, want);
+    }
+    free(s);
+}
+
+/* The recipe's statistics on an F32 micro model. */
+static void check_recipe(const struct loom_gguf *g)
+{
+    const struct loom_gguf_tensor *emb = loom_gguf_find_tensor(g, "token_embd.weight");
+    CHECK(emb && emb->type == LOOM_TYPE_F32, "token_embd");
+    if (emb) {
+        const float *e = emb->data;
+        uint64_t E = emb->ne[0], rows = emb->ne[1];
+        double r_real = rms(e, E * 200), r_pad = rms(e + (rows - 100) * E, E * 100);
+        CHECK(fabs(r_real - 0.3) < 0.01, "real embedding rms %.4f, expected 0.3", r_real);
+        CHECK(fabs(r_pad - 0.03) < 0.003, "padding embedding rms %.4f, expected 0.03", r_pad);
+    }
+    uint64_t n = 0;
+    const float *onw = f32_tensor(g, "output_norm.weight", &n);
+    if (onw) {
+        uint64_t neg = 0;
+        for (uint64_t i = 0; i < n; i++)
+            neg += onw[i] < 0;
+        CHECK(neg == (uint64_t)lround(0.6 * (double)n), "output_norm: %llu of %llu negative, expected 60%%",
+              (unsigned long long)neg, (unsigned long long)n);
+    }
+    const float *a = f32_tensor(g, "blk.0.ssm_a", &n);
+    for (uint64_t i = 0; a && i < n; i++)
+        CHECK(a[i] <= -1.0f && a[i] >= -16.0f, "ssm_a[%llu] = %g, expected in [-16, -1]", (unsigned long long)i,
+              a[i]);
+    const float *dt = f32_tensor(g, "blk.0.ssm_dt.bias", &n);
+    for (uint64_t i = 0; dt && i < n; i++) {
+        double sp = log1p(exp(dt[i]));
+        CHECK(sp >= 0.99e-3 && sp <= 0.101, "softplus(ssm_dt.bias[%llu]) = %g, expected in [1e-3, 0.1]",
+              (unsigned long long)i, sp);
+    }
+    const float *norm = f32_tensor(g, "blk.0.attn_norm.weight", &n);
+    if (norm) {
+        double m = 0;
+        for (uint64_t i = 0; i < n; i++)
+            m += norm[i] / (double)n;
+        CHECK(fabs(m - 1.0) < 0.05, "attn_norm mean %.3f, expected ~1 (stored as 1 + w)", m);
+    }
+    const float *down = f32_tensor(g, "blk.0.ffn_down.weight", &n);
+    if (down) /* ne [n_ff 256, E 128]: gain 1/sqrt(2 * 24) (shallow presets scaled as 24 layers) / sqrt(n_ff) */
+        CHECK(fabs(rms(down, n) - 1.0 / sqrt(48.0) / 16.0) < 0.0005, "ffn_down rms %.5f, expected %.5f", rms(down, n),
+              1.0 / sqrt(48.0) / 16.0);
+}
+
+/* Generate preset with vocabulary voc (n_tok tokens), admit it, check geometry, tokenizer and (F32) recipe. */
+static void test_admit(const char *dir, const char *voc, uint64_t n_tok, const char *preset, uint32_t type)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, preset);
+    if (synth_with(voc, preset, type, LOOM_SYNTH_DEFAULT_SEED, path))
+        return;
+    struct loom_gguf *g = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK, "open %s: %s", path, err.msg);
+    if (g) {
+        struct loom_hparams hp;
+        memset(&hp, 0, sizeof hp);
+        int rc = loom_qwen35_admit(g, &hp, &err);
+        CHECK(rc == LOOM_OK, "admit %s: %s", preset, err.msg);
+        if (rc == LOOM_OK)
+            check_hparams(loom_synth_find_preset(preset), &hp);
+        check_tokenizer(g, loom_gguf_find_tensor(g, "token_embd.weight")->ne[1], n_tok);
+        if (type == LOOM_TYPE_F32)
+            check_recipe(g);
+        loom_gguf_close(g);
+    }
+    unlink(path);
+}
+
+static void test_errors(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bad.gguf", dir);
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab, NULL, NULL};
+    loom_error err = {0};
+    CHECK(loom_synth_write(&p, path, &err) == LOOM_E_ARG, "Q4_K weight type accepted");
+    p.wtype = LOOM_TYPE_F16;
+    p.vocab_path = "/nonexistent/vocab.gguf";
+    CHECK(loom_synth_write(&p, path, &err) != LOOM_OK, "missing vocab accepted");
+    CHECK(access(path, F_OK) != 0, "output written despite error");
+    CHECK(loom_synth_find_preset("nope") == NULL, "unknown preset found");
+}
+
+int main(void)
+{
+    const char *ref = getenv("LOOM_REF"), *home = getenv("HOME");
+    if (ref && *ref)
+        snprintf(vocab, sizeof vocab, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
+    else
+        snprintf(vocab, sizeof vocab, "%s/.cache/loom/ref/src/models/ggml-vocab-qwen35.gguf", home ? home : ".");
+    CHECK(access(vocab, R_OK) == 0, "vocabulary %s not found (run scripts/setup.sh)", vocab);
+    char dir[] = "/tmp/loom-test-synth-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    if (write_mini_vocab(dir) == LOOM_OK) {
+        test_determinism(dir);
+        test_admit(dir, mini_vocab, MINI_TOKENS, "micro", LOOM_TYPE_F32);
+        test_errors(dir);
+        unlink(mini_vocab);
+    }
+    test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);
+    rmdir(dir);
+    return test_finish();
+}
