@@ -1,5 +1,6 @@
 /* types.c — the per-type trait table: block geometry of every GGUF tensor type loom knows, and the
  * kernel function pointers (dequantize, activation quantize, dot) installed by the dispatcher. */
+#include "kernels/kernels_internal.h"
 #include "kernels/types.h"
 
 static struct loom_type_traits traits[LOOM_TYPE_COUNT] = {
@@ -22,8 +23,128 @@ static struct loom_type_traits traits[LOOM_TYPE_COUNT] = {
     [LOOM_TYPE_IQ4_XS] = {"IQ4_XS", 256, 136, LOOM_TYPE_Q8_K, 0, 0, 0},
 };
 
+/* The reference's other kernels: its repacked Q4_K gemv/gemm order, and llamafile's tinyBLAS order
+ * (one 16-lane accumulator per output) for F32/F16/BF16 products with several activation rows, which
+ * it uses when n_in is a multiple of gemm_step (its vector step). */
+static loom_vec_dot_fn repacked_q4_k_dot, repacked_q4_k_dot_x4;
+static loom_vec_dot_fn gemm_dot[LOOM_TYPE_COUNT];
+static const int64_t gemm_step[LOOM_TYPE_COUNT] = {[LOOM_TYPE_F32] = 16, [LOOM_TYPE_F16] = 16, [LOOM_TYPE_BF16] = 32};
+
+/* 4-row forms of the installed dots (only SIMD sets have them). */
+#define N_DOT4 8
+static struct {
+    loom_vec_dot_fn dot;
+    loom_vec_dot4_fn dot4;
+} dot4_table[N_DOT4];
+static int n_dot4;
+
+static void add_dot4(loom_vec_dot_fn dot, loom_vec_dot4_fn dot4)
+{
+    for (int i = 0; i < n_dot4; i++)
+        if (dot4_table[i].dot == dot) {
+            dot4_table[i].dot4 = dot4;
+            return;
+        }
+    if (n_dot4 < N_DOT4) {
+        dot4_table[n_dot4].dot = dot;
+        dot4_table[n_dot4++].dot4 = dot4;
+    }
+}
+
+static void set(enum loom_type type, loom_to_float_fn to_float, loom_from_float_fn from_float,
+                loom_vec_dot_fn vec_dot)
+{
+    traits[type].to_float = to_float;
+    traits[type].from_float = from_float;
+    traits[type].vec_dot = vec_dot;
+}
+
+static void install_scalar(void)
+{
+    n_dot4 = 0;
+    set(LOOM_TYPE_F32, loom_f32_to_float, loom_f32_from_float, loom_f32_vec_dot);
+    set(LOOM_TYPE_F16, loom_f16_to_float, loom_f16_from_float, loom_f16_vec_dot);
+    set(LOOM_TYPE_BF16, loom_bf16_to_float, loom_bf16_from_float, loom_bf16_vec_dot);
+    set(LOOM_TYPE_Q8_0, loom_q8_0_to_float, loom_q8_0_from_float, loom_q8_0_vec_dot);
+    set(LOOM_TYPE_Q8_K, loom_q8_k_to_float, loom_q8_k_from_float, 0);
+    set(LOOM_TYPE_Q4_K, loom_q4_k_to_float, 0, loom_q4_k_vec_dot);
+    set(LOOM_TYPE_Q5_K, loom_q5_k_to_float, 0, loom_q5_k_vec_dot);
+    set(LOOM_TYPE_Q6_K, loom_q6_k_to_float, 0, loom_q6_k_vec_dot);
+    repacked_q4_k_dot = loom_q4_k_vec_dot_repacked;
+    repacked_q4_k_dot_x4 = loom_q4_k_vec_dot_repacked_x4;
+    gemm_dot[LOOM_TYPE_F32] = loom_f32_dot_gemm;
+    gemm_dot[LOOM_TYPE_F16] = loom_f16_dot_gemm;
+    gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm;
+}
+
+/* AVX2 kernels over the scalar ones; every SIMD kernel returns bit-identical results to its scalar
+ * counterpart (tests/test_kernels.c checks this). */
+static void install_avx2(void)
+{
+    traits[LOOM_TYPE_F32].vec_dot = loom_f32_vec_dot_avx2;
+    traits[LOOM_TYPE_F16].from_float = loom_f16_from_float_avx2;
+    traits[LOOM_TYPE_F16].vec_dot = loom_f16_vec_dot_avx2;
+    traits[LOOM_TYPE_BF16].vec_dot = loom_bf16_vec_dot_avx2;
+    traits[LOOM_TYPE_Q8_0].from_float = loom_q8_0_from_float_avx2;
+    traits[LOOM_TYPE_Q8_0].vec_dot = loom_q8_0_vec_dot_avx2;
+    traits[LOOM_TYPE_Q8_K].from_float = loom_q8_k_from_float_avx2;
+    traits[LOOM_TYPE_Q4_K].vec_dot = loom_q4_k_vec_dot_avx2;
+    traits[LOOM_TYPE_Q5_K].vec_dot = loom_q5_k_vec_dot_avx2;
+    traits[LOOM_TYPE_Q6_K].vec_dot = loom_q6_k_vec_dot_avx2;
+    repacked_q4_k_dot = loom_q4_k_vec_dot_repacked_avx2;
+    repacked_q4_k_dot_x4 = loom_q4_k_vec_dot_repacked_x4_avx2;
+    gemm_dot[LOOM_TYPE_F32] = loom_f32_dot_gemm_avx2;
+    gemm_dot[LOOM_TYPE_F16] = loom_f16_dot_gemm_avx2;
+    gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm_avx2;
+    add_dot4(loom_q4_k_vec_dot_repacked_x4_avx2, loom_q4_k_dot4_repacked_x4_avx2);
+    add_dot4(loom_q6_k_vec_dot_avx2, loom_q6_k_dot4_avx2);
+    add_dot4(loom_f32_dot_gemm_avx2, loom_f32_dot4_gemm_avx2);
+    add_dot4(loom_f16_dot_gemm_avx2, loom_f16_dot4_gemm_avx2);
+}
+
+/* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
+ * halves): the native BF16 pair dot and the VNNI Q8_0 dot. The K-quant and F16/F32 kernels measured
+ * faster (or equal) at 256 bits. */
+static void install_avx512(void)
+{
+    traits[LOOM_TYPE_BF16].vec_dot = loom_bf16_vec_dot_avx512;
+    traits[LOOM_TYPE_Q8_0].vec_dot = loom_q8_0_vec_dot_avx512;
+    gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm_avx512;
+    add_dot4(loom_bf16_dot_gemm_avx512, loom_bf16_dot4_gemm_avx512);
+}
+
+void loom_types_install(enum loom_kernel_mode mode)
+{
+    install_scalar();
+    if (mode == LOOM_KERNELS_AVX2 || mode == LOOM_KERNELS_AVX512)
+        install_avx2();
+    if (mode == LOOM_KERNELS_AVX512)
+        install_avx512();
+}
+
+loom_vec_dot_fn loom_kernels_matmul_dot(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_tok, int64_t t)
+{
+    const struct loom_type_traits *t_traits = loom_type_traits(type);
+    if (!t_traits)
+        return 0;
+    if (type == LOOM_TYPE_Q4_K && n_out % 8 == 0 && loom_kernels_q4_k_repacked())
+        return t < n_tok - n_tok % 4 ? repacked_q4_k_dot_x4 : repacked_q4_k_dot;
+    if (n_tok >= 2 && n_out % 4 == 0 && gemm_dot[type] && n_in % gemm_step[type] == 0)
+        return gemm_dot[type];
+    return t_traits->vec_dot;
+}
+
+loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot)
+{
+    for (int i = 0; i < n_dot4; i++)
+        if (dot4_table[i].dot == dot)
+            return dot4_table[i].dot4;
+    return 0;
+}
+
 const struct loom_type_traits *loom_type_traits(uint32_t type)
 {
+    loom_kernels_ensure_init();
     if (type >= LOOM_TYPE_COUNT || !traits[type].name)
         return 0;
     return &traits[type];

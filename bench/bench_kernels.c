@@ -1,0 +1,199 @@
+/* bench_kernels.c — matmul throughput per weight type on a 1024 x 3584 matrix (the 0.8B ffn_down
+ * shape): matrix-vector (decode) and matrix-matrix (prefill, 64 tokens) for loom's best kernels, loom's
+ * scalar reference, and the reference engine's CPU backend (a ggml MUL_MAT graph, Q4_K weights repacked
+ * as llama.cpp does by default), same thread count. Prints GB/s of weights streamed and GFLOP/s.
+ * usage: bench_kernels [THREADS]   (default 2). Short-running (~0.15 s per cell, ~10 s in all). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tests/parity/parity.h"
+#include "ggml-alloc.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/matmul.h"
+#include "runtime/pool.h"
+#include "util/fp16.h"
+
+#define N_OUT 1024
+#define N_IN 3584
+#define N_TOK_MM 64
+#define CELL_SECONDS 0.15
+
+/* Random quant bits with small positive F16 scales at the type's scale fields. */
+static void fill(uint32_t type, uint8_t *w, size_t bytes)
+{
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < bytes; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        w[i] = (uint8_t)s;
+    }
+    const struct loom_type_traits *t = loom_type_traits(type);
+    uint16_t d = loom_f32_to_f16(0.01f);
+    for (size_t b = 0; b < bytes / t->type_size; b++) {
+        uint8_t *blk = w + b * t->type_size;
+        if (type == LOOM_TYPE_F32)
+            memcpy(blk, &(float){0.5f}, 4);
+        else if (type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16)
+            blk[1] &= 0x3f; /* finite, moderate */
+        else if (type == LOOM_TYPE_Q6_K)
+            memcpy(blk + 208, &d, 2);
+        else
+            memcpy(blk, &d, 2);
+    }
+}
+
+struct run {
+    struct loom_pool *pool;
+    const struct loom_weight *w;
+    const float *x;
+    float *y;
+    void *scratch;
+    ggml_backend_t backend; /* non-NULL: time the reference graph instead */
+    struct ggml_cgraph *graph[2];
+};
+
+static void run_once(struct run *r, int mm)
+{
+    if (r->backend)
+        ggml_backend_graph_compute(r->backend, r->graph[mm]);
+    else
+        loom_matmul(r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
+}
+
+/* Seconds per call, timed over ~CELL_SECONDS (or one call when that takes longer). */
+static double time_run(struct run *r, int mm)
+{
+    double t0 = parity_now(), t;
+    run_once(r, mm); /* warm-up; slow (scalar) shapes are timed by it alone */
+    if ((t = parity_now() - t0) > CELL_SECONDS)
+        return t;
+    int reps = 0;
+    t0 = parity_now();
+    do {
+        run_once(r, mm);
+        reps++;
+        t = parity_now() - t0;
+    } while (t < CELL_SECONDS && reps < 10000);
+    return t / reps;
+}
+
+static void print_row(const char *type, const char *who, struct run *r, size_t bytes)
+{
+    double mv = time_run(r, 0), mm = time_run(r, 1), flops = 2.0 * N_OUT * N_IN;
+    printf("%-5s %-7s %9.2f %9.2f %9.2f %9.2f\n", type, who, bytes / mv * 1e-9, flops / mv * 1e-9, bytes / mm * 1e-9,
+           flops * N_TOK_MM / mm * 1e-9);
+}
+
+/* The reference CPU backend's thread pool entry points (a persistent pool, as llama.cpp attaches one;
+ * created only while the reference is timed, since its threads poll while idle). */
+typedef struct ggml_threadpool *(*tp_new_fn)(struct ggml_threadpool_params *);
+typedef void (*tp_free_fn)(struct ggml_threadpool *);
+typedef void (*tp_set_fn)(ggml_backend_t, struct ggml_threadpool *);
+static tp_new_fn tp_new;
+static tp_free_fn tp_free;
+static tp_set_fn tp_set;
+
+/* The reference's CPU backend with n_threads, and its repack buffer type. */
+static ggml_backend_t ref_backend(int n_threads, ggml_backend_buffer_type_t *repack)
+{
+    if (parity_ref_init() != 0)
+        return NULL;
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_t be = dev ? ggml_backend_dev_init(dev, NULL) : NULL;
+    if (!be)
+        return NULL;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    ggml_backend_set_n_threads_t set_threads =
+        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (set_threads)
+        set_threads(be, n_threads);
+    tp_new = (tp_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+    tp_free = (tp_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+    tp_set = (tp_set_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool");
+    ggml_backend_dev_get_extra_bufts_t extra =
+        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
+        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
+            *repack = *b;
+    return be;
+}
+
+/* Time the reference's MUL_MAT of the same weights (mv and mm graphs). */
+static void bench_ref(ggml_backend_t be, int n_threads, ggml_backend_buffer_type_t repack, uint32_t type,
+                      const void *wd, size_t bytes, const float *x)
+{
+    struct ggml_init_params ip = {ggml_tensor_overhead() * 8 + 2 * ggml_graph_overhead(), NULL, true};
+    struct ggml_context *cw = ggml_init(ip), *cx = ggml_init(ip);
+    struct ggml_tensor *tw = ggml_new_tensor_2d(cw, (enum ggml_type)type, N_IN, N_OUT);
+    struct ggml_tensor *x1 = ggml_new_tensor_2d(cx, GGML_TYPE_F32, N_IN, 1);
+    struct ggml_tensor *xm = ggml_new_tensor_2d(cx, GGML_TYPE_F32, N_IN, N_TOK_MM);
+    struct run r = {0};
+    r.backend = be;
+    r.graph[0] = ggml_new_graph(cx);
+    r.graph[1] = ggml_new_graph(cx);
+    ggml_build_forward_expand(r.graph[0], ggml_mul_mat(cx, tw, x1));
+    ggml_build_forward_expand(r.graph[1], ggml_mul_mat(cx, tw, xm));
+    int repacked = type == LOOM_TYPE_Q4_K && repack;
+    ggml_backend_buffer_t bw = repacked ? ggml_backend_alloc_ctx_tensors_from_buft(cw, repack)
+                                        : ggml_backend_alloc_ctx_tensors(cw, be);
+    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, be);
+    ggml_backend_tensor_set(tw, wd, 0, ggml_nbytes(tw));
+    ggml_backend_tensor_set(x1, x, 0, ggml_nbytes(x1));
+    ggml_backend_tensor_set(xm, x, 0, ggml_nbytes(xm));
+    struct ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+    struct ggml_threadpool *tp = tp_new && tp_set && tp_free ? tp_new(&tpp) : NULL;
+    if (tp)
+        tp_set(be, tp);
+    print_row(loom_type_traits(type)->name, "ref", &r, bytes);
+    if (tp) {
+        tp_set(be, NULL);
+        tp_free(tp);
+    }
+    ggml_backend_buffer_free(bw);
+    ggml_backend_buffer_free(bx);
+    ggml_free(cw);
+    ggml_free(cx);
+}
+
+int main(int argc, char **argv)
+{
+    int n_threads = argc > 1 ? atoi(argv[1]) : 2;
+    struct loom_pool *pool = loom_pool_new(n_threads > 0 ? n_threads : 1);
+    ggml_backend_buffer_type_t repack = NULL;
+    ggml_backend_t be = ref_backend(loom_pool_n_threads(pool), &repack);
+    const uint32_t types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
+                              LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+    float *x = malloc(sizeof(float) * N_IN * N_TOK_MM), *y = malloc(sizeof(float) * N_OUT * N_TOK_MM);
+    for (int i = 0; i < N_IN * N_TOK_MM; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+    loom_kernels_select(LOOM_KERNELS_AUTO, NULL);
+    const char *best = loom_kernels_name();
+    printf("matmul %dx%d, %d threads; mv = 1 token, mm = %d tokens; GB/s of weights, GFLOP/s\n", N_OUT, N_IN,
+           loom_pool_n_threads(pool), N_TOK_MM);
+    printf("%-5s %-7s %9s %9s %9s %9s\n", "type", "kernels", "mv GB/s", "mv GF/s", "mm GB/s", "mm GF/s");
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        size_t rb = loom_type_row_bytes(types[i], N_IN);
+        uint8_t *wd = malloc(rb * N_OUT);
+        fill(types[i], wd, rb * N_OUT);
+        struct loom_weight w = {types[i], N_IN, N_OUT, rb, wd};
+        size_t sb = loom_matmul_scratch_bytes(types[i], N_IN, N_TOK_MM);
+        struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}};
+        const char *name = loom_type_traits(types[i])->name;
+        print_row(name, best, &r, rb * N_OUT);
+        loom_kernels_select(LOOM_KERNELS_SCALAR, NULL);
+        print_row(name, "scalar", &r, rb * N_OUT);
+        loom_kernels_select(LOOM_KERNELS_AUTO, NULL);
+        if (be)
+            bench_ref(be, loom_pool_n_threads(pool), repack, types[i], wd, rb * N_OUT, x);
+        free(r.scratch);
+        free(wd);
+    }
+    if (be)
+        ggml_backend_free(be);
+    free(x);
+    free(y);
+    loom_pool_free(pool);
+    return 0;
+}

@@ -1,0 +1,115 @@
+/* matmul.c — weight matrix times activation rows on the thread pool. Each activation row is converted
+ * once to the weight type's partner (vec_dot_type), as ggml-cpu's ggml_compute_forward_mul_mat does,
+ * then every output element is one dot of a weight row with a converted row, in the float order of the
+ * kernel the reference picks for that product (loom_kernels_matmul_dot), so results do not depend on the
+ * thread count or on how rows are chunked. */
+#include "kernels/matmul.h"
+
+#include "kernels/kernels_internal.h"
+#include "runtime/pool.h"
+
+/* Prefill blocking: TOKEN_TILE tokens' converted rows are used against each weight row in turn (they
+ * stay in L1), and a block of weight rows of about ROW_BLOCK_BYTES stays in L2 while all tiles pass. */
+#define TOKEN_TILE 8
+#define ROW_BLOCK_BYTES (64 * 1024)
+
+struct matmul_job {
+    const struct loom_weight *w;
+    const char *act;       /* converted activations, act_bytes per token */
+    size_t act_bytes;
+    int64_t n_tok;
+    float *y;              /* [n_tok][n_out] */
+    loom_vec_dot_fn dot_group, dot_rest; /* for tokens t < n_group, and for the rest */
+    loom_vec_dot4_fn dot4_group;         /* 4-token form of dot_group, or NULL */
+    int64_t n_group;
+};
+
+size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    if (!t || t->vec_dot_type == LOOM_TYPE_F32)
+        return 0; /* F32 weights read the F32 activations directly */
+    return loom_type_row_bytes(t->vec_dot_type, n_in) * (size_t)n_tok;
+}
+
+struct convert_job {
+    loom_from_float_fn from_float;
+    const float *x;
+    int64_t n_in;
+    char *dst;
+    size_t dst_bytes;
+};
+
+static void convert_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct convert_job *c = ctx;
+    for (int64_t t = begin; t < end; t++)
+        c->from_float(c->x + t * c->n_in, c->dst + (size_t)t * c->dst_bytes, c->n_in);
+}
+
+/* Output rows [r0, r1) for the tokens [t0, t1): weight rows outer, then the tokens, 4 at a time through
+ * the 4-row kernel where there is one. */
+static void matmul_tile(const struct matmul_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1)
+{
+    const struct loom_weight *w = j->w;
+    for (int64_t o = r0; o < r1; o++) {
+        const void *row = (const char *)w->data + (size_t)o * w->row_bytes;
+        int64_t t = t0;
+        for (; j->dot4_group && t + 4 <= t1 && t + 4 <= j->n_group; t += 4) {
+            float s[4];
+            j->dot4_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
+            for (int k = 0; k < 4; k++)
+                j->y[(t + k) * w->n_out + o] = s[k];
+        }
+        for (; t < t1; t++)
+            (t < j->n_group ? j->dot_group : j->dot_rest)(w->n_in, &j->y[t * w->n_out + o], row,
+                                                         j->act + (size_t)t * j->act_bytes);
+    }
+}
+
+/* Output rows [begin, end) for every token, in blocks of about ROW_BLOCK_BYTES of weights: each block
+ * stays in cache while all token tiles pass over it, so every weight byte is read from memory once. */
+static void matmul_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct matmul_job *j = ctx;
+    int64_t rows = (int64_t)(ROW_BLOCK_BYTES / j->w->row_bytes);
+    rows = rows > 0 ? rows : 1;
+    for (int64_t r0 = begin; r0 < end; r0 += rows) {
+        int64_t r1 = r0 + rows < end ? r0 + rows : end;
+        for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOKEN_TILE)
+            matmul_tile(j, r0, r1, t0, t0 + TOKEN_TILE < j->n_tok ? t0 + TOKEN_TILE : j->n_tok);
+    }
+}
+
+/* Precondition: w->type has kernels (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K: traits vec_dot set), as
+ * checked at model load. As in the reference, the float order of token t's outputs depends on n_tok
+ * (one row vs several; Q4_K rows in groups of 4), so a prompt evaluated in the same chunks as the
+ * reference's ubatches reproduces its results bit for bit. */
+void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
+                 void *scratch)
+{
+    const struct loom_type_traits *t = loom_type_traits(w->type);
+    const struct loom_type_traits *at = loom_type_traits(t->vec_dot_type);
+    /* the reference picks one kernel for the activation rows in groups of 4 and one for the rest */
+    int64_t n_group = n_tok - n_tok % 4;
+    loom_vec_dot_fn dot_group = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, 0);
+    struct matmul_job job = {w, (const char *)x, (size_t)w->n_in * sizeof(float), n_tok, y, dot_group,
+                             loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, n_tok - 1),
+                             loom_kernels_matmul_dot4(dot_group), n_group};
+    if (t->vec_dot_type != LOOM_TYPE_F32) {
+        struct convert_job c = {at->from_float, x, w->n_in, scratch, loom_type_row_bytes(t->vec_dot_type, w->n_in)};
+        loom_pool_parallel_for(pool, n_tok, 1, convert_rows, &c);
+        job.act = scratch;
+        job.act_bytes = c.dst_bytes;
+    }
+    int64_t grain = n_tok == 1 ? 16 : 4;
+    loom_pool_parallel_for(pool, w->n_out, grain, matmul_rows, &job);
+}
+
+void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
+{
+    const struct loom_type_traits *t = loom_type_traits(w->type);
+    t->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->n_in);
+}

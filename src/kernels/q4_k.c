@@ -1,0 +1,133 @@
+/* q4_k.c — scalar reference kernels of Q4_K (block layout in kernels_internal.h): dequantization
+ * bit-identical to llama.cpp's dequantize_row_q4_K and the Q4_K x Q8_K dot product in both of the
+ * reference's float orders: its AVX2 vec_dot (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_K_q8_K) and its
+ * repacked 8x8 gemv/gemm (ggml-cpu/arch/x86/repack.cpp ggml_gemv/gemm_q4_K_8x8_q8_K), which llama.cpp
+ * uses by default on AVX2 machines. */
+#include <math.h>
+
+#include "kernels/kernels_internal.h"
+#include "util/fp16.h"
+
+/* value = (d*sc) * q - (dmin*m), each product rounded to F32 separately (no FMA), as the reference. */
+void loom_q4_k_to_float(const void *src, float *dst, int64_t n)
+{
+    const struct loom_block_q4_k *b = src;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        loom_k4_scales(b[i].scales, sc, m);
+        float d = loom_f16_to_f32(b[i].d), dmin = loom_f16_to_f32(b[i].dmin);
+        float *y = dst + i * LOOM_QK_K;
+        for (int g = 0; g < 4; g++) {
+            const uint8_t *q = b[i].qs + 32 * g;
+            float d1 = d * sc[2 * g], m1 = dmin * m[2 * g];
+            float d2 = d * sc[2 * g + 1], m2 = dmin * m[2 * g + 1];
+            for (int l = 0; l < 32; l++)
+                y[64 * g + l] = d1 * (float)(q[l] & 15) - m1;
+            for (int l = 0; l < 32; l++)
+                y[64 * g + 32 + l] = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+/* Integer part of one block: lane[l] (l < 8) = sum over the 8 sub-blocks j of sc[j] * sum of q*q8 over
+ * the 4 elements 4l..4l+3 of sub-block j; mins[k] (k < 4) = m[2k]*(bsums[4k]+bsums[4k+1]) +
+ * m[2k+1]*(bsums[4k+2]+bsums[4k+3]). Exact in int32. */
+static void block_sums(const struct loom_block_q4_k *x, const struct loom_block_q8_k *y, int32_t lane[8],
+                       int32_t mins[4])
+{
+    uint8_t sc[8], m[8];
+    loom_k4_scales(x->scales, sc, m);
+    for (int l = 0; l < 8; l++)
+        lane[l] = 0;
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *q = x->qs + 32 * (j / 2);
+        const int8_t *q8 = y->qs + 32 * j;
+        int shift = 4 * (j & 1);
+        for (int l = 0; l < 8; l++) {
+            int32_t sum = 0;
+            for (int k = 4 * l; k < 4 * l + 4; k++)
+                sum += ((q[k] >> shift) & 15) * q8[k];
+            lane[l] += sc[j] * sum;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        mins[k] = m[2 * k] * (y->bsums[4 * k] + y->bsums[4 * k + 1]) +
+                  m[2 * k + 1] * (y->bsums[4 * k + 2] + y->bsums[4 * k + 3]);
+}
+
+/* *s = sum_i W[i] * A[i] for one Q4_K row against a Q8_K row. Float order (as the reference's AVX2
+ * kernel): per block, acc[l] = fma(d_a * d, lane[l], acc[l]) for 8 lanes and accm[k] = fma(-d_a * dmin,
+ * mins[k], accm[k]) for 4 lanes; *s = hsum_float_8(acc) + ((accm0 + accm2) + (accm1 + accm3)). */
+void loom_q4_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q4_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc[8] = {0}, accm[4] = {0};
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        int32_t lane[8], mins[4];
+        block_sums(&x[i], &y[i], lane, mins);
+        float d = y[i].d * loom_f16_to_f32(x[i].d);
+        float dmin = -y[i].d * loom_f16_to_f32(x[i].dmin);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
+        for (int k = 0; k < 4; k++)
+            accm[k] = fmaf(dmin, (float)mins[k], accm[k]);
+    }
+    *s = loom_hsum8(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+/* Per sub-block: scaled[j] = sc[j] * sum of q * q8 over sub-block j; mins as block_sums. */
+static void sub_block_sums(const struct loom_block_q4_k *x, const struct loom_block_q8_k *y, int32_t scaled[8],
+                           int32_t mins[4])
+{
+    int32_t lane[8];
+    block_sums(x, y, lane, mins);
+    uint8_t sc[8], m[8];
+    loom_k4_scales(x->scales, sc, m);
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *q = x->qs + 32 * (j / 2);
+        int32_t sum = 0;
+        for (int k = 0; k < 32; k++)
+            sum += ((q[k] >> (4 * (j & 1))) & 15) * y->qs[32 * j + k];
+        scaled[j] = sc[j] * sum;
+    }
+}
+
+/* The same dot in the order of the reference's repacked gemv (activation rows that are not part of a
+ * group of 4): per block acc = fma(isum, d * d_a, acc) and accm = fma(imin, dmin * d_a, accm) with the
+ * whole-block integer sums isum = sum_j scaled[j], imin = sum_k mins[k]; *s = acc - accm. */
+void loom_q4_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q4_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        int32_t scaled[8], mins[4];
+        sub_block_sums(&x[i], &y[i], scaled, mins);
+        int32_t isum = 0, imin = mins[0] + mins[1] + mins[2] + mins[3];
+        for (int j = 0; j < 8; j++)
+            isum += scaled[j];
+        acc = fmaf((float)isum, loom_f16_to_f32(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)imin, loom_f16_to_f32(x[i].dmin) * y[i].d, accm);
+    }
+    *s = acc - accm;
+}
+
+/* The order of the reference's repacked gemm (activation rows in groups of 4): as the gemv, but one
+ * fma per pair of sub-blocks g < 4, with isum_g = scaled[2g] + scaled[2g+1] and imin_g = mins[g]. */
+void loom_q4_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q4_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        int32_t scaled[8], mins[4];
+        sub_block_sums(&x[i], &y[i], scaled, mins);
+        float d = loom_f16_to_f32(x[i].d) * y[i].d, dmin = loom_f16_to_f32(x[i].dmin) * y[i].d;
+        for (int g = 0; g < 4; g++) {
+            acc = fmaf((float)(scaled[2 * g] + scaled[2 * g + 1]), d, acc);
+            accm = fmaf((float)mins[g], dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}

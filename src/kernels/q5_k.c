@@ -1,0 +1,63 @@
+/* q5_k.c — scalar reference kernels of Q5_K (block layout in kernels_internal.h): dequantization
+ * bit-identical to llama.cpp's dequantize_row_q5_K and the Q5_K x Q8_K dot product summed in the lane
+ * order of ggml-cpu's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q5_K_q8_K). */
+#include <math.h>
+
+#include "kernels/kernels_internal.h"
+#include "util/fp16.h"
+
+/* 5-bit quant of element l (< 32) of sub-block j. */
+static inline int q5_at(const struct loom_block_q5_k *b, int j, int l)
+{
+    int lo = (b->qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 15;
+    return lo | (((b->qh[l] >> j) & 1) << 4);
+}
+
+/* value = (d*sc) * q - (dmin*m), products rounded separately (no FMA), as the reference. */
+void loom_q5_k_to_float(const void *src, float *dst, int64_t n)
+{
+    const struct loom_block_q5_k *b = src;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        loom_k4_scales(b[i].scales, sc, m);
+        float d = loom_f16_to_f32(b[i].d), dmin = loom_f16_to_f32(b[i].dmin);
+        for (int j = 0; j < 8; j++) {
+            float dj = d * sc[j], mj = dmin * m[j];
+            for (int l = 0; l < 32; l++)
+                dst[i * LOOM_QK_K + 32 * j + l] = dj * (float)q5_at(&b[i], j, l) - mj;
+        }
+    }
+}
+
+/* *s = sum_i W[i] * A[i] for one Q5_K row against a Q8_K row. Integer lanes as Q4_K (lane l sums
+ * elements 4l..4l+3 of every sub-block, times the sub-block scale). Float order (reference AVX2 kernel):
+ * acc[l] = fma(d_a * d, lane[l], acc[l]) per block; the mins go to one scalar,
+ * summs = fma(-d_a * dmin, sum_j m[j] * (bsums[2j] + bsums[2j+1]), summs) (the reference's
+ * `summs += dmin * isum` compiled with FMA contraction); *s = hsum_float_8(acc) + summs. */
+void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q5_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc[8] = {0}, summs = 0;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        loom_k4_scales(x[i].scales, sc, m);
+        int32_t lane[8] = {0}, mins = 0;
+        for (int j = 0; j < 8; j++) {
+            const int8_t *q8 = y[i].qs + 32 * j;
+            for (int l = 0; l < 8; l++) {
+                int32_t sum = 0;
+                for (int k = 4 * l; k < 4 * l + 4; k++)
+                    sum += q5_at(&x[i], j, k) * q8[k];
+                lane[l] += sc[j] * sum;
+            }
+            mins += m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        float d = y[i].d * loom_f16_to_f32(x[i].d);
+        float dmin = -y[i].d * loom_f16_to_f32(x[i].dmin);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
+        summs = fmaf(dmin, (float)mins, summs);
+    }
+    *s = loom_hsum8(acc) + summs;
+}

@@ -1,0 +1,285 @@
+/* test_kernels.c — the quantization kernels and matmul without the reference: every SIMD kernel set
+ * agrees bit for bit with the scalar one (activation quantizers and dot products), dots agree with a
+ * double-precision dot of the dequantized rows, quantize -> dequantize round trips are within half a
+ * step, and loom_matmul equals per-element vec_dot for several shapes, token counts and thread counts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels_internal.h"
+#include "kernels/matmul.h"
+#include "runtime/pool.h"
+#include "test.h"
+#include "util/fp16.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* uniform in [-1, 1) */
+static float rnd_f(void) { return (float)rnd_u32() / 2147483648.0f - 1.0f; }
+
+static void fill_floats(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_f() * scale;
+}
+
+/* A random weight row of `type` with n elements: random quant bits, sane positive F16 scales. */
+static void fill_weights(uint32_t type, void *dst, int64_t n)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    size_t bytes = loom_type_row_bytes(type, n);
+    uint8_t *p = dst;
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (uint8_t)rnd_u32();
+    int64_t nb = n / t->block_size;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = p + (size_t)b * t->type_size;
+        uint16_t d = loom_f32_to_f16(0.001f + 0.01f * fabsf(rnd_f())), dmin = loom_f32_to_f16(0.01f * fabsf(rnd_f()));
+        switch (type) {
+        case LOOM_TYPE_F32:
+            ((float *)p)[b] = rnd_f();
+            break;
+        case LOOM_TYPE_F16:
+            ((uint16_t *)p)[b] = loom_f32_to_f16(rnd_f());
+            break;
+        case LOOM_TYPE_BF16:
+            ((uint16_t *)p)[b] = loom_f32_to_bf16(rnd_f());
+            break;
+        case LOOM_TYPE_Q8_0:
+            memcpy(blk, &d, 2);
+            for (int j = 0; j < 32; j++)
+                if (blk[2 + j] == 0x80)
+                    blk[2 + j] = 0x81; /* quants are in [-127, 127] */
+            break;
+        case LOOM_TYPE_Q4_K:
+        case LOOM_TYPE_Q5_K:
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &dmin, 2);
+            break;
+        case LOOM_TYPE_Q6_K:
+            memcpy(blk + 208, &d, 2);
+            break;
+        }
+    }
+}
+
+static const uint32_t weight_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
+                                        LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+
+static int n_modes;
+static enum loom_kernel_mode modes[3];
+
+static void select_mode(enum loom_kernel_mode m)
+{
+    loom_error err;
+    int rc = loom_kernels_select(m, &err);
+    CHECK(rc == LOOM_OK, "select %d: %s", (int)m, err.msg);
+}
+
+/* Dot of the dequantized weight row with the dequantized activation row, in double. */
+static double ref_dot(uint32_t type, const void *w, const void *act, int64_t n, double *mag)
+{
+    const struct loom_type_traits *t = loom_type_traits(type), *at = loom_type_traits(t->vec_dot_type);
+    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+    t->to_float(w, wf, n);
+    at->to_float(act, af, n);
+    double s = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)wf[i] * af[i];
+        m += fabs((double)wf[i] * af[i]);
+    }
+    free(wf);
+    free(af);
+    *mag = m;
+    return s;
+}
+
+/* For one type and length: activation conversion and vec_dot of every kernel set equal the scalar
+ * set's bit for bit, and the dot is within float rounding of the dequantized double dot. */
+static void check_dot(uint32_t type, int64_t n)
+{
+    select_mode(LOOM_KERNELS_SCALAR);
+    const struct loom_type_traits *t = loom_type_traits(type);
+    uint32_t at = t->vec_dot_type;
+    size_t wb = loom_type_row_bytes(type, n), ab = loom_type_row_bytes(at, n);
+    void *w = malloc(wb), *act_ref = malloc(ab), *act = malloc(ab);
+    float *x = malloc((size_t)n * sizeof(float));
+    fill_weights(type, w, n);
+    fill_floats(x, n, 2.0f);
+    loom_type_traits(at)->from_float(x, act_ref, n);
+    /* the type's vec_dot, and the orders loom_matmul picks for grouped and trailing prefill rows */
+    loom_vec_dot_fn ref_dots[3] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
+                                   loom_kernels_matmul_dot(type, 8, n, 5, 4)};
+    float s_refs[3];
+    for (int k = 0; k < 3; k++)
+        ref_dots[k](n, &s_refs[k], w, act_ref);
+    double mag, exact = ref_dot(type, w, act_ref, n, &mag);
+    for (int k = 0; k < 3; k++)
+        CHECK(fabs(s_refs[k] - exact) <= 1e-5 * mag + 1e-30, "%s n=%lld scalar dot %d: %.9g vs dequantized %.9g",
+              t->name, (long long)n, k, s_refs[k], exact);
+    for (int m = 1; m < n_modes; m++) {
+        select_mode(modes[m]);
+        memset(act, 0x55, ab);
+        loom_type_traits(at)->from_float(x, act, n);
+        CHECK(memcmp(act, act_ref, ab) == 0, "%s activation (%s) n=%lld differs from scalar",
+              loom_type_traits(at)->name, loom_kernels_name(), (long long)n);
+        loom_vec_dot_fn dots[3] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
+                                   loom_kernels_matmul_dot(type, 8, n, 5, 4)};
+        for (int k = 0; k < 3; k++) {
+            float s;
+            dots[k](n, &s, w, act_ref);
+            CHECK(loom_f32_bits(s) == loom_f32_bits(s_refs[k]), "%s dot %d (%s) n=%lld: %.9g vs scalar %.9g", t->name, k,
+                  loom_kernels_name(), (long long)n, s, s_refs[k]);
+        }
+    }
+    select_mode(LOOM_KERNELS_SCALAR);
+    free(w);
+    free(act_ref);
+    free(act);
+    free(x);
+}
+
+/* Activation quantizers: |dequant(quant(x)) - x| <= d/2 (+ rounding) per element, bsums consistent,
+ * all-zero blocks give d = 0. */
+static void check_quant_roundtrip(uint32_t type, int64_t n)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    size_t ab = loom_type_row_bytes(type, n);
+    void *q = malloc(ab);
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    fill_floats(x, n, 3.0f);
+    memset(x, 0, (size_t)t->block_size * sizeof(float)); /* first block all zero */
+    x[t->block_size] = -0.0f;
+    t->from_float(x, q, n);
+    t->to_float(q, y, n);
+    int ok = 1;
+    for (int64_t b = 0; b < n / t->block_size; b++) {
+        float amax = 0;
+        for (int64_t i = b * t->block_size; i < (b + 1) * t->block_size; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        float step = amax / 127.f;
+        for (int64_t i = b * t->block_size; i < (b + 1) * t->block_size; i++)
+            ok &= fabsf(y[i] - x[i]) <= 0.5f * step * 1.01f + amax * 2e-3f; /* Q8_0's F16 scale costs ~1e-3 */
+    }
+    CHECK(ok, "%s round trip within half a step", t->name);
+    if (type == LOOM_TYPE_Q8_K) {
+        const struct loom_block_q8_k *k = q;
+        CHECK(k[0].d == 0, "all-zero Q8_K block has d = 0");
+        int bs_ok = 1;
+        for (int64_t b = 0; b < n / 256; b++)
+            for (int g = 0; g < 16; g++) {
+                int s = 0;
+                for (int i = 0; i < 16; i++)
+                    s += k[b].qs[16 * g + i];
+                bs_ok &= s == k[b].bsums[g];
+            }
+        CHECK(bs_ok, "Q8_K bsums are the group sums");
+    } else {
+        const struct loom_block_q8_0 *k = q;
+        CHECK(k[0].d == 0, "all-zero Q8_0 block has d = 0");
+    }
+    free(q);
+    free(x);
+    free(y);
+}
+
+/* loom_matmul against per-element vec_dot (bitwise) for NULL, 1- and 2-thread pools. */
+static void check_matmul(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_tok, struct loom_pool **pools)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    size_t rb = loom_type_row_bytes(type, n_in);
+    void *wd = malloc(rb * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++)
+        fill_weights(type, (char *)wd + (size_t)o * rb, n_in);
+    struct loom_weight w = {type, n_in, n_out, rb, wd};
+    float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
+    float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok)), *y_ref = malloc(sizeof(float) * (size_t)(n_out * n_tok));
+    fill_floats(x, n_in * n_tok, 1.0f);
+    size_t sb = loom_matmul_scratch_bytes(type, n_in, n_tok);
+    void *scratch = malloc(sb ? sb : 1);
+    /* expected: one vec_dot per element against the row converted on its own */
+    size_t ab = loom_type_row_bytes(t->vec_dot_type, n_in);
+    void *act = malloc(ab);
+    for (int64_t k = 0; k < n_tok; k++) {
+        loom_vec_dot_fn dot = loom_kernels_matmul_dot(type, n_out, n_in, n_tok, k);
+        loom_type_traits(t->vec_dot_type)->from_float(x + k * n_in, act, n_in);
+        for (int64_t o = 0; o < n_out; o++)
+            dot(n_in, &y_ref[k * n_out + o], (char *)wd + (size_t)o * rb, act);
+    }
+    for (int p = 0; p < 3; p++) {
+        memset(y, 0xff, sizeof(float) * (size_t)(n_out * n_tok));
+        loom_matmul(pools[p], &w, x, n_tok, y, scratch);
+        CHECK(memcmp(y, y_ref, sizeof(float) * (size_t)(n_out * n_tok)) == 0,
+              "%s matmul %lldx%lld n_tok %lld threads %d (%s) differs from vec_dot", t->name, (long long)n_out,
+              (long long)n_in, (long long)n_tok, loom_pool_n_threads(pools[p]), loom_kernels_name());
+    }
+    float *row = malloc(sizeof(float) * (size_t)n_in), *row_ref = malloc(sizeof(float) * (size_t)n_in);
+    loom_weight_get_row(&w, n_out - 1, row);
+    t->to_float((char *)wd + (size_t)(n_out - 1) * rb, row_ref, n_in);
+    CHECK(memcmp(row, row_ref, sizeof(float) * (size_t)n_in) == 0, "%s get_row", t->name);
+    free(row);
+    free(row_ref);
+    free(act);
+    free(scratch);
+    free(wd);
+    free(x);
+    free(y);
+    free(y_ref);
+}
+
+static void check_dispatch(void)
+{
+    loom_error err;
+    CHECK(loom_kernels_select(LOOM_KERNELS_SCALAR, &err) == LOOM_OK && strcmp(loom_kernels_name(), "scalar") == 0,
+          "scalar selectable");
+    CHECK(loom_kernels_select((enum loom_kernel_mode)7, &err) == LOOM_E_ARG, "unknown mode rejected");
+    modes[n_modes++] = LOOM_KERNELS_SCALAR;
+    if (loom_kernels_select(LOOM_KERNELS_AVX2, &err) == LOOM_OK)
+        modes[n_modes++] = LOOM_KERNELS_AVX2;
+    if (loom_kernels_select(LOOM_KERNELS_AVX512, &err) == LOOM_OK)
+        modes[n_modes++] = LOOM_KERNELS_AVX512;
+    CHECK(loom_kernels_select(LOOM_KERNELS_AUTO, &err) == LOOM_OK, "auto selectable");
+    printf("kernel sets: %d (auto picks %s)\n", n_modes, loom_kernels_name());
+    CHECK(loom_type_row_bytes(LOOM_TYPE_Q4_K, 1024) == 576 && loom_type_row_bytes(LOOM_TYPE_Q4_K, 1000) == 0,
+          "row bytes");
+}
+
+int main(void)
+{
+    check_dispatch();
+    const int64_t lens[] = {256, 512, 1024, 3584};
+    for (size_t i = 0; i < N_WEIGHT_TYPES; i++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            check_dot(weight_types[i], lens[l]);
+    const int64_t odd[] = {1, 31, 63, 65, 100, 1000};
+    for (size_t l = 0; l < sizeof odd / sizeof odd[0]; l++) {
+        check_dot(LOOM_TYPE_F32, odd[l]);
+        check_dot(LOOM_TYPE_F16, odd[l]);
+        check_dot(LOOM_TYPE_BF16, odd[l]);
+    }
+    check_dot(LOOM_TYPE_Q8_0, 96);
+    check_quant_roundtrip(LOOM_TYPE_Q8_0, 1024);
+    check_quant_roundtrip(LOOM_TYPE_Q8_K, 1024);
+
+    struct loom_pool *pools[3] = {NULL, loom_pool_new(1), loom_pool_new(2)};
+    CHECK(pools[1] && pools[2], "pools");
+    const int64_t shapes[][3] = {{37, 256, 1}, {64, 512, 1}, {5, 1024, 3}, {130, 512, 17}, {16, 768, 9}};
+    for (int m = 0; m < n_modes; m++) {
+        select_mode(modes[m]);
+        for (size_t i = 0; i < N_WEIGHT_TYPES; i++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                check_matmul(weight_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
+    }
+    loom_pool_free(pools[1]);
+    loom_pool_free(pools[2]);
+    return test_finish();
+}
