@@ -1,0 +1,156 @@
+/* ops.h — the non-matmul math of the qwen35 forward pass: RMSNorm, L2 norm, partial NEOX RoPE, softmax,
+ * SiLU/SwiGLU/sigmoid/softplus, the causal conv1d over a conv state, the gated delta rule step and
+ * causal GQA attention over an F16 KV cache. Every reduction has one documented order, chosen to be the
+ * order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
+ * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c;
+ * AVX-512 variants of the hot ones (x86/ops_avx512.c) give bitwise the same results. None allocates or
+ * spawns threads. */
+#ifndef LOOM_KERNELS_OPS_H
+#define LOOM_KERNELS_OPS_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* ---- reductions ----------------------------------------------------------------------------------
+ * R16: the AVX-512 horizontal sum (_mm512_reduce_add_ps): lanes l and l+8 added, then l and l+4, then
+ * l and l+2, then lanes 0 and 1. */
+float loom_ops_reduce16(const float a[16]);
+
+/* dot(x, y) over n floats in ggml_vec_dot_f32's AVX-512 order: four 16-lane accumulators, element e of
+ * each 64-block going to accumulator (e % 64) / 16, lane e % 16 by fused multiply-add; then accumulators
+ * 0+2, 1+3, then 0+1, then R16. The n % 64 elements after the last full block are added to that float
+ * sum as GCC's vectorization of the reference's leftover loop does: groups of 16, then one of 8, of
+ * separately rounded products added in index order, then the last < 8 by fused multiply-add. */
+float loom_ops_dot_f32(int64_t n, const float *x, const float *y);
+/* sum + a[0]*b[0] + ... + a[n-1]*b[n-1] in the tail order just described (inline, so that translation units
+ * built with FMA instructions inline fmaf). */
+static inline float loom_ops_tail_sum(float sum, int64_t n, const float *a, const float *b)
+{
+    int64_t i = 0;
+    for (; n - i >= 16; i += 16)
+        for (int l = 0; l < 16; l++) {
+            float p = a[i + l] * b[i + l];
+            sum += p;
+        }
+    if (n - i >= 8) {
+        for (int l = 0; l < 8; l++) {
+            float p = a[i + l] * b[i + l];
+            sum += p;
+        }
+        i += 8;
+    }
+    for (; i < n; i++)
+        sum = fmaf(a[i], b[i], sum);
+    return sum;
+}
+
+/* ---- elementwise ---------------------------------------------------------------------------------- */
+
+/* exp(x) as ggml_v_expf computes it in each AVX-512 lane (a degree-5 polynomial after range reduction by
+ * ln 2, result scaled by 2^n; |x| large flushes to 0 or infinity). Max error ~1.5 ulp. */
+float loom_ops_expf_poly(float x);
+
+/* y[i] = x[i] / (1 + exp(-x[i])). Elements in whole 16-blocks use loom_ops_expf_poly and the rest libm
+ * expf, as ggml_vec_silu_f32 does. y may alias x. */
+void loom_ops_silu(int64_t n, const float *x, float *y);
+/* y[i] = silu(g[i]) * u[i] (ggml_vec_swiglu_f32: same exp split as loom_ops_silu). */
+void loom_ops_swiglu(int64_t n, const float *g, const float *u, float *y);
+/* 1 / (1 + expf(-x)) with libm expf (ggml op_sigmoid). */
+float loom_ops_sigmoid(float x);
+/* x > 20 ? x : logf(1 + expf(x)) (ggml op_softplus). */
+float loom_ops_softplus(float x);
+
+/* ---- normalization --------------------------------------------------------------------------------
+ * RMSNorm of one row: the squares x[i]*x[i] are rounded to float and summed in double in index order,
+ * mean = (float)(sum / n), scale = 1 / sqrtf(mean + eps), y[i] = (x[i] * scale) * w[i] (w may be NULL:
+ * then y[i] = x[i] * scale). y may alias x. (ggml-cpu ops.cpp rms_norm, fused with mul.) */
+void loom_ops_rmsnorm(int64_t n, const float *x, const float *w, float eps, float *y);
+
+/* The Gated DeltaNet L2 norm as qwen35 builds it (models.h build_gdn_l2_norm): RMSNorm with eps / n
+ * (eps / n rounded to float), no weight, then every element times 1 / sqrtf(n). y may alias x. */
+void loom_ops_l2norm(int64_t n, const float *x, float eps, float *y);
+
+/* ---- rotary position embedding --------------------------------------------------------------------
+ * cache[2i] = cos(theta_i), cache[2i+1] = sin(theta_i) for i < n_rot/2 with theta_0 = pos and
+ * theta_{i+1} = theta_i * powf(base, -2/n_rot), multiplied in float as ggml_mrope_cache_init does (for
+ * text positions every M-RoPE section has the same position, so the sections do not change theta). */
+void loom_ops_rope_cache(int32_t pos, int n_rot, float freq_base, float *cache);
+/* NEOX rotation of the first n_rot dims of one head in place: pairs (i, i + n_rot/2) for i < n_rot/2,
+ * x0' = fma(x0, cos, -(x1*sin)), x1' = fma(x0, sin, x1*cos) (the contraction the reference's compiled
+ * rotate_pairs uses). Dims past n_rot are unchanged. */
+void loom_ops_rope_neox(float *x, int n_rot, const float *cache);
+
+/* ---- softmax ---------------------------------------------------------------------------------------
+ * In-place softmax of x[0..n) scaled by `scale` (ggml soft_max_ext without mask/ALiBi; masked entries
+ * are simply not part of the row): w = x*scale; m = max; e = expf_poly(w - m) for elements in whole
+ * 16-blocks (libm expf after); the sum adds each 16-block's R16 in double, then the tail in double;
+ * x[i] = e[i] * (float)(1.0 / sum). */
+void loom_ops_softmax(int64_t n, float *x, float scale);
+
+/* ---- Gated DeltaNet --------------------------------------------------------------------------------
+ * Causal depthwise conv1d for one token over `channels` channels with kernel width K (1..MAX):
+ * window[c] = (state[c][0..K-1), x[c]); y[c] = sum_j window[c][j] * w[c][j], summed from 0 in tap order
+ * as ggml ssm_conv's compiled loop does (for K < 8 a chain of fused multiply-adds; longer kernels take
+ * groups of separately rounded products first, as loom_ops_dot_f32's tail); then state[c] = window[c][1..K).
+ * state is [channels][K-1], w is [channels][K] (the GGUF ssm_conv1d layout). y must not alias x. */
+#define LOOM_OPS_MAX_CONV_KERNEL 64
+void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+
+/* One token of the gated delta rule for one value head with head dim d (ggml gated_delta_net, fused path).
+ * M[d][d] is the state stored value-major: M[j*d + i] = S[i][j] (i = key index, j = value index).
+ * Row by row (each row of M only depends on itself):
+ *   M[j] *= expf(g);  delta_j = (v[j] - dot(M[j], k)) * beta;  M[j][i] = fma(k[i], delta_j, M[j][i]);
+ *   out[j] = dot(M[j], q) * (1 / sqrtf(d))
+ * with dot = loom_ops_dot_f32. q and k are L2-normalized by the caller; q is not pre-scaled. */
+void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
+                              float beta, float *out);
+
+/* ---- attention over an F16 KV cache ---------------------------------------------------------------
+ * The reference (flash attention off, F16 cache) computes, per query row and head:
+ *   s[p] = K[p] . f16(q) for p <= the row's position (F16 products accumulated in F32),
+ *   softmax(s * scale) as loom_ops_softmax, probabilities rounded to F16,
+ *   o[j] = sum_p f16(prob[p]) * V[j][p].
+ * Both dot products take their accumulation order from the matmul path the reference picks: for a
+ * batch of >= 2 rows tinyBLAS (one 16-lane accumulator, element e in lane e % 16, then R16); for a
+ * single row ggml_vec_dot_f16 (as loom_ops_dot_f32 but over F16 inputs, tail summed in double). */
+enum loom_attn_order { LOOM_ATTN_ORDER_BATCH = 0, LOOM_ATTN_ORDER_SINGLE = 1 };
+
+/* dot of two F16 vectors in the given order. */
+float loom_ops_dot_f16(int64_t n, const uint16_t *x, const uint16_t *y, enum loom_attn_order order);
+
+/* One head of one query row. q16[head_dim] (already F16), K rows k_cache + p*k_stride (F16, head_dim
+ * each) for p < n_kv, V transposed: v_cache + j*v_stride holds V[j][0..n_kv) (F16). scores[n_kv] and
+ * probs16[n_kv] are scratch; out[head_dim_v] F32. */
+void loom_ops_attn_head(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                        int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                        enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+
+/* ---- variants ----------------------------------------------------------------------------------
+ * The per-head kernels that dominate the time, one implementation per kernel set. Every variant computes
+ * bitwise the same results as the scalar one (same operations in the same order). */
+struct loom_ops_kernels {
+    const char *name;
+    void (*silu)(int64_t n, const float *x, float *y);
+    void (*swiglu)(int64_t n, const float *g, const float *u, float *y);
+    void (*conv1d_step)(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+    void (*delta_rule_step)(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
+                            float *out);
+    void (*attn_head)(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache, int64_t k_stride,
+                      const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                      enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+};
+
+/* The variant for the active kernel set (loom_kernels_name(): "avx512" selects AVX-512, others scalar). */
+const struct loom_ops_kernels *loom_ops_kernels_active(void);
+
+/* AVX-512 variants (src/kernels/x86/ops_avx512.c); call only where the CPU has AVX-512 F/BW/VL/DQ. */
+void loom_ops_silu_avx512(int64_t n, const float *x, float *y);
+void loom_ops_swiglu_avx512(int64_t n, const float *g, const float *u, float *y);
+void loom_ops_conv1d_step_avx512(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const float *k, const float *v, float g,
+                                     float beta, float *out);
+void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                               int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                               float scale, enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+
+#endif

@@ -1,0 +1,203 @@
+/* model.c — loading a model: open the GGUF (mmap), run qwen35 admission, bind every tensor to the
+ * layer plan (struct loom_model / loom_layer as views into the map), and load the tokenizer. Also the
+ * public model queries and the tokenize/piece entry points. The model is immutable once returned. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/ops.h"
+#include "kernels/types.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+#include "util/error.h"
+
+/* Bind a 2-D weight `name` (admission has checked its shape and type); n_in = ne[0], n_out = ne[1]. */
+static int bind_weight(const struct loom_gguf *g, const char *name, struct loom_weight *w, loom_error *err)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    if (!t)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected present, found missing", name);
+    const struct loom_type_traits *tr = loom_type_traits(t->type);
+    if (!tr || !tr->to_float)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': type %u is not supported for matrices", name, t->type);
+    if (t->n_dims > 2)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected 1 or 2 dims, found %u", name, t->n_dims);
+    w->type = t->type;
+    w->n_in = (int64_t)t->ne[0];
+    w->n_out = (int64_t)t->ne[1];
+    w->row_bytes = loom_type_row_bytes(t->type, w->n_in);
+    if (w->row_bytes == 0 || w->row_bytes * (uint64_t)w->n_out != t->nbytes)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': row of %lld elements does not fit type %s", name,
+                           (long long)w->n_in, tr->name);
+    w->data = t->data;
+    return LOOM_OK;
+}
+
+/* Bind an F32 vector `name` of exactly n elements. */
+static int bind_f32(const struct loom_gguf *g, const char *name, uint64_t n, const float **out, loom_error *err)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    if (!t)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected present, found missing", name);
+    if (t->type != LOOM_TYPE_F32 || t->nbytes != n * sizeof(float))
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected F32 with %llu elements, found type %u, %llu bytes",
+                           name, (unsigned long long)n, t->type, (unsigned long long)t->nbytes);
+    *out = t->data;
+    return LOOM_OK;
+}
+
+static int bind_layer_weight(const struct loom_gguf *g, uint32_t il, const char *suffix, struct loom_weight *w,
+                             loom_error *err)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
+    return bind_weight(g, name, w, err);
+}
+
+static int bind_layer_f32(const struct loom_gguf *g, uint32_t il, const char *suffix, uint64_t n, const float **out,
+                          loom_error *err)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
+    return bind_f32(g, name, n, out, err);
+}
+
+static int bind_recurrent(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
+                          loom_error *err)
+{
+    uint64_t channels = 2ull * hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
+    int rc = bind_layer_weight(g, il, "attn_qkv.weight", &L->qkv, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "attn_gate.weight", &L->z, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ssm_alpha.weight", &L->alpha, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ssm_beta.weight", &L->beta, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ssm_out.weight", &L->ssm_out, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "ssm_conv1d.weight", channels * hp->ssm_conv_kernel, &L->conv1d, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "ssm_dt.bias", hp->ssm_n_v_heads, &L->dt_bias, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "ssm_a", hp->ssm_n_v_heads, &L->ssm_a, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "ssm_norm.weight", hp->ssm_head_dim, &L->ssm_norm, err);
+    return rc;
+}
+
+static int bind_attention(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
+                          loom_error *err)
+{
+    int rc = bind_layer_weight(g, il, "attn_q.weight", &L->wq, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "attn_k.weight", &L->wk, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "attn_v.weight", &L->wv, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "attn_output.weight", &L->wo, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "attn_q_norm.weight", hp->head_dim_k, &L->q_norm, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "attn_k_norm.weight", hp->head_dim_k, &L->k_norm, err);
+    return rc;
+}
+
+static int bind_layer(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
+                      loom_error *err)
+{
+    L->kind = (il + 1) % hp->full_attn_interval == 0 ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
+    int rc = bind_layer_f32(g, il, "attn_norm.weight", hp->n_embd, &L->attn_norm, err);
+    if (!rc)
+        rc = bind_layer_f32(g, il, "post_attention_norm.weight", hp->n_embd, &L->post_norm, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ffn_gate.weight", &L->ffn_gate, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ffn_up.weight", &L->ffn_up, err);
+    if (!rc)
+        rc = bind_layer_weight(g, il, "ffn_down.weight", &L->ffn_down, err);
+    if (rc)
+        return rc;
+    return L->kind == LOOM_LAYER_ATTENTION ? bind_attention(g, hp, il, L, err) : bind_recurrent(g, hp, il, L, err);
+}
+
+static int bind_model(struct loom_model *m, loom_error *err)
+{
+    const struct loom_hparams *hp = &m->hp;
+    int rc = bind_weight(m->gguf, "token_embd.weight", &m->tok_embd, err);
+    if (!rc)
+        rc = bind_f32(m->gguf, "output_norm.weight", hp->n_embd, &m->output_norm, err);
+    if (rc)
+        return rc;
+    if (hp->tied_output)
+        m->output = m->tok_embd;
+    else if ((rc = bind_weight(m->gguf, "output.weight", &m->output, err)))
+        return rc;
+    if (hp->ssm_conv_kernel < 1 || hp->ssm_conv_kernel > LOOM_OPS_MAX_CONV_KERNEL)
+        return loom_errorf(err, LOOM_E_FORMAT, "qwen35.ssm.conv_kernel: expected 1..%d, found %u",
+                           LOOM_OPS_MAX_CONV_KERNEL, hp->ssm_conv_kernel);
+    if (hp->n_layer > LOOM_MAX_LAYERS)
+        return loom_errorf(err, LOOM_E_FORMAT, "block_count: expected at most %d, found %u", LOOM_MAX_LAYERS,
+                           hp->n_layer);
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if ((rc = bind_layer(m->gguf, hp, il, &m->layers[il], err)))
+            return rc;
+    return LOOM_OK;
+}
+
+loom_model *loom_model_load(const char *path, loom_error *err)
+{
+    if (!path) {
+        loom_errorf(err, LOOM_E_ARG, "model path: expected a file name, found NULL");
+        return NULL;
+    }
+    struct loom_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        loom_errorf(err, LOOM_E_NOMEM, "model: allocating %zu bytes failed", sizeof *m);
+        return NULL;
+    }
+    int rc = loom_gguf_open(path, &m->gguf, err);
+    if (!rc)
+        rc = loom_qwen35_admit(m->gguf, &m->hp, err);
+    if (!rc)
+        rc = bind_model(m, err);
+    if (!rc)
+        rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
+    if (rc) {
+        loom_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void loom_model_free(loom_model *model)
+{
+    if (!model)
+        return;
+    if (model->tok)
+        loom_tokenizer_free(model->tok);
+    if (model->gguf)
+        loom_gguf_close(model->gguf);
+    free(model);
+}
+
+int loom_model_n_logits(const loom_model *model) { return (int)model->output.n_out; }
+
+int loom_model_token_sampleable(const loom_model *model, int32_t tok)
+{
+    if (tok < 0 || (int64_t)tok >= model->output.n_out)
+        return 0;
+    return loom_tokenizer_sampleable(model->tok)[tok] != 0;
+}
+
+int loom_model_token_is_eog(const loom_model *model, int32_t tok) { return loom_tokenizer_is_eog(model->tok, tok); }
+
+int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out, int cap,
+                  loom_error *err)
+{
+    return loom_tokenizer_encode(model->tok, text, len, parse_special, out, cap, err);
+}
+
+int loom_token_to_piece(const loom_model *model, int32_t tok, char *buf, int cap)
+{
+    return loom_tokenizer_piece(model->tok, tok, buf, cap);
+}

@@ -1,0 +1,181 @@
+/* session.c — the public session API: creation (state owners sized from the model's layer plan, the
+ * thread pool, and one arena holding all state and the scratch plan), reset, and eval, which checks a
+ * request completely before touching any state and then runs it chunk by chunk. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/matmul.h"
+#include "runtime/pool.h"
+#include "runtime/session.h"
+#include "util/error.h"
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Carve n bytes (64-byte aligned) from the arena cursor; with base NULL only counts. */
+static void *carve(char *base, size_t *cursor, size_t n)
+{
+    size_t at = (*cursor + 63) & ~(size_t)63;
+    *cursor = at + n;
+    return base ? base + at : NULL;
+}
+
+static size_t matmul_scratch(const struct loom_model *m, int n_chunk)
+{
+    size_t need = loom_matmul_scratch_bytes(m->output.type, m->output.n_in, n_chunk);
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const struct loom_layer *L = &m->layers[il];
+        const struct loom_weight *ws[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
+                                          &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data)
+                need = max_sz(need, loom_matmul_scratch_bytes(ws[i]->type, ws[i]->n_in, n_chunk));
+    }
+    return need;
+}
+
+/* Lay out (base NULL: measure) every state owner and scratch buffer in one arena. */
+static size_t plan_arena(struct loom_session *s, char *base)
+{
+    const struct loom_model *m = s->model;
+    const struct loom_hparams *hp = &m->hp;
+    size_t cur = 0, nc = (size_t)s->sc.n_chunk, nt = (size_t)s->n_threads, ctx = (size_t)s->n_ctx;
+    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
+    size_t kv_k = (size_t)hp->n_head_kv * hp->head_dim_k, kv_v = (size_t)hp->n_head_kv * hp->head_dim_v;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct loom_layer_state *ls = &s->layers[il];
+        if (m->layers[il].kind == LOOM_LAYER_RECURRENT) {
+            ls->conv = carve(base, &cur, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
+            ls->rec = carve(base, &cur, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+        } else {
+            ls->k = carve(base, &cur, ctx * kv_k * sizeof(uint16_t));
+            ls->v = carve(base, &cur, ctx * kv_v * sizeof(uint16_t));
+        }
+    }
+    size_t wide_a = max_sz(chan, max_sz(2 * (size_t)hp->n_head * hp->head_dim_k, hp->n_ff));
+    size_t wide_b = max_sz(chan, max_sz(kv_k, hp->n_ff));
+    size_t wide_c = max_sz(hp->ssm_inner, kv_v);
+    size_t wide_o = max_sz(hp->ssm_inner, (size_t)hp->n_head * hp->head_dim_v);
+    struct loom_scratch *sc = &s->sc;
+    sc->x = carve(base, &cur, nc * hp->n_embd * sizeof(float));
+    sc->xn = carve(base, &cur, nc * hp->n_embd * sizeof(float));
+    sc->proj = carve(base, &cur, nc * hp->n_embd * sizeof(float));
+    sc->a = carve(base, &cur, nc * wide_a * sizeof(float));
+    sc->b = carve(base, &cur, nc * wide_b * sizeof(float));
+    sc->c = carve(base, &cur, nc * wide_c * sizeof(float));
+    sc->o = carve(base, &cur, nc * wide_o * sizeof(float));
+    sc->alpha = carve(base, &cur, nc * hp->ssm_n_v_heads * sizeof(float));
+    sc->beta = carve(base, &cur, nc * hp->ssm_n_v_heads * sizeof(float));
+    sc->rope = carve(base, &cur, nc * hp->n_rot * sizeof(float));
+    sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
+    sc->scores = carve(base, &cur, nt * ctx * sizeof(float));
+    sc->probs16 = carve(base, &cur, nt * ctx * sizeof(uint16_t));
+    sc->q16 = carve(base, &cur, nt * hp->head_dim_k * sizeof(uint16_t));
+    return cur;
+}
+
+loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err)
+{
+    if (!model) {
+        loom_errorf(err, LOOM_E_ARG, "session model: expected a loaded model, found NULL");
+        return NULL;
+    }
+    int n_ctx = params ? params->n_ctx : 0, n_threads = params ? params->n_threads : 0;
+    if (n_ctx < 0 || n_threads < 0) {
+        loom_errorf(err, LOOM_E_ARG, "session params: expected n_ctx >= 0 and n_threads >= 0, found %d and %d",
+                    n_ctx, n_threads);
+        return NULL;
+    }
+    if (n_ctx == 0)
+        n_ctx = model->hp.n_ctx_train < 4096 ? (int)model->hp.n_ctx_train : 4096;
+    if (n_threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
+    }
+    struct loom_session *s = calloc(1, sizeof *s);
+    struct loom_layer_state *layers = calloc(model->hp.n_layer ? model->hp.n_layer : 1, sizeof *layers);
+    if (!s || !layers) {
+        free(s);
+        free(layers);
+        loom_errorf(err, LOOM_E_NOMEM, "session: allocating the state table failed");
+        return NULL;
+    }
+    s->model = model;
+    s->ops = loom_ops_kernels_active();
+    s->n_ctx = n_ctx;
+    s->n_threads = n_threads;
+    s->layers = layers;
+    s->sc.n_chunk = n_ctx < LOOM_CHUNK_TOKENS ? n_ctx : LOOM_CHUNK_TOKENS;
+    s->arena_bytes = plan_arena(s, NULL);
+    s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);
+    s->pool = s->arena ? loom_pool_new(n_threads) : NULL;
+    if (!s->arena || !s->pool) {
+        loom_errorf(err, LOOM_E_NOMEM, "session: allocating %zu bytes of state and scratch (n_ctx %d) failed",
+                    s->arena_bytes, n_ctx);
+        loom_session_free(s);
+        return NULL;
+    }
+    plan_arena(s, s->arena);
+    memset(s->arena, 0, s->arena_bytes);
+    return s;
+}
+
+void loom_session_free(loom_session *session)
+{
+    if (!session)
+        return;
+    if (session->pool)
+        loom_pool_free(session->pool);
+    free(session->arena);
+    free(session->layers);
+    free(session);
+}
+
+/* Only the recurrent state needs clearing: KV rows at or past the position are never read. */
+void loom_session_reset(loom_session *session)
+{
+    const struct loom_hparams *hp = &session->model->hp;
+    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct loom_layer_state *ls = &session->layers[il];
+        if (session->model->layers[il].kind != LOOM_LAYER_RECURRENT)
+            continue;
+        memset(ls->conv, 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
+        memset(ls->rec, 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+    }
+    session->pos = 0;
+}
+
+int loom_session_pos(const loom_session *session) { return session->pos; }
+
+int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens, float *logits,
+                      enum loom_logits_mode mode, loom_error *err)
+{
+    if (!session || n_tokens < 0 || (n_tokens > 0 && !tokens))
+        return loom_errorf(err, LOOM_E_ARG, "eval: expected a session and n_tokens >= 0 tokens, found n_tokens %d",
+                           n_tokens);
+    if (mode != LOOM_LOGITS_LAST && mode != LOOM_LOGITS_ALL)
+        return loom_errorf(err, LOOM_E_ARG, "eval logits mode: expected LAST or ALL, found %d", (int)mode);
+    if (n_tokens > session->n_ctx - session->pos)
+        return loom_errorf(err, LOOM_E_RANGE, "eval: %d tokens at position %d exceed the context of %d positions",
+                           n_tokens, session->pos, session->n_ctx);
+    int64_t n_rows = session->model->tok_embd.n_out;
+    for (int i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_rows)
+            return loom_errorf(err, LOOM_E_ARG, "eval token %d: expected an id in [0, %lld), found %d", i,
+                               (long long)n_rows, tokens[i]);
+    int64_t n_logits = session->model->output.n_out;
+    for (int done = 0; done < n_tokens;) {
+        int n = n_tokens - done < session->sc.n_chunk ? n_tokens - done : session->sc.n_chunk;
+        int last_chunk = done + n == n_tokens;
+        float *out = NULL;
+        if (logits && mode == LOOM_LOGITS_ALL)
+            out = logits + (int64_t)done * n_logits;
+        else if (logits && last_chunk)
+            out = logits;
+        loom_qwen35_forward(session, tokens + done, n, out, mode == LOOM_LOGITS_ALL);
+        session->pos += n;
+        done += n;
+    }
+    return LOOM_OK;
+}
