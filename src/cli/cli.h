@@ -12,5 +12,9 @@ extern const struct loom_cli_command loom_cli_commands[]; /* NULL-terminated, in
 int loom_cli_run(int argc, char **argv);
 int loom_cli_inspect(int argc, char **argv);
 int loom_cli_synth(int argc, char **argv);
+int loom_cli_tokenize(int argc, char **argv);
+int loom_cli_chat(int argc, char **argv);
+int loom_cli_quantize(int argc, char **argv);
+int loom_cli_bench(int argc, char **argv);
 
 #endif

@@ -7,5 +7,9 @@ const struct loom_cli_command loom_cli_commands[] = {
     {"run", loom_cli_run},
     {"inspect", loom_cli_inspect},
     {"synth", loom_cli_synth},
+    {"tokenize", loom_cli_tokenize},
+    {"chat", loom_cli_chat},
+    {"quantize", loom_cli_quantize},
+    {"bench", loom_cli_bench},
     {NULL, NULL},
 };

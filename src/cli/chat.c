@@ -1,0 +1,11 @@
+/* chat.c — `loom chat` (not yet implemented). */
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+int loom_cli_chat(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "loom %s: not implemented yet\n", argv[0]);
+    return 1;
+}
