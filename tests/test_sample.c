@@ -1,5 +1,6 @@
-/* test_sample.c — the sampler: greedy over sampleable rows, top-k, top-p, seeded reproducibility, the
- * temperature-scaled distribution, and exact top-p without top-k over a Qwen3.5-sized logits row. */
+/* test_sample.c — the sampler chain: greedy over sampleable rows, top-k, top-p, min-p, the stage order
+ * (temperature last), penalties over a window, logit bias, padding rows never chosen, seeded reproducibility,
+ * the temperature-scaled distribution, and exact top-p without top-k over a Qwen3.5-sized logits row. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 static struct loom_sampler *mk(float temp, int top_k, float top_p, uint64_t seed, int n, const uint8_t *ok)
 {
-    struct loom_sampler_params p = {temp, top_k, top_p, seed};
+    struct loom_sampler_params p = {.temp = temp, .top_k = top_k, .top_p = top_p, .seed = seed};
     return loom_sampler_new(&p, n, ok);
 }
 
@@ -68,11 +69,163 @@ static void test_top_p(void)
         CHECK(fabs(f3 - 0.625) < 0.03, "renormalized share of id 3: %.3f (want 0.625)", f3);
         loom_sampler_free(s);
     }
-    struct loom_sampler *s = mk(1, 0, 0.05f, 1, 4, ok);
+    const float tiny[3] = {0.05f, 1e-8f, 0};
+    for (int t = 0; t < 3; t++) {
+        struct loom_sampler *s = mk(1, 0, tiny[t], 1, 4, ok);
+        int counts[4] = {0};
+        draw_many(s, logits, 200, counts);
+        CHECK(counts[3] == 200, "tiny p %g keeps only the argmax", (double)tiny[t]);
+        loom_sampler_free(s);
+    }
+    struct loom_sampler *s = mk(1, 1, 0.8f, 1, 4, ok);
     int counts[4] = {0};
     draw_many(s, logits, 200, counts);
-    CHECK(counts[3] == 200, "tiny p keeps only the top token");
+    CHECK(counts[3] == 200, "top-k 1 with top-p 0.8 picks the argmax");
     loom_sampler_free(s);
+    s = mk(1, 0, 1, 2, 4, ok);
+    memset(counts, 0, sizeof counts);
+    draw_many(s, logits, 4000, counts);
+    CHECK(counts[0] > 0 && counts[1] > 0 && counts[2] > 0 && counts[3] > 0, "top-k 0 is no limit: %d %d %d %d",
+          counts[0], counts[1], counts[2], counts[3]);
+    loom_sampler_free(s);
+    /* llama.cpp order: top-p sees the untempered distribution, so a hot temperature keeps the same {3, 0} */
+    s = mk(3, 0, 0.8f, 3, 4, ok);
+    memset(counts, 0, sizeof counts);
+    draw_many(s, logits, 4000, counts);
+    double want = pow(0.5, 1 / 3.0) / (pow(0.5, 1 / 3.0) + pow(0.3, 1 / 3.0));
+    CHECK(counts[1] == 0 && counts[2] == 0 && fabs(counts[3] / 4000.0 - want) < 0.03,
+          "temperature 3 after top-p 0.8: %d %d %d %d (share of 3 want %.3f)", counts[0], counts[1], counts[2],
+          counts[3], want);
+    loom_sampler_free(s);
+}
+
+static void test_min_p(void)
+{
+    const float probs[5] = {0.1f, 0.5f, 0.15f, 0.05f, 0.2f};
+    float logits[5];
+    uint8_t ok[5] = {1, 1, 1, 1, 1};
+    for (int i = 0; i < 5; i++)
+        logits[i] = logf(probs[i]);
+    const float temps[2] = {1, 2};
+    for (int t = 0; t < 2; t++) {
+        /* threshold 0.35 * 0.5 = 0.175: keeps {1, 4}, at either temperature (min-p runs before it) */
+        struct loom_sampler_params p = {.temp = temps[t], .top_p = 1, .min_p = 0.35f, .seed = 8};
+        struct loom_sampler *s = loom_sampler_new(&p, 5, ok);
+        int counts[5] = {0};
+        draw_many(s, logits, 4000, counts);
+        double want = pow(0.5, 1 / temps[t]) / (pow(0.5, 1 / temps[t]) + pow(0.2, 1 / temps[t]));
+        CHECK(counts[0] == 0 && counts[2] == 0 && counts[3] == 0 && fabs(counts[1] / 4000.0 - want) < 0.03,
+              "min-p 0.35 at temp %.0f keeps exactly {1, 4}: %d %d %d %d %d (share of 1 want %.3f)", temps[t],
+              counts[0], counts[1], counts[2], counts[3], counts[4], want);
+        loom_sampler_free(s);
+    }
+    struct loom_sampler_params p = {.temp = 1, .top_p = 1, .min_p = 0.25f, .seed = 8};
+    struct loom_sampler *s = loom_sampler_new(&p, 5, ok);
+    int counts[5] = {0};
+    draw_many(s, logits, 4000, counts);
+    CHECK(counts[0] == 0 && counts[3] == 0 && counts[1] && counts[2] && counts[4],
+          "min-p 0.25 keeps exactly {1, 2, 4}: %d %d %d %d %d", counts[0], counts[1], counts[2], counts[3], counts[4]);
+    loom_sampler_free(s);
+}
+
+static void test_penalties(void)
+{
+    struct loom_sampler_params p = {.repeat_penalty = 1.5f, .repeat_last_n = 64};
+    float a = loom_sampler_penalize(&p, 2.0f, 1), b = loom_sampler_penalize(&p, -2.0f, 1);
+    CHECK(fabsf(a - 4.0f / 3.0f) < 1e-6f && b == -3.0f, "repetition 1.5: 2 -> %.6f, -2 -> %.6f", a, b);
+    CHECK(loom_sampler_penalize(&p, 2.0f, 0) == 2.0f, "a token outside the window is untouched");
+    struct loom_sampler_params q = {.repeat_penalty = 1, .repeat_last_n = 8, .presence_penalty = 0.5f,
+                                    .frequency_penalty = 0.1f};
+    float c = loom_sampler_penalize(&q, 1.0f, 3);
+    CHECK(fabsf(c - 0.2f) < 1e-6f, "presence 0.5 + 3 x frequency 0.1: 1 -> %.6f (want 0.2)", c);
+
+    /* through the sampler, greedy: id 0 leads until accepted, then 2.0 / 1.5 < 1.4 */
+    float logits[3] = {2.0f, 1.4f, -5};
+    uint8_t ok[3] = {1, 1, 1};
+    struct loom_sampler_params g = {.temp = 0, .top_p = 1, .repeat_penalty = 1.5f, .repeat_last_n = 2};
+    struct loom_sampler *s = loom_sampler_new(&g, 3, ok);
+    CHECK(s && loom_sampler_sample(s, logits) == 0, "no window yet: argmax");
+    loom_sampler_accept(s, 0);
+    CHECK(loom_sampler_sample(s, logits) == 1, "after accepting 0, 2.0 -> 1.333 loses to 1.4");
+    loom_sampler_accept(s, 2);
+    loom_sampler_accept(s, 2);
+    CHECK(loom_sampler_sample(s, logits) == 0, "0 left the window of 2");
+    loom_sampler_accept(s, 0);
+    loom_sampler_accept(s, -1);
+    loom_sampler_accept(s, 3);
+    CHECK(loom_sampler_sample(s, logits) == 1, "0 is back in the window; out-of-range ids are ignored");
+    loom_sampler_reset(s);
+    CHECK(loom_sampler_sample(s, logits) == 0, "reset empties the window");
+    loom_sampler_free(s);
+    float neg[2] = {-2.0f, -2.9f};
+    s = loom_sampler_new(&g, 2, ok);
+    loom_sampler_accept(s, 0);
+    CHECK(loom_sampler_sample(s, neg) == 1, "negative logits are multiplied: -2.0 -> -3.0 loses to -2.9");
+    loom_sampler_free(s);
+}
+
+static void test_logit_bias(void)
+{
+    float logits[4] = {1, 3, 2, 0};
+    uint8_t ok[4] = {1, 1, 1, 1};
+    struct loom_logit_bias ban[2] = {{1, -INFINITY}, {3, 1.5f}};
+    struct loom_sampler_params p = {.temp = 0, .top_p = 1, .bias = ban, .n_bias = 1};
+    struct loom_sampler *s = loom_sampler_new(&p, 4, ok);
+    CHECK(s && loom_sampler_sample(s, logits) == 2, "a banned argmax gives way");
+    loom_sampler_free(s);
+    p.n_bias = 2;
+    ban[1].bias = 2.5f; /* biases are copied at creation */
+    s = loom_sampler_new(&p, 4, ok);
+    ban[1].bias = 0;
+    CHECK(s && loom_sampler_sample(s, logits) == 3, "bias +2.5 lifts id 3 to the top");
+    loom_sampler_free(s);
+    p.temp = 1;
+    p.n_bias = 1;
+    s = loom_sampler_new(&p, 4, ok);
+    int counts[4] = {0};
+    draw_many(s, logits, 2000, counts);
+    CHECK(counts[1] == 0 && counts[0] && counts[2] && counts[3], "a banned token is never drawn");
+    loom_sampler_free(s);
+    struct loom_logit_bias bad = {4, 1};
+    struct loom_sampler_params pb = {.top_p = 1, .bias = &bad, .n_bias = 1};
+    struct loom_sampler_params pp = {.top_p = 1.5f}, pm = {.top_p = 1, .min_p = -0.1f}, pr = {.top_p = 1,
+                                                                                             .repeat_last_n = -1};
+    CHECK(!loom_sampler_new(&pb, 4, ok) && !loom_sampler_new(&pp, 4, ok) && !loom_sampler_new(&pm, 4, ok) &&
+              !loom_sampler_new(&pr, 4, ok),
+          "invalid parameters give NULL");
+}
+
+/* The largest logits sit on padding rows (past the vocabulary) and an UNUSED row: no configuration returns them. */
+static void test_padding_rows(void)
+{
+    enum { N = 12, N_VOCAB = 9 };
+    float logits[N] = {0.5f, 1, -1, 2, 0.25f, 3, -2, 1.5f, 0, 50, 60, 70};
+    uint8_t ok[N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    ok[4] = 0;   /* an UNUSED token inside the vocabulary */
+    logits[4] = 40;
+    const float temps[4] = {0, 0.5f, 1, 4}, top_ps[3] = {1, 0.5f, 0}, min_ps[2] = {0, 0.2f};
+    const int top_ks[4] = {0, 1, 3, N};
+    int bad = 0, runs = 0;
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 4; k++)
+            for (int pi = 0; pi < 3; pi++)
+                for (int mi = 0; mi < 2; mi++)
+                    for (int pen = 0; pen < 2; pen++) {
+                        struct loom_sampler_params p = {.temp = temps[t], .top_k = top_ks[k], .top_p = top_ps[pi],
+                                                        .min_p = min_ps[mi], .seed = (uint64_t)runs,
+                                                        .repeat_penalty = pen ? 1.3f : 1, .repeat_last_n = 4,
+                                                        .presence_penalty = pen ? 0.5f : 0};
+                        struct loom_sampler *s = loom_sampler_new(&p, N, ok);
+                        for (int d = 0; d < 20; d++) {
+                            int32_t id = loom_sampler_sample(s, logits);
+                            bad += id < 0 || id >= N_VOCAB || !ok[id];
+                            loom_sampler_accept(s, id);
+                            loom_sampler_accept(s, N - 1); /* a padding id in the window changes nothing */
+                        }
+                        loom_sampler_free(s);
+                        runs++;
+                    }
+    CHECK(bad == 0, "%d of %d draws over %d configurations returned a padding or UNUSED row", bad, runs * 20, runs);
 }
 
 static void test_top_k_and_seed(void)
@@ -181,6 +334,10 @@ int main(void)
 {
     test_greedy();
     test_top_p();
+    test_min_p();
+    test_penalties();
+    test_logit_bias();
+    test_padding_rows();
     test_top_k_and_seed();
     test_temperature();
     test_big_vocab(2.0);

@@ -1,7 +1,9 @@
 /* run.c — `loom run`: generate text from a prompt with one model and one session. The prompt is user data
  * (no special tokens), prefilled in one batch; then tokens are sampled and decoded one by one, streamed as text,
- * until N tokens, an end-of-generation token or the end of the context. Timing and peak RSS go to stderr. */
+ * until N tokens, an end-of-generation token, a stop string or the end of the context. Timing and peak RSS go
+ * to stderr. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +16,13 @@
 #include "loom.h"
 #include "model/model.h"
 #include "sample/sample.h"
+#include "sample/stop.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
+
+#define RUN_MAX_STOPS 16      /* --stop given at most this often */
+#define RUN_STOP_MAX_LEN 256  /* bytes in one stop string */
+#define RUN_TEXT_MAX 4096     /* bytes of decoded text per token */
 
 struct run_opts {
     const char *model;  /* -m; NULL = the default model */
@@ -24,10 +31,14 @@ struct run_opts {
     int n_threads;      /* -t; 0 = all online CPUs */
     int n_ctx;          /* -c; 0 = prompt + n_gen */
     struct loom_sampler_params sp;
+    const char *stops[RUN_MAX_STOPS]; /* --stop */
+    int n_stops;
 };
 
 static const char RUN_SYNOPSIS[] =
-    "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n";
+    "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
+    "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
+    "                [--frequency-penalty A] [--stop STRING]...\n";
 
 static void run_usage(FILE *f)
 {
@@ -40,6 +51,13 @@ static void run_usage(FILE *f)
                "  --seed S    sampler seed (default 0)\n"
                "  --top-k K   keep the K most likely tokens, 0 = all (default 40)\n"
                "  --top-p P   keep the smallest set with probability >= P, 1 = all (default 0.95)\n"
+               "  --min-p P   keep tokens with probability >= P x the top one's, 0 = all (default 0.05)\n"
+               "  --repeat-penalty R     divide positive / multiply negative logits of recent tokens, 1 = off\n"
+               "                         (default 1)\n"
+               "  --repeat-last-n N      the penalties look at the last N tokens, 0 = off (default 64)\n"
+               "  --presence-penalty A   subtract A from the logit of a recent token (default 0)\n"
+               "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"
+               "  --stop STRING          stop before STRING in the output (repeatable, up to 16)\n"
                "  -c CTX      context positions (default: prompt tokens + N)\n"
                "The generated text goes to stdout; timing and peak memory to stderr.\n",
             RUN_SYNOPSIS);
@@ -82,6 +100,20 @@ static int run_bad_value(const char *opt, const char *val)
     return -1;
 }
 
+/* The float-valued sampler options, their fields and ranges. */
+static const struct run_float_opt {
+    const char *name;
+    size_t off; /* in struct loom_sampler_params */
+    double lo, hi;
+} RUN_FLOAT_OPTS[] = {
+    {"--temp", offsetof(struct loom_sampler_params, temp), 0, 100},
+    {"--top-p", offsetof(struct loom_sampler_params, top_p), 0, 1},
+    {"--min-p", offsetof(struct loom_sampler_params, min_p), 0, 1},
+    {"--repeat-penalty", offsetof(struct loom_sampler_params, repeat_penalty), 0, 100},
+    {"--presence-penalty", offsetof(struct loom_sampler_params, presence_penalty), -100, 100},
+    {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 100},
+};
+
 /* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
 static int run_set_option(struct run_opts *o, const char *opt, const char *val)
 {
@@ -93,10 +125,12 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
     int *dst_int = !strcmp(opt, "-n") ? &o->n_gen
                  : !strcmp(opt, "-t") ? &o->n_threads
                  : !strcmp(opt, "-c") ? &o->n_ctx
-                 : !strcmp(opt, "--top-k") ? &o->sp.top_k : NULL;
+                 : !strcmp(opt, "--top-k") ? &o->sp.top_k
+                 : !strcmp(opt, "--repeat-last-n") ? &o->sp.repeat_last_n : NULL;
     if (dst_int) {
         long long lo = dst_int == &o->n_threads || dst_int == &o->n_ctx ? 1 : 0;
-        if (run_parse_long(val, lo, dst_int == &o->n_threads ? 1024 : 1 << 24, &v) != 0)
+        long long hi = dst_int == &o->n_threads ? 1024 : dst_int == &o->sp.repeat_last_n ? 1 << 20 : 1 << 24;
+        if (run_parse_long(val, lo, hi, &v) != 0)
             return run_bad_value(opt, val);
         *dst_int = (int)v;
         return 0;
@@ -107,10 +141,15 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
         o->sp.seed = (uint64_t)v;
         return 0;
     }
-    float *dst_f = !strcmp(opt, "--temp") ? &o->sp.temp : !strcmp(opt, "--top-p") ? &o->sp.top_p : NULL;
-    if (dst_f) {
-        if (run_parse_float(val, 0.0, dst_f == &o->sp.temp ? 100.0 : 1.0, dst_f) != 0)
+    for (size_t i = 0; i < sizeof RUN_FLOAT_OPTS / sizeof RUN_FLOAT_OPTS[0]; i++) {
+        const struct run_float_opt *f = &RUN_FLOAT_OPTS[i];
+        if (!strcmp(opt, f->name))
+            return run_parse_float(val, f->lo, f->hi, (float *)((char *)&o->sp + f->off)) ? run_bad_value(opt, val) : 0;
+    }
+    if (!strcmp(opt, "--stop")) {
+        if (o->n_stops == RUN_MAX_STOPS || !val[0] || strlen(val) > RUN_STOP_MAX_LEN)
             return run_bad_value(opt, val);
+        o->stops[o->n_stops++] = val;
         return 0;
     }
     fprintf(stderr, "loom run: unknown option '%s'\n", opt);
@@ -167,13 +206,42 @@ struct run_stats {
     double t_prefill, t_decode;
 };
 
+/* Pass decoded text[len] through the stop matcher and write what it releases to stdout.
+ * Returns 1 when a stop string completed, 0, or a negative code. */
+static int run_emit(struct loom_stop *stop, const char *text, int len, loom_error *err)
+{
+    char out[RUN_TEXT_MAX + RUN_STOP_MAX_LEN];
+    int stopped;
+    int k = loom_stop_feed(stop, text, (size_t)len, out, sizeof out, &stopped, err);
+    if (k < 0)
+        return k;
+    fwrite(out, 1, (size_t)k, stdout);
+    fflush(stdout);
+    return stopped;
+}
+
+/* End of generation without a stop string: the detokenizer's and the stop matcher's held text.
+ * Returns LOOM_OK or a negative code. */
+static int run_flush(struct loom_detok *dt, struct loom_stop *stop, loom_error *err)
+{
+    char text[RUN_TEXT_MAX];
+    int k = loom_detok_flush(dt, text, (int)sizeof text);
+    int rc = k > 0 ? run_emit(stop, text, k, err) : LOOM_OK;
+    if (rc == 1)
+        return LOOM_OK;
+    k = rc < 0 ? rc : loom_stop_flush(stop, text, sizeof text, err);
+    if (k > 0)
+        fwrite(text, 1, (size_t)k, stdout);
+    return k < 0 ? k : LOOM_OK;
+}
+
 /* Sample, stream and decode up to n_gen tokens after the prefill left its logits in logits[n_rows].
  * Allocates nothing. Returns LOOM_OK or a negative code. */
-static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sampler *smp, float *logits,
-                           int n_gen, struct run_stats *st, loom_error *err)
+static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sampler *smp, struct loom_stop *stop,
+                           float *logits, int n_gen, struct run_stats *st, loom_error *err)
 {
     struct loom_detok dt;
-    char text[4096];
+    char text[RUN_TEXT_MAX];
     loom_detok_init(&dt, m->tok);
     double t0 = run_now();
     int rc = LOOM_OK;
@@ -190,10 +258,10 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
             rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)tok);
             break;
         }
-        fwrite(text, 1, (size_t)k, stdout);
-        fflush(stdout);
+        loom_sampler_accept(smp, tok);
         st->n_generated++;
-        if (g + 1 == n_gen)
+        rc = run_emit(stop, text, k, err); /* 1: a stop string completed */
+        if (rc != 0 || g + 1 == n_gen)
             break;
         rc = loom_session_eval(s, &tok, 1, logits, LOOM_LOGITS_LAST, err);
         if (rc != LOOM_OK)
@@ -201,12 +269,11 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
         st->n_decoded++;
     }
     st->t_decode = run_now() - t0;
-    int k = loom_detok_flush(&dt, text, (int)sizeof text);
-    if (k > 0)
-        fwrite(text, 1, (size_t)k, stdout);
+    if (rc == LOOM_OK)
+        rc = run_flush(&dt, stop, err);
     fputc('\n', stdout);
     fflush(stdout);
-    return rc;
+    return rc < 0 ? rc : LOOM_OK;
 }
 
 static double run_peak_rss_mib(void)
@@ -232,9 +299,12 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     int32_t *prompt = NULL;
     loom_session *s = NULL;
     struct loom_sampler *smp = NULL;
+    struct loom_stop stop;
     int n_rows = loom_model_n_logits(m);
     float *logits = malloc((size_t)n_rows * sizeof(float));
-    int rc = st.n_prompt = run_tokenize(m, o->prompt, &prompt, err);
+    int rc = loom_stop_init(&stop, o->stops, o->n_stops, err);
+    if (rc >= 0)
+        rc = st.n_prompt = run_tokenize(m, o->prompt, &prompt, err);
     if (rc >= 0 && st.n_prompt == 0)
         rc = loom_errorf(err, LOOM_E_ARG, "-p: expected a prompt of at least one token, found empty text");
     int n_ctx = o->n_ctx ? o->n_ctx : st.n_prompt + (o->n_gen > 0 ? o->n_gen : 1);
@@ -255,6 +325,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     if (rc >= 0) {
         smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(m->tok));
         rc = smp ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "sampler: allocation failed");
+        for (int i = 0; smp && i < st.n_prompt; i++)
+            loom_sampler_accept(smp, prompt[i]); /* the prompt is in the penalty window, as in llama-completion */
     }
     if (rc >= 0) {
         double t0 = run_now();
@@ -262,10 +334,11 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         st.t_prefill = run_now() - t0;
     }
     if (rc >= 0)
-        rc = run_decode_loop(m, s, smp, logits, n_gen, &st, err);
+        rc = run_decode_loop(m, s, smp, &stop, logits, n_gen, &st, err);
     if (rc >= 0)
         run_print_stats(&st);
     loom_sampler_free(smp);
+    loom_stop_free(&stop);
     loom_session_free(s);
     free(logits);
     free(prompt);
@@ -274,7 +347,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
 
 int loom_cli_run(int argc, char **argv)
 {
-    struct run_opts o = {.sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0}};
+    struct run_opts o = {.sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0, .min_p = 0.05f,
+                                .repeat_penalty = 1, .repeat_last_n = 64}};
     int a = run_parse_args(argc, argv, &o);
     if (a > 0) {
         run_usage(stdout);

@@ -1,10 +1,11 @@
-/* sample.c — the next token from a logits row: greedy argmax over sampleable rows, or temperature, top-k,
- * softmax, top-p and a draw from a seeded xoshiro256** generator. All scratch comes from
- * loom_sampler_new; a step never allocates and never sorts the whole vocabulary. */
+/* sample.c — the next token from a logits row: logit bias and penalties over a window of accepted tokens,
+ * then greedy argmax, or top-k, top-p, min-p, temperature and a draw from a seeded xoshiro256** generator.
+ * All scratch comes from loom_sampler_new; a step never allocates and never sorts the whole vocabulary. */
 #include "sample/sample.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Exact top-p without top-k: histogram the candidates' log-weights into K_BUCKETS buckets, keep whole
  * buckets above the one where the cumulative mass crosses p, and refine inside that bucket; only a small
@@ -14,10 +15,12 @@
 #define K_SORT_MAX 64
 /* Float logits put ~1e-7 relative error on probabilities: a prefix that reaches p within this counts. */
 #define K_TOP_P_SLACK 1e-6
+/* Longest penalty window accepted (llama.cpp's default is 64). */
+#define K_WINDOW_MAX (1 << 20)
 
 struct cand {
-    float x;  /* logit / temp */
-    float w;  /* exp(x - max x) */
+    float x;  /* biased, penalized logit */
+    float w;  /* exp(x - max x), or exp((x - max x) / temp) for the draw */
     int32_t id;
 };
 
@@ -26,6 +29,11 @@ struct loom_sampler {
     int n_rows;
     const uint8_t *sampleable;
     struct cand *cand; /* [n_rows] */
+    float *bias;       /* [n_rows], NULL without logit bias */
+    int32_t *count;    /* [n_rows] occurrences in the window, NULL when penalties are off */
+    int32_t *window;   /* [repeat_last_n] ring of accepted tokens */
+    int n_window;      /* tokens in the ring (<= repeat_last_n) */
+    int head;          /* ring slot of the oldest token */
     double bucket_mass[K_BUCKETS];
     uint64_t rng[4];
 };
@@ -62,18 +70,52 @@ static double rng_uniform(uint64_t *s)
     return (double)(rng_next(s) >> 11) * 0x1.0p-53;
 }
 
+static int params_valid(const struct loom_sampler_params *p, int n_rows)
+{
+    if (isnan(p->temp) || p->top_k < 0 || !(p->top_p >= 0 && p->top_p <= 1) || !(p->min_p >= 0 && p->min_p <= 1))
+        return 0;
+    if (!(p->repeat_penalty >= 0) || !isfinite(p->repeat_penalty) || p->repeat_last_n < 0 ||
+        p->repeat_last_n > K_WINDOW_MAX || !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return 0;
+    if (p->n_bias < 0 || (p->n_bias > 0 && !p->bias))
+        return 0;
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].id < 0 || p->bias[i].id >= n_rows || isnan(p->bias[i].bias) || p->bias[i].bias == INFINITY)
+            return 0;
+    return 1;
+}
+
+static int penalties_on(const struct loom_sampler_params *p)
+{
+    return p->repeat_last_n > 0 &&
+           ((p->repeat_penalty > 0 && p->repeat_penalty != 1) || p->presence_penalty != 0 || p->frequency_penalty != 0);
+}
+
 struct loom_sampler *loom_sampler_new(const struct loom_sampler_params *p, int n_rows, const uint8_t *sampleable)
 {
-    if (!p || n_rows <= 0 || !sampleable)
+    if (!p || n_rows <= 0 || !sampleable || !params_valid(p, n_rows))
         return NULL;
     struct loom_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->p = *p;
+    s->p.bias = NULL; /* the caller's array need not outlive the sampler */
     s->n_rows = n_rows;
     s->sampleable = sampleable;
     s->cand = malloc((size_t)n_rows * sizeof *s->cand);
-    if (!s->cand) {
+    int ok = s->cand != NULL;
+    if (ok && p->n_bias > 0) {
+        s->bias = calloc((size_t)n_rows, sizeof *s->bias);
+        ok = s->bias != NULL;
+        for (int i = 0; ok && i < p->n_bias; i++)
+            s->bias[p->bias[i].id] += p->bias[i].bias;
+    }
+    if (ok && penalties_on(p)) {
+        s->count = calloc((size_t)n_rows, sizeof *s->count);
+        s->window = malloc((size_t)p->repeat_last_n * sizeof *s->window);
+        ok = s->count && s->window;
+    }
+    if (!ok) {
         loom_sampler_free(s);
         return NULL;
     }
@@ -88,18 +130,71 @@ void loom_sampler_free(struct loom_sampler *s)
     if (!s)
         return;
     free(s->cand);
+    free(s->bias);
+    free(s->count);
+    free(s->window);
     free(s);
 }
 
-/* Argmax over sampleable rows; NaN never wins; ties go to the lowest id. -1 when nothing is sampleable. */
+void loom_sampler_accept(struct loom_sampler *s, int32_t token)
+{
+    if (!s->count || token < 0 || token >= s->n_rows)
+        return;
+    int cap = s->p.repeat_last_n;
+    if (s->n_window == cap) {
+        s->count[s->window[s->head]]--;
+        s->window[s->head] = token;
+        s->head = (s->head + 1) % cap;
+    } else {
+        s->window[(s->head + s->n_window++) % cap] = token;
+    }
+    s->count[token]++;
+}
+
+void loom_sampler_reset(struct loom_sampler *s)
+{
+    if (!s->count)
+        return;
+    for (int i = 0; i < s->n_window; i++)
+        s->count[s->window[(s->head + i) % s->p.repeat_last_n]] = 0;
+    s->n_window = 0;
+    s->head = 0;
+}
+
+float loom_sampler_penalize(const struct loom_sampler_params *p, float logit, int count)
+{
+    if (count <= 0 || p->repeat_last_n <= 0)
+        return logit;
+    float r = p->repeat_penalty > 0 ? p->repeat_penalty : 1.0f;
+    logit = logit > 0 ? logit / r : logit * r;
+    return logit - ((float)count * p->frequency_penalty + p->presence_penalty);
+}
+
+/* Row i's logit after the logit bias and the penalties. */
+static float sampler_logit(const struct loom_sampler *s, const float *logits, int i)
+{
+    float x = logits[i];
+    if (s->bias)
+        x += s->bias[i];
+    if (s->count && s->count[i])
+        x = loom_sampler_penalize(&s->p, x, s->count[i]);
+    return x;
+}
+
+/* Argmax of the adjusted logits over sampleable rows; NaN never wins; ties go to the lowest id. -1 when
+ * nothing is sampleable. */
 static int32_t sample_greedy(const struct loom_sampler *s, const float *logits)
 {
     int32_t best = -1;
+    float xb = 0;
     for (int i = 0; i < s->n_rows; i++) {
         if (!s->sampleable[i])
             continue;
-        if (best < 0 || logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
+        float x = sampler_logit(s, logits, i);
+        if (best < 0 || x > xb || (isnan(xb) && !isnan(x))) {
             best = i;
+            xb = x;
+        }
     }
     return best;
 }
@@ -217,8 +312,8 @@ static void refine(struct loom_sampler *s, size_t *a, size_t *b, float xmax, flo
 }
 
 /* top_p < 1, no top-k: move the nucleus (the smallest prefix of the candidate order whose mass reaches
- * top_p of the total) to c[0..keep) in some order; returns keep and its mass in *kept. */
-static size_t nucleus_select(struct loom_sampler *s, size_t n, float xmax, double *kept)
+ * top_p of the total) to c[0..keep) in some order; returns keep. Weights are exp(x - xmax). */
+static size_t nucleus_select(struct loom_sampler *s, size_t n, float xmax)
 {
     struct cand *c = s->cand;
     double total = 0;
@@ -240,55 +335,85 @@ static size_t nucleus_select(struct loom_sampler *s, size_t n, float xmax, doubl
     size_t keep = a;
     while (keep < b && (keep == 0 || acc < need))
         acc += c[keep++].w;
-    *kept = 0;
-    for (size_t i = 0; i < keep; i++)
-        *kept += c[i].w;
     return keep;
 }
 
 /* Smallest prefix of the sorted c[n] whose weights reach top_p of their total (at least one). */
-static size_t top_p_prefix(const struct cand *c, size_t n, double total, float p, double *kept)
+static size_t top_p_prefix(const struct cand *c, size_t n, double total, float p)
 {
     double need = ((double)p - K_TOP_P_SLACK) * total, acc = 0;
     size_t keep = 0;
     while (keep < n && (keep == 0 || acc < need))
         acc += c[keep++].w;
-    *kept = acc;
     return keep;
+}
+
+/* min-p over c[0..n) (any order): keep x >= xmax + ln(min_p), as llama.cpp's min-p does on logits. */
+static size_t min_p_filter(struct cand *c, size_t n, float xmax, float min_p)
+{
+    float lo = xmax + logf(min_p);
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].x >= lo)
+            c[keep++] = c[i];
+    return keep;
+}
+
+/* Temperature weights exp((x - xmax) / temp) for c[0..n); returns their sum. xmax is among them. */
+static double temper(struct cand *c, size_t n, float xmax, float temp)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        c[i].w = expf((c[i].x - xmax) / temp);
+        total += c[i].w;
+    }
+    return total;
+}
+
+/* Gather the sampleable rows with finite adjusted logits into s->cand; returns their count, max in *xmax. */
+static size_t gather(struct loom_sampler *s, const float *logits, float *xmax)
+{
+    size_t n = 0;
+    float m = -INFINITY;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (!s->sampleable[i])
+            continue;
+        float x = sampler_logit(s, logits, i);
+        if (isfinite(x)) {
+            s->cand[n++] = (struct cand){x, 0, i};
+            m = x > m ? x : m;
+        }
+    }
+    *xmax = m;
+    return n;
 }
 
 int32_t loom_sampler_sample(struct loom_sampler *s, const float *logits)
 {
-    if (s->p.temp <= 0)
+    if (!(s->p.temp > 0))
         return sample_greedy(s, logits);
-    float inv_t = 1.0f / s->p.temp, xmax = -INFINITY;
-    size_t n = 0;
-    for (int i = 0; i < s->n_rows; i++) {
-        if (s->sampleable[i] && isfinite(logits[i])) {
-            float x = logits[i] * inv_t;
-            s->cand[n++] = (struct cand){x, 0, i};
-            xmax = x > xmax ? x : xmax;
+    float xmax;
+    size_t n = gather(s, logits, &xmax);
+    if (n == 0)
+        return sample_greedy(s, logits); /* every sampleable logit is infinite or NaN */
+    struct cand *c = s->cand;
+    int sorted = 0;
+    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
+        cand_top_k(c, n, (size_t)s->p.top_k);
+        n = (size_t)s->p.top_k;
+        sorted = 1;
+    }
+    if (s->p.top_p < 1.0f) {
+        if (sorted) {
+            double total = 0;
+            for (size_t i = 0; i < n; i++)
+                total += c[i].w = expf(c[i].x - xmax);
+            n = top_p_prefix(c, n, total, s->p.top_p);
+        } else {
+            n = nucleus_select(s, n, xmax);
         }
     }
-    if (n == 0 || !isfinite(xmax))
-        return sample_greedy(s, logits); /* every sampleable logit is infinite or NaN */
-    int top_p = s->p.top_p < 1.0f;
-    double kept;
-    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
-        cand_top_k(s->cand, n, (size_t)s->p.top_k);
-        n = (size_t)s->p.top_k;
-    } else if (top_p) {
-        size_t keep = nucleus_select(s, n, xmax, &kept);
-        return draw(s, s->cand, keep, kept);
-    }
-    double total = 0;
-    for (size_t i = 0; i < n; i++) {
-        s->cand[i].w = expf(s->cand[i].x - xmax);
-        total += s->cand[i].w;
-    }
-    size_t keep = n;
-    kept = total;
-    if (top_p) /* c[0..n) is sorted here: it came from top-k */
-        keep = top_p_prefix(s->cand, n, total, s->p.top_p, &kept);
-    return draw(s, s->cand, keep, kept);
+    if (s->p.min_p > 0)
+        n = min_p_filter(c, n, xmax, s->p.min_p);
+    return draw(s, c, n, temper(c, n, xmax, s->p.temp));
 }
