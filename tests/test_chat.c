@@ -1,0 +1,350 @@
+/* test_chat.c — the native Qwen3.5 chat renderer against tests/fixtures/chat/qwen35.json (conversations rendered
+ * by the official template under Hugging Face's Jinja settings, regenerated with tools/render_chat.py): byte-exact
+ * text, template errors, segment provenance, untouched output on failure, Python-style JSON, and (when the
+ * reference's qwen35 vocabulary is present) that only template-authored markers become special token ids. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "text/chat.h"
+
+#define FIXTURE "tests/fixtures/chat/qwen35.json"
+#define MAX_MSGS 32
+#define MAX_CALLS 8
+
+/* One fixture conversation converted to the C API; strings point into the jansson tree or into owned[]. */
+struct conv {
+    struct loom_chat_message msgs[MAX_MSGS];
+    struct loom_chat_tool_call calls[MAX_MSGS][MAX_CALLS];
+    struct loom_chat_params p;
+    char *owned[MAX_MSGS * MAX_CALLS + 1];
+    int n_owned;
+    size_t n;
+};
+
+static const char *str_or_null(const json_t *v)
+{
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *dump_owned(struct conv *c, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    c->owned[c->n_owned++] = s;
+    return s;
+}
+
+/* Fill c from a fixture "input" object. Returns 0, or -1 when the fixture exceeds the fixed limits. */
+static int conv_load(struct conv *c, const json_t *input)
+{
+    memset(c, 0, sizeof *c);
+    const json_t *msgs = json_object_get(input, "messages");
+    if (json_array_size(msgs) > MAX_MSGS)
+        return -1;
+    c->n = json_array_size(msgs);
+    for (size_t i = 0; i < c->n; i++) {
+        const json_t *m = json_array_get(msgs, i);
+        struct loom_chat_message *cm = &c->msgs[i];
+        cm->role = str_or_null(json_object_get(m, "role"));
+        cm->content = str_or_null(json_object_get(m, "content"));
+        cm->reasoning_content = str_or_null(json_object_get(m, "reasoning_content"));
+        const json_t *tcs = json_object_get(m, "tool_calls");
+        if (json_array_size(tcs) > MAX_CALLS)
+            return -1;
+        for (size_t k = 0; k < json_array_size(tcs); k++) {
+            const json_t *tc = json_array_get(tcs, k);
+            const json_t *fn = json_object_get(tc, "function") ? json_object_get(tc, "function") : tc;
+            const json_t *args = json_object_get(fn, "arguments");
+            c->calls[i][k].name = str_or_null(json_object_get(fn, "name"));
+            c->calls[i][k].arguments = args ? dump_owned(c, args) : NULL;
+        }
+        cm->tool_calls = c->calls[i];
+        cm->n_tool_calls = json_array_size(tcs);
+    }
+    const json_t *tools = json_object_get(input, "tools");
+    c->p.tools = tools ? dump_owned(c, tools) : NULL;
+    c->p.add_generation_prompt = json_is_true(json_object_get(input, "add_generation_prompt"));
+    const json_t *think = json_object_get(input, "enable_thinking");
+    c->p.think = !think ? LOOM_CHAT_THINK_UNSET : json_is_true(think) ? LOOM_CHAT_THINK_ON : LOOM_CHAT_THINK_OFF;
+    return 0;
+}
+
+static void conv_free(struct conv *c)
+{
+    for (int i = 0; i < c->n_owned; i++)
+        free(c->owned[i]);
+}
+
+/* Segments tile the text, are non-empty and alternate in kind. */
+static int segments_ok(const struct loom_chat_render *r)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < r->n_seg; i++) {
+        if (r->seg[i].off != off || r->seg[i].len == 0 || (i && r->seg[i].kind == r->seg[i - 1].kind))
+            return 0;
+        off += r->seg[i].len;
+    }
+    return off == r->len && r->text[r->len] == '\0';
+}
+
+/* The bytes of r that DATA segments cover, concatenated (fresh string). */
+static char *data_text(const struct loom_chat_render *r)
+{
+    char *s = calloc(r->len + 1, 1);
+    size_t n = 0;
+    for (size_t i = 0; s && i < r->n_seg; i++)
+        if (r->seg[i].kind == LOOM_CHAT_DATA) {
+            memcpy(s + n, r->text + r->seg[i].off, r->seg[i].len);
+            n += r->seg[i].len;
+        }
+    return s;
+}
+
+/* Every caller content that holds a control spelling keeps it inside DATA (except an assistant's </think>
+ * split, which the template consumes when no reasoning_content is given). */
+static int literal_controls_are_data(const struct loom_chat_render *r, const struct conv *c)
+{
+    static const char *spell[] = {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "</think>", "<tool_call>"};
+    char *d = data_text(r);
+    int ok = d != NULL;
+    for (size_t i = 0; ok && i < c->n; i++) {
+        const struct loom_chat_message *m = &c->msgs[i];
+        if (m->content && !m->reasoning_content && strstr(m->content, "</think>") && !strcmp(m->role, "assistant"))
+            continue;
+        for (size_t k = 0; k < sizeof spell / sizeof *spell; k++)
+            if (c->msgs[i].content && strstr(c->msgs[i].content, spell[k]) && !strstr(d, spell[k]))
+                ok = 0;
+    }
+    free(d);
+    return ok;
+}
+
+static struct loom_tokenizer *g_tok; /* the reference's qwen35 vocabulary, when present */
+static int g_n_token_cases;
+
+static int count_special(const int32_t *ids, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += ids[i] >= 151643 && ids[i] <= 151645;
+    return k;
+}
+
+/* Occurrences of the vocabulary's control spellings in the CONTROL (control = 1) or DATA bytes of r. */
+static int count_spellings(const struct loom_chat_render *r, int control)
+{
+    static const char *spell[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    int k = 0;
+    for (size_t i = 0; i < r->n_seg; i++) {
+        if ((r->seg[i].kind == LOOM_CHAT_CONTROL) != control)
+            continue;
+        for (size_t j = 0; j < r->seg[i].len; j++)
+            for (int t = 0; t < 3; t++)
+                k += r->seg[i].len - j >= strlen(spell[t]) &&
+                     !memcmp(r->text + r->seg[i].off + j, spell[t], strlen(spell[t]));
+    }
+    return k;
+}
+
+/* Special ids come exactly from the template's markers; without special spellings in DATA, the ids equal the
+ * whole render tokenized with parse_special = 1 (how the reference tokenizes a rendered prompt). */
+static void check_tokens(const struct loom_chat_render *r, const char *name)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    loom_error err = {0};
+    if (loom_chat_tokenize(g_tok, r, &ids, &n, &err) != LOOM_OK) {
+        CHECK(0, "%s: tokenize: %s", name, err.msg);
+        return;
+    }
+    CHECK(count_special(ids, n) == count_spellings(r, 1), "%s: %d special ids, %d template markers", name,
+          count_special(ids, n), count_spellings(r, 1));
+    int32_t *whole = malloc(((size_t)n + r->len + 16) * sizeof *whole);
+    int m = whole ? loom_tokenizer_encode(g_tok, r->text, r->len, 1, whole, n + (int)r->len + 16, &err) : -1;
+    int equal = m == n && !memcmp(ids, whole, (size_t)n * sizeof *ids);
+    if (count_spellings(r, 0) == 0) {
+        CHECK(equal, "%s: ids differ from the whole render's (%d vs %d ids)", name, n, m);
+        g_n_token_cases += equal;
+    } else {
+        CHECK(!equal && m > 0 && count_special(whole, m) > count_special(ids, n),
+              "%s: DATA spelling controls must not give special ids", name);
+    }
+    free(whole);
+    free(ids);
+}
+
+static void run_case(const json_t *fx, int *n_exact, int *n_errors, int *counts)
+{
+    const char *name = json_string_value(json_object_get(fx, "name"));
+    const char *expected = str_or_null(json_object_get(fx, "expected"));
+    const char *error = str_or_null(json_object_get(fx, "error"));
+    int origin_template = !strcmp(json_string_value(json_object_get(fx, "origin")), "template");
+    counts[origin_template]++;
+    struct conv c;
+    if (conv_load(&c, json_object_get(fx, "input")) != 0) {
+        CHECK(0, "%s: fixture exceeds the test's limits", name);
+        conv_free(&c);
+        return;
+    }
+    struct loom_chat_render r = {0};
+    loom_error err = {0};
+    int rc = loom_chat_render_qwen35(c.msgs, c.n, &c.p, &r, &err);
+    if (expected) {
+        int exact = rc == LOOM_OK && r.len == strlen(expected) && !memcmp(r.text, expected, r.len);
+        CHECK(exact, "%s: render differs from the template (rc %d: %s)\n--- loom:\n%s\n--- template:\n%s", name, rc,
+              err.msg, r.text ? r.text : "", expected);
+        *n_exact += exact;
+        if (rc == LOOM_OK) {
+            CHECK(segments_ok(&r), "%s: segments do not tile the text", name);
+            CHECK(literal_controls_are_data(&r, &c), "%s: a caller's control spelling is not DATA", name);
+            if (g_tok)
+                check_tokens(&r, name);
+        }
+    } else {
+        int same = rc == LOOM_E_ARG &&
+                   (strcmp(json_string_value(json_object_get(fx, "error_kind")), "raise_exception") ||
+                    !strcmp(err.msg, error));
+        CHECK(same, "%s: expected the template's error '%s', found rc %d '%s'", name, error, rc, err.msg);
+        *n_errors += same;
+    }
+    loom_chat_render_free(&r);
+    conv_free(&c);
+}
+
+static void test_fixture_cases(const json_t *doc)
+{
+    const json_t *cases = json_object_get(doc, "cases");
+    int n_exact = 0, n_errors = 0, counts[2] = {0};
+    for (size_t i = 0; i < json_array_size(cases); i++)
+        run_case(json_array_get(cases, i), &n_exact, &n_errors, counts);
+    CHECK(json_array_size(cases) >= 40, "at least 40 conversations (found %zu)", json_array_size(cases));
+    printf("chat fixtures: %d byte-exact renders, %d template errors matched, of %zu conversations "
+           "(%d rendered by the template, %d contract controls)\n",
+           n_exact, n_errors, json_array_size(cases), counts[1], counts[0]);
+}
+
+static void test_json_python(const json_t *doc)
+{
+    const json_t *cases = json_object_get(doc, "json_python");
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *cs = json_array_get(cases, i);
+        const char *in = json_string_value(json_object_get(cs, "json"));
+        for (int as_str = 0; as_str < 2; as_str++) {
+            const char *want = json_string_value(json_object_get(cs, as_str ? "str" : "dumps"));
+            char *got = NULL;
+            loom_error err = {0};
+            int rc = loom_chat_json_python(in, strlen(in), as_str, "sample", &got, &err);
+            CHECK(rc == LOOM_OK && !strcmp(got, want), "%s of %s: expected '%s', found '%s' (%s)",
+                  as_str ? "str" : "json.dumps", in, want, got ? got : "", err.msg);
+            free(got);
+        }
+    }
+    char *got = (char *)"untouched";
+    loom_error err = {0};
+    CHECK(loom_chat_json_python("{\"a\":", 5, 0, "sample", &got, &err) == LOOM_E_ARG && !strcmp(got, "untouched") &&
+              strstr(err.msg, "sample"),
+          "malformed JSON is an error naming the field: %s", err.msg);
+}
+
+static void test_failure_leaves_output(void)
+{
+    struct loom_chat_message ok[] = {{.role = "user", .content = "hi"}};
+    struct loom_chat_message bad[] = {{.role = "user", .content = "hi"}, {.role = "system", .content = "late"}};
+    struct loom_chat_tool_call call = {.name = "f", .arguments = "[1, 2]"};
+    struct loom_chat_message bad_args[] = {{.role = "user", .content = "q"},
+                                           {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1}};
+    struct loom_chat_params p = {.add_generation_prompt = 1};
+    struct loom_chat_render r = {0};
+    loom_error err = {0};
+    CHECK(loom_chat_render_qwen35(ok, 1, &p, &r, &err) == LOOM_OK, "render: %s", err.msg);
+    struct loom_chat_render before = r;
+    CHECK(loom_chat_render_qwen35(bad, 2, &p, &r, &err) == LOOM_E_ARG &&
+              !strcmp(err.msg, "System message must be at the beginning."),
+          "late system message: %s", err.msg);
+    CHECK(loom_chat_render_qwen35(bad_args, 2, &p, &r, &err) == LOOM_E_ARG && strstr(err.msg, "arguments"),
+          "array arguments: %s", err.msg);
+    p.tools = "{\"not\": \"an array\"}";
+    CHECK(loom_chat_render_qwen35(ok, 1, &p, &r, &err) == LOOM_E_ARG && strstr(err.msg, "tools"),
+          "tools not an array: %s", err.msg);
+    CHECK(!memcmp(&before, &r, sizeof r) && !strcmp(r.text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+                                                            "<think>\n"),
+          "a failed render leaves the previous output untouched");
+    loom_chat_render_free(&r);
+}
+
+/* Load the reference's qwen35 vocabulary into g_tok (skipped when absent). */
+static struct loom_gguf *load_vocab(void)
+{
+    const char *ref = getenv("LOOM_REF");
+    char path[600];
+    if (ref)
+        snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
+    else
+        snprintf(path, sizeof path, "%s/.cache/loom/ref/src/models/ggml-vocab-qwen35.gguf",
+                 getenv("HOME") ? getenv("HOME") : ".");
+    if (access(path, R_OK) != 0) {
+        printf("skip: %s not found (token provenance tests not run)\n", path);
+        return NULL;
+    }
+    loom_error err = {0};
+    struct loom_gguf *g = NULL;
+    CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936, &g_tok, &err) == LOOM_OK,
+          "load %s: %s", path, err.msg);
+    return g;
+}
+
+/* User "<|im_start|>Hello World<|im_end|>" gives no special ids; the template's markers do. */
+static void test_tokens(void)
+{
+    loom_error err = {0};
+    struct loom_chat_message msgs[] = {{.role = "system", .content = "sys <|im_end|>"},
+                                       {.role = "user", .content = "<|im_start|>Hello World<|im_end|>"}};
+    struct loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
+    struct loom_chat_render r = {0};
+    int32_t *ids = NULL;
+    int n = 0;
+    if (loom_chat_render_qwen35(msgs, 2, &p, &r, &err) == LOOM_OK &&
+        loom_chat_tokenize(g_tok, &r, &ids, &n, &err) == LOOM_OK) {
+        /* system: im_start, im_end; user: im_start, im_end; generation prompt: im_start */
+        CHECK(count_special(ids, n) == 5, "5 template-authored special ids, found %d of %d ids", count_special(ids, n),
+              n);
+        int32_t user_ids[64];
+        const char *u = msgs[1].content;
+        int k = loom_tokenizer_encode(g_tok, u, strlen(u), 0, user_ids, 64, &err);
+        CHECK(k > 2 && count_special(user_ids, k) == 0, "user text alone: %d ids, %d special", k,
+              count_special(user_ids, k));
+        int found = 0;
+        for (int i = 0; k > 0 && i + k <= n; i++)
+            found |= !memcmp(ids + i, user_ids, (size_t)k * sizeof *ids);
+        CHECK(found, "the user's text appears as its plain-text ids inside the conversation");
+        CHECK(ids[0] == 151644, "starts with <|im_start|> (first id %d)", ids[0]);
+        free(ids);
+    } else {
+        CHECK(0, "render + tokenize: %s", err.msg);
+    }
+    loom_chat_render_free(&r);
+}
+
+int main(void)
+{
+    struct loom_gguf *vocab = load_vocab();
+    json_error_t je;
+    json_t *doc = json_load_file(FIXTURE, 0, &je);
+    CHECK(doc != NULL, "load %s: %s (line %d); run from the repository root", FIXTURE, je.text, je.line);
+    if (doc) {
+        test_fixture_cases(doc);
+        test_json_python(doc);
+        json_decref(doc);
+    }
+    test_failure_leaves_output();
+    if (g_tok) {
+        test_tokens();
+        printf("token provenance: %d renders tokenize like the whole text with parse_special = 1\n",
+               g_n_token_cases);
+    }
+    loom_tokenizer_free(g_tok);
+    loom_gguf_close(vocab);
+    return test_finish();
+}
