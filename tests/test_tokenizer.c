@@ -72,6 +72,16 @@ static void test_pretokenize(void)
         {LOOM_PRE_QWEN35, "a\xCC\x81" "b", "a\xCC\x81" "b"},
         {LOOM_PRE_QWEN2, "a\xCC\x81" "b", "a|\xCC\x81" "b"},
         {LOOM_PRE_QWEN35, "\xE4\xBD\xA0\xE5\xA5\xBD!", "\xE4\xBD\xA0\xE5\xA5\xBD|!"},
+        {LOOM_PRE_GPT2, "Hello world's 12345  x", "Hello| world|'s| 12345| | x"},
+        {LOOM_PRE_GPT2, "I'M", "I|'|M"},
+        {LOOM_PRE_GPT2, "a\n\nb ", "a|\n|\n|b| "},
+        {LOOM_PRE_LLAMA3, "1234567 I'M", "123|456|7| I|'M"},
+        {LOOM_PRE_STARCODER, " 123 abc", " |1|2|3| abc"},
+        {LOOM_PRE_DEEPSEEK_CODER, "a\nb", "a|\n|b"},
+        {LOOM_PRE_DEEPSEEK_CODER, "foo, bar", "foo|,| bar"},
+        {LOOM_PRE_DEEPSEEK_CODER, "x123 \xE4\xB8\xAD\xE6\x96\x87" "abc", "x|1|2|3| |\xE4\xB8\xAD\xE6\x96\x87|abc"},
+        {LOOM_PRE_DEEPSEEK_CODER, "$$ \xE3\x80\x80x", "$$ |\xE3\x80\x80x"},
+        {LOOM_PRE_NONE, "a b", "a b"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char got[256];
@@ -95,7 +105,7 @@ static int write_tiny_vocab(const char *path, const char *model, int add_bos)
         types[b] = 1;
     }
     const char *extra[] = {"\xC3\xB0\xC5\x81", "\xC3\xB0\xC5\x81\xC2\xA6", "He", "Hel",
-                           "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "[PAD]"};
+                           "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<pad_x>"};
     const int32_t extra_types[] = {1, 1, 1, 1, 3, 3, 3, 4, 5};
     for (int i = 0; i < N_TINY - 256; i++) {
         strcpy(texts[256 + i], extra[i]);
@@ -251,10 +261,84 @@ static void test_tiny(void)
     CHECK(tok && loom_tokenizer_bos(tok) == T_EOT, "add_bos_token true gives the BOS id");
     loom_tokenizer_free(tok);
     loom_gguf_close(g);
-    CHECK(write_tiny_vocab(path, "llama", 0) == 0, "write a non-BPE vocab");
+    CHECK(write_tiny_vocab(path, "bert", 0) == 0, "write a vocab of an unsupported model");
     tok = load_tiny(path, 0, &err, &g);
     CHECK(!tok && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.ggml.model"), "wrong model rejected: %s",
           err.msg);
+    unlink(path);
+}
+
+/* ---- a tiny SentencePiece vocabulary: <unk> <s> </s>, 256 byte tokens, a few scored pieces ------------- */
+
+enum { S_BYTE0 = 3, S_SPACE = 259, S_H, S_E, S_SH, S_LL, S_SHE, S_LLO, S_SHELLO, N_SPM };
+
+static int write_tiny_spm(const char *path)
+{
+    static char texts[N_SPM][16];
+    struct loom_gguf_str toks[N_SPM];
+    int32_t types[N_SPM];
+    float scores[N_SPM];
+    const char *fixed[] = {"<unk>", "<s>", "</s>"};
+    const int32_t fixed_types[] = {2, 3, 3};
+    for (int i = 0; i < 3; i++) {
+        strcpy(texts[i], fixed[i]);
+        types[i] = fixed_types[i];
+    }
+    for (int b = 0; b < 256; b++) {
+        snprintf(texts[S_BYTE0 + b], sizeof texts[0], "<0x%02X>", b);
+        types[S_BYTE0 + b] = 6;
+    }
+    const char *pieces[] = {"\xE2\x96\x81", "H", "e", "\xE2\x96\x81H", "ll", "\xE2\x96\x81He", "llo",
+                            "\xE2\x96\x81Hello"};
+    const float piece_scores[] = {-9, -9, -9, -1, -2, -3, -4, -5};
+    for (int i = 0; i < N_SPM - S_SPACE; i++) {
+        strcpy(texts[S_SPACE + i], pieces[i]);
+        types[S_SPACE + i] = 1;
+    }
+    for (int i = 0; i < N_SPM; i++) {
+        toks[i] = (struct loom_gguf_str){strlen(texts[i]), texts[i]};
+        scores[i] = i >= S_SPACE ? piece_scores[i - S_SPACE] : 0.0f;
+    }
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    loom_error err = {0};
+    int rc = !w || loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") ||
+             loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N_SPM) ||
+             loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, N_SPM) ||
+             loom_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LOOM_GGUF_FLOAT32, scores, N_SPM) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2) ||
+             loom_gguf_writer_write(w, path, NULL, NULL, &err);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+static void test_tiny_spm(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/loom-test-spm-%d.gguf", (int)getpid());
+    CHECK(write_tiny_spm(path) == 0, "write tiny SentencePiece vocab");
+    loom_error err = {0};
+    struct loom_gguf *g;
+    struct loom_tokenizer *tok = load_tiny(path, 0, &err, &g);
+    CHECK(tok != NULL, "load tiny SentencePiece vocab: %s", err.msg);
+    if (tok) {
+        int32_t ids[16];
+        int n = loom_tokenizer_encode(tok, "Hello", 5, 0, ids, 16, NULL);
+        CHECK(n == 1 && ids[0] == S_SHELLO, "highest-score merges first: 'Hello' -> one token (n=%d)", n);
+        n = loom_tokenizer_encode(tok, "Hi\xFF", 3, 0, ids, 16, NULL);
+        CHECK(n == 3 && ids[0] == S_SH && ids[1] == S_BYTE0 + 'i' && ids[2] == S_BYTE0 + 0xFF,
+              "characters that are not tokens fall back to byte tokens (n=%d)", n);
+        n = loom_tokenizer_encode(tok, "</s>He", 6, 1, ids, 16, NULL);
+        CHECK(n == 2 && ids[0] == 2 && ids[1] == S_SHE, "a space prefix after a special token (n=%d)", n);
+        char text[32];
+        int32_t hello[] = {S_SHELLO, S_SHE};
+        int m = loom_tokenizer_detokenize(tok, hello, 2, text, sizeof text);
+        CHECK(m == 8 && memcmp(text, "Hello He", 8) == 0, "detokenize drops the one prefix space (%d)", m);
+        CHECK(loom_tokenizer_piece(tok, S_BYTE0 + 0x41, text, sizeof text) == 1 && text[0] == 'A', "<0x41> is 'A'");
+        CHECK(loom_tokenizer_bos(tok) == 1, "SentencePiece adds BOS by default");
+        loom_tokenizer_free(tok);
+        loom_gguf_close(g);
+    }
     unlink(path);
 }
 
@@ -281,8 +365,10 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-/* Each case of .inp (cases end with "\n__ggml_vocab_test__\n") against its line of .out. */
-static void run_vocab_cases(const struct loom_tokenizer *tok, const char *inp_path, const char *out_path)
+/* Each case of .inp (cases end with "\n__ggml_vocab_test__\n") against its line of .out: ids, and the
+ * detokenized ids give the text back. Returns the number of cases. */
+static int run_vocab_cases(const struct loom_tokenizer *tok, const char *name, const char *inp_path,
+                           const char *out_path)
 {
     size_t ni, no;
     char *inp = read_all(inp_path, &ni), *outs = read_all(out_path, &no);
@@ -290,7 +376,7 @@ static void run_vocab_cases(const struct loom_tokenizer *tok, const char *inp_pa
     static const char sep[] = "\n__ggml_vocab_test__\n";
     int n_cases = 0, n_ok = 0, n_round = 0;
     char *pos = inp, *line = outs;
-    static int32_t ids[4096];
+    static int32_t ids[4096], want[4096];
     static char text[65536];
     while (inp && outs && pos < inp + ni && *line) {
         char *end = strstr(pos, sep);
@@ -298,7 +384,6 @@ static void run_vocab_cases(const struct loom_tokenizer *tok, const char *inp_pa
         char *eol = strchr(line, '\n');
         if (eol)
             *eol = 0;
-        int32_t want[4096];
         int nw = 0;
         for (char *p = line; nw < 4096;) {
             char *q;
@@ -310,50 +395,74 @@ static void run_vocab_cases(const struct loom_tokenizer *tok, const char *inp_pa
         }
         int n = loom_tokenizer_encode(tok, pos, len, 0, ids, 4096, NULL);
         int same = n == nw && memcmp(ids, want, (size_t)nw * sizeof *ids) == 0;
-        CHECK(same, "case %d ('%.*s'): %d ids, want %d", n_cases, (int)(len > 40 ? 40 : len), pos, n, nw);
+        CHECK(same, "%s case %d ('%.*s'): %d ids, want %d", name, n_cases, (int)(len > 40 ? 40 : len), pos, n, nw);
         n_ok += same;
-        size_t m = 0;
-        for (int i = 0; i < n && n <= 4096; i++)
-            m += (size_t)loom_tokenizer_piece(tok, ids[i], text + m, (int)(sizeof text - m));
-        int round = m == len && memcmp(text, pos, len) == 0;
-        CHECK(round, "case %d round trip", n_cases);
+        int m = n >= 0 && n <= 4096 ? loom_tokenizer_detokenize(tok, ids, (size_t)n, text, sizeof text) : -1;
+        int round = m == (int)len && memcmp(text, pos, len) == 0;
+        CHECK(round, "%s case %d round trip ('%.*s')", name, n_cases, m > 0 && m < 60 ? m : 0, text);
         n_round += round;
         n_cases++;
         pos += len + (end ? strlen(sep) : 0);
         line = eol ? eol + 1 : line + strlen(line);
     }
-    printf("vocab cases: %d/%d ids equal, %d/%d round trips\n", n_ok, n_cases, n_round, n_cases);
-    CHECK(n_cases == 50, "qwen35 has 50 cases, found %d", n_cases);
+    printf("%s: %d/%d ids equal, %d/%d round trips\n", name, n_ok, n_cases, n_round, n_cases);
     free(inp);
     free(outs);
+    return n_cases;
+}
+
+static void ref_dir(char *dir, size_t cap)
+{
+    const char *ref = getenv("LOOM_REF");
+    if (ref && *ref)
+        snprintf(dir, cap, "%s", ref);
+    else
+        snprintf(dir, cap, "%s/.cache/loom/ref", getenv("HOME") ? getenv("HOME") : ".");
+}
+
+/* Open the reference's ggml-vocab-<name>.gguf; NULL (and a skip message) when absent. */
+static struct loom_tokenizer *open_ref_vocab(const char *name, uint32_t n_rows, struct loom_gguf **g, char *path,
+                                             size_t cap)
+{
+    char dir[512];
+    ref_dir(dir, sizeof dir);
+    snprintf(path, cap, "%s/src/models/ggml-vocab-%s.gguf", dir, name);
+    *g = NULL;
+    if (access(path, R_OK) != 0) {
+        printf("skip: %s not found (reference vocab tests not run)\n", path);
+        return NULL;
+    }
+    loom_error err = {0};
+    struct loom_tokenizer *tok = NULL;
+    CHECK(loom_gguf_open(path, g, &err) == LOOM_OK && loom_tokenizer_load(*g, n_rows, &tok, &err) == LOOM_OK,
+          "load %s: %s", path, err.msg);
+    if (!tok) {
+        loom_gguf_close(*g);
+        *g = NULL;
+    }
+    return tok;
+}
+
+/* Pre-tokens of s under the vocabulary's pre-tokenizer, counted. */
+static size_t count_pretokens(enum loom_pre_kind kind, const char *s)
+{
+    uint32_t cps[64], ends[64];
+    size_t n = loom_utf8_decode_lenient(s, strlen(s), cps);
+    return loom_pretokenize(kind, cps, n, ends);
 }
 
 static void test_qwen35_vocab(void)
 {
-    const char *ref = getenv("LOOM_REF");
-    char dir[512], path[600], inp[620], out[620];
-    if (ref)
-        snprintf(dir, sizeof dir, "%s", ref);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/loom/ref", getenv("HOME") ? getenv("HOME") : ".");
-    snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", dir);
-    if (access(path, R_OK) != 0) {
-        printf("skip: %s not found (reference vocab tests not run)\n", path);
+    char path[600], inp[620], out[620];
+    struct loom_gguf *g;
+    struct loom_tokenizer *tok = open_ref_vocab("qwen35", 151936 + 64, &g, path, sizeof path);
+    if (!tok)
         return;
-    }
-    loom_error err = {0};
-    struct loom_gguf *g = NULL;
-    struct loom_tokenizer *tok = NULL;
-    CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936 + 64, &tok, &err) == LOOM_OK,
-          "load %s: %s", path, err.msg);
-    if (!tok) {
-        loom_gguf_close(g);
-        return;
-    }
     CHECK(tok->n_merges_skipped == 0, "every merge maps to tokens (%u skipped)", tok->n_merges_skipped);
     snprintf(inp, sizeof inp, "%s.inp", path);
     snprintf(out, sizeof out, "%s.out", path);
-    run_vocab_cases(tok, inp, out);
+    int n_cases = run_vocab_cases(tok, "qwen35", inp, out);
+    CHECK(n_cases == 50, "qwen35 has 50 cases, found %d", n_cases);
 
     int32_t ids[64];
     int n = loom_tokenizer_encode(tok, "12345", 5, 0, ids, 64, NULL);
@@ -363,6 +472,9 @@ static void test_qwen35_vocab(void)
     CHECK(n > 2 && !has_id(ids, n, 151644) && !has_id(ids, n, 151645), "parse_special=0: plain text (n=%d)", n);
     n = loom_tokenizer_encode(tok, chat, strlen(chat), 1, ids, 64, NULL);
     CHECK(n == 3 && ids[0] == 151644 && ids[1] == 9707 && ids[2] == 151645, "parse_special=1: %d ids", n);
+    static const char user[] = "<|im_start|>Hello World<|im_end|>";
+    n = loom_tokenizer_encode(tok, user, strlen(user), 0, ids, 64, NULL);
+    CHECK(n > 2 && !has_id(ids, n, 151644) && !has_id(ids, n, 151645), "user text spelling controls: no control ids");
     int eog = 0;
     for (int32_t i = 0; i < 151936; i++)
         eog += loom_tokenizer_is_eog(tok, i);
@@ -386,12 +498,51 @@ static void test_qwen35_vocab(void)
     loom_gguf_close(g);
 }
 
+/* The must-hold splits (Qwen3.5 vocabulary's pre-tokenizer, and qwen2's for contrast). */
+static void test_must_hold(void)
+{
+    char got[256];
+    pre_split(LOOM_PRE_QWEN35, "\n\nA", got);
+    CHECK(strcmp(got, "\n\n|A") == 0, "\\n\\nA splits as \\n\\n + A: '%s'", got);
+    pre_split(LOOM_PRE_QWEN35, "a\r\nb", got);
+    CHECK(strcmp(got, "a|\r\n|b") == 0, "a\\r\\nb splits as a + \\r\\n + b: '%s'", got);
+    pre_split(LOOM_PRE_QWEN35, "a  b", got);
+    CHECK(strcmp(got, "a| | b") == 0, "'a  b' splits as a + ' ' + ' b': '%s'", got);
+    static const char hindi[] = "\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D\xE0\xA4\xA6\xE0\xA5\x80";
+    size_t n35 = count_pretokens(LOOM_PRE_QWEN35, hindi), n2 = count_pretokens(LOOM_PRE_QWEN2, hindi);
+    CHECK(n35 == 1 && n2 == 4, "Hindi: %zu pre-token(s) under qwen35 (want 1), %zu under qwen2 (want 4)", n35, n2);
+}
+
+/* Every case of the reference's other vocabularies' test files. */
+static void test_ref_vocabs(void)
+{
+    static const char *const names[] = {"qwen2", "llama-bpe", "gpt-2", "llama-spm", "phi-3", "deepseek-coder",
+                                        "starcoder", "mpt", "refact"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[600], inp[620], out[620];
+        struct loom_gguf *g;
+        struct loom_tokenizer *tok = open_ref_vocab(names[i], 0, &g, path, sizeof path);
+        if (!tok)
+            continue;
+        snprintf(inp, sizeof inp, "%s.inp", path);
+        snprintf(out, sizeof out, "%s.out", path);
+        int n_cases = run_vocab_cases(tok, names[i], inp, out);
+        CHECK(n_cases > 0, "%s: found %d cases", names[i], n_cases);
+        CHECK(tok->n_merges_skipped == 0, "%s: every merge maps to tokens (%u skipped)", names[i], tok->n_merges_skipped);
+        loom_tokenizer_free(tok);
+        loom_gguf_close(g);
+    }
+}
+
 int main(void)
 {
     test_bytelevel();
     test_decode_lenient();
     test_pretokenize();
     test_tiny();
+    test_tiny_spm();
+    test_must_hold();
     test_qwen35_vocab();
+    test_ref_vocabs();
     return test_finish();
 }

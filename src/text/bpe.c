@@ -137,6 +137,8 @@ void loom_bpe_scratch_free(struct loom_bpe_scratch *s)
 {
     free(s->syms);
     free(s->heap);
+    free(s->spm_syms);
+    free(s->spm_heap);
     memset(s, 0, sizeof *s);
 }
 

@@ -77,6 +77,17 @@ static void feed_byte(struct loom_detok *d, unsigned char b, struct sink *s)
         d->pending[d->n_pending++] = b;
 }
 
+struct feed {
+    struct loom_detok *d;
+    struct sink s;
+};
+
+static void feed_put(void *ctx, unsigned char b)
+{
+    struct feed *f = ctx;
+    feed_byte(f->d, b, &f->s);
+}
+
 void loom_detok_init(struct loom_detok *d, const struct loom_tokenizer *tok)
 {
     memset(d, 0, sizeof *d);
@@ -89,25 +100,9 @@ int loom_detok_push(struct loom_detok *d, int32_t id, char *out, int cap)
     if (id < 0 || (uint32_t)id >= tok->n_vocab || cap < 0)
         return LOOM_E_ARG;
     struct loom_detok saved = *d;
-    struct sink s = {out, (size_t)cap, 0, 0};
-    size_t len;
-    const char *text = loom_tokenizer_text(tok, id, &len);
-    switch (loom_tokenizer_piece_mode(tok, id)) {
-    case LOOM_PIECE_RAW:
-        for (size_t i = 0; i < len; i++)
-            feed_byte(d, (unsigned char)text[i], &s);
-        break;
-    case LOOM_PIECE_BYTELEVEL:
-        for (size_t pos = 0; pos < len;) {
-            unsigned char c[4];
-            int k = loom_bytelevel_next(text, len, &pos, c);
-            for (int j = 0; j < k; j++)
-                feed_byte(d, c[j], &s);
-        }
-        break;
-    case LOOM_PIECE_EMPTY:
-        break;
-    }
+    struct feed ctx = {d, {out, (size_t)cap, 0, 0}};
+    loom_tokenizer_piece_bytes(tok, id, feed_put, &ctx);
+    struct sink s = ctx.s;
     if (s.full) {
         *d = saved; /* nothing consumed: the caller may retry with more room */
         return LOOM_E_RANGE;

@@ -1,8 +1,9 @@
 /* encode.c — text to token ids: split out special-token spellings (longest first, as llama-vocab.cpp's
  * tokenizer_st_partition does), then cut each remaining fragment into pre-tokens and run byte-level BPE
- * on each. */
+ * on each, or (SentencePiece vocabularies) escape its spaces and run the score-driven merge on it. */
 #include "text/text_internal.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +52,17 @@ static int split_on(const struct loom_tokenizer *tok, const char *text, int32_t 
         size_t off = f.off, end = f.off + f.len;
         const char *hit;
         while (off < end && (hit = memmem(text + off, end - off, s, slen)) != NULL) {
-            size_t at = (size_t)(hit - text);
-            if ((at > off && frag_push(b, off, at - off, -1) != LOOM_OK) || frag_push(b, at, slen, id) != LOOM_OK)
+            size_t at = (size_t)(hit - text), left_end = at;
+            if (tok->strip[id] & LOOM_STRIP_LEFT)
+                while (left_end > off && isspace((unsigned char)text[left_end - 1]))
+                    left_end--;
+            if ((left_end > off && frag_push(b, off, left_end - off, -1) != LOOM_OK) ||
+                frag_push(b, at, slen, id) != LOOM_OK)
                 return LOOM_E_NOMEM;
             off = at + slen;
+            if (tok->strip[id] & LOOM_STRIP_RIGHT)
+                while (off < end && isspace((unsigned char)text[off]))
+                    off++;
         }
         if (off < end && frag_push(b, off, end - off, -1) != LOOM_OK)
             return LOOM_E_NOMEM;
@@ -84,9 +92,27 @@ static int partition(const struct loom_tokenizer *tok, const char *text, size_t 
 
 struct encode_buf {
     uint32_t *cps, *ends;
-    unsigned char *bytes;
+    unsigned char *bytes; /* 4 * len + 4 */
+    unsigned char *level; /* 8 * len: a word in the byte-level alphabet (llama3's whole-word lookup) */
     struct loom_bpe_scratch bpe;
 };
+
+static void emit(int32_t id, int32_t *out, int cap, size_t *n_out)
+{
+    if (*n_out < (size_t)cap)
+        out[*n_out] = id;
+    (*n_out)++;
+}
+
+/* The token whose byte-level text spells bytes[n], or -1. */
+static int32_t find_whole_word(const struct loom_tokenizer *tok, unsigned char *level, const unsigned char *bytes,
+                               size_t n)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += (size_t)loom_utf8_encode(loom_bytelevel_cp(bytes[i]), level + m);
+    return loom_tokenizer_find(tok, (const char *)level, m);
+}
 
 /* Pre-tokenize and BPE one raw fragment (the buffers hold at least len code points, 4 * len bytes). */
 static int encode_raw(const struct loom_tokenizer *tok, struct encode_buf *b, const char *text, size_t len,
@@ -100,10 +126,35 @@ static int encode_raw(const struct loom_tokenizer *tok, struct encode_buf *b, co
         for (size_t j = start; j < b->ends[w]; j++)
             nb += (size_t)loom_utf8_encode(b->cps[j], b->bytes + nb);
         start = b->ends[w];
-        if (loom_bpe_word(tok, &b->bpe, b->bytes, nb, out, cap, n_out) != LOOM_OK)
+        int32_t whole = tok->ignore_merges ? find_whole_word(tok, b->level, b->bytes, nb) : -1;
+        if (whole >= 0)
+            emit(whole, out, cap, n_out);
+        else if (loom_bpe_word(tok, &b->bpe, b->bytes, nb, out, cap, n_out) != LOOM_OK)
             return LOOM_E_NOMEM;
     }
     return LOOM_OK;
+}
+
+/* SentencePiece: ' ' first when add_space_prefix asks and the fragment starts the text or follows a special
+ * token, every space escaped as U+2581, then the merge loop. */
+static int encode_spm(const struct loom_tokenizer *tok, struct encode_buf *b, const char *text, size_t len,
+                      int prefix, int32_t *out, int cap, size_t *n_out)
+{
+    static const unsigned char k_space[3] = {0xE2, 0x96, 0x81};
+    size_t m = 0;
+    if (prefix) {
+        memcpy(b->bytes, k_space, 3);
+        m = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(b->bytes + m, k_space, 3);
+            m += 3;
+        } else {
+            b->bytes[m++] = (unsigned char)text[i];
+        }
+    }
+    return loom_spm_fragment(tok, &b->bpe, b->bytes, m, out, cap, n_out);
 }
 
 int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
@@ -123,24 +174,27 @@ int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, si
     if (rc == LOOM_OK) {
         b.cps = malloc(len * sizeof *b.cps);
         b.ends = malloc(len * sizeof *b.ends);
-        b.bytes = malloc(4 * len);
-        if (!b.cps || !b.ends || !b.bytes)
+        b.bytes = malloc(4 * len + 4);
+        b.level = tok->ignore_merges ? malloc(8 * len) : NULL;
+        if (!b.cps || !b.ends || !b.bytes || (tok->ignore_merges && !b.level))
             rc = LOOM_E_NOMEM;
     }
+    int prev_special = 1;
     for (size_t i = 0; rc == LOOM_OK && i < frags.n; i++) {
         const struct frag *f = &frags.v[i];
-        if (f->id >= 0) {
-            if (n_out < (size_t)cap)
-                out[n_out] = f->id;
-            n_out++;
-        } else {
+        if (f->id >= 0)
+            emit(f->id, out, cap, &n_out);
+        else if (tok->kind == LOOM_VOCAB_SPM)
+            rc = encode_spm(tok, &b, text + f->off, f->len, tok->add_space_prefix && prev_special, out, cap, &n_out);
+        else
             rc = encode_raw(tok, &b, text + f->off, f->len, out, cap, &n_out);
-        }
+        prev_special = f->id >= 0;
     }
     free(frags.v);
     free(b.cps);
     free(b.ends);
     free(b.bytes);
+    free(b.level);
     loom_bpe_scratch_free(&b.bpe);
     if (rc != LOOM_OK)
         return loom_errorf(err, rc, "tokenizer encode: out of memory on a text of %zu bytes", len);

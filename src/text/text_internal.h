@@ -1,6 +1,7 @@
 /* text_internal.h — what the tokenizer's files share: the tokenizer struct, the lenient UTF-8 codec and
- * code point classes the pre-tokenizer uses, the qwen2/qwen35 pre-token splitter, GPT-2's byte-level
- * alphabet, and the BPE merge table. Not part of any public interface. */
+ * code point classes the pre-tokenizers use, the pre-token splitters (qwen35, qwen2, llama-bpe, gpt-2,
+ * starcoder, deepseek-coder), GPT-2's byte-level alphabet, the BPE merge table and the SentencePiece
+ * merge loop. Not part of any public interface. */
 #ifndef LOOM_TEXT_INTERNAL_H
 #define LOOM_TEXT_INTERNAL_H
 
@@ -21,6 +22,7 @@ enum loom_tok_type {
 enum {
     LOOM_CP_LETTER = 1, LOOM_CP_MARK = 2, LOOM_CP_NUMBER = 4, LOOM_CP_SPACE = 8,
     LOOM_CP_VALID = 16, /* any code point at or below U+10FFFF; 0 stands for "past the fragment" */
+    LOOM_CP_PUNCT = 32, /* general category P (\p{P}) */
 };
 
 /* Decode text[len] leniently into cps (cap >= len is always enough): a byte that does not start a
@@ -31,16 +33,25 @@ size_t loom_utf8_decode_lenient(const char *text, size_t len, uint32_t *cps);
 /* Encode one code point (<= U+10FFFF, surrogates included) into out[4]; returns the byte count. */
 int loom_utf8_encode(uint32_t cp, unsigned char *out);
 /* Class bits of cp (LOOM_CP_*), from utf8proc's categories (Unicode 15.0) plus the CJK Extension I
- * letters of 15.1, and the White_Space property for LOOM_CP_SPACE. */
+ * letters of 15.1, and the White_Space property for LOOM_CP_SPACE (white space is never L, M, N or P). */
 unsigned loom_cp_class(uint32_t cp);
 
-enum loom_pre_kind { LOOM_PRE_QWEN2 = 0, LOOM_PRE_QWEN35 = 1 };
+/* Pre-tokenizers, by their tokenizer.ggml.pre names. */
+enum loom_pre_kind {
+    LOOM_PRE_QWEN2 = 0, LOOM_PRE_QWEN35, LOOM_PRE_LLAMA3, LOOM_PRE_GPT2, LOOM_PRE_STARCODER,
+    LOOM_PRE_DEEPSEEK_CODER, LOOM_PRE_NONE, /* SentencePiece vocabularies: no pre-tokenizer */
+};
 
-/* Split cps[n] into pre-tokens with the Qwen pattern
- *   (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
- *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- * where qwen35 widens \p{L}+ to [\p{L}\p{M}]+ and excludes \p{M} from the punctuation run
- * (llama-vocab.cpp LLAMA_VOCAB_PRE_TYPE_QWEN2/QWEN35; matched by hand as unicode.cpp does).
+/* Split cps[n] into pre-tokens (llama-vocab.cpp's regex list for the kind, applied in order, each one
+ * cutting the pieces the previous left; unicode.cpp's semantics, matched by hand):
+ *   qwen2:   (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
+ *            | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   qwen35:  qwen2 with [\p{L}\p{M}]+ for \p{L}+ and \p{M} excluded from the punctuation run
+ *   llama3:  qwen2 with \p{N}{1,3}
+ *   gpt-2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
+ *   starcoder: \p{N}, then gpt-2
+ *   deepseek-coder: [\r\n], \s?\p{L}+, \s?\p{P}+, [U+4E00-U+9FA5 U+0800-U+4E00 U+AC00-U+D7FF]+, \p{N}
+ * With a list of expressions, text between matches stays a piece of its own.
  * Writes the end index of each pre-token to ends[] (capacity n); returns the count. */
 size_t loom_pretokenize(enum loom_pre_kind kind, const uint32_t *cps, size_t n, uint32_t *ends);
 
@@ -75,10 +86,19 @@ struct loom_bpe_scratch {
     struct loom_bpe_sym *syms;
     struct loom_bpe_pair *heap;
     size_t cap_syms, cap_heap;
+    struct loom_spm_sym *spm_syms; /* SentencePiece (spm.c) */
+    struct loom_spm_pair *spm_heap;
+    size_t cap_spm_syms, cap_spm_heap;
 };
 void loom_bpe_scratch_free(struct loom_bpe_scratch *s);
 
 /* ---- the tokenizer (tokenizer.c) ------------------------------------------------------------- */
+
+/* Vocabulary families by tokenizer.ggml.model: "gpt2" (byte-level BPE) and "llama" (SentencePiece). */
+enum loom_vocab_kind { LOOM_VOCAB_BPE = 0, LOOM_VOCAB_SPM = 1 };
+
+/* Per-token partition attributes: strip white space on that side of a special token's match. */
+enum { LOOM_STRIP_LEFT = 1, LOOM_STRIP_RIGHT = 2 };
 
 struct loom_tokenizer {
     uint32_t n_vocab;
@@ -97,6 +117,11 @@ struct loom_tokenizer {
     uint32_t n_specials;
     int32_t bos;             /* id to prepend, or -1 */
     enum loom_pre_kind pre;
+    enum loom_vocab_kind kind;
+    int ignore_merges;       /* llama3: a pre-token that is itself a token is taken whole */
+    int add_space_prefix;    /* SentencePiece: a raw fragment after a special token (or first) gets ' ' */
+    float *scores;           /* [n_vocab] SentencePiece merge scores, NULL for BPE */
+    uint8_t *strip;          /* [n_vocab] LOOM_STRIP_* bits */
 };
 
 /* Token text of id (not NUL-terminated) and its length. id must be inside the vocabulary. */
@@ -107,18 +132,28 @@ static inline const char *loom_tokenizer_text(const struct loom_tokenizer *tok, 
 }
 
 /* How a token's piece is made from its text. */
-enum loom_piece_mode { LOOM_PIECE_EMPTY = 0, LOOM_PIECE_RAW = 1, LOOM_PIECE_BYTELEVEL = 2 };
+enum loom_piece_mode {
+    LOOM_PIECE_EMPTY = 0, LOOM_PIECE_RAW, LOOM_PIECE_BYTELEVEL,
+    LOOM_PIECE_SPM,      /* text with U+2581 standing for a space */
+    LOOM_PIECE_SPM_BYTE, /* "<0xXX>": the byte XX */
+};
 static inline enum loom_piece_mode loom_tokenizer_piece_mode(const struct loom_tokenizer *tok, int32_t id)
 {
     switch (tok->type[id]) {
     case LOOM_TOK_CONTROL: case LOOM_TOK_USER_DEFINED: case LOOM_TOK_UNKNOWN:
         return LOOM_PIECE_RAW;
-    case LOOM_TOK_NORMAL: case LOOM_TOK_BYTE:
-        return LOOM_PIECE_BYTELEVEL;
+    case LOOM_TOK_NORMAL:
+        return tok->kind == LOOM_VOCAB_SPM ? LOOM_PIECE_SPM : LOOM_PIECE_BYTELEVEL;
+    case LOOM_TOK_BYTE:
+        return tok->kind == LOOM_VOCAB_SPM ? LOOM_PIECE_SPM_BYTE : LOOM_PIECE_BYTELEVEL;
     default:
         return LOOM_PIECE_EMPTY;
     }
 }
+
+/* Write the piece of id (inside the vocabulary) byte by byte through put(ctx, byte). */
+void loom_tokenizer_piece_bytes(const struct loom_tokenizer *tok, int32_t id, void (*put)(void *ctx, unsigned char b),
+                                void *ctx);
 
 /* Id of the token whose text is s[len], or -1. Allocation-free. */
 int32_t loom_tokenizer_find(const struct loom_tokenizer *tok, const char *s, size_t len);
@@ -133,5 +168,12 @@ int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_str *me
  * llm_tokenizer_bpe_session). Returns LOOM_OK or LOOM_E_NOMEM. */
 int loom_bpe_word(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *bytes, size_t n,
                   int32_t *out, int cap, size_t *n_out);
+
+/* SentencePiece over one raw fragment text[n] (already space-escaped with U+2581): start from UTF-8
+ * characters, repeatedly merge the adjacent pair whose joined text is the token of highest score
+ * (leftmost on ties), then any symbol that is not a token becomes its byte tokens (llama-vocab.cpp
+ * llm_tokenizer_spm_session). Appends like loom_bpe_word. Returns LOOM_OK or LOOM_E_NOMEM. */
+int loom_spm_fragment(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *text, size_t n,
+                      int32_t *out, int cap, size_t *n_out);
 
 #endif

@@ -1,8 +1,10 @@
-/* tokenizer.c — loading a byte-level BPE vocabulary from GGUF tokenizer.ggml.* metadata (token texts,
- * types, merges, special ids), the end-of-generation set and sampleable rows, encoding (special-token
- * partition, then pre-tokens, then BPE) and token pieces. Semantics follow llama-vocab.cpp. */
+/* tokenizer.c — loading a vocabulary from GGUF tokenizer.ggml.* metadata (byte-level BPE: token texts,
+ * types, merges; SentencePiece: texts, types, scores; special ids and flags), the end-of-generation set
+ * and sampleable rows, token pieces and detokenization. Semantics follow llama-vocab.cpp. */
 #include "text/text_internal.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -110,15 +112,42 @@ static int build_text_table(struct loom_tokenizer *tok, loom_error *err)
         if (tok->text_off[i + 1] > tok->text_off[i]) /* empty texts never match anything */
             text_insert(tok, (int32_t)i);
     for (int b = 0; b < 256; b++) {
-        unsigned char u[4];
+        unsigned char u[8];
+        if (tok->kind == LOOM_VOCAB_SPM) { /* "<0xXX>", else the byte itself as a text */
+            snprintf((char *)u, sizeof u, "<0x%02X>", (unsigned)b);
+            tok->byte_token[b] = loom_tokenizer_find(tok, (const char *)u, 6);
+            if (tok->byte_token[b] < 0) {
+                u[0] = (unsigned char)b;
+                tok->byte_token[b] = loom_tokenizer_find(tok, (const char *)u, 1);
+            }
+            continue;
+        }
         int n = loom_utf8_encode(loom_bytelevel_cp((unsigned char)b), u);
         tok->byte_token[b] = loom_tokenizer_find(tok, (const char *)u, (size_t)n);
     }
     return LOOM_OK;
 }
 
+static int load_scores(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
+{
+    const struct loom_gguf_kv *kv;
+    int rc = loom_gguf_get_arr(g, "tokenizer.ggml.scores", LOOM_GGUF_FLOAT32, 0, &kv, err);
+    if (rc != LOOM_OK)
+        return rc;
+    if (kv->arr_n < tok->n_vocab)
+        return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.scores: expected at least %u entries, found %llu",
+                           tok->n_vocab, (unsigned long long)kv->arr_n);
+    tok->scores = malloc((size_t)tok->n_vocab * sizeof *tok->scores);
+    if (!tok->scores)
+        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.scores: cannot allocate %u scores", tok->n_vocab);
+    memcpy(tok->scores, kv->data, (size_t)tok->n_vocab * sizeof *tok->scores);
+    return LOOM_OK;
+}
+
 static int load_merges(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
+    if (tok->kind == LOOM_VOCAB_SPM)
+        return load_scores(tok, g, err);
     const struct loom_gguf_kv *kv;
     int rc = loom_gguf_get_arr(g, "tokenizer.ggml.merges", LOOM_GGUF_STRING, 0, &kv, err);
     if (rc != LOOM_OK)
@@ -135,16 +164,36 @@ static int load_merges(struct loom_tokenizer *tok, const struct loom_gguf *g, lo
 }
 
 /* Token spellings llama.cpp treats as end-of-generation whatever the file's types say (it makes them CONTROL
- * too): turn and text ends across model families, and Qwen's FIM pad / repo / file-separator tokens. */
+ * too): turn and text ends across model families. */
 static const char *const k_eog_names[] = {
     "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|return|>", "<|call|>",
     "<|flush|>", "<|calls|>", "<end_of_turn>", "</s>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
     "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", /* DeepSeek's, in U+FF5C and U+2581 */
-    "[e~[", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    "[e~[",
 };
-/* Qwen's other FIM tokens: CONTROL (so plain text never produces them) but not end-of-generation. */
-static const char *const k_fim_names[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"};
+
+/* Fill-in-the-middle tokens found by spelling when the file gives no id key: all become CONTROL; pad, repo
+ * and file separator also end generation (llama-vocab.cpp's auto-detection). U+FF5C and U+2581 spelled out. */
+#define FW_BAR "\xEF\xBD\x9C"
+#define SP_MARK "\xE2\x96\x81"
+static const struct {
+    const char *key;
+    int eog;
+    const char *names[8];
+} k_fim[] = {
+    {"tokenizer.ggml.fim_pre_token_id", 0, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW_BAR "fim" SP_MARK
+     "begin" FW_BAR ">", "<PRE>", SP_MARK "<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+    {"tokenizer.ggml.fim_suf_token_id", 0, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW_BAR "fim" SP_MARK
+     "hole" FW_BAR ">", "<SUF>", SP_MARK "<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+    {"tokenizer.ggml.fim_mid_token_id", 0, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW_BAR "fim" SP_MARK
+     "end" FW_BAR ">", "<MID>", SP_MARK "<MID>", "<|code_middle|>", "<|middle|>"}},
+    {"tokenizer.ggml.fim_pad_token_id", 1, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {"tokenizer.ggml.fim_rep_token_id", 1, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {"tokenizer.ggml.fim_sep_token_id", 1, {"<|file_sep|>"}},
+};
+#undef FW_BAR
+#undef SP_MARK
 
 static void mark_named(struct loom_tokenizer *tok, const char *name, int eog)
 {
@@ -166,16 +215,25 @@ static int read_special_id(const struct loom_gguf *g, const char *key, uint32_t 
     return rc;
 }
 
+/* An optional bool key into *flag (left as is when absent). */
+static int read_flag(const struct loom_gguf *g, const char *key, int *flag, loom_error *err)
+{
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, key);
+    if (!kv)
+        return LOOM_OK;
+    if (kv->type != LOOM_GGUF_BOOL)
+        return loom_errorf(err, LOOM_E_FORMAT, "%s: expected type bool, found type %u", key, kv->type);
+    *flag = kv->data[0] != 0;
+    return LOOM_OK;
+}
+
 static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
     static const char *const eog_keys[] = {
-        "tokenizer.ggml.eos_token_id",     "tokenizer.ggml.eot_token_id",     "tokenizer.ggml.eom_token_id",
-        "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id",
+        "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
     };
     for (size_t i = 0; i < sizeof k_eog_names / sizeof *k_eog_names; i++)
         mark_named(tok, k_eog_names[i], 1);
-    for (size_t i = 0; i < sizeof k_fim_names / sizeof *k_fim_names; i++)
-        mark_named(tok, k_fim_names[i], 0);
     for (size_t i = 0; i < sizeof eog_keys / sizeof *eog_keys; i++) {
         int32_t id;
         int rc = read_special_id(g, eog_keys[i], tok->n_vocab, &id, err);
@@ -184,16 +242,74 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
         if (id >= 0)
             tok->eog[id] = 1;
     }
+    for (size_t i = 0; i < sizeof k_fim / sizeof *k_fim; i++) {
+        int32_t id;
+        int rc = read_special_id(g, k_fim[i].key, tok->n_vocab, &id, err);
+        if (rc != LOOM_OK)
+            return rc;
+        if (id >= 0)
+            tok->eog[id] |= (uint8_t)k_fim[i].eog;
+        for (size_t j = 0; id < 0 && j < 8 && k_fim[i].names[j]; j++)
+            mark_named(tok, k_fim[i].names[j], k_fim[i].eog);
+    }
+    /* CONTROL tokens spelling "unused" are unused (never sampled) */
+    for (uint32_t i = 0; i < tok->n_vocab && i < tok->n_rows; i++) {
+        size_t len;
+        const char *text = loom_tokenizer_text(tok, (int32_t)i, &len);
+        if (tok->type[i] == LOOM_TOK_CONTROL && memmem(text, len, "unused", 6))
+            tok->sampleable[i] = 0;
+    }
     int32_t bos;
     int rc = read_special_id(g, "tokenizer.ggml.bos_token_id", tok->n_vocab, &bos, err);
     if (rc != LOOM_OK)
         return rc;
-    const struct loom_gguf_kv *add = loom_gguf_find_kv(g, "tokenizer.ggml.add_bos_token");
-    if (add && add->type != LOOM_GGUF_BOOL)
-        return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.add_bos_token: expected type bool, found type %u",
-                           add->type);
-    tok->bos = add && add->data[0] ? bos : -1;
-    return LOOM_OK;
+    /* SentencePiece and llama3 vocabularies add BOS unless the file says otherwise */
+    int add_bos = tok->kind == LOOM_VOCAB_SPM || tok->pre == LOOM_PRE_LLAMA3;
+    rc = read_flag(g, "tokenizer.ggml.add_bos_token", &add_bos, err);
+    if (rc == LOOM_OK) {
+        tok->add_space_prefix = tok->kind == LOOM_VOCAB_SPM;
+        rc = read_flag(g, "tokenizer.ggml.add_space_prefix", &tok->add_space_prefix, err);
+    }
+    tok->bos = add_bos ? bos : -1;
+    return rc;
+}
+
+/* Whether general.name, lowered, contains any of the words (the reference's model-name attribute fixes). */
+static int name_has(const struct loom_gguf *g, const char *const *words, size_t n_words)
+{
+    struct loom_gguf_str name = {0, NULL};
+    if (loom_gguf_get_str(g, "general.name", 1, &name, NULL) != LOOM_OK || !name.ptr || name.len > 4096)
+        return 0;
+    char low[4097];
+    for (size_t i = 0; i < name.len; i++)
+        low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    low[name.len] = 0;
+    for (size_t i = 0; i < n_words; i++)
+        if (strstr(low, words[i]))
+            return 1;
+    return 0;
+}
+
+static void set_strip(struct loom_tokenizer *tok, const char *text, uint8_t bits)
+{
+    int32_t id = loom_tokenizer_find(tok, text, strlen(text));
+    if (id >= 0)
+        tok->strip[id] = bits;
+}
+
+/* Phi-3 vocabularies: white space after a special token's spelling is dropped, except after <unk>, <s> and
+ * <|endoftext|> (llama-vocab.cpp, by model name). */
+static void load_strip(struct loom_tokenizer *tok, const struct loom_gguf *g)
+{
+    static const char *const phi3[] = {"phi-3", "phi3"};
+    if (!name_has(g, phi3, 2))
+        return;
+    for (uint32_t i = 0; i < tok->n_specials; i++)
+        tok->strip[tok->specials[i]] = LOOM_STRIP_RIGHT;
+    set_strip(tok, "</s>", LOOM_STRIP_RIGHT);
+    set_strip(tok, "<unk>", 0);
+    set_strip(tok, "<s>", 0);
+    set_strip(tok, "<|endoftext|>", 0);
 }
 
 struct special_key {
@@ -233,26 +349,49 @@ static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
     return LOOM_OK;
 }
 
+/* tokenizer.ggml.pre names and the pre-tokenizer each selects (llama-vocab.cpp's name table, for the
+ * expressions implemented in pretokenize.c). */
+static const struct {
+    const char *name;
+    enum loom_pre_kind kind;
+} k_pre_names[] = {
+    {"qwen35", LOOM_PRE_QWEN35},        {"qwen2", LOOM_PRE_QWEN2},      {"deepseek-r1-qwen", LOOM_PRE_QWEN2},
+    {"stablelm2", LOOM_PRE_QWEN2},      {"llama3", LOOM_PRE_LLAMA3},    {"llama-v3", LOOM_PRE_LLAMA3},
+    {"llama-bpe", LOOM_PRE_LLAMA3},     {"gpt-2", LOOM_PRE_GPT2},       {"phi-2", LOOM_PRE_GPT2},
+    {"mpt", LOOM_PRE_GPT2},             {"starcoder", LOOM_PRE_STARCODER}, {"refact", LOOM_PRE_STARCODER},
+    {"smollm", LOOM_PRE_STARCODER},     {"deepseek-coder", LOOM_PRE_DEEPSEEK_CODER},
+};
+
 static int check_model(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
     struct loom_gguf_str model, pre = {0, NULL};
     int rc = loom_gguf_get_str(g, "tokenizer.ggml.model", 0, &model, err);
     if (rc != LOOM_OK)
         return rc;
+    if (loom_gguf_str_eq(model, "llama")) {
+        tok->kind = LOOM_VOCAB_SPM;
+        tok->pre = LOOM_PRE_NONE;
+        return LOOM_OK;
+    }
     if (!loom_gguf_str_eq(model, "gpt2"))
-        return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.model: expected \"gpt2\" (byte-level BPE), found \"%.*s\"",
-                           (int)(model.len > 64 ? 64 : model.len), model.ptr);
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tokenizer.ggml.model: expected \"gpt2\" (byte-level BPE) or \"llama\" (SentencePiece), "
+                           "found \"%.*s\"", (int)(model.len > 64 ? 64 : model.len), model.ptr);
+    tok->kind = LOOM_VOCAB_BPE;
     rc = loom_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, err);
     if (rc != LOOM_OK)
         return rc;
-    if (pre.ptr && loom_gguf_str_eq(pre, "qwen35"))
-        tok->pre = LOOM_PRE_QWEN35;
-    else if (pre.ptr && loom_gguf_str_eq(pre, "qwen2"))
-        tok->pre = LOOM_PRE_QWEN2;
-    else
-        return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.pre: expected \"qwen35\" or \"qwen2\", found \"%.*s\"",
-                           (int)(pre.len > 64 ? 64 : pre.len), pre.ptr ? pre.ptr : "");
-    return LOOM_OK;
+    for (size_t i = 0; pre.ptr && i < sizeof k_pre_names / sizeof *k_pre_names; i++) {
+        if (loom_gguf_str_eq(pre, k_pre_names[i].name)) {
+            tok->pre = k_pre_names[i].kind;
+            tok->ignore_merges = tok->pre == LOOM_PRE_LLAMA3;
+            return LOOM_OK;
+        }
+    }
+    return loom_errorf(err, LOOM_E_FORMAT,
+                       "tokenizer.ggml.pre: expected a supported pre-tokenizer (qwen35, qwen2, llama-bpe, gpt-2, "
+                       "starcoder, deepseek-coder, ...), found \"%.*s\"",
+                       (int)(pre.len > 64 ? 64 : pre.len), pre.ptr ? pre.ptr : "");
 }
 
 int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_tokenizer **out, loom_error *err)
@@ -269,7 +408,8 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
         tok->type = malloc(tok->n_vocab);
         tok->eog = calloc(tok->n_vocab, 1);
         tok->sampleable = malloc(tok->n_rows);
-        if (!tok->type || !tok->eog || !tok->sampleable)
+        tok->strip = calloc(tok->n_vocab, 1);
+        if (!tok->type || !tok->eog || !tok->sampleable || !tok->strip)
             rc = loom_errorf(err, LOOM_E_NOMEM, "tokenizer: cannot allocate per-token flags (%u tokens, %u rows)",
                              tok->n_vocab, tok->n_rows);
     }
@@ -286,6 +426,8 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
         rc = load_specials(tok, g, err);
     if (rc == LOOM_OK)
         rc = build_special_list(tok, err);
+    if (rc == LOOM_OK)
+        load_strip(tok, g);
     if (rc != LOOM_OK) {
         loom_tokenizer_free(tok);
         return rc;
@@ -306,6 +448,8 @@ void loom_tokenizer_free(struct loom_tokenizer *tok)
     free(tok->text_slots);
     free(tok->merges.slots);
     free(tok->specials);
+    free(tok->scores);
+    free(tok->strip);
     free(tok);
 }
 
@@ -329,30 +473,81 @@ int32_t loom_tokenizer_bos(const struct loom_tokenizer *tok)
     return tok->bos;
 }
 
-int loom_tokenizer_piece(const struct loom_tokenizer *tok, int32_t id, char *buf, int cap)
+void loom_tokenizer_piece_bytes(const struct loom_tokenizer *tok, int32_t id, void (*put)(void *ctx, unsigned char b),
+                                void *ctx)
 {
-    if (id < 0 || (uint32_t)id >= tok->n_vocab)
-        return LOOM_E_ARG;
-    size_t len, n = 0;
+    size_t len;
     const char *text = loom_tokenizer_text(tok, id, &len);
-    size_t room = cap > 0 ? (size_t)cap : 0;
     switch (loom_tokenizer_piece_mode(tok, id)) {
     case LOOM_PIECE_RAW:
-        if (room)
-            memcpy(buf, text, len < room ? len : room);
-        n = len;
+        for (size_t i = 0; i < len; i++)
+            put(ctx, (unsigned char)text[i]);
         break;
     case LOOM_PIECE_BYTELEVEL:
         for (size_t pos = 0; pos < len;) {
             unsigned char c[4];
             int k = loom_bytelevel_next(text, len, &pos, c);
-            for (int j = 0; j < k; j++, n++)
-                if (n < room)
-                    buf[n] = (char)c[j];
+            for (int j = 0; j < k; j++)
+                put(ctx, c[j]);
         }
         break;
+    case LOOM_PIECE_SPM:
+        for (size_t i = 0; i < len; i++) {
+            if (i + 3 <= len && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
+                put(ctx, ' ');
+                i += 2;
+            } else {
+                put(ctx, (unsigned char)text[i]);
+            }
+        }
+        break;
+    case LOOM_PIECE_SPM_BYTE: { /* "<0xXX>" */
+        char hex[3] = {len > 3 ? text[3] : '0', len > 4 ? text[4] : '0', 0};
+        put(ctx, (unsigned char)strtoul(hex, NULL, 16));
+        break;
+    }
     case LOOM_PIECE_EMPTY:
         break;
     }
-    return n > INT32_MAX ? LOOM_E_RANGE : (int)n;
+}
+
+/* A bounded output buffer: bytes past cap are counted, not written; skip drops that many leading spaces. */
+struct piece_sink {
+    char *buf;
+    size_t cap, n;
+    int skip_space;
+};
+
+static void sink_put(void *ctx, unsigned char b)
+{
+    struct piece_sink *s = ctx;
+    if (s->skip_space) {
+        s->skip_space = 0;
+        if (b == ' ')
+            return;
+    }
+    if (s->n < s->cap)
+        s->buf[s->n] = (char)b;
+    s->n++;
+}
+
+int loom_tokenizer_piece(const struct loom_tokenizer *tok, int32_t id, char *buf, int cap)
+{
+    if (id < 0 || (uint32_t)id >= tok->n_vocab)
+        return LOOM_E_ARG;
+    struct piece_sink s = {buf, cap > 0 ? (size_t)cap : 0, 0, 0};
+    loom_tokenizer_piece_bytes(tok, id, sink_put, &s);
+    return s.n > INT32_MAX ? LOOM_E_RANGE : (int)s.n;
+}
+
+int loom_tokenizer_detokenize(const struct loom_tokenizer *tok, const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    struct piece_sink s = {out, cap, 0, tok->add_space_prefix};
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (uint32_t)ids[i] >= tok->n_vocab)
+            return LOOM_E_ARG;
+        loom_tokenizer_piece_bytes(tok, ids[i], sink_put, &s);
+        s.skip_space = 0;
+    }
+    return s.n > INT32_MAX ? LOOM_E_RANGE : (int)s.n;
 }

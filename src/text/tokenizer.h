@@ -1,6 +1,7 @@
 /* tokenizer.h — the tokenizer built from a GGUF's tokenizer.ggml.* metadata (byte-level BPE with the
- * qwen35 pre-tokenizer for now), token types, the end-of-generation set, and a streaming detokenizer that
- * never emits half a UTF-8 character. */
+ * qwen35, qwen2, llama-bpe, gpt-2, starcoder or deepseek-coder pre-tokenizer; SentencePiece vocabularies),
+ * token types, the end-of-generation set, and a streaming detokenizer that never emits half a UTF-8
+ * character. */
 #ifndef LOOM_TEXT_TOKENIZER_H
 #define LOOM_TEXT_TOKENIZER_H
 
@@ -26,6 +27,10 @@ int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, si
 /* Raw bytes of one token (byte-level BPE decoded; control tokens give their spelling). Returns the byte count
  * (may exceed cap; nothing past cap is written) or LOOM_E_ARG for an id outside the vocabulary. */
 int loom_tokenizer_piece(const struct loom_tokenizer *tok, int32_t id, char *buf, int cap);
+/* Text of ids[n]: the pieces back to back, less the one leading space a SentencePiece vocabulary's space
+ * prefix added (llama_detokenize without its clean-up of spaces). Writes at most cap bytes; returns the
+ * byte count the text needs (may exceed cap), LOOM_E_ARG for an id outside the vocabulary. */
+int loom_tokenizer_detokenize(const struct loom_tokenizer *tok, const int32_t *ids, size_t n, char *out, size_t cap);
 /* Per-row flags [n_rows]: 1 where the row may be sampled. */
 const uint8_t *loom_tokenizer_sampleable(const struct loom_tokenizer *tok);
 int loom_tokenizer_is_eog(const struct loom_tokenizer *tok, int32_t id);

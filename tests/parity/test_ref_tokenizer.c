@@ -1,7 +1,10 @@
 /* test_ref_tokenizer.c — loom's tokenizer against the reference's (llama_tokenize on a vocab-only load) on
- * the qwen35 and qwen2 test vocabularies: thousands of generated strings (mixed scripts, combining marks,
- * emoji sequences, whitespace runs, digits, contractions, invalid UTF-8, special-token spellings), with
- * parse_special off and on; plus every token's piece and the end-of-generation set. */
+ * the test vocabularies qwen35, qwen2, llama-bpe, gpt-2, llama-spm, phi-3, deepseek-coder and starcoder:
+ * over 100,000 generated strings in all (mixed scripts, combining marks, decomposed and precomposed forms,
+ * emoji sequences, whitespace runs, digits, contractions, invalid UTF-8, embedded NUL, special-token
+ * spellings), with parse_special off and on; every token's piece, the end-of-generation set, and the
+ * detokenized text where the reference does not clean up spaces. */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +14,13 @@
 #include "gguf/gguf.h"
 #include "parity.h"
 #include "test.h"
+#include "text/text_internal.h"
 #include "text/tokenizer.h"
 
-enum { N_STRINGS = 5000, MAX_TEXT = 1024, MAX_IDS = 2048 };
+enum { N_STRINGS = 6400, MAX_TEXT = 1024, MAX_IDS = 2048 };
 
 static uint64_t rng_state;
+static int n_strings_total;
 
 static uint64_t rnd(void)
 {
@@ -90,16 +95,31 @@ static const char *const k_words[] = {
     "e\xCC\x81", "a\xCC\x80\xCC\x81", "\xD9\x85\xD9\x8E", "x²", "½", "Ⅻ", "①", "٣٤٥", "१२३", "12345", "3.14159",
     "1,000,000", "0x1F", "C++", "a_b", "foo.bar()", "{\"k\": [1, 2]}", "<div>", "</s>", "...", "!!!", "?!", "—",
     "«»", "“quoted”", "#include", "$$", "100%", "@user", "http://x.org/a?b=c", "\\n", "ſ", "K", "İ",
+    /* precomposed and decomposed forms of the same text */
+    "\xC3\xA9", "e\xCC\x81", "\xC3\x85", "A\xCC\x8A", "\xE1\xBB\x87", "e\xCC\xA3\xCC\x82", "\xEA\xB0\x80",
+    "\xE1\x84\x80\xE1\x85\xA1", "\xE3\x81\x8C", "\xE3\x81\x8B\xE3\x82\x99", "\xEF\xAC\x81", "fi",
+    /* scripts with combining signs: Devanagari, Thai, Arabic with harakat, Hangul, CJK */
+    "हिन्दी", "क्षत्रिय", "ภาษาไทย", "กิ่ง", "العَرَبِيَّة", "한국어", "漢字かな交じり", "中文，标点。",
+    /* emoji: ZWJ sequences, skin tones, flags, keycaps, variation selectors */
+    "👩🏾‍💻", "🧑🏻‍🤝‍🧑🏿", "👋🏻", "🏳️‍🌈", "1️⃣", "❤️", "☺︎", "🇯🇵🇰🇷",
+    /* number runs */
+    "0", "00", "007", "1234567890", "3.", ".5", "-42", "1e-9", "٠١٢٣٤٥٦٧٨٩", "१०", "２０２４", "Ⅻ",
 };
 
 static const char *const k_spaces[] = {
     " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n", "\n ", "  \n\n  ", "\t\n", "\xC2\xA0", "\xE3\x80\x80",
-    "\xE2\x80\xA8", "\xC2\x85", "\x0B", "\x0C", " \t ", "\r", "\n\n\n",
+    "\xE2\x80\xA8", "\xC2\x85", "\x0B", "\x0C", " \t ", "\r", "\n\n\n", "\r\n\r\n", "\t\t", " \xC2\xA0 ",
+    "\xE3\x80\x80\xE3\x80\x80", "\xE2\x80\x83", "\xE1\x9A\x80", "    ", "\n    ", "\x1C\x1D\x1E\x1F",
 };
 
+/* Control spellings of the vocabularies under test (and near misses). */
 static const char *const k_specials[] = {
     "<|im_start|>", "<|im_end|>", "<|endoftext|>", "[PAD151700]", "[PAD151646]", "<|im_", "<|im_end|",
     "<|im_start|>user\n", "<|im_end|>\n", "<|endoftext|><|endoftext|>", "<<|im_end|>>", "[PAD",
+    "<s>", "</s>", "<unk>", "<s> ", " </s>", "<|user|>", "<|assistant|>", "<|end|>\n", "<|system|> x", "<|end|> \n ",
+    "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>", "<|reserved_special_token_5|>",
+    "<fim_prefix>", "<fim_middle>", "<file_sep>", "<|endoftext|> ", "<｜begin▁of▁sentence｜>", "<｜fim▁hole｜>",
+    "<0x0A>", "<0xFF>", "▁", "▁▁x",
 };
 
 /* Bytes that cannot form valid UTF-8 but that the reference still accepts (never a code point past U+10FFFF). */
@@ -138,7 +158,10 @@ static void gen_string(struct buf *b)
             put_str(b, k_specials[pick(sizeof k_specials / sizeof *k_specials)]);
             break;
         case 8:
-            put_cp(b, pick(0x110000)); /* anything: unassigned, private use, surrogates, controls */
+            if (pick(4) == 0)
+                put_bytes(b, "\0", 1); /* embedded NUL */
+            else
+                put_cp(b, pick(0x110000)); /* anything: unassigned, private use, surrogates, controls */
             break;
         default:
             if (pick(3) == 0)
@@ -165,12 +188,14 @@ static void print_mismatch(const char *what, const struct buf *b, const int32_t 
     fputc('\n', stderr);
 }
 
-/* Tokenize generated strings with both; returns the number of mismatches. */
+/* Tokenize generated strings with both; returns the number of mismatches. With check_text, the ids also
+ * detokenize to the reference's text (llama_detokenize keeping specials). */
 static int compare_strings(const struct llama_vocab *vocab, const struct loom_tokenizer *tok, int parse_special,
-                           uint64_t seed, int *n_ids)
+                           int check_text, uint64_t seed, int *n_ids, int *text_bad)
 {
     static struct buf b;
     static int32_t want[MAX_IDS], got[MAX_IDS];
+    static char ta[4 * MAX_TEXT + 64], tb[4 * MAX_TEXT + 64];
     int bad = 0;
     rng_state = seed;
     for (int i = 0; i < N_STRINGS; i++) {
@@ -182,6 +207,15 @@ static int compare_strings(const struct llama_vocab *vocab, const struct loom_to
             if (bad < 5)
                 print_mismatch(parse_special ? "parse_special" : "plain", &b, want, nw, got, ng);
             bad++;
+            continue;
+        }
+        if (!check_text || nw <= 0)
+            continue;
+        int la = llama_detokenize(vocab, want, nw, ta, (int32_t)sizeof ta, false, true);
+        int lb = loom_tokenizer_detokenize(tok, got, (size_t)ng, tb, sizeof tb);
+        if (la != lb || (la > 0 && memcmp(ta, tb, (size_t)la) != 0)) {
+            if ((*text_bad)++ < 3)
+                fprintf(stderr, "detokenized text differs (%d vs %d bytes)\n", la, lb);
         }
     }
     return bad;
@@ -213,7 +247,9 @@ static void compare_vocab(const struct llama_vocab *vocab, const struct loom_tok
     printf("%s: %d pieces equal, EOG set of %d equal\n", name, n - piece_bad, n_eog);
 }
 
-static void run_vocab(const char *path)
+/* check_text: the reference leaves spaces as they are when detokenizing (clean_spaces off), so its text
+ * must equal loom's. */
+static void run_vocab(const char *path, int check_text)
 {
     const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     if (access(path, R_OK) != 0) {
@@ -231,12 +267,14 @@ static void run_vocab(const char *path)
     if (model && ok) {
         const struct llama_vocab *vocab = llama_model_get_vocab(model);
         for (int ps = 0; ps <= 1; ps++) {
-            int n_ids = 0;
+            int n_ids = 0, text_bad = 0;
             double t0 = parity_now();
-            int bad = compare_strings(vocab, tok, ps, 0x70C3A1ull + (uint64_t)ps, &n_ids);
+            int bad = compare_strings(vocab, tok, ps, check_text, 0x70C3A1ull + (uint64_t)ps, &n_ids, &text_bad);
             CHECK(bad == 0, "%s parse_special=%d: %d of %d strings differ", file, ps, bad, N_STRINGS);
-            printf("%s parse_special=%d: %d/%d strings equal (%d reference ids), %.2f s\n", file, ps, N_STRINGS - bad,
-                   N_STRINGS, n_ids, parity_now() - t0);
+            CHECK(text_bad == 0, "%s parse_special=%d: %d detokenized texts differ", file, ps, text_bad);
+            printf("%s parse_special=%d: %d/%d strings equal (%d reference ids)%s, %.2f s\n", file, ps,
+                   N_STRINGS - bad, N_STRINGS, n_ids, check_text ? ", texts equal" : "", parity_now() - t0);
+            n_strings_total += N_STRINGS;
         }
         compare_vocab(vocab, tok, file);
     }
@@ -246,8 +284,45 @@ static void run_vocab(const char *path)
         llama_model_free(model);
 }
 
+/* loom's code point classes against the reference's own table (unicode_cpt_flags_from_cpt in libllama, C++
+ * name mangled; looked up at run time so a build without it only skips): \p{L}, \p{N}, \p{M}, \p{P}, \s,
+ * and "has any flag", on every code point. */
+static void compare_classes(void)
+{
+    uint16_t (*ref_flags)(uint32_t);
+    void *sym = dlsym(RTLD_DEFAULT, "_Z26unicode_cpt_flags_from_cptj");
+    if (!sym) {
+        printf("skip: the reference's unicode_cpt_flags_from_cpt is not exported\n");
+        return;
+    }
+    memcpy(&ref_flags, &sym, sizeof ref_flags);
+    static const struct {
+        uint16_t ref;
+        unsigned loom;
+        const char *name;
+    } k[] = {{0x0004, LOOM_CP_LETTER, "L"}, {0x0002, LOOM_CP_NUMBER, "N"}, {0x0010, LOOM_CP_MARK, "M"},
+             {0x0020, LOOM_CP_PUNCT, "P"},  {0x0100, LOOM_CP_SPACE, "White_Space"}, {0xFFFF, LOOM_CP_VALID, "any"}};
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        uint32_t bad = 0, first = 0;
+        for (uint32_t cp = 0; cp <= 0x10FFFF; cp++) {
+            int r = (ref_flags(cp) & k[i].ref) != 0, l = (loom_cp_class(cp) & k[i].loom) != 0;
+            if (r != l && bad++ == 0)
+                first = cp;
+        }
+        CHECK(bad == 0, "class %s: %u code points differ from the reference (first U+%04X)", k[i].name, bad, first);
+    }
+    printf("code point classes L, N, M, P, White_Space equal to the reference's on U+0000..U+10FFFF\n");
+}
+
 int main(void)
 {
+    static const struct {
+        const char *name;
+        int check_text;
+    } vocabs[] = {
+        {"qwen35", 1}, {"qwen2", 1}, {"llama-bpe", 0}, {"gpt-2", 0}, {"llama-spm", 1}, {"phi-3", 1},
+        {"deepseek-coder", 1}, {"starcoder", 0},
+    };
     char cache[1024], dir[1100], path[1300];
     const char *ref = getenv("LOOM_REF");
     parity_cache_dir(cache, sizeof cache);
@@ -255,14 +330,20 @@ int main(void)
         snprintf(dir, sizeof dir, "%s", ref);
     else
         snprintf(dir, sizeof dir, "%s/ref", cache);
-    parity_ref_init();
-    snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", dir);
-    run_vocab(path);
-    snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen2.gguf", dir);
-    run_vocab(path);
+    if (parity_ref_init() != 0) {
+        printf("skip: reference libraries not found\n");
+        return test_finish();
+    }
+    compare_classes();
+    double t0 = parity_now();
+    for (size_t i = 0; i < sizeof vocabs / sizeof *vocabs; i++) {
+        snprintf(path, sizeof path, "%s/src/models/ggml-vocab-%s.gguf", dir, vocabs[i].name);
+        run_vocab(path, vocabs[i].check_text);
+    }
     /* a synthetic model's padded vocabulary (UNUSED rows), when scripts/prepare-models.sh has made it */
     snprintf(path, sizeof path, "%s/models/qwen35-tiny-F32.gguf", cache);
-    run_vocab(path);
+    run_vocab(path, 1);
+    printf("%d generated strings compared in %.1f s\n", n_strings_total, parity_now() - t0);
     llama_backend_free();
     return test_finish();
 }
