@@ -176,9 +176,13 @@ static void test_tiny_specials(const struct loom_tokenizer *tok)
 {
     static const char text[] = "<|im_start|>Hello<|im_end|><think>";
     int32_t ids[64];
-    int n = loom_tokenizer_encode(tok, text, strlen(text), 0, ids, 64, NULL);
-    CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END), "parse_special=0: no control ids (n=%d)", n);
-    CHECK(n > 0 && ids[n - 1] == T_THINK, "USER_DEFINED tokens still split out, as in the reference");
+    int n = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_NONE, ids, 64, NULL);
+    CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END) && !has_id(ids, n, T_THINK),
+          "data mode: no special ids at all, not even USER_DEFINED (n=%d)", n);
+    n = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_USER_DEFINED, ids, 64, NULL);
+    CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END), "reference mode: no control ids (n=%d)", n);
+    CHECK(n > 0 && ids[n - 1] == T_THINK, "reference mode: USER_DEFINED tokens split out, as in the reference");
+    CHECK(loom_tokenizer_encode(tok, text, strlen(text), 3, ids, 64, NULL) == LOOM_E_ARG, "unknown mode rejected");
     n = loom_tokenizer_encode(tok, text, strlen(text), 1, ids, 64, NULL);
     CHECK(n == 6 && ids[0] == T_START && ids[1] == T_HEL && ids[2] == 'l' && ids[3] == 'o' && ids[4] == T_END &&
               ids[5] == T_THINK,
@@ -393,7 +397,8 @@ static int run_vocab_cases(const struct loom_tokenizer *tok, const char *name, c
             want[nw++] = (int32_t)v;
             p = q;
         }
-        int n = loom_tokenizer_encode(tok, pos, len, 0, ids, 4096, NULL);
+        /* the .out files were made by the reference with parse_special = false */
+        int n = loom_tokenizer_encode(tok, pos, len, LOOM_SPECIAL_USER_DEFINED, ids, 4096, NULL);
         int same = n == nw && memcmp(ids, want, (size_t)nw * sizeof *ids) == 0;
         CHECK(same, "%s case %d ('%.*s'): %d ids, want %d", name, n_cases, (int)(len > 40 ? 40 : len), pos, n, nw);
         n_ok += same;

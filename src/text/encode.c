@@ -70,8 +70,9 @@ static int split_on(const struct loom_tokenizer *tok, const char *text, int32_t 
     return LOOM_OK;
 }
 
-/* Partition text[len] into raw fragments and special tokens. With parse_special == 0 only USER_DEFINED
- * tokens are split out (CONTROL and UNKNOWN spellings stay plain text), as in the reference. */
+/* Partition text[len] into raw fragments and special tokens (enum loom_special_mode): NONE splits out
+ * nothing, USER_DEFINED only USER_DEFINED tokens (CONTROL and UNKNOWN spellings stay plain text, as in the
+ * reference with parse_special = false), ALL every special token. */
 static int partition(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
                      struct frag_list *out)
 {
@@ -79,7 +80,8 @@ static int partition(const struct loom_tokenizer *tok, const char *text, size_t 
     int rc = frag_push(out, 0, len, -1);
     for (uint32_t k = 0; rc == LOOM_OK && k < tok->n_specials; k++) {
         int32_t id = tok->specials[k];
-        if (!parse_special && tok->type[id] != LOOM_TOK_USER_DEFINED)
+        if (parse_special == LOOM_SPECIAL_NONE ||
+            (parse_special == LOOM_SPECIAL_USER_DEFINED && tok->type[id] != LOOM_TOK_USER_DEFINED))
             continue;
         rc = split_on(tok, text, id, out, &tmp);
         struct frag_list swap = *out;
@@ -160,6 +162,10 @@ static int encode_spm(const struct loom_tokenizer *tok, struct encode_buf *b, co
 int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
                           int32_t *out, int cap, loom_error *err)
 {
+    if (parse_special != LOOM_SPECIAL_NONE && parse_special != LOOM_SPECIAL_ALL &&
+        parse_special != LOOM_SPECIAL_USER_DEFINED)
+        return loom_errorf(err, LOOM_E_ARG, "tokenizer encode: special-token mode %d is not 0, 1 or 2",
+                           parse_special);
     if ((!text && len) || cap < 0 || (!out && cap > 0))
         return loom_errorf(err, LOOM_E_ARG, "tokenizer encode: text, out or cap invalid (len %zu, cap %d)", len, cap);
     if (len > (size_t)INT_MAX / 4)

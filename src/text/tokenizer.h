@@ -19,9 +19,14 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
 void loom_tokenizer_free(struct loom_tokenizer *tok);
 
 uint32_t loom_tokenizer_n_vocab(const struct loom_tokenizer *tok);
-/* Encode UTF-8 text. parse_special: nonzero lets exact spellings of control/special tokens become their
- * ids (only for trusted, template-authored text). Writes at most cap ids to out; returns the count the
- * text needs (may exceed cap) or a negative code. */
+/* Which spellings of special tokens in the text become their ids (rule: caller text stays data).
+ * NONE: none at all — the mode for anything a user, tool or file wrote. ALL: CONTROL and USER_DEFINED
+ * tokens — only for trusted, template-authored text. USER_DEFINED: USER_DEFINED tokens only, which is what
+ * the reference (and Hugging Face) do with parse_special = false; kept for parity tests against it. */
+enum loom_special_mode { LOOM_SPECIAL_NONE = 0, LOOM_SPECIAL_ALL = 1, LOOM_SPECIAL_USER_DEFINED = 2 };
+
+/* Encode UTF-8 text; parse_special is an enum loom_special_mode. Writes at most cap ids to out; returns the
+ * count the text needs (may exceed cap) or a negative code (LOOM_E_ARG for an unknown mode). */
 int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
                           int32_t *out, int cap, loom_error *err);
 /* Raw bytes of one token (byte-level BPE decoded; control tokens give their spelling). Returns the byte count

@@ -201,7 +201,8 @@ static int compare_strings(const struct llama_vocab *vocab, const struct loom_to
     for (int i = 0; i < N_STRINGS; i++) {
         gen_string(&b);
         int nw = llama_tokenize(vocab, b.s, (int32_t)b.n, want, MAX_IDS, false, parse_special != 0);
-        int ng = loom_tokenizer_encode(tok, b.s, b.n, parse_special, got, MAX_IDS, NULL);
+        int ng = loom_tokenizer_encode(tok, b.s, b.n, parse_special ? LOOM_SPECIAL_ALL : LOOM_SPECIAL_USER_DEFINED,
+                                       got, MAX_IDS, NULL);
         *n_ids += nw > 0 ? nw : 0;
         if (nw != ng || (nw > 0 && memcmp(want, got, (size_t)nw * sizeof *want) != 0)) {
             if (bad < 5)
