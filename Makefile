@@ -13,7 +13,7 @@ OPT     ?= -O2
 WERROR ?= -Werror
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -g $(OPT) -Iinclude -Isrc -fno-math-errno
 CFLAGS_SAN  = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LIBS    = -lpcre2-8 -lutf8proc -lxxhash -ljansson -lpthread -lm
+LIBS    = -lutf8proc -lxxhash -ljansson -lpthread -lm
 REF_CFLAGS = -I$(REF_SRC)/include -I$(REF_SRC)/ggml/include
 REF_LIBS   = -L$(REF_BINS) -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -Wl,-rpath,$(REF_BINS)
 
