@@ -42,7 +42,7 @@ TOOLS   := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test test-unit test-san ref bench clean
-all: $(BUILD)/loom $(TESTS) $(TOOLS)
+all: $(BUILD)/loom $(TESTS)
 ref: $(REFTESTS) $(TOOLS)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
