@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # prepare-models.sh BUILD — generate (once) the synthetic qwen35 test models the parity tests use,
-# cached under $LOOM_CACHE/models, with BUILD/loom synth and the reference quantizer BUILD/tools/ref_quantize.
+# cached under $LOOM_CACHE/models, with BUILD/loom synth and BUILD/loom quantize.
 # Each model has a stamp (FILE.stamp) naming the generator version, seed and inputs: a model whose stamp
 # differs (e.g. after a generator change) is regenerated; otherwise nothing is done.
 set -euo pipefail
@@ -9,14 +9,11 @@ build=${1:-build}
 export LOOM_CACHE=${LOOM_CACHE:-$HOME/.cache/loom}
 export LOOM_REF=${LOOM_REF:-$LOOM_CACHE/ref}
 loom=$build/loom
-quant=$build/tools/ref_quantize
 vocab=$LOOM_REF/src/models/ggml-vocab-qwen35.gguf
 models=$LOOM_CACHE/models
 seed=1234
 
-for f in "$loom" "$quant"; do
-    [ -x "$f" ] || { echo "prepare-models: $f not found (run: make BUILD=$build all ref)" >&2; exit 1; }
-done
+[ -x "$loom" ] || { echo "prepare-models: $loom not found (run: make BUILD=$build all)" >&2; exit 1; }
 [ -f "$vocab" ] || { echo "prepare-models: vocabulary $vocab not found (run scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$models"
 
@@ -41,12 +38,11 @@ synth() {
 quantize() {
     local src=$models/qwen35-$1-F16.gguf out=$models/qwen35-$1-$2.gguf
     local key
-    key="$(cat "$src.stamp") quant=$2 quantizer=llama.cpp-v0.5.0"
+    key="$(cat "$src.stamp") quant=$2 quantizer=loom"
     fresh "$out" "$key" && return 0
     echo "prepare-models: quantizing $src -> $out"
     rm -f "$out.stamp" "$out.tmp"
-    "$quant" "$src" "$out.tmp" "$2" >"$out.log" 2>&1 || { tail -n 20 "$out.log" >&2; rm -f "$out.tmp"; exit 1; }
-    mv -f "$out.tmp" "$out"
+    "$loom" quantize "$src" "$out" "$2" >"$out.log" 2>&1 || { tail -n 20 "$out.log" >&2; exit 1; }
     rm -f "$out.log"
     echo "$key" >"$out.stamp"
 }

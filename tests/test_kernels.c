@@ -67,12 +67,31 @@ static void fill_weights(uint32_t type, void *dst, int64_t n)
         case LOOM_TYPE_Q6_K:
             memcpy(blk + 208, &d, 2);
             break;
+        case LOOM_TYPE_Q4_0:
+        case LOOM_TYPE_Q5_0:
+        case LOOM_TYPE_IQ4_NL:
+        case LOOM_TYPE_IQ4_XS:
+            memcpy(blk, &d, 2);
+            break;
+        case LOOM_TYPE_Q4_1:
+        case LOOM_TYPE_Q5_1:
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &dmin, 2); /* the offset m */
+            break;
+        case LOOM_TYPE_Q2_K:
+            memcpy(blk + 80, &d, 2);
+            memcpy(blk + 82, &dmin, 2);
+            break;
+        case LOOM_TYPE_Q3_K:
+            memcpy(blk + 108, &d, 2);
+            break;
         }
     }
 }
 
-static const uint32_t weight_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
-                                        LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+static const uint32_t weight_types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,   LOOM_TYPE_Q4_K,
+                                        LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,   LOOM_TYPE_Q5_0,
+                                        LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
 #define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
 
 static int n_modes;
@@ -103,6 +122,8 @@ static double ref_dot(uint32_t type, const void *w, const void *act, int64_t n, 
     return s;
 }
 
+#define N_ORDERS 5
+
 /* For one type and length: activation conversion and vec_dot of every kernel set equal the scalar
  * set's bit for bit, and the dot is within float rounding of the dequantized double dot. */
 static void check_dot(uint32_t type, int64_t n)
@@ -116,14 +137,17 @@ static void check_dot(uint32_t type, int64_t n)
     fill_weights(type, w, n);
     fill_floats(x, n, 2.0f);
     loom_type_traits(at)->from_float(x, act_ref, n);
-    /* the type's vec_dot, and the orders loom_matmul picks for grouped and trailing prefill rows */
-    loom_vec_dot_fn ref_dots[3] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
-                                   loom_kernels_matmul_dot(type, 8, n, 5, 4)};
-    float s_refs[3];
-    for (int k = 0; k < 3; k++)
+    /* the type's vec_dot, and the orders loom_matmul picks for grouped and trailing prefill rows (and,
+     * for other row counts, tinyBLAS's and the IQ panel's) */
+    loom_vec_dot_fn ref_dots[N_ORDERS] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
+                                          loom_kernels_matmul_dot(type, 8, n, 5, 4),
+                                          loom_kernels_matmul_dot(type, 12, n, 9, 0),
+                                          loom_kernels_matmul_dot(type, 16, n, 9, 0)};
+    float s_refs[N_ORDERS];
+    for (int k = 0; k < N_ORDERS; k++)
         ref_dots[k](n, &s_refs[k], w, act_ref);
     double mag, exact = ref_dot(type, w, act_ref, n, &mag);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < N_ORDERS; k++)
         CHECK(fabs(s_refs[k] - exact) <= 1e-5 * mag + 1e-30, "%s n=%lld scalar dot %d: %.9g vs dequantized %.9g",
               t->name, (long long)n, k, s_refs[k], exact);
     for (int m = 1; m < n_modes; m++) {
@@ -132,9 +156,11 @@ static void check_dot(uint32_t type, int64_t n)
         loom_type_traits(at)->from_float(x, act, n);
         CHECK(memcmp(act, act_ref, ab) == 0, "%s activation (%s) n=%lld differs from scalar",
               loom_type_traits(at)->name, loom_kernels_name(), (long long)n);
-        loom_vec_dot_fn dots[3] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
-                                   loom_kernels_matmul_dot(type, 8, n, 5, 4)};
-        for (int k = 0; k < 3; k++) {
+        loom_vec_dot_fn dots[N_ORDERS] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
+                                          loom_kernels_matmul_dot(type, 8, n, 5, 4),
+                                          loom_kernels_matmul_dot(type, 12, n, 9, 0),
+                                          loom_kernels_matmul_dot(type, 16, n, 9, 0)};
+        for (int k = 0; k < N_ORDERS; k++) {
             float s;
             dots[k](n, &s, w, act_ref);
             CHECK(loom_f32_bits(s) == loom_f32_bits(s_refs[k]), "%s dot %d (%s) n=%lld: %.9g vs scalar %.9g", t->name, k,
@@ -183,11 +209,61 @@ static void check_quant_roundtrip(uint32_t type, int64_t n)
                 bs_ok &= s == k[b].bsums[g];
             }
         CHECK(bs_ok, "Q8_K bsums are the group sums");
+    } else if (type == LOOM_TYPE_Q8_1) {
+        const struct loom_block_q8_1 *k = q;
+        CHECK(k[0].d == 0 && k[0].s == 0, "all-zero Q8_1 block has d = s = 0");
+        int s_ok = 1;
+        for (int64_t b = 0; b < n / 32; b++) {
+            int sum = 0;
+            for (int i = 0; i < 32; i++)
+                sum += k[b].qs[i];
+            /* s = F16(d_f32 * sum) where d_f32 is the unrounded scale: within 2 F16 steps of F16(d) * sum */
+            float want = loom_f16_to_f32(k[b].d) * (float)sum, got = loom_f16_to_f32(k[b].s);
+            s_ok &= fabsf(got - want) <= fabsf(want) * 2e-3f + 1e-6f;
+        }
+        CHECK(s_ok, "Q8_1 s is d times the quant sum");
     } else {
         const struct loom_block_q8_0 *k = q;
         CHECK(k[0].d == 0, "all-zero Q8_0 block has d = 0");
     }
     free(q);
+    free(x);
+    free(y);
+}
+
+/* Weight quantization (traits quantize) round trip: the relative RMS error of dequant(quant(x)) on a
+ * Gaussian-ish row stays under the type's bound, an all-zero row comes back all zero, and quantizing is
+ * deterministic. Bounds: about 2x the errors measured (Q4_0 0.079, Q4_1 0.074, Q5_0 0.038, Q5_1 0.036,
+ * Q2_K 0.283, Q3_K 0.145, IQ4_NL 0.070, IQ4_XS 0.071). */
+static void check_weight_quantize(uint32_t type, double max_rel_rms)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    const int64_t n = 2048;
+    size_t rb = loom_type_row_bytes(type, n);
+    uint8_t *q = malloc(rb), *q2 = malloc(rb);
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_f() + rnd_f() + rnd_f();
+    t->quantize(x, q, n);
+    t->quantize(x, q2, n);
+    t->to_float(q, y, n);
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        err += (double)(y[i] - x[i]) * (y[i] - x[i]);
+        ref += (double)x[i] * x[i];
+    }
+    double rel = sqrt(err / ref);
+    CHECK(rel < max_rel_rms, "%s quantize round trip: relative RMS error %.4f, expected < %.3f", t->name, rel, max_rel_rms);
+    CHECK(memcmp(q, q2, rb) == 0, "%s quantize is deterministic", t->name);
+    memset(x, 0, (size_t)n * sizeof(float));
+    t->quantize(x, q, n);
+    t->to_float(q, y, n);
+    int zero = 1;
+    for (int64_t i = 0; i < n; i++)
+        zero &= y[i] == 0;
+    CHECK(zero, "%s quantize of an all-zero row dequantizes to zero", t->name);
+    free(q);
+    free(q2);
     free(x);
     free(y);
 }
@@ -269,6 +345,17 @@ int main(void)
     check_dot(LOOM_TYPE_Q8_0, 96);
     check_quant_roundtrip(LOOM_TYPE_Q8_0, 1024);
     check_quant_roundtrip(LOOM_TYPE_Q8_K, 1024);
+    check_quant_roundtrip(LOOM_TYPE_Q8_1, 1024);
+    check_dot(LOOM_TYPE_IQ4_NL, 96); /* an odd number of blocks */
+    check_dot(LOOM_TYPE_Q4_0, 96);
+    check_dot(LOOM_TYPE_Q5_1, 96);
+    const struct {
+        uint32_t type;
+        double bound;
+    } wq[] = {{LOOM_TYPE_Q4_0, 0.16}, {LOOM_TYPE_Q4_1, 0.15}, {LOOM_TYPE_Q5_0, 0.08},   {LOOM_TYPE_Q5_1, 0.075},
+              {LOOM_TYPE_Q2_K, 0.57}, {LOOM_TYPE_Q3_K, 0.3},  {LOOM_TYPE_IQ4_NL, 0.15}, {LOOM_TYPE_IQ4_XS, 0.15}};
+    for (size_t i = 0; i < sizeof wq / sizeof wq[0]; i++)
+        check_weight_quantize(wq[i].type, wq[i].bound);
 
     struct loom_pool *pools[3] = {NULL, loom_pool_new(1), loom_pool_new(2)};
     CHECK(pools[1] && pools[2], "pools");

@@ -1,6 +1,7 @@
 /* ref_quantize.c — `ref_quantize IN OUT TYPE`: quantize a GGUF model with the reference engine's
- * llama_model_quantize (llama.cpp v0.5.0, no imatrix, 2 threads). TYPE: Q4_K_M, Q8_0, Q6_K or F16.
- * Used to prepare test models and loom's default model; loom itself never links the reference. */
+ * llama_model_quantize (llama.cpp v0.5.0, no imatrix, 2 threads). TYPE: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S,
+ * Q6_K, Q8_0, Q4_0, IQ4_XS or F16. The oracle `loom quantize` is checked against; loom itself never links
+ * the reference. */
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -13,9 +14,10 @@ static const struct {
     const char *name;
     enum llama_ftype ftype;
 } ref_quantize_types[] = {
-    {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
-    {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
-    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},
+    {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S},
+    {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},     {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},     {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
     {"F16", LLAMA_FTYPE_MOSTLY_F16},
 };
 
@@ -33,14 +35,15 @@ static void ref_quantize_load_backends(void)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: ref_quantize IN.gguf OUT.gguf Q4_K_M|Q8_0|Q6_K|F16\n");
+        fprintf(stderr, "usage: ref_quantize IN.gguf OUT.gguf Q4_K_M|Q4_K_S|Q5_K_M|Q5_K_S|Q6_K|Q8_0|Q4_0|IQ4_XS|F16\n");
         return 2;
     }
     size_t n = sizeof ref_quantize_types / sizeof ref_quantize_types[0], i;
     for (i = 0; i < n && strcmp(argv[3], ref_quantize_types[i].name); i++)
         ;
     if (i == n) {
-        fprintf(stderr, "ref_quantize: type '%s', expected Q4_K_M, Q8_0, Q6_K or F16\n", argv[3]);
+        fprintf(stderr, "ref_quantize: type '%s', expected Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q4_0, IQ4_XS or F16\n",
+                argv[3]);
         return 2;
     }
     ref_quantize_load_backends();

@@ -1,20 +1,20 @@
 /* default_model.c — finding, and preparing once, the default model of `loom run`: synthesize the 0.8b
- * preset in F16, quantize it to Q4_K_M with the reference quantizer (tools/ref_quantize next to the
- * loom executable), and publish it atomically in $LOOM_CACHE/models. */
+ * preset in F16, quantize it to Q4_K_M with loom's quantizer (as `loom quantize`), and publish it
+ * atomically in $LOOM_CACHE/models. */
 #include "cli/default_model.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "model/quantize.h"
 #include "model/synth.h"
+#include "runtime/pool.h"
 #include "util/error.h"
 
 #define DEFAULT_MODEL_NAME "qwen35-0.8b-synth-Q4_K_M.gguf"
@@ -56,50 +56,21 @@ static int default_mkdirs(const char *dir, loom_error *err)
     return LOOM_OK;
 }
 
-/* <dir of /proc/self/exe>/tools/ref_quantize */
-static int default_quantizer_path(char *path, size_t cap, loom_error *err)
+/* Quantize the F16 model at in to Q4_K_M at out with loom's quantizer (`loom quantize`), one thread per
+ * online CPU. */
+static int default_quantize(const char *in, const char *out, loom_error *err)
 {
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return loom_errorf(err, LOOM_E_IO, "reading /proc/self/exe: %s", strerror(errno));
-    exe[n] = '\0';
-    int m = snprintf(path, cap, "%s/tools/ref_quantize", dirname(exe));
-    if (m < 0 || (size_t)m >= cap)
-        return loom_errorf(err, LOOM_E_RANGE, "quantizer path: needs %d bytes, buffer has %zu", m, cap);
-    if (access(path, X_OK) != 0)
-        return loom_errorf(err, LOOM_E_IO, "reference quantizer '%s': %s (build it with `make ref`)", path,
-                           strerror(errno));
-    return LOOM_OK;
-}
-
-/* Run `quant in out Q4_K_M` with its output sent to log; LOOM_OK when it exits 0. */
-static int default_run_quantizer(const char *quant, const char *in, const char *out, const char *log,
-                                 loom_error *err)
-{
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return loom_errorf(err, LOOM_E_IO, "opening log '%s': %s", log, strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd);
-        return loom_errorf(err, LOOM_E_IO, "fork for '%s': %s", quant, strerror(errno));
-    }
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        execl(quant, quant, in, out, "Q4_K_M", (char *)NULL);
-        _exit(127);
-    }
-    close(fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return loom_errorf(err, LOOM_E_IO, "waiting for '%s': %s", quant, strerror(errno));
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return loom_errorf(err, LOOM_E_IO, "'%s %s %s Q4_K_M' failed (status %d); its output is in %s", quant, in,
-                           out, status, log);
-    return LOOM_OK;
+    struct loom_gguf *g = 0;
+    int rc = loom_gguf_open(in, &g, err);
+    if (rc != LOOM_OK)
+        return rc;
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct loom_pool *pool = loom_pool_new(n_cpu > 0 ? (int)n_cpu : 1);
+    rc = pool ? loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, pool, 0, 0, err)
+              : loom_errorf(err, LOOM_E_NOMEM, "cannot start the quantizer's threads");
+    loom_pool_free(pool);
+    loom_gguf_close(g);
+    return rc;
 }
 
 static void default_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
@@ -115,16 +86,13 @@ static void default_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint
 /* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure. */
 static int default_prepare(const char *path, const char *dir, loom_error *err)
 {
-    char quant[4096], vocab[4096], f16[4200], q4[4200], log[4200];
-    int rc = default_quantizer_path(quant, sizeof quant, err);
-    if (rc == LOOM_OK)
-        rc = loom_cli_default_vocab(vocab, sizeof vocab, err);
+    char vocab[4096], f16[4200], q4[4200];
+    int rc = loom_cli_default_vocab(vocab, sizeof vocab, err);
     if (rc != LOOM_OK)
         return rc;
     long pid = (long)getpid();
     snprintf(f16, sizeof f16, "%s/.synth-0.8b-F16.%ld.gguf", dir, pid);
     snprintf(q4, sizeof q4, "%s/.synth-0.8b-Q4_K_M.%ld.gguf", dir, pid);
-    snprintf(log, sizeof log, "%s/ref_quantize.log", dir);
     fprintf(stderr, "loom: preparing the default model %s (once)\n", path);
     int last = -1;
     struct loom_synth_params par = {
@@ -133,8 +101,8 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     };
     rc = loom_synth_write(&par, f16, err);
     if (rc == LOOM_OK) {
-        fprintf(stderr, "loom: quantizing to Q4_K_M with %s\n", quant);
-        rc = default_run_quantizer(quant, f16, q4, log, err);
+        fprintf(stderr, "loom: quantizing to Q4_K_M\n");
+        rc = default_quantize(f16, q4, err);
     }
     unlink(f16);
     if (rc == LOOM_OK && rename(q4, path) != 0)
@@ -143,7 +111,6 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
         unlink(q4);
         return rc;
     }
-    unlink(log);
     fprintf(stderr, "loom: default model ready: %s\n", path);
     return LOOM_OK;
 }

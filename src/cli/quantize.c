@@ -1,11 +1,126 @@
-/* quantize.c — `loom quantize` (not yet implemented). */
+/* quantize.c — `loom quantize [-t N] IN.gguf OUT.gguf TYPE`: convert an F32/F16/BF16 model with one of
+ * llama.cpp's recipes (src/model/quantize.h), with a progress bar on stderr; the output appears
+ * atomically (temporary file, fsync, rename). */
+#include "model/quantize.h"
+
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "runtime/pool.h"
+
+static void quantize_usage(FILE *f)
+{
+    fprintf(f, "usage: loom quantize [-t THREADS] IN.gguf OUT.gguf TYPE\n  TYPE:");
+    for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++)
+        fprintf(f, " %s", r->name);
+    fprintf(f, "\n  per-tensor types as llama.cpp's llama-quantize chooses them (no importance matrix)\n");
+}
+
+struct quantize_progress {
+    int tty, last; /* last: percent drawn (tty) or decile printed */
+    struct timespec t0;
+};
+
+static double quantize_elapsed(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* A redrawn bar on a terminal, one line per tenth of the output otherwise. */
+static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
+                              const char *name)
+{
+    struct quantize_progress *p = ctx;
+    int pct = total ? (int)(100 * done / total) : 100;
+    if (p->tty) {
+        char bar[31];
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < pct * 30 / 100 ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\rquantize [%s] %3d%%  %" PRIu64 "/%" PRIu64 " %-40.40s %6.1f s", bar, pct, index, n_tensors,
+                name, quantize_elapsed(&p->t0));
+        if (index == n_tensors)
+            fputc('\n', stderr);
+        return;
+    }
+    if (pct / 10 == p->last && index < n_tensors)
+        return;
+    p->last = pct / 10;
+    fprintf(stderr, "quantize: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", pct, index, n_tensors, name,
+            quantize_elapsed(&p->t0));
+}
+
+/* Parse [-t N] and the three positional arguments; 0, or the exit status for a usage error. */
+static int quantize_args(int argc, char **argv, int *threads, const char *pos[3])
+{
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            quantize_usage(stdout);
+            return -1;
+        } else if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) {
+            char *end = 0;
+            long t = i + 1 < argc ? strtol(argv[++i], &end, 10) : 0;
+            if (!end || *end || t < 1 || t > 1024) {
+                fprintf(stderr, "loom quantize: -t '%s', expected a thread count in 1..1024\n", end ? argv[i] : "");
+                return 2;
+            }
+            *threads = (int)t;
+        } else if (n_pos < 3) {
+            pos[n_pos++] = argv[i];
+        } else {
+            fprintf(stderr, "loom quantize: unexpected argument '%s'\n", argv[i]);
+            quantize_usage(stderr);
+            return 2;
+        }
+    }
+    if (n_pos != 3) {
+        quantize_usage(stderr);
+        return 2;
+    }
+    return 0;
+}
 
 int loom_cli_quantize(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "loom %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *pos[3];
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = n_cpu > 0 ? (int)n_cpu : 1;
+    int rc = quantize_args(argc, argv, &threads, pos);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const struct loom_quant_recipe *r = loom_quant_find_recipe(pos[2]);
+    if (!r) {
+        fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
+        quantize_usage(stderr);
+        return 2;
+    }
+    loom_error err = {0};
+    struct loom_gguf *in = 0;
+    if (loom_gguf_open(pos[0], &in, &err) != LOOM_OK) {
+        fprintf(stderr, "loom quantize: %s\n", err.msg);
+        return 1;
+    }
+    struct loom_pool *pool = loom_pool_new(threads);
+    struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
+    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    rc = pool ? loom_quant_write(in, r, pos[1], pool, quantize_progress, &prog, &err) : LOOM_E_NOMEM;
+    if (prog.tty && rc != LOOM_OK)
+        fputc('\n', stderr);
+    if (!pool)
+        fprintf(stderr, "loom quantize: cannot start %d threads\n", threads);
+    else if (rc != LOOM_OK)
+        fprintf(stderr, "loom quantize: %s -> %s (%s): %s\n", pos[0], pos[1], r->name, err.msg);
+    else
+        fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], r->name, quantize_elapsed(&prog.t0));
+    loom_pool_free(pool);
+    loom_gguf_close(in);
+    return rc == LOOM_OK ? 0 : 1;
 }

@@ -62,6 +62,12 @@ void loom_kernels_set_q4_k_repacked(int on) { q4_k_repacked = on != 0; }
 
 int loom_kernels_q4_k_repacked(void) { return q4_k_repacked; }
 
+int loom_kernels_cpu_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
 const char *loom_kernels_name(void)
 {
     loom_kernels_ensure_init();

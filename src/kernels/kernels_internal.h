@@ -65,6 +65,114 @@ struct loom_block_q6_k {
 };
 _Static_assert(sizeof(struct loom_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
+/* Q4_0: 32 weights, 4-bit quants q with one F16 scale d; value = d * (q - 8). Element j < 16 is the low
+ * nibble of qs[j], element j + 16 its high nibble. 18 bytes. */
+struct loom_block_q4_0 {
+    uint16_t d;      /* F16 scale */
+    uint8_t qs[16];  /* nibbles, layout above */
+};
+_Static_assert(sizeof(struct loom_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+
+/* Q4_1: as Q4_0 with an F16 offset m and unsigned quants; value = d * q + m. 20 bytes. */
+struct loom_block_q4_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t m;      /* F16 offset (the block minimum) */
+    uint8_t qs[16];  /* nibbles, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_q4_1) == 20, "Q4_1 block is 20 bytes");
+
+/* Q5_0: Q4_0's nibbles plus a fifth bit per weight: bit j of qh (little-endian 32 bits) is the high bit
+ * of element j, so q = nibble + 16 * bit in [0, 31]; value = d * (q - 16). 22 bytes. */
+struct loom_block_q5_0 {
+    uint16_t d;      /* F16 scale */
+    uint8_t qh[4];   /* high bits, element j at bit j */
+    uint8_t qs[16];  /* low 4 bits, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_q5_0) == 22, "Q5_0 block is 22 bytes");
+
+/* Q5_1: Q5_0's quants, unsigned, with an F16 offset; value = d * q + m. 24 bytes. */
+struct loom_block_q5_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t m;      /* F16 offset */
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct loom_block_q5_1) == 24, "Q5_1 block is 24 bytes");
+
+/* Q8_1 (activation type of Q4_1/Q5_1): Q8_0 plus s = d * sum(qs) as F16, which carries the weights'
+ * offset term. 36 bytes. */
+struct loom_block_q8_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t s;      /* F16 d * sum of qs */
+    int8_t qs[32];
+};
+_Static_assert(sizeof(struct loom_block_q8_1) == 36, "Q8_1 block is 36 bytes");
+
+/* Q2_K: 256 weights in 16 sub-blocks of 16; scales[s] holds sub-block s's 4-bit scale (low nibble) and
+ * 4-bit min (high nibble); value = d * sc * q - dmin * m with q a 2-bit quant. Element 128h + 32k + l
+ * (h < 2, k < 4, l < 32) is bits 2k, 2k+1 of qs[32h + l] and belongs to sub-block 8h + 2k + l/16. 84 bytes. */
+struct loom_block_q2_k {
+    uint8_t scales[16];  /* low nibble scale, high nibble min */
+    uint8_t qs[64];      /* 2-bit quants, layout above */
+    uint16_t d;          /* F16 super-scale of the scales */
+    uint16_t dmin;       /* F16 super-scale of the mins */
+};
+_Static_assert(sizeof(struct loom_block_q2_k) == 84, "Q2_K block is 84 bytes");
+
+/* Q3_K: 256 weights in 16 sub-blocks of 16 with signed 6-bit scales; value = d * (sc - 32) * q, q in
+ * [-4, 3]. Element 128h + 32k + l has its low 2 bits at bits 2k, 2k+1 of qs[32h + l] (as Q2_K) and
+ * q = low - 4 unless bit 4h + k of hmask[l] is set. Sub-block s's scale: low 4 bits are the low nibble
+ * of scales[s] (s < 8) or the high nibble of scales[s - 8], top 2 bits are bits 2(s/4), 2(s/4)+1 of
+ * scales[8 + s % 4]. 110 bytes. */
+struct loom_block_q3_k {
+    uint8_t hmask[32];   /* high bits, layout above */
+    uint8_t qs[64];      /* low 2 bits */
+    uint8_t scales[12];  /* packed 6-bit scales */
+    uint16_t d;          /* F16 super-scale */
+};
+_Static_assert(sizeof(struct loom_block_q3_k) == 110, "Q3_K block is 110 bytes");
+
+/* IQ4_NL: 32 weights as 4-bit indices into the non-linear table loom_iq4nl_values; value = d *
+ * values[index]. Nibble layout as Q4_0. 18 bytes. */
+struct loom_block_iq4_nl {
+    uint16_t d;      /* F16 scale */
+    uint8_t qs[16];  /* indices, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+
+/* IQ4_XS: 256 weights in 8 sub-blocks of 32 as IQ4_NL indices with 6-bit sub-block scales; value =
+ * d * (ls - 32) * values[index]. Sub-block s: ls = nibble s % 2 of scales_l[s / 2] | (bits 2s, 2s+1 of
+ * scales_h) << 4; its 32 indices are qs[16s .. 16s+15] laid out as in Q4_0. 136 bytes. */
+struct loom_block_iq4_xs {
+    uint16_t d;          /* F16 super-scale */
+    uint16_t scales_h;   /* top 2 bits of the 8 scales */
+    uint8_t scales_l[4]; /* low 4 bits of the 8 scales */
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct loom_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
+
+/* The 16 values of the IQ4_NL/IQ4_XS non-linear grid (llama.cpp ggml-common.h kvalues_iq4nl). */
+static const int8_t loom_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Weight-quantizer helpers (semantics of llama.cpp ggml-quants.c, which the reference path must
+ * reproduce byte for byte). Round to nearest, ties to even, by the 1.5 * 2^23 trick the reference uses
+ * (nearest_int): exact for |x| < 2^22; larger or non-finite inputs give the same wrapped bits as there. */
+static inline int loom_nearest_int(float x)
+{
+    float v = x + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* (int8_t)x as x86 compiles it (cvttss2si, then the low byte): truncation toward zero; NaN and values
+ * outside int32 give 0x80000000, whose low byte is 0. */
+static inline int loom_trunc_i8(float x)
+{
+    int32_t i = x > -2147483649.f && x < 2147483648.f ? (int32_t)x : INT32_MIN;
+    return (int8_t)(uint8_t)(uint32_t)i;
+}
+
 /* Reduction helpers. loom sums exactly as ggml-cpu's x86 kernels do (llama.cpp ggml-cpu/arch/x86/quants.c
  * hsum_float_8 and the _mm512_reduce_add_ps tree), so that the last bits agree with the reference. */
 static inline float loom_hsum8(const float a[8])
@@ -141,6 +249,47 @@ static inline __m128i loom_k4_mins_dot(__m128i scales_mins, const int16_t bsums[
     return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scales_mins, 8)), pairs);
 }
 
+/* The 32 quants of a Q4_0-style nibble block as bytes in element order (low nibbles, then high). */
+static inline __m256i loom_nibbles_epi8(const uint8_t qs[16])
+{
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+}
+
+/* Byte j = 0xff where bit j of the little-endian 32 bits at p is set, else 0. */
+static inline __m256i loom_bits_epi8(const uint8_t p[4])
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                               0x0101010101010101, 0));
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
+}
+
+/* int32 lane l = sum of x[k] * y[k] over bytes k = 4l..4l+3, for signed bytes with |x| <= 127 and y in
+ * [-127, 127] (the sign trick is exact there). */
+static inline __m256i loom_dot_i8_lanes(__m256i x, __m256i y)
+{
+    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Exact sum of the 8 int32 lanes (wrapping). */
+static inline int32_t loom_hsum_i32x8(__m256i v)
+{
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    return _mm_cvtsi128_si32(_mm_add_epi32(r, _mm_shuffle_epi32(r, 1)));
+}
+
+/* Lane k (< 4) = exact sum of the 8 int32 lanes of p[k] (wrapping). */
+static inline __m128i loom_hsum_i32x8_x4(__m256i p0, __m256i p1, __m256i p2, __m256i p3)
+{
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 /* Byte-shuffle pattern that broadcasts int16 lane j of a 128-bit lane. */
 static inline __m256i loom_pick16(int j) { return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)); }
 #endif
@@ -183,6 +332,53 @@ void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_q6_k_to_float(const void *src, float *dst, int64_t n);
 void loom_q6_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
 
+/* --- weight quantizers: the reference path of llama.cpp's ggml-quants.c (quantize_row_<type>_ref, no
+ * importance matrix), bytewise equal to it; n floats (n a multiple of the block size) into blocks --- */
+void loom_q8_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q6_k_quantize(const float *src, void *dst, int64_t n);
+
+/* Fit one 256-weight super-block of Q4_K (nmax 15) or Q5_K (nmax 31), as ggml-quants.c
+ * quantize_row_q4_K_ref / quantize_row_q5_K_ref: per 32-weight sub-block a (scale, min) pair by
+ * make_qkx2_quants' weighted search (rmin, 0.1 step, nstep steps), both quantized to 6 bits against the
+ * F16 super-scales *d and *dmin, then L[256] (0..nmax) recomputed from the rounded scales. q4_k.c. */
+void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int nstep, uint8_t L[256],
+                                 uint8_t scales[12], uint16_t *d, uint16_t *dmin);
+
+void loom_q4_0_to_float(const void *src, float *dst, int64_t n);
+void loom_q4_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q4_1_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_1_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_0_to_float(const void *src, float *dst, int64_t n);
+void loom_q5_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q5_1_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_1_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q8_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q8_1_from_float(const float *src, void *dst, int64_t n);
+void loom_q2_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q2_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q2_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q3_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q3_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q3_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_to_float(const void *src, float *dst, int64_t n);
+void loom_iq4_nl_quantize(const float *src, void *dst, int64_t n);
+void loom_iq4_nl_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_to_float(const void *src, float *dst, int64_t n);
+void loom_iq4_xs_quantize(const float *src, void *dst, int64_t n);
+void loom_iq4_xs_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_dot_gemm(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_dot_panel(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a);
+
 /* --- AVX2 (+FMA, F16C) kernels, src/kernels/x86/<family>_avx2.c --- */
 void loom_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_f16_from_float_avx2(const float *src, void *dst, int64_t n);
@@ -204,6 +400,25 @@ void loom_f16_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a
 void loom_q5_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_q6_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 
+void loom_q4_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_1_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_1_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q8_1_from_float_avx2(const float *src, void *dst, int64_t n);
+void loom_q2_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q3_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_vec_dot_repacked_x4_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_dot_panel_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq4_nl_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq4_xs_dot4_panel_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+
 /* --- AVX-512 (F, BW, VL, DQ, VNNI, BF16) kernels, src/kernels/x86/<family>_avx512.c --- */
 void loom_bf16_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
 void loom_bf16_dot_gemm_avx512(int64_t n, float *s, const void *w, const void *a);
@@ -218,8 +433,10 @@ void loom_types_install(enum loom_kernel_mode mode);
  * rows: the kernel whose float order the reference's CPU backend uses there (ggml-cpu.c
  * ggml_compute_forward_mul_mat): llamafile's tinyBLAS order for F32/F16/BF16 when n_tok >= 2,
  * n_out % 4 == 0 and n_in is a multiple of its step; for Q4_K with repacking enabled and n_out % 8 == 0
- * the repacked gemm order for rows t < n_tok - n_tok % 4 and the gemv order for the rest; else the
- * type's vec_dot. */
+ * the repacked gemm order for rows t < n_tok - n_tok % 4 and the gemv order for the rest (likewise for
+ * Q4_0, IQ4_NL and, on AVX-512 machines, Q2_K: the same switch mirrors use_extra_bufts); tinyBLAS's
+ * quantized order for IQ4_NL when n_tok >= 2 (any n_out); the IQ panel order for IQ4_XS when n_tok >= 8
+ * and n_out % 8 == 0; else the type's vec_dot. */
 loom_vec_dot_fn loom_kernels_matmul_dot(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_tok, int64_t t);
 
 /* The 4-row form of a dot returned by loom_kernels_matmul_dot, or NULL when the active set has none. */
@@ -232,6 +449,9 @@ loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot);
  * Call before use (not thread-safe against running matmuls). */
 void loom_kernels_set_q4_k_repacked(int on);
 int loom_kernels_q4_k_repacked(void);
+
+/* Whether this CPU runs the reference's AVX-512 build (which alone repacks Q2_K weights). */
+int loom_kernels_cpu_avx512(void);
 
 /* Make sure the table has been filled once (AUTO) before first use; cheap after the first call. */
 void loom_kernels_ensure_init(void);

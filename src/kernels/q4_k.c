@@ -131,3 +131,131 @@ void loom_q4_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const voi
     }
     *s = acc - accm;
 }
+
+/* ggml-quants.c make_qkx2_quants without MAD (squared error), for n <= 32 weights x with weights w:
+ * start from the (min <= 0, max) grid, then try nstep + 1 scales iscale = (rmin + 0.1 is + nmax) /
+ * (max - min), refit (scale, min) by weighted least squares on each rounding and keep the one with the
+ * smallest weighted squared error. L[n] gets 0..nmax; returns the scale, *neg_min = -min >= 0. The float
+ * operations are the reference's, in its order (no FMA), so the result is bit-identical. */
+static float k4_fit_sub_block(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
+                              float rmin, int nstep)
+{
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        min = x[i] < min ? x[i] : min;
+        max = x[i] > max ? x[i] : max;
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    min = min > 0 ? 0 : min;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *neg_min = -min;
+        return 0.0f;
+    }
+    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best_error = 0;
+    for (int i = 0; i < n; i++) {
+        int l = loom_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
+        float diff = scale * (float)L[i] + min - x[i];
+        best_error += w[i] * (diff * diff);
+    }
+    uint8_t aux[32];
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + 0.1f * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = loom_nearest_int(iscale * (x[i] - min));
+            l = l < 0 ? 0 : l > nmax ? nmax : l;
+            aux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)l * (float)l;
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(D > 0))
+            continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D, this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        float cur_error = 0;
+        for (int i = 0; i < n; i++) {
+            float diff = this_scale * (float)aux[i] + this_min - x[i];
+            cur_error += w[i] * (diff * diff);
+        }
+        if (cur_error < best_error) {
+            memcpy(L, aux, (size_t)n);
+            best_error = cur_error;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int nstep, uint8_t L[256],
+                                 uint8_t scales[12], uint16_t *d, uint16_t *dmin)
+{
+    float sc[8], mn[8], w[32], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        const float *xj = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xj[l] * xj[l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++)
+            w[l] = av_x + fabsf(xj[l]);
+        sc[j] = k4_fit_sub_block(32, nmax, xj, w, L + 32 * j, &mn[j], rmin, nstep);
+        max_scale = sc[j] > max_scale ? sc[j] : max_scale;
+        max_min = mn[j] > max_min ? mn[j] : max_min;
+    }
+    /* 6-bit scales and mins relative to the maxima, packed as loom_k4_scales unpacks them */
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f, inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    memset(scales, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        uint8_t ls = (uint8_t)loom_nearest_int(inv_scale * sc[j]);
+        uint8_t lm = (uint8_t)loom_nearest_int(inv_min * mn[j]);
+        ls = ls > 63 ? 63 : ls;
+        lm = lm > 63 ? 63 : lm;
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 15) | (lm & 15) << 4);
+            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            scales[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *d = loom_f32_to_f16(max_scale / 63.f);
+    *dmin = loom_f32_to_f16(max_min / 63.f);
+    /* requantize against the rounded scales; a sub-block whose scale rounded to 0 keeps its search result */
+    uint8_t q_sc[8], q_m[8];
+    loom_k4_scales(scales, q_sc, q_m);
+    for (int j = 0; j < 8; j++) {
+        float dj = loom_f16_to_f32(*d) * (float)q_sc[j];
+        if (dj == 0.0f)
+            continue;
+        float dm = loom_f16_to_f32(*dmin) * (float)q_m[j];
+        for (int l = 0; l < 32; l++) {
+            int q = loom_nearest_int((x[32 * j + l] + dm) / dj);
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+        }
+    }
+}
+
+/* Weight quantization, ggml-quants.c quantize_row_q4_K_ref: loom_k4_quantize_superblock with nmax 15,
+ * rmin -1 and 20 steps, then sub-blocks 2g and 2g+1 packed as the low and high nibbles of qs[32g..]. */
+void loom_q4_k_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_q4_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t L[LOOM_QK_K];
+        loom_k4_quantize_superblock(src + i * LOOM_QK_K, 15, -1.f, 20, L, b[i].scales, &b[i].d, &b[i].dmin);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++)
+                b[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | L[64 * g + 32 + l] << 4);
+    }
+}

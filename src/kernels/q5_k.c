@@ -61,3 +61,22 @@ void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
     }
     *s = loom_hsum8(acc) + summs;
 }
+
+/* Weight quantization, ggml-quants.c quantize_row_q5_K_ref: loom_k4_quantize_superblock with nmax 31,
+ * rmin -0.5 and 15 steps; the low 4 bits of sub-blocks 2g, 2g+1 go to the nibbles of qs[32g..] and the
+ * fifth bit of element l of sub-block j to bit j of qh[l]. */
+void loom_q5_k_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_q5_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t L[LOOM_QK_K];
+        loom_k4_quantize_superblock(src + i * LOOM_QK_K, 31, -0.5f, 15, L, b[i].scales, &b[i].d, &b[i].dmin);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
+                b[i].qh[l] |= (uint8_t)((lo >> 4) << (2 * g) | (hi >> 4) << (2 * g + 1));
+                b[i].qs[32 * g + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            }
+    }
+}

@@ -55,3 +55,102 @@ void loom_q6_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
     }
     *s = loom_hsum8(acc);
 }
+
+/* ggml-quants.c make_qx_quants with rmse_type 1 (weights x^2) and no importance matrix, for n = 16
+ * weights and nmax = 32: symmetric quants l in [-32, 31] around the signed extreme, then 18 nearby
+ * scales -(32 + 0.1 is) / max (is = -9..9, not 0), keeping the one with the best weighted least-squares
+ * fit. L[n] gets l + 32; returns the fitted scale (0 for an all-zero group). The reference's float order. */
+static float q6_fit_group(int n, const float *x, int8_t *L)
+{
+    const int nmax = 32;
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = (float)-nmax / max, sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = loom_nearest_int(iscale * x[i]);
+        l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0)
+            continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            int l = loom_nearest_int(iscale * x[i]);
+            l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                int l = loom_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + (l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Weight quantization, ggml-quants.c quantize_row_q6_K_ref: a scale per 16-weight group (q6_fit_group),
+ * the group scales quantized to int8 against d = max_scale / -128 (the signed scale of largest
+ * magnitude), the weights requantized against the rounded scales and packed as the Q6_K layout in
+ * kernels_internal.h. A block whose scales are all below 1e-15 is all zero. */
+void loom_q6_k_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_q6_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        const float *x = src + i * LOOM_QK_K;
+        int8_t L[LOOM_QK_K];
+        float scales[16], max_scale = 0, max_abs_scale = 0;
+        for (int g = 0; g < 16; g++) {
+            scales[g] = q6_fit_group(16, x + 16 * g, L + 16 * g);
+            if (fabsf(scales[g]) > max_abs_scale) {
+                max_abs_scale = fabsf(scales[g]);
+                max_scale = scales[g];
+            }
+        }
+        memset(&b[i], 0, sizeof b[i]);
+        if (max_abs_scale < 1e-15f)
+            continue;
+        float iscale = -128.f / max_scale;
+        b[i].d = loom_f32_to_f16(1 / iscale);
+        for (int g = 0; g < 16; g++) {
+            int s = loom_nearest_int(iscale * scales[g]);
+            b[i].scales[g] = (int8_t)(uint8_t)(s < 127 ? s : 127);
+        }
+        for (int g = 0; g < 16; g++) {
+            float d = loom_f16_to_f32(b[i].d) * (float)b[i].scales[g];
+            if (d == 0.0f)
+                continue;
+            for (int l = 0; l < 16; l++) {
+                int q = loom_nearest_int(x[16 * g + l] / d);
+                L[16 * g + l] = (int8_t)(32 + (q < -32 ? -32 : q > 31 ? 31 : q));
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const int8_t *q = L + 128 * h + l;
+                b[i].ql[64 * h + l] = (uint8_t)((q[0] & 15) | (q[64] & 15) << 4);
+                b[i].ql[64 * h + 32 + l] = (uint8_t)((q[32] & 15) | (q[96] & 15) << 4);
+                b[i].qh[32 * h + l] = (uint8_t)(q[0] >> 4 | (q[32] >> 4) << 2 | (q[64] >> 4) << 4 | (q[96] >> 4) << 6);
+            }
+    }
+}

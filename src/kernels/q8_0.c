@@ -57,3 +57,21 @@ void loom_q8_0_vec_dot(int64_t n, float *s, const void *w, const void *a)
     }
     *s = loom_hsum8(acc);
 }
+
+/* Weight quantization, ggml-quants.c quantize_row_q8_0_ref (what llama_model_quantize writes): amax =
+ * max |x| by the reference's MAX (a > b ? a : b, NaN included), d = amax / 127 stored as F16, and q =
+ * roundf(x * (1/d)) (half away from zero) with 1/d from the unrounded F32 d. */
+void loom_q8_0_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK8_0; i++) {
+        const float *x = src + i * LOOM_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < LOOM_QK8_0; j++)
+            amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+        float d = amax / 127.f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = loom_f32_to_f16(d);
+        for (int j = 0; j < LOOM_QK8_0; j++)
+            b[i].qs[j] = (int8_t)loom_trunc_i8(roundf(x[j] * id));
+    }
+}

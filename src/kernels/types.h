@@ -45,6 +45,7 @@ struct loom_type_traits {
     loom_to_float_fn to_float;   /* NULL for types loom cannot run */
     loom_from_float_fn from_float; /* activation quantization (set for F32/F16/BF16/Q8_0/Q8_K) */
     loom_vec_dot_fn vec_dot;
+    loom_from_float_fn quantize; /* weight quantization, reference path (no imatrix) */
 };
 
 /* Traits of a type id, or NULL when loom does not know it (unknown ids are a format error upstream). */

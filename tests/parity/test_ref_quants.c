@@ -58,9 +58,11 @@ static const uint16_t edge_scales[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x7bff, 0
 static void scale_offsets(uint32_t type, int *d, int *dmin)
 {
     *dmin = -1;
-    *d = type == LOOM_TYPE_Q6_K ? 208 : 0;
-    if (type == LOOM_TYPE_Q4_K || type == LOOM_TYPE_Q5_K)
-        *dmin = 2;
+    *d = type == LOOM_TYPE_Q6_K ? 208 : type == LOOM_TYPE_Q2_K ? 80 : type == LOOM_TYPE_Q3_K ? 108 : 0;
+    if (type == LOOM_TYPE_Q4_K || type == LOOM_TYPE_Q5_K || type == LOOM_TYPE_Q4_1 || type == LOOM_TYPE_Q5_1)
+        *dmin = 2; /* Q4_1/Q5_1: the F16 offset m */
+    if (type == LOOM_TYPE_Q2_K)
+        *dmin = 82;
 }
 
 /* n_rows weight rows of n elements: rows 0..N_EDGE-1 raw random bits with edge-case scales (and an
@@ -194,6 +196,90 @@ static void check_vec_dot(uint32_t type, int64_t n, int n_rows)
     free(act);
 }
 
+/* Dequantization with non-finite F16 scales (Inf, -Inf, NaN in every scale field) must match too. */
+static void check_dequant_nonfinite(uint32_t type, int64_t n)
+{
+    static const uint16_t bad_scales[] = {0x7c00, 0xfc00, 0x7e01, 0xfe00};
+    const struct loom_type_traits *t = loom_type_traits(type);
+    size_t rb = loom_type_row_bytes(type, n);
+    uint8_t *w = malloc(rb);
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    int d, dmin, bad = 0;
+    scale_offsets(type, &d, &dmin);
+    for (int r = 0; r < 8; r++) {
+        for (size_t i = 0; i < rb; i++)
+            w[i] = (uint8_t)rnd_u32();
+        for (int64_t k = 0; k < n / t->block_size; k++) {
+            uint8_t *blk = w + (size_t)k * t->type_size;
+            uint16_t s = bad_scales[(r + k) % 4], s2 = r % 2 ? 0x3c00 : bad_scales[(r + 2 * k + 1) % 4];
+            memcpy(blk + d, &s, 2);
+            if (dmin >= 0)
+                memcpy(blk + dmin, &s2, 2);
+        }
+        ggml_get_type_traits((enum ggml_type)type)->to_float(w, a, n);
+        t->to_float(w, b, n);
+        bad += memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+    }
+    CHECK(bad == 0, "%s dequantize with non-finite scales: %d of 8 rows differ from ggml", t->name, bad);
+    free(w);
+    free(a);
+    free(b);
+}
+
+/* Source rows for weight quantization: Gaussian-ish at several magnitudes, all zero, negative zeros,
+ * constant, subnormal, huge, a single spike, few distinct values (ties), and mixed signs per block. */
+static void make_weight_floats(float *x, int64_t n, int row)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = rnd_f() + rnd_f() + rnd_f();
+        switch (row % 10) {
+        case 0: x[i] = v; break;
+        case 1: x[i] = v * 1e-3f * (float)(1 + i % 7); break;
+        case 2: x[i] = 0.0f; break;
+        case 3: x[i] = i % 3 ? -0.0f : v * 1e-40f; break;
+        case 4: x[i] = v * 3e4f; break;
+        case 5: x[i] = roundf(v * 4) / 4; break;
+        case 6: x[i] = 0.75f; break;
+        case 7: x[i] = i % 97 == 5 ? 10.0f : v * 0.01f; break;
+        case 8: x[i] = (i / 16) % 2 ? fabsf(v) : -fabsf(v); break;
+        default: x[i] = v * (float)(1 + (i / 32) % 9) * 0.1f + ((i / 64) % 3 == 0 ? 2.0f : 0.0f); break;
+        }
+    }
+}
+
+/* Weight quantization (the reference path, no importance matrix) must be bytewise equal to
+ * ggml_quantize_chunk's. */
+static void check_quantize(uint32_t type, int64_t n, int n_rows)
+{
+    const struct loom_type_traits *t = loom_type_traits(type);
+    size_t rb = loom_type_row_bytes(type, n);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    uint8_t *a = malloc(rb), *b = malloc(rb);
+    int bad = 0;
+    for (int r = 0; r < n_rows; r++) {
+        make_weight_floats(x, n, r);
+        memset(a, 0xaa, rb);
+        memset(b, 0x55, rb);
+        ggml_quantize_chunk((enum ggml_type)type, x, a, 0, 1, n, NULL);
+        t->quantize(x, b, n);
+        if (memcmp(a, b, rb) != 0) {
+            bad++;
+            if (getenv("LOOM_VERBOSE"))
+                for (size_t i = 0; i < rb; i++)
+                    if (a[i] != b[i]) {
+                        fprintf(stderr, "%s row %d (kind %d): first difference at byte %zu: %02x vs %02x\n", t->name, r,
+                                r % 10, i, a[i], b[i]);
+                        break;
+                    }
+        }
+    }
+    printf("  %-6s n=%-5lld quantize: %d/%d rows bytewise equal\n", t->name, (long long)n, n_rows - bad, n_rows);
+    CHECK(bad == 0, "%s quantize n=%lld: %d of %d rows differ from ggml_quantize_chunk", t->name, (long long)n, bad, n_rows);
+    free(x);
+    free(a);
+    free(b);
+}
+
 /* The reference's CPU backend as a device: plain buffers, and the repack buffer type (CPU_REPACK). */
 static ggml_backend_t cpu_backend;
 static ggml_backend_buffer_type_t repack_buft;
@@ -285,18 +371,25 @@ static void check_matmul(struct loom_pool *pool, uint32_t type, int64_t n_out, i
 static void check_matmuls(void)
 {
     struct loom_pool *pool = loom_pool_new(2);
-    const uint32_t types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
-                              LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+    const uint32_t types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,  LOOM_TYPE_Q4_K,
+                              LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,  LOOM_TYPE_Q5_0,
+                              LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
     const int64_t n_toks[] = {1, 2, 7, 21}; /* 21: the repacked 16-row gemm, a 4-row group and gemv rows */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t k = 0; k < sizeof n_toks / sizeof n_toks[0]; k++) {
             check_matmul(pool, types[i], 64, 1024, n_toks[k], 0);
-            if (types[i] == LOOM_TYPE_Q4_K && repack_buft)
+            if ((types[i] == LOOM_TYPE_Q4_K || types[i] == LOOM_TYPE_Q4_0 || types[i] == LOOM_TYPE_IQ4_NL ||
+                 types[i] == LOOM_TYPE_Q2_K) && repack_buft)
                 check_matmul(pool, types[i], 64, 1024, n_toks[k], 1);
         }
     check_matmul(pool, LOOM_TYPE_F16, 36, 320, 5, 0);  /* n_in not a multiple of 64 */
     check_matmul(pool, LOOM_TYPE_F32, 30, 512, 3, 0);  /* n_out % 4 != 0: vec_dot even for prefill */
     check_matmul(pool, LOOM_TYPE_Q4_K, 12, 512, 3, 1); /* n_out % 8 != 0: never repacked */
+    check_matmul(pool, LOOM_TYPE_IQ4_NL, 30, 512, 3, 0); /* tinyBLAS for any n_out */
+    check_matmul(pool, LOOM_TYPE_IQ4_NL, 12, 512, 6, 1); /* n_out % 8 != 0: not repacked */
+    check_matmul(pool, LOOM_TYPE_Q4_0, 12, 512, 6, 1);
+    check_matmul(pool, LOOM_TYPE_IQ4_XS, 12, 512, 9, 0); /* n_out % 8 != 0: no IQ panel */
+    check_matmul(pool, LOOM_TYPE_IQ4_XS, 16, 512, 8, 0); /* the smallest IQ panel batch */
     loom_pool_free(pool);
 }
 
@@ -311,16 +404,25 @@ int main(void)
                                     LOOM_TYPE_BF16};
     for (size_t i = 0; i < sizeof quant_types / sizeof quant_types[0]; i++)
         check_dequant(quant_types[i], 1024, 40);
+    const uint32_t new_types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1, LOOM_TYPE_Q5_0, LOOM_TYPE_Q5_1,
+                                  LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof new_types / sizeof new_types[0]; i++) {
+        check_dequant(new_types[i], 1024, 40);
+        check_dequant_nonfinite(new_types[i], 1024);
+        check_quantize(new_types[i], 1024, 60);
+        check_quantize(new_types[i], 4096, 10);
+    }
 
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
-    const uint32_t dot_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
-                                  LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+    const uint32_t dot_types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,   LOOM_TYPE_Q4_K,
+                                  LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,   LOOM_TYPE_Q5_0,
+                                  LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
     const int64_t lens[] = {256, 1024, 3584};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         loom_error err;
         if (loom_kernels_select(modes[m], &err) != LOOM_OK)
             continue;
-        const uint32_t act_types[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q8_K, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+        const uint32_t act_types[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q8_K, LOOM_TYPE_Q8_1, LOOM_TYPE_F16, LOOM_TYPE_BF16};
         for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)
             for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
                 check_from_float(act_types[i], lens[l]);
@@ -335,6 +437,8 @@ int main(void)
             check_vec_dot(LOOM_TYPE_F16, odd[l], 8);
             check_vec_dot(LOOM_TYPE_BF16, odd[l], 8);
         }
+        check_vec_dot(LOOM_TYPE_IQ4_NL, 96, 8); /* an odd number of blocks: the reference's scalar tail */
+        check_vec_dot(LOOM_TYPE_Q4_0, 96, 8);
     }
     CHECK(init_graph_backend(), "the reference CPU backend must initialize");
     CHECK(repack_buft != NULL, "the reference CPU backend offers the CPU_REPACK buffer type");

@@ -1,0 +1,239 @@
+/* q2_k.c — scalar reference kernels of Q2_K (block layout in kernels_internal.h): dequantization and
+ * weight quantization bit-identical to llama.cpp's ggml-quants.c (dequantize_row_q2_K,
+ * quantize_row_q2_K_ref, the path without an importance matrix), and the Q2_K x Q8_K dot product in the
+ * float order of the reference's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q2_K_q8_K). */
+#include <math.h>
+
+#include "kernels/kernels_internal.h"
+#include "util/fp16.h"
+
+/* Quant of element e (< 256) of a Q2_K/Q3_K 2-bit field: bits 2k, 2k+1 of qs[32h + l], e = 128h + 32k + l. */
+static inline int quant2(const uint8_t qs[64], int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3; }
+
+/* value = (d * sc) * q - dmin * m per sub-block of 16, products rounded separately (no FMA). */
+void loom_q2_k_to_float(const void *src, float *dst, int64_t n)
+{
+    const struct loom_block_q2_k *b = src;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        float d = loom_f16_to_f32(b[i].d), dmin = loom_f16_to_f32(b[i].dmin);
+        for (int e = 0; e < LOOM_QK_K; e++) {
+            uint8_t sc = b[i].scales[e / 16];
+            float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+            float p = dl * (float)quant2(b[i].qs, e);
+            dst[LOOM_QK_K * i + e] = p - ml;
+        }
+    }
+}
+
+/* Fit x[16] ~ scale * L - min with L in [0, 3], weights w = |x| and the absolute error, searching
+ * 16 candidate scales (ggml-quants.c make_qkx2_quants(16, 3, x, w, L, &min, Laux, -0.5, 0.1, 15, true)).
+ * Returns scale, sets *the_min = -min >= 0. Float operations in the reference's order. */
+static float fit_scale_min(const float x[16], const float w[16], uint8_t L[16], float *the_min)
+{
+    const int nmax = 3;
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < 16; i++) {
+        if (x[i] < min)
+            min = x[i];
+        if (x[i] > max)
+            max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0)
+        min = 0;
+    if (max == min) {
+        memset(L, 0, 16);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best_error = 0;
+    for (int i = 0; i < 16; i++) {
+        int l = loom_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
+        float diff = scale * (float)L[i] + min - x[i];
+        best_error += w[i] * fabsf(diff);
+    }
+    for (int is = 0; is <= 15; is++) {
+        uint8_t Laux[16];
+        iscale = (-0.5f + 0.1f * (float)is + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < 16; i++) {
+            int l = loom_nearest_int(iscale * (x[i] - min));
+            l = l < 0 ? 0 : l > nmax ? nmax : l;
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * (float)l;
+            sum_l2 += w[i] * (float)l * (float)l;
+            sum_xl += w[i] * (float)l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(D > 0))
+            continue;
+        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        float cur_error = 0;
+        for (int i = 0; i < 16; i++) {
+            float diff = this_scale * (float)Laux[i] + this_min - x[i];
+            cur_error += w[i] * fabsf(diff);
+        }
+        if (cur_error < best_error) {
+            memcpy(L, Laux, 16);
+            best_error = cur_error;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* Weight quantization (quantize_row_q2_K_ref): fit each sub-block's scale and min, quantize both to
+ * 4 bits against their maxima (d = max_scale / 15, dmin = max_min / 15), then requantize the weights
+ * with the stored scales: q = clamp(nearest((x + dmin*m) / (d*sc)), 0, 3). */
+void loom_q2_k_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_q2_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        const float *x = src + LOOM_QK_K * i;
+        uint8_t L[LOOM_QK_K];
+        float scales[16], mins[16], max_scale = 0, max_min = 0;
+        for (int j = 0; j < 16; j++) {
+            float w[16];
+            for (int l = 0; l < 16; l++)
+                w[l] = fabsf(x[16 * j + l]);
+            scales[j] = fit_scale_min(x + 16 * j, w, L + 16 * j, &mins[j]);
+            if (scales[j] > max_scale)
+                max_scale = scales[j];
+            if (mins[j] > max_min)
+                max_min = mins[j];
+        }
+        memset(b[i].scales, 0, 16);
+        b[i].d = loom_f32_to_f16(0.f);
+        if (max_scale > 0) {
+            float iscale = 15.f / max_scale;
+            for (int j = 0; j < 16; j++)
+                b[i].scales[j] = (uint8_t)loom_nearest_int(iscale * scales[j]);
+            b[i].d = loom_f32_to_f16(max_scale / 15.f);
+        }
+        b[i].dmin = loom_f32_to_f16(0.f);
+        if (max_min > 0) {
+            float iscale = 15.f / max_min;
+            for (int j = 0; j < 16; j++)
+                b[i].scales[j] = (uint8_t)(b[i].scales[j] | (unsigned)loom_nearest_int(iscale * mins[j]) << 4);
+            b[i].dmin = loom_f32_to_f16(max_min / 15.f);
+        }
+        for (int j = 0; j < 16; j++) {
+            float d = loom_f16_to_f32(b[i].d) * (float)(b[i].scales[j] & 15);
+            if (d == 0)
+                continue;
+            float dm = loom_f16_to_f32(b[i].dmin) * (float)(b[i].scales[j] >> 4);
+            for (int l = 0; l < 16; l++) {
+                int q = loom_nearest_int((x[16 * j + l] + dm) / d);
+                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *q = L + 128 * h + l;
+                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+            }
+    }
+}
+
+/* Integer part of one block, in the reference's 8 lanes: lane[l] = sum over the 8 groups g = (h, k) of
+ * sc[8h + 2k + l/4] * sum of q * q8 over elements 128h + 32k + 4l .. +3; mins[l] = m[2l] * bsums[2l] +
+ * m[2l+1] * bsums[2l+1]. Exact in int32. */
+static void block_sums(const struct loom_block_q2_k *x, const struct loom_block_q8_k *y, int32_t lane[8],
+                       int32_t mins[8])
+{
+    for (int l = 0; l < 8; l++) {
+        lane[l] = 0;
+        mins[l] = (x->scales[2 * l] >> 4) * y->bsums[2 * l] + (x->scales[2 * l + 1] >> 4) * y->bsums[2 * l + 1];
+    }
+    for (int g = 0; g < 8; g++)
+        for (int l = 0; l < 8; l++) {
+            int base = 32 * g + 4 * l, sum = 0; /* 128h + 32k = 32g */
+            for (int e = base; e < base + 4; e++)
+                sum += quant2(x->qs, e) * y->qs[e];
+            lane[l] += (x->scales[(32 * g + 16 * (l / 4)) / 16] & 15) * sum;
+        }
+}
+
+/* *s = sum of W[i] * A[i]. Order (AVX2 ggml_vec_dot_q2_K_q8_K): per block, acc[l] = fma(-d_a * dmin,
+ * mins[l], acc[l]) then acc[l] = fma(d_a * d, lane[l], acc[l]); *s = hsum_float_8(acc). */
+void loom_q2_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q2_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        int32_t lane[8], mins[8];
+        block_sums(&x[i], &y[i], lane, mins);
+        float d = y[i].d * loom_f16_to_f32(x[i].d), dmin = -y[i].d * loom_f16_to_f32(x[i].dmin);
+        for (int l = 0; l < 8; l++) {
+            acc[l] = fmaf(dmin, (float)mins[l], acc[l]);
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
+        }
+    }
+    *s = loom_hsum8(acc);
+}
+
+/* Exact integer sums of one half h (elements 128h .. 128h+127) of a block: *isum = sum of sc * q * q8,
+ * *imin = sum over its 8 sub-blocks of m * bsums. */
+static void half_sums(const struct loom_block_q2_k *x, const struct loom_block_q8_k *y, int h, int32_t *isum,
+                      int32_t *imin)
+{
+    *isum = *imin = 0;
+    for (int sb = 8 * h; sb < 8 * h + 8; sb++) {
+        int32_t sum = 0;
+        for (int e = 16 * sb; e < 16 * sb + 16; e++)
+            sum += quant2(x->qs, e) * y->qs[e];
+        *isum += (x->scales[sb] & 15) * sum;
+        *imin += (x->scales[sb] >> 4) * y->bsums[sb];
+    }
+}
+
+/* The order of the reference's repacked Q2_K gemv (repack.cpp ggml_gemv_q2_K_8x8_q8_K; AVX-512 builds
+ * repack Q2_K weights with n_out % 8 == 0): per block acc = fma(isum, d * d_a, acc) and accm = fma(imin,
+ * dmin * d_a, accm) with whole-block integer sums; *s = acc - accm. */
+void loom_q2_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q2_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        int32_t isum = 0, imin = 0;
+        for (int h = 0; h < 2; h++) {
+            int32_t hs, hm;
+            half_sums(&x[i], &y[i], h, &hs, &hm);
+            isum += hs;
+            imin += hm;
+        }
+        acc = fmaf((float)isum, loom_f16_to_f32(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)imin, loom_f16_to_f32(x[i].dmin) * y[i].d, accm);
+    }
+    *s = acc - accm;
+}
+
+/* The repacked gemm order (ggml_gemm_q2_K_8x8_q8_K, activation rows in groups of 4): as the gemv, but
+ * one fma pair per half block of 128. */
+void loom_q2_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct loom_block_q2_k *x = w;
+    const struct loom_block_q8_k *y = a;
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        float d = loom_f16_to_f32(x[i].d) * y[i].d, dmin = loom_f16_to_f32(x[i].dmin) * y[i].d;
+        for (int h = 0; h < 2; h++) {
+            int32_t isum, imin;
+            half_sums(&x[i], &y[i], h, &isum, &imin);
+            acc = fmaf((float)isum, d, acc);
+            accm = fmaf((float)imin, dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}

@@ -1,0 +1,420 @@
+/* quantize.c — model quantization: llama.cpp's per-tensor type recipes (llama-quant.cpp
+ * llama_tensor_get_type, without an importance matrix) and the conversion of a GGUF file, tensor by
+ * tensor, through the atomic GGUF writer with each type's reference-path weight quantizer. */
+#include "model/quantize.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/types.h"
+#include "util/error.h"
+
+const struct loom_quant_recipe loom_quant_recipes[] = {
+    {"Q8_0", 7, LOOM_TYPE_Q8_0},     {"Q6_K", 18, LOOM_TYPE_Q6_K},   {"Q5_K_M", 17, LOOM_TYPE_Q5_K},
+    {"Q5_K_S", 16, LOOM_TYPE_Q5_K}, {"Q4_K_M", 15, LOOM_TYPE_Q4_K}, {"Q4_K_S", 14, LOOM_TYPE_Q4_K},
+    {"Q4_0", 2, LOOM_TYPE_Q4_0},     {"IQ4_XS", 30, LOOM_TYPE_IQ4_XS}, {0, 0, 0},
+};
+
+/* llama_ftype numbers the rules below test */
+enum { FT_Q8_0 = 7, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_XS = 30 };
+
+const struct loom_quant_recipe *loom_quant_find_recipe(const char *name)
+{
+    for (const struct loom_quant_recipe *r = loom_quant_recipes; name && r->name; r++)
+        if (!strcmp(r->name, name))
+            return r;
+    return 0;
+}
+
+/* The reference's broad tensor categories (llama-quant.cpp tensor_get_category). */
+enum quant_category { CAT_OTHER, CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_V_LIKE, CAT_ATTN_K, CAT_ATTN_Q,
+                      CAT_ATTN_OUTPUT, CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN };
+
+static enum quant_category quant_category(const char *name)
+{
+    if (!strcmp(name, "output.weight"))
+        return CAT_OUTPUT;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight"))
+        return CAT_TOKEN_EMBD;
+    /* attn_qkv and attn_kv_b are ruled as attn_v (category_is_attn_v) */
+    if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight"))
+        return CAT_ATTN_V_LIKE;
+    static const struct {
+        const char *needle;
+        enum quant_category cat;
+    } rules[] = {{"attn_k.weight", CAT_ATTN_K},           {"attn_q.weight", CAT_ATTN_Q},
+                 {"attn_output.weight", CAT_ATTN_OUTPUT}, {"ffn_up", CAT_FFN_UP},
+                 {"ffn_gate", CAT_FFN_GATE},              {"ffn_down", CAT_FFN_DOWN}};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strstr(name, rules[i].needle))
+            return rules[i].cat;
+    return CAT_OTHER;
+}
+
+/* ggml_n_dims: 1 + the index of the last dimension larger than 1. */
+static uint32_t quant_n_dims(const struct loom_quant_tensor *t)
+{
+    uint32_t n = 1;
+    for (uint32_t i = 1; i < t->n_dims && i < LOOM_GGUF_MAX_DIMS; i++)
+        if (t->ne[i] > 1)
+            n = i + 1;
+    return n;
+}
+
+/* llama-quant.cpp tensor_allows_quantization with the default parameters: matrices whose name ends in
+ * "weight", except norms, conv1d, routing and the small or positional tables it lists. */
+static int quant_allowed(const struct loom_quant_tensor *t)
+{
+    static const char *const never[] = {
+        "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
+        "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
+        "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight",
+        "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight",
+        "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight", "time_mix_g1.weight",
+        "time_mix_g2.weight", "time_mix_decay_w1.weight", "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight", "attn_rel_b.weight", ".position_embd", "sam.pos_embd", "sam.neck.",
+        "sam.net_", ".rel_pos", ".patch_embd", ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+    };
+    size_t len = strlen(t->name);
+    if (quant_n_dims(t) < 2 || len < 6 || strcmp(t->name + len - 6, "weight"))
+        return 0;
+    if (!strcmp(t->name, "position_embd.weight") || !strcmp(t->name, "token_types.weight"))
+        return 0;
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (strstr(t->name, never[i]))
+            return 0;
+    return 1;
+}
+
+/* The reference's use_more_bits: the first and last eighth of the layers and every third in between. */
+static int quant_more_bits(int i, int n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* Counters the rules advance in the reference's tensor order. */
+struct quant_state {
+    int n_attn_v, i_attn_v, n_ffn_down, i_ffn_down, tied, gqa;
+};
+
+/* llama_tensor_get_type_impl restricted to loom's recipes on a dense model that is not Falcon. */
+static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor *t, enum quant_category cat,
+                           uint32_t ftype, uint32_t type)
+{
+    if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
+        const struct loom_type_traits *tr = loom_type_traits(type);
+        if (t->ne[0] % (uint64_t)tr->block_size)
+            return LOOM_TYPE_Q8_0;
+        return type == LOOM_TYPE_Q8_0 ? type : LOOM_TYPE_Q6_K;
+    }
+    if (cat == CAT_ATTN_V_LIKE) {
+        if (ftype == FT_IQ4_XS && s->gqa >= 4)
+            type = LOOM_TYPE_Q5_K;
+        else if ((ftype == FT_Q4_K_M || ftype == FT_Q5_K_M) && quant_more_bits(s->i_attn_v, s->n_attn_v))
+            type = LOOM_TYPE_Q6_K;
+        else if (ftype == FT_Q4_K_S && s->i_attn_v < 4)
+            type = LOOM_TYPE_Q5_K;
+        s->i_attn_v++;
+    } else if (cat == CAT_FFN_DOWN) {
+        int i = s->i_ffn_down, n = s->n_ffn_down;
+        if (ftype == FT_Q4_K_M) {
+            if (quant_more_bits(i, n))
+                type = LOOM_TYPE_Q6_K;
+        } else if (i < n / 8 && ftype == FT_IQ4_XS) {
+            type = LOOM_TYPE_Q5_K;
+        } else if (ftype == FT_Q5_K_M && quant_more_bits(i, n)) {
+            type = LOOM_TYPE_Q6_K;
+        } else if (ftype == FT_Q4_K_S && i < n / 8) {
+            type = LOOM_TYPE_Q5_K;
+        }
+        s->i_ffn_down++;
+    }
+    return type;
+}
+
+/* The reference's tensor order (llama_model_loader weight_name_comparer): by the N of "blk.N." (-1 for
+ * other names), then by name. */
+static int quant_layer(const char *name)
+{
+    int layer = -1;
+    if (sscanf(name, "blk.%d.", &layer) != 1)
+        layer = -1;
+    return layer;
+}
+
+struct quant_order {
+    int layer;
+    const char *name;
+    size_t index;
+};
+
+static int quant_order_cmp(const void *a, const void *b)
+{
+    const struct quant_order *x = a, *y = b;
+    return x->layer != y->layer ? (x->layer < y->layer ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+static int quant_is_float(uint32_t type)
+{
+    return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16;
+}
+
+/* The type of tensor t under recipe r, or an error naming it. */
+static int quant_choose_one(struct quant_state *s, const struct loom_quant_tensor *t,
+                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err)
+{
+    if (!quant_allowed(t)) {
+        *out = t->type;
+        return LOOM_OK;
+    }
+    uint32_t type = quant_rule(s, t, quant_category(t->name), r->ftype, r->default_type);
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    if (t->ne[0] % (uint64_t)tr->block_size)
+        return loom_errorf(err, LOOM_E_ARG,
+                           "tensor '%s': row length %" PRIu64 " is not a multiple of %s's block size %" PRId64
+                           " (loom does not pad or fall back to another type)",
+                           t->name, t->ne[0], tr->name, tr->block_size);
+    if (type != t->type && !quant_is_float(t->type)) {
+        const struct loom_type_traits *src = loom_type_traits(t->type);
+        return loom_errorf(err, LOOM_E_ARG, "tensor '%s': source type %s, expected F32, F16 or BF16 (no requantizing)",
+                           t->name, src ? src->name : "unknown");
+    }
+    *out = type;
+    return LOOM_OK;
+}
+
+int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
+                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err)
+{
+    if (!m || !r || (n && (!t || !out)))
+        return loom_errorf(err, LOOM_E_ARG, "quantize: missing model, tensors, recipe or output");
+    if (m->n_expert > 1)
+        return loom_errorf(err, LOOM_E_ARG, "expert_count %u: loom's recipes cover dense models only (expected <= 1)",
+                           m->n_expert);
+    struct quant_state s = {.n_ffn_down = (int)m->n_layer, .tied = 1,
+                            .gqa = m->n_head_kv ? (int)(m->n_head / m->n_head_kv) : 0};
+    struct quant_order *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor indices", n);
+    for (size_t i = 0; i < n; i++) {
+        order[i] = (struct quant_order){quant_layer(t[i].name), t[i].name, i};
+        s.n_attn_v += quant_category(t[i].name) == CAT_ATTN_V_LIKE;
+        s.tied &= quant_category(t[i].name) != CAT_OUTPUT;
+    }
+    qsort(order, n, sizeof *order, quant_order_cmp);
+    int rc = LOOM_OK;
+    for (size_t k = 0; k < n && rc == LOOM_OK; k++)
+        rc = quant_choose_one(&s, &t[order[k].index], r, &out[order[k].index], err);
+    free(order);
+    return rc;
+}
+
+/* ---- file conversion ------------------------------------------------------------------------------ */
+
+/* A u32 hyper-parameter "<arch>.<key>" (scalar, or the first element of a per-layer array); *out is left
+ * untouched when the key is missing. */
+static int quant_hparam(const struct loom_gguf *g, const char *arch, const char *key, uint32_t *out,
+                        loom_error *err)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, full);
+    if (!kv)
+        return LOOM_OK;
+    if (kv->type == LOOM_GGUF_ARRAY && (kv->arr_type == LOOM_GGUF_UINT32 || kv->arr_type == LOOM_GGUF_INT32)) {
+        if (kv->arr_n == 0)
+            return loom_errorf(err, LOOM_E_FORMAT, "key '%s': empty array, expected one value per layer", full);
+        memcpy(out, kv->data, 4);
+        return LOOM_OK;
+    }
+    return loom_gguf_get_u32(g, full, 0, out, err);
+}
+
+static int quant_model_info(const struct loom_gguf *g, struct loom_quant_model *m, loom_error *err)
+{
+    struct loom_gguf_str a;
+    char arch[128];
+    int rc = loom_gguf_get_str(g, "general.architecture", 0, &a, err);
+    if (rc)
+        return rc;
+    if (a.len >= sizeof arch)
+        return loom_errorf(err, LOOM_E_FORMAT, "key 'general.architecture': %" PRIu64 " bytes, expected < %zu",
+                           a.len, sizeof arch);
+    memcpy(arch, a.ptr, (size_t)a.len);
+    arch[a.len] = 0;
+    char key[160];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    *m = (struct loom_quant_model){0};
+    rc = loom_gguf_get_u32(g, key, 0, &m->n_layer, err);
+    if (!rc)
+        rc = quant_hparam(g, arch, "attention.head_count", &m->n_head, err);
+    m->n_head_kv = m->n_head; /* the reference's default */
+    if (!rc)
+        rc = quant_hparam(g, arch, "attention.head_count_kv", &m->n_head_kv, err);
+    if (!rc)
+        rc = quant_hparam(g, arch, "expert_count", &m->n_expert, err);
+    return rc;
+}
+
+/* Keys llama_model_quantize drops (split info) or rewrites at the end (file type, quantization version). */
+static int quant_key_replaced(const struct loom_gguf_str k)
+{
+    static const char *const keys[] = {"general.quantization_version", "general.file_type", "split.no",
+                                       "split.count", "split.tensors.count"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (loom_gguf_str_eq(k, keys[i]))
+            return 1;
+    return 0;
+}
+
+struct quant_job {
+    const struct loom_gguf *in;
+    const uint32_t *types;
+    struct loom_pool *pool;
+    float *rows; /* one row of floats per pool thread */
+    int64_t row_cap;
+    loom_quant_progress_fn progress;
+    void *progress_ctx;
+    uint64_t done, total;
+    /* the tensor being quantized */
+    const struct loom_gguf_tensor *t;
+    uint8_t *dst;
+    size_t src_row, dst_row;
+};
+
+/* Rows [begin, end) of the current tensor: widen to F32 (exactly), then the target type's quantizer. */
+static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct quant_job *j = ctx;
+    int64_t n = (int64_t)j->t->ne[0];
+    float *row = j->rows + (int64_t)thread * j->row_cap;
+    const struct loom_type_traits *src = loom_type_traits(j->t->type), *dst = loom_type_traits(j->types[j->t - j->in->tensors]);
+    for (int64_t r = begin; r < end; r++) {
+        const uint8_t *s = (const uint8_t *)j->t->data + (size_t)r * j->src_row;
+        if (j->t->type == LOOM_TYPE_F32)
+            memcpy(row, s, (size_t)n * sizeof(float));
+        else
+            src->to_float(s, row, n);
+        dst->quantize(row, j->dst + (size_t)r * j->dst_row, n);
+    }
+}
+
+static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    struct quant_job *j = ctx;
+    const struct loom_gguf_tensor *t = &j->in->tensors[index];
+    if (j->progress)
+        j->progress(j->progress_ctx, index, j->in->n_tensors, j->done, j->total, t->name.ptr);
+    j->done += nbytes;
+    if (j->types[index] == t->type) {
+        memcpy(buf, t->data, (size_t)nbytes);
+        return LOOM_OK;
+    }
+    uint64_t n_rows = t->nbytes / loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
+    j->t = t;
+    j->dst = buf;
+    j->src_row = loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
+    j->dst_row = loom_type_row_bytes(j->types[index], (int64_t)t->ne[0]);
+    if (j->dst_row * n_rows != nbytes)
+        return loom_errorf(err, LOOM_E_INTERNAL, "tensor '%.*s': %" PRIu64 " rows of %zu bytes, writer expects %" PRIu64,
+                           (int)t->name.len, t->name.ptr, n_rows, j->dst_row, nbytes);
+    loom_pool_parallel_for(j->pool, (int64_t)n_rows, 1, quant_rows, j);
+    return LOOM_OK;
+}
+
+/* Tensor descriptors (NUL-terminated names) of a reader. names holds the strings. */
+static int quant_describe(const struct loom_gguf *in, struct loom_quant_tensor *d, char **names, loom_error *err)
+{
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < in->n_tensors; i++)
+        bytes += (size_t)in->tensors[i].name.len + 1;
+    char *p = *names = malloc(bytes ? bytes : 1);
+    if (!p)
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for tensor names");
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const struct loom_gguf_tensor *t = &in->tensors[i];
+        memcpy(p, t->name.ptr, (size_t)t->name.len);
+        p[t->name.len] = 0;
+        d[i] = (struct loom_quant_tensor){p, t->n_dims, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, t->type};
+        p += t->name.len + 1;
+    }
+    return LOOM_OK;
+}
+
+/* Writer with the input's metadata and the chosen tensor types; checks every conversion has a quantizer. */
+static int quant_build_writer(const struct loom_gguf *in, const struct loom_quant_tensor *d, const uint32_t *types,
+                              const struct loom_quant_recipe *r, struct loom_gguf_writer *w, int64_t *max_row,
+                              loom_error *err)
+{
+    int rc = LOOM_OK;
+    for (uint64_t i = 0; i < in->n_kv && !rc; i++)
+        if (!quant_key_replaced(in->kv[i].key))
+            rc = loom_gguf_writer_copy_kv(w, &in->kv[i]);
+    if (!rc)
+        rc = loom_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (!rc)
+        rc = loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
+    if (rc)
+        return loom_errorf(err, rc, "copying metadata to the output writer");
+    *max_row = 1;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const struct loom_type_traits *tr = loom_type_traits(types[i]);
+        if (types[i] != d[i].type) {
+            if (!tr->quantize)
+                return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer yet (recipe %s)", d[i].name,
+                                   tr->name, r->name);
+            *max_row = (int64_t)d[i].ne[0] > *max_row ? (int64_t)d[i].ne[0] : *max_row;
+        }
+        if (loom_gguf_writer_add_tensor(w, d[i].name, types[i], d[i].n_dims, d[i].ne))
+            return loom_errorf(err, LOOM_E_ARG, "tensor '%s': the writer refused type %s with row length %" PRIu64,
+                               d[i].name, tr->name, d[i].ne[0]);
+    }
+    return LOOM_OK;
+}
+
+int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
+                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_error *err)
+{
+    if (!in || !r || !out_path)
+        return loom_errorf(err, LOOM_E_ARG, "quantize: missing input, recipe or output path");
+    struct loom_quant_model m;
+    int rc = quant_model_info(in, &m, err);
+    if (rc)
+        return rc;
+    size_t n = (size_t)in->n_tensors;
+    struct loom_quant_tensor *d = malloc((n ? n : 1) * sizeof *d);
+    uint32_t *types = malloc((n ? n : 1) * sizeof *types);
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    char *names = 0;
+    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx};
+    if (!d || !types || !w)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);
+    if (!rc)
+        rc = quant_describe(in, d, &names, err);
+    if (!rc)
+        rc = loom_quant_choose_types(&m, d, n, r, types, err);
+    if (!rc)
+        rc = quant_build_writer(in, d, types, r, w, &job.row_cap, err);
+    if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /
+                         loom_type_row_bytes(d[i].type, (int64_t)d[i].ne[0]));
+        int n_threads = pool ? loom_pool_n_threads(pool) : 1;
+        job.rows = malloc((size_t)job.row_cap * (size_t)n_threads * sizeof(float));
+        if (!job.rows)
+            rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %d rows of %" PRId64 " floats", n_threads,
+                             job.row_cap);
+    }
+    if (!rc)
+        rc = loom_gguf_writer_write(w, out_path, quant_fill, &job, err);
+    if (!rc && progress)
+        progress(progress_ctx, n, n, job.total, job.total, "");
+    free(job.rows);
+    free(names);
+    loom_gguf_writer_free(w);
+    free(types);
+    free(d);
+    return rc;
+}

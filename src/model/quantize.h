@@ -1,0 +1,64 @@
+/* quantize.h — model quantization (`loom quantize`): llama.cpp's per-tensor type recipes (Q8_0, Q6_K,
+ * Q5_K_M/S, Q4_K_M/S, Q4_0, IQ4_XS, without an importance matrix) and the file conversion, which writes
+ * tensor data bytewise identical to the reference's llama_model_quantize through the atomic GGUF writer. */
+#ifndef LOOM_MODEL_QUANTIZE_H
+#define LOOM_MODEL_QUANTIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "loom.h"
+#include "runtime/pool.h"
+
+/* A recipe: its name, the llama_ftype number stored in general.file_type, and the default tensor type. */
+struct loom_quant_recipe {
+    const char *name;      /* "Q4_K_M" */
+    uint32_t ftype;        /* llama.h LLAMA_FTYPE_MOSTLY_* */
+    uint32_t default_type; /* enum loom_type of most matrices */
+};
+
+/* The recipe called name (case-sensitive, e.g. "Q4_K_M"), or NULL. */
+const struct loom_quant_recipe *loom_quant_find_recipe(const char *name);
+/* The recipes, NULL-name terminated (for usage messages). */
+extern const struct loom_quant_recipe loom_quant_recipes[];
+
+/* What the type choice needs of the model: block count, the head counts of layer 0 (their ratio is the
+ * reference's n_gqa) and the expert count. */
+struct loom_quant_model {
+    uint32_t n_layer, n_head, n_head_kv, n_expert;
+};
+
+/* What the type choice needs of a tensor. */
+struct loom_quant_tensor {
+    const char *name; /* NUL-terminated */
+    uint32_t n_dims;
+    uint64_t ne[LOOM_GGUF_MAX_DIMS];
+    uint32_t type;    /* current type */
+};
+
+/* Choose out[i], the stored type of each of the n tensors, as llama.cpp's llama_tensor_get_type does
+ * (llama-quant.cpp, no imatrix, no overrides): tensors it does not quantize (fewer than 2 dims, names not
+ * ending in "weight", norms, ssm_conv1d) keep their type; the token embedding of a model without
+ * output.weight is treated as the output; attn_v/attn_qkv and ffn_down counters advance in the
+ * reference's tensor order (layer number, then name). Errors (LOOM_E_ARG, naming the tensor): a chosen
+ * type whose block size does not divide the row length (loom rejects where the reference falls back to
+ * another type), a quantized source tensor, a mixture-of-experts model (recipes not implemented). */
+int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
+                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err);
+
+/* Progress: called before each tensor with its index, the tensor count, output bytes done and total. */
+typedef void (*loom_quant_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
+                                       uint64_t total_bytes, const char *name);
+
+/* Quantize the GGUF `in` (F32/F16/BF16 source tensors) with recipe r into out_path: metadata copied
+ * verbatim in order, except general.quantization_version (2) and general.file_type (r->ftype), which are
+ * appended last as the reference does, and split.* keys, which are dropped; tensors in the input's order,
+ * 32-byte aligned. The file appears atomically (temporary file, fsync, rename) and nothing is left behind
+ * on failure. Rows are quantized in parallel over pool (may be NULL: the caller's thread); the bytes do
+ * not depend on the thread count. Errors: as loom_quant_choose_types; LOOM_E_ARG when a chosen type has
+ * no quantizer yet or the model lacks <arch>.block_count; LOOM_E_IO, LOOM_E_NOMEM. */
+int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
+                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_error *err);
+
+#endif
