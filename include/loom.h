@@ -51,9 +51,20 @@ int loom_model_token_sampleable(const loom_model *model, int32_t tok);
 /* Nonzero when `tok` is in the end-of-generation set. */
 int loom_model_token_is_eog(const loom_model *model, int32_t tok);
 
+/* Float order of a session's evaluation. CANONICAL (the default): every token row is computed in one
+ * fixed order, each kernel's single-token (decode) order, however the tokens are split into requests
+ * and chunks, so logits and state are bitwise partition invariant and equal to token-by-token
+ * evaluation (and to the reference engine fed token by token). REFERENCE_BATCH: mirror llama.cpp's
+ * ubatch-dependent kernel choice (batched orders for chunks of >= 2 tokens, ubatch 512), bitwise equal
+ * to the reference's batched logits; results then depend on how a prompt is chunked. */
+enum loom_numerics { LOOM_NUMERICS_CANONICAL = 0, LOOM_NUMERICS_REFERENCE_BATCH = 1 };
+
 typedef struct loom_session_params {
     int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096) */
     int n_threads; /* worker threads; 0 = number of online CPUs */
+    enum loom_numerics numerics; /* 0 = LOOM_NUMERICS_CANONICAL */
+    int checkpoint_every;        /* also checkpoint when a request crosses a multiple of this many positions; 0 = off */
+    uint64_t checkpoint_budget;  /* bytes all checkpoints may hold; 0 = 4 checkpoints' worth */
 } loom_session_params;
 
 loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err);
@@ -68,9 +79,69 @@ enum loom_logits_mode { LOOM_LOGITS_LAST = 0, LOOM_LOGITS_ALL = 1 };
 /* Evaluate tokens[n_tokens] at positions pos..pos+n_tokens-1 as one batch (prefill) or one token
  * (decode). logits: LOOM_LOGITS_ALL writes [n_tokens][n_logits], LOOM_LOGITS_LAST writes [n_logits]
  * for the last token; may be NULL. Returns LOOM_OK, or LOOM_E_RANGE past the context, LOOM_E_ARG
- * for a token id outside the embedding rows. */
+ * for a token id outside the embedding rows, LOOM_E_NOMEM when the all-token staging cannot grow,
+ * LOOM_E_INTERNAL for non-finite results. All or nothing: the request runs on private state and
+ * publishes the state owners, the position and the logits together; on any error neither the
+ * session's public state nor the caller's logits buffer changes. */
 int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens, float *logits,
                       enum loom_logits_mode mode, loom_error *err);
+
+/* Positions the session's KV cache holds (the context length it was created with). */
+int loom_session_n_ctx(const loom_session *session);
+/* Bytes of one sequence's public state at the session's context length: the recurrent layers' conv
+ * state and recurrent matrices plus n_ctx positions of K and V rows in the attention layers. Equals
+ * loom_qwen35_recurrent_state_bytes + n_ctx * loom_qwen35_kv_bytes_per_token (what `loom inspect`
+ * prints). */
+uint64_t loom_session_state_bytes(const loom_session *session);
+/* XXH3-64 digest of all public state of the sequence: the position, every state owner (conv state,
+ * recurrent matrices, the K/V rows of positions < pos) and the last logits row (or their absence). Two
+ * sessions of the same model have equal digests iff (up to hash collisions) they would continue
+ * identically. */
+uint64_t loom_session_digest(const loom_session *session);
+/* The logits row of the last evaluated token ([n_logits]), or NULL when the session is empty (new or
+ * reset). Valid until the next call that changes the session. */
+const float *loom_session_last_logits(const loom_session *session);
+
+/* The token history: writes the ids at positions 0..pos-1 (at most cap) to out; returns pos. */
+int loom_session_tokens(const loom_session *session, int32_t *out, int cap);
+
+/* Checkpoints. The recurrent state cannot be un-updated, so a session keeps snapshots of it (the conv state
+ * and recurrent matrices; KV rows below a checkpoint's position stay in the cache) at the end of every
+ * request of more than one token (a prompt), when a request crosses a multiple of checkpoint_every, and
+ * when asked here; within checkpoint_budget bytes, the oldest evicted first. Returns LOOM_OK, or
+ * LOOM_E_NOMEM when the budget holds no checkpoint or allocation fails (state unchanged either way). */
+int loom_session_checkpoint(loom_session *session, loom_error *err);
+/* Number of checkpoints held. */
+int loom_session_n_checkpoints(const loom_session *session);
+
+/* Rewind to position pos (1 <= pos <= current position): restores the nearest checkpoint at or before
+ * pos - 1 (or the empty state) and re-evaluates the history from there to pos, so at least one token is
+ * evaluated and the logits are fresh (never reused). logits: [n_logits] of the token at pos - 1, may be
+ * NULL. pos 0 is loom_session_reset. Errors as loom_session_eval; LOOM_E_ARG for pos out of range. */
+int loom_session_rewind(loom_session *session, int pos, float *logits, loom_error *err);
+
+/* Prompt cache: make the session's sequence tokens[n] (n >= 1) reusing the longest common prefix with its
+ * current history: restores the nearest checkpoint at or before that prefix (and before n) and evaluates
+ * the rest, at least one token. logits: [n_logits] of the last token, may be NULL. Returns the number of
+ * tokens reused (>= 0), or a negative code as loom_session_eval. */
+int loom_session_prefill_cached(loom_session *session, const int32_t *tokens, int n, float *logits,
+                                loom_error *err);
+
+/* Save the sequence's public state (position, token history, every state owner, last logits) with the
+ * model's identity digest to path: written to a temporary file in the same directory, fsynced, renamed
+ * over path. Returns LOOM_OK or LOOM_E_IO / LOOM_E_NOMEM. */
+int loom_session_save(const loom_session *session, const char *path, loom_error *err);
+/* Replace the session's sequence with the one saved in path. Refuses (LOOM_E_FORMAT, session unchanged) a
+ * file that is not a loom state file, is damaged (checksum), was saved from another model, or does not fit
+ * the session's context. Checkpoints are dropped. */
+int loom_session_restore(loom_session *session, const char *path, loom_error *err);
+
+/* One decode step for n sequences of the same model at once: tokens[i] is evaluated as the next token of
+ * sessions[i] (distinct sessions, CANONICAL numerics, n at most 512), sharing every weight load. Each
+ * sequence's logits and state are bitwise what a solo loom_session_eval of that token gives. logits:
+ * [n][n_logits] or NULL. All or nothing: on error no session changes. */
+int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, int n, float *logits,
+                         loom_error *err);
 
 /* Tokenize UTF-8 text with the model's tokenizer. parse_special: nonzero lets spellings of special
  * tokens in `text` become special ids (only for trusted, template-authored text). Writes at most cap

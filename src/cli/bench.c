@@ -1,11 +1,674 @@
-/* bench.c — `loom bench` (not yet implemented). */
+/* bench.c — `loom bench`: prefill (ppN) and decode (tgN) speed of a model in tokens/s, with repetitions and
+ * spread, in a table shaped like llama-bench's; --ref runs the reference engine (loaded at run time, see
+ * refengine.h) on the same file in the same process, alternating A/B/B/A, and prints loom/ref ratios; --mem
+ * measures the machine's streaming read bandwidth and FP32 FMA peak, the rooflines the figures are set against. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "cli/bench_mem.h"
 #include "cli/cli.h"
+#include "cli/refengine.h"
+#include "loom.h"
+#include "model/model.h"
+#include "runtime/pool.h"
+#include "runtime/session.h"
+#include "util/error.h"
+
+#define BENCH_MAX_REPS 100
+#define BENCH_MEM_BYTES ((size_t)1 << 30)  /* the streaming-read buffer */
+#define BENCH_MEM_CHUNK ((size_t)2 << 20)  /* bytes per parallel_for item */
+#define BENCH_MEM_SECONDS 2.0              /* time spent on read passes */
+#define BENCH_MEM_MAX_PASSES 400
+#define BENCH_FMA_ITERS 1000000            /* FMA steps per parallel_for item */
+#define BENCH_TG_WARMUP 4                  /* decoded tokens in a warm-up run */
+
+enum { TEST_PP = 0, TEST_TG = 1 };
+
+struct bench_opts {
+    const char *model; /* -m */
+    int n_prompt;      /* -p: prompt tokens of the prefill test, 0 = no prefill test */
+    int n_gen;         /* -n: tokens of the decode test, 0 = no decode test */
+    int n_threads;     /* -t */
+    int reps;          /* -r */
+    int ref;           /* --ref */
+    int mem;           /* --mem */
+};
+
+/* The machine's rooflines (--mem); zero when not measured. */
+struct bench_machine {
+    const char *isa;
+    double read_best, read_median; /* GB/s */
+    double fma_peak;               /* GFLOP/s, FP32 */
+};
+
+/* Work figures of the model file, from its tensor table. */
+struct bench_work {
+    char name[48];
+    uint64_t file_bytes;      /* size of the file */
+    uint64_t size, params;    /* bytes and elements of all tensors (llama-bench's "size" and "params") */
+    uint64_t decode_bytes;    /* weight bytes read per decoded token: all but the embedding table (one row of
+                               * it), which is read whole when it doubles as the output head */
+    uint64_t body_params;     /* weights every token passes through (all but the embedding and the head) */
+    uint64_t head_params;     /* output head: applied to the last token of a batch only */
+};
+
+/* One engine under test: loom (ls set) or the reference (ref set). */
+struct bench_engine {
+    const char *name;
+    loom_session *ls;
+    float *logits; /* [n_logits] loom's last-token logits */
+    const struct loom_ref *ref;
+    struct loom_ref_context *rc;
+    uint64_t size, params;               /* as the engine reports them */
+    double rate[2][BENCH_MAX_REPS];      /* tokens/s per test and repetition */
+    int n_runs[2];
+};
+
+static const char BENCH_USAGE[] =
+    "usage: loom bench -m FILE [-p 512] [-n 128] [-t N] [-r REPS] [--ref] [--mem]\n"
+    "       loom bench --mem [-t N]\n"
+    "  -m FILE   GGUF model\n"
+    "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
+    "  -n N      tokens of the decode test tgN, 0 = none (default 128)\n"
+    "  -t N      threads (default: all online CPUs)\n"
+    "  -r REPS   repetitions of each test (default 5)\n"
+    "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default ~/.cache/loom/ref)\n"
+    "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
+    "  --mem     measure streaming read bandwidth (1 GiB buffer) and FP32 FMA peak with N threads\n"
+    "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";
+
+static double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- options ---------------------------------------------------------------------------------------- */
+
+static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found '%s'\n", opt, lo, hi, s ? s : "");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (struct bench_opts){.n_prompt = 512, .n_gen = 128, .n_threads = cpus > 0 ? (int)cpus : 1, .reps = 5};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(a, "--ref") || !strcmp(a, "--mem")) {
+            *(a[2] == 'r' ? &o->ref : &o->mem) = 1;
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(BENCH_USAGE, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "-m") && v)
+            o->model = v;
+        else if (!strcmp(a, "-p"))
+            rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_prompt);
+        else if (!strcmp(a, "-n"))
+            rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_gen);
+        else if (!strcmp(a, "-t"))
+            rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
+        else if (!strcmp(a, "-r"))
+            rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
+        else {
+            fprintf(stderr, "loom bench: unknown option or missing value: '%s'\n%s", a, BENCH_USAGE);
+            return -1;
+        }
+        if (rc)
+            return -1;
+        i++;
+    }
+    if (!o->model && !o->mem) {
+        fprintf(stderr, "loom bench: give a model with -m FILE, or --mem\n%s", BENCH_USAGE);
+        return -1;
+    }
+    if (o->model && o->n_prompt == 0 && o->n_gen == 0) {
+        fprintf(stderr, "loom bench: -p and -n are both 0: nothing to measure\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- small statistics ------------------------------------------------------------------------------- */
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[n] (n >= 1); sorts v. */
+static double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double bench_mean(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    return s / n;
+}
+
+/* Sample standard deviation (n - 1 in the denominator; 0 for one value). */
+static double bench_stddev(const double *v, int n)
+{
+    if (n < 2)
+        return 0;
+    double m = bench_mean(v, n), s = 0;
+    for (int i = 0; i < n; i++)
+        s += (v[i] - m) * (v[i] - m);
+    return sqrt(s / (n - 1));
+}
+
+/* The 1-minute load average from /proc/loadavg, or -1. */
+static double bench_load_average(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+/* Peak resident set size of the process so far, in bytes. */
+static double bench_peak_rss(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? 1024.0 * (double)ru.ru_maxrss : 0;
+}
+
+/* ---- --mem: streaming read bandwidth and FMA peak ----------------------------------------------------- */
+
+typedef uint64_t (*bench_read_fn)(const void *buf, size_t bytes);
+
+/* Portable streaming read for CPUs without AVX2. */
+static uint64_t bench_read_scalar(const void *buf, size_t bytes)
+{
+    const uint64_t *p = buf;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t i = 0, n = bytes / 8; i < n; i += 4) {
+        a0 ^= p[i];
+        a1 ^= p[i + 1];
+        a2 ^= p[i + 2];
+        a3 ^= p[i + 3];
+    }
+    return a0 ^ a1 ^ a2 ^ a3;
+}
+
+struct bench_probe {
+    const uint8_t *buf;
+    bench_read_fn read;
+    float (*fma)(int64_t iters);
+    uint64_t *sink; /* [n_threads] digests, so that no read or FMA chain is dead */
+};
+
+static void bench_read_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct bench_probe *p = ctx;
+    for (int64_t c = begin; c < end; c++)
+        p->sink[thread] ^= p->read(p->buf + (size_t)c * BENCH_MEM_CHUNK, BENCH_MEM_CHUNK);
+}
+
+static void bench_fma_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct bench_probe *p = ctx;
+    for (int64_t c = begin; c < end; c++)
+        p->sink[thread] += (uint64_t)p->fma(BENCH_FMA_ITERS);
+}
+
+/* Read passes over the 1 GiB buffer for BENCH_MEM_SECONDS; best and median GB/s (1e9 bytes/s). */
+static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct bench_machine *m)
+{
+    static double rates[BENCH_MEM_MAX_PASSES];
+    int n = 0;
+    double start = bench_now();
+    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || bench_now() - start < BENCH_MEM_SECONDS)) {
+        double t0 = bench_now();
+        loom_pool_parallel_for(pool, (int64_t)(BENCH_MEM_BYTES / BENCH_MEM_CHUNK), 1, bench_read_task, p);
+        rates[n++] = (double)BENCH_MEM_BYTES / (bench_now() - t0) / 1e9;
+    }
+    m->read_median = bench_median(rates, n);
+    m->read_best = rates[n - 1];
+}
+
+/* FP32 FMA peak: 16 items per thread, three rounds, the best one. */
+static void bench_mem_fma(struct loom_pool *pool, struct bench_probe *p, int n_threads, int lanes,
+                          struct bench_machine *m)
+{
+    int64_t items = 16 * (int64_t)n_threads;
+    double flop = (double)items * BENCH_FMA_ITERS * LOOM_BENCH_FMA_CHAINS * lanes * 2;
+    for (int round = 0; round < 3; round++) {
+        double t0 = bench_now();
+        loom_pool_parallel_for(pool, items, 1, bench_fma_task, p);
+        double g = flop / (bench_now() - t0) / 1e9;
+        if (g > m->fma_peak)
+            m->fma_peak = g;
+    }
+}
+
+static int bench_mem(int n_threads, struct bench_machine *m)
+{
+    struct bench_probe p = {.read = bench_read_scalar};
+    int lanes = 0;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        *m = (struct bench_machine){.isa = "AVX-512"};
+        p.read = loom_bench_read_avx512, p.fma = loom_bench_fma_avx512, lanes = 16;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *m = (struct bench_machine){.isa = "AVX2"};
+        p.read = loom_bench_read_avx2, p.fma = loom_bench_fma_avx2, lanes = 8;
+    } else {
+        *m = (struct bench_machine){.isa = "scalar"};
+    }
+    uint8_t *buf = aligned_alloc(64, BENCH_MEM_BYTES);
+    p.sink = calloc((size_t)n_threads, sizeof *p.sink);
+    struct loom_pool *pool = loom_pool_new(n_threads);
+    if (!buf || !p.sink || !pool) {
+        fprintf(stderr, "loom bench --mem: allocating the 1 GiB buffer or the thread pool failed\n");
+        free(buf), free(p.sink), loom_pool_free(pool);
+        return -1;
+    }
+    memset(buf, 0x5a, BENCH_MEM_BYTES); /* page in: every pass reads resident memory */
+    p.buf = buf;
+    bench_mem_read(pool, &p, m);
+    if (p.fma)
+        bench_mem_fma(pool, &p, n_threads, lanes, m);
+    printf("machine: %d threads, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
+           n_threads, m->isa, m->read_best, m->read_median, BENCH_MEM_SECONDS);
+    if (p.fma)
+        printf("; FP32 FMA peak %.0f GFLOP/s", m->fma_peak);
+    printf("\n");
+    loom_pool_free(pool);
+    free(p.sink);
+    free(buf);
+    return 0;
+}
+
+/* ---- the model benchmark ------------------------------------------------------------------------------ */
+
+static int bench_name_is(const struct loom_gguf_str *s, const char *name)
+{
+    return s->len == strlen(name) && !memcmp(s->ptr, name, s->len);
+}
+
+/* Fill *w from the model's tensor table and the file. */
+static void bench_work_measure(const loom_model *model, const char *path, struct bench_work *w)
+{
+    const struct loom_gguf *g = model->gguf;
+    uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
+    const char *base = strrchr(path, '/');
+    struct stat st;
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", base ? base + 1 : path);
+    w->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct loom_gguf_tensor *t = &g->tensors[i];
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        w->size += t->nbytes;
+        w->params += n;
+        if (bench_name_is(&t->name, "token_embd.weight"))
+            embd_bytes = t->nbytes, embd_params = n;
+        else if (bench_name_is(&t->name, "output.weight"))
+            out_params = n;
+    }
+    int tied = model->hp.tied_output;
+    w->decode_bytes = w->size - (tied ? 0 : embd_bytes);
+    w->head_params = tied ? embd_params : out_params;
+    w->body_params = w->params - embd_params - (tied ? 0 : out_params);
+}
+
+/* Fixed pseudo-random sampleable token ids (splitmix64 from seed) into ids[n]. */
+static void bench_tokens(const loom_model *model, uint64_t seed, int32_t *ids, int n)
+{
+    int n_rows = loom_model_n_logits(model);
+    for (int i = 0; i < n; i++) {
+        int32_t tok = 0;
+        for (int tries = 0; tries < 1000; tries++) {
+            uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            tok = (int32_t)((z ^ (z >> 31)) % (uint64_t)n_rows);
+            if (loom_model_token_sampleable(model, tok))
+                break;
+        }
+        ids[i] = tok;
+    }
+}
+
+static int bench_engine_eval(struct bench_engine *e, int32_t *tokens, int n, loom_error *err)
+{
+    if (e->ref)
+        return loom_ref_eval(e->ref, e->rc, tokens, n, err);
+    return loom_session_eval(e->ls, tokens, n, e->logits, LOOM_LOGITS_LAST, err);
+}
+
+/* One run of a test from an empty context: prefill tokens[n] as one batch (TEST_PP) or decode them one by one
+ * (TEST_TG). Stores tokens/s in *rate. */
+static int bench_engine_run(struct bench_engine *e, int test, int32_t *tokens, int n, double *rate, loom_error *err)
+{
+    if (e->ref)
+        loom_ref_reset(e->ref, e->rc);
+    else
+        loom_session_reset(e->ls);
+    double t0 = bench_now();
+    int rc = LOOM_OK;
+    if (test == TEST_PP)
+        rc = bench_engine_eval(e, tokens, n, err);
+    for (int i = 0; test == TEST_TG && rc == LOOM_OK && i < n; i++)
+        rc = bench_engine_eval(e, tokens + i, 1, err);
+    *rate = n / (bench_now() - t0);
+    return rc;
+}
+
+/* Untimed runs of each test (pages in the weights, sizes the engine's buffers). */
+static int bench_engine_warmup(struct bench_engine *e, int32_t *const tokens[2], const int n[2], loom_error *err)
+{
+    double rate;
+    int n_tg = n[TEST_TG] < BENCH_TG_WARMUP ? n[TEST_TG] : BENCH_TG_WARMUP;
+    if (n[TEST_PP] > 0 && bench_engine_run(e, TEST_PP, tokens[TEST_PP], n[TEST_PP], &rate, err) != LOOM_OK)
+        return -1;
+    if (n_tg > 0 && bench_engine_run(e, TEST_TG, tokens[TEST_TG], n_tg, &rate, err) != LOOM_OK)
+        return -1;
+    return 0;
+}
+
+/* The repetitions: for each test, reps rounds; with two engines round r runs A then B when r is even, B then A
+ * when odd (A/B/B/A), so that drift of a shared machine hits both alike. */
+static int bench_measure(struct bench_engine *eng, int n_eng, int32_t *const tokens[2], const int n[2], int reps,
+                         loom_error *err)
+{
+    for (int test = TEST_PP; test <= TEST_TG; test++) {
+        for (int r = 0; n[test] > 0 && r < reps; r++) {
+            for (int k = 0; k < n_eng; k++) {
+                struct bench_engine *e = &eng[n_eng == 2 && r % 2 ? 1 - k : k];
+                if (bench_engine_run(e, test, tokens[test], n[test], &e->rate[test][e->n_runs[test]], err))
+                    return -1;
+                e->n_runs[test]++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* "494.00 MiB" / "1.23 GiB" and "752.39 M" / "1.50 B", as llama-bench writes them. */
+static void bench_fmt_size(char *buf, size_t cap, uint64_t bytes)
+{
+    double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, cap, "%.2f MiB", b / (1024.0 * 1024));
+}
+
+static void bench_fmt_params(char *buf, size_t cap, uint64_t n)
+{
+    if (n >= 1000000000ull)
+        snprintf(buf, cap, "%.2f B", (double)n / 1e9);
+    else
+        snprintf(buf, cap, "%.2f M", (double)n / 1e6);
+}
+
+static void bench_print_table(const struct bench_work *w, const struct bench_engine *eng, int n_eng,
+                              const int n[2], int n_threads)
+{
+    printf("| %-30s | %10s | %10s | %-9s | %7s | %7s | %20s |\n", "model", "size", "params", "engine", "threads",
+           "test", "t/s");
+    printf("| %.30s | ---------: | ---------: | --------- | ------: | ------: | -------------------: |\n",
+           "------------------------------------------");
+    for (int test = TEST_PP; test <= TEST_TG; test++) {
+        for (int k = 0; n[test] > 0 && k < n_eng; k++) {
+            const struct bench_engine *e = &eng[k];
+            char size[32], params[32], name[16], ts[48];
+            bench_fmt_size(size, sizeof size, e->size);
+            bench_fmt_params(params, sizeof params, e->params);
+            snprintf(name, sizeof name, "%s%d", test == TEST_PP ? "pp" : "tg", n[test]);
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", bench_mean(e->rate[test], e->n_runs[test]),
+                     bench_stddev(e->rate[test], e->n_runs[test]));
+            /* "±" is two bytes in UTF-8: widen the field by one so the column lines up. */
+            printf("| %-30.30s | %10s | %10s | %-9s | %7d | %7s | %21s |\n", w->name, size, params, e->name,
+                   n_threads, name, ts);
+        }
+    }
+}
+
+/* loom/ref per repetition pair; prints the median and range. */
+static void bench_print_ratios(const struct bench_engine *eng, const int n[2])
+{
+    printf("loom/ref, median of %d A/B pairs (min - max):", eng[0].n_runs[n[TEST_PP] > 0 ? TEST_PP : TEST_TG]);
+    for (int test = TEST_PP; test <= TEST_TG; test++) {
+        double q[BENCH_MAX_REPS];
+        int m = eng[0].n_runs[test];
+        for (int i = 0; i < m; i++)
+            q[i] = eng[0].rate[test][i] / eng[1].rate[test][i];
+        if (m > 0) {
+            double med = bench_median(q, m);
+            printf("  %s%d %.3f (%.3f - %.3f)", test == TEST_PP ? "pp" : "tg", n[test], med, q[0], q[m - 1]);
+        }
+    }
+    printf("\n");
+}
+
+/* Decode bandwidth and prefill GFLOP/s of each engine, against the machine's rooflines when measured. */
+static void bench_print_work(const struct bench_work *w, const struct bench_engine *eng, int n_eng, const int n[2],
+                             const struct bench_machine *m)
+{
+    if (n[TEST_TG] > 0) {
+        printf("decode  tg%d: %.1f MB of weights read per token;", n[TEST_TG], (double)w->decode_bytes / 1e6);
+        for (int k = 0; k < n_eng; k++) {
+            double ts = bench_mean(eng[k].rate[TEST_TG], eng[k].n_runs[TEST_TG]);
+            double gbs = ts * (double)w->decode_bytes / 1e9;
+            printf(" %s %.1f GB/s", eng[k].name, gbs);
+            if (m->read_best > 0)
+                printf(" (%.0f%% of streaming read)", 100 * gbs / m->read_best);
+            printf(k + 1 < n_eng ? "," : "");
+        }
+        if (m->read_best > 0)
+            printf("; roofline %.1f tok/s", m->read_best * 1e9 / (double)w->decode_bytes);
+        printf("\n");
+    }
+    if (n[TEST_PP] > 0) {
+        double flop = 2.0 * ((double)w->body_params * n[TEST_PP] + (double)w->head_params);
+        printf("prefill pp%d: 2 x %.1f M params x tokens (+ the head on the last token) = %.1f GFLOP per run;",
+               n[TEST_PP], (double)w->body_params / 1e6, flop / 1e9);
+        for (int k = 0; k < n_eng; k++) {
+            double gf = bench_mean(eng[k].rate[TEST_PP], eng[k].n_runs[TEST_PP]) / n[TEST_PP] * flop / 1e9;
+            printf(" %s %.1f GFLOP/s", eng[k].name, gf);
+            if (m->fma_peak > 0)
+                printf(" (%.0f%% of FP32 FMA peak)", 100 * gf / m->fma_peak);
+            printf(k + 1 < n_eng ? "," : "");
+        }
+        printf(m->fma_peak > 0 ? "\n  (integer dot products, as in the K-quant kernels, can exceed the FP32 peak)\n"
+                               : "\n");
+    }
+}
+
+/* Peak RSS of loom alone (after its warm-up) against file + state + 10%; the session's arena (state and scratch,
+ * allocated once) and the process's size before loading say where any excess comes from. */
+static void bench_print_memory(const struct bench_work *w, const loom_session *ls, double rss_start,
+                               double rss_loom, int ref)
+{
+    double mib = 1024.0 * 1024, state = (double)loom_session_state_bytes(ls);
+    double bound = 1.1 * ((double)w->file_bytes + state);
+    printf("peak RSS: loom %.1f MiB after its warm-up (%.1f before loading; session arena %.1f); bound file %.1f + "
+           "state %.1f MiB + 10%% = %.1f MiB: %s",
+           rss_loom / mib, rss_start / mib, (double)ls->arena_bytes / mib, (double)w->file_bytes / mib, state / mib,
+           bound / mib, rss_loom <= bound ? "within" : "OVER");
+    if (ref)
+        printf("; whole process %.1f MiB at the end (both engines)", bench_peak_rss() / mib);
+    printf("\n");
+}
+
+static void bench_print_load(double before, double after, int n_threads)
+{
+    printf("load average: %.2f before, %.2f after (%d threads)\n", before, after, n_threads);
+    if (before > n_threads || after > n_threads)
+        printf("warning: the load average exceeds the thread count: the machine is shared and these figures are "
+               "noisy (the reference's threads spin at barriers and suffer most)\n");
+}
+
+/* Set up the reference engine on the same file: eng->ref, rc, size, params. */
+static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, struct bench_engine *e,
+                           const struct bench_opts *o, loom_error *err)
+{
+    if (loom_ref_open(ref, err) != LOOM_OK || !(*rm = loom_ref_model_load(ref, o->model, err)))
+        return -1;
+    int n_batch = o->n_prompt > 0 ? o->n_prompt : 1;
+    e->rc = loom_ref_context_new(ref, *rm, o->n_prompt + o->n_gen, n_batch, o->n_threads, err);
+    if (!e->rc)
+        return -1;
+    e->name = "reference";
+    e->ref = ref;
+    e->size = ref->model_size(*rm);
+    e->params = ref->model_n_params(*rm);
+    return 0;
+}
+
+/* Everything after loom's session exists: warm-ups, the reference, the measurement and the report. */
+static int bench_run_engines(const struct bench_opts *o, const struct bench_machine *m, const loom_model *model,
+                             double rss_start, struct bench_engine eng[2], struct loom_ref *ref,
+                             struct loom_ref_model **rm, loom_error *err)
+{
+    struct bench_work w;
+    bench_work_measure(model, o->model, &w);
+    eng[0].size = w.size, eng[0].params = w.params;
+    const int n[2] = {o->n_prompt, o->n_gen};
+    int32_t *tok[2] = {malloc(sizeof(int32_t) * (size_t)(n[0] + 1)), malloc(sizeof(int32_t) * (size_t)(n[1] + 1))};
+    int rc = -1;
+    if (!tok[0] || !tok[1]) {
+        loom_errorf(err, LOOM_E_NOMEM, "allocating the benchmark's token ids failed");
+        goto done;
+    }
+    bench_tokens(model, 1, tok[TEST_PP], n[TEST_PP]);
+    bench_tokens(model, 2, tok[TEST_TG], n[TEST_TG]);
+    if (bench_engine_warmup(&eng[0], tok, n, err))
+        goto done;
+    double rss_loom = bench_peak_rss();
+    if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], tok, n, err)))
+        goto done;
+    double load0 = bench_load_average();
+    if (bench_measure(eng, o->ref ? 2 : 1, tok, n, o->reps, err))
+        goto done;
+    double load1 = bench_load_average();
+    printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s%s\n\n", o->model, o->n_threads, o->reps,
+           loom_kernels_name(),
+           o->ref ? "; reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on)"
+                  : "");
+    bench_print_table(&w, eng, o->ref ? 2 : 1, n, o->n_threads);
+    printf("\n");
+    if (o->ref)
+        bench_print_ratios(eng, n);
+    bench_print_work(&w, eng, o->ref ? 2 : 1, n, m);
+    bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref);
+    bench_print_load(load0, load1, o->n_threads);
+    rc = 0;
+done:
+    free(tok[0]);
+    free(tok[1]);
+    return rc;
+}
+
+static int bench_model(const struct bench_opts *o, const struct bench_machine *m)
+{
+    loom_error err = {0};
+    struct bench_engine eng[2] = {{.name = "loom"}, {.name = "reference"}};
+    struct loom_ref ref = {0};
+    struct loom_ref_model *rm = NULL;
+    int rc = 1;
+    double rss_start = bench_peak_rss();
+    loom_model *model = loom_model_load(o->model, &err);
+    if (!model)
+        goto done;
+    loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads};
+    eng[0].ls = loom_session_new(model, &sp, &err);
+    eng[0].logits = malloc(sizeof(float) * (size_t)loom_model_n_logits(model));
+    if (!eng[0].ls || !eng[0].logits) {
+        if (eng[0].ls)
+            loom_errorf(&err, LOOM_E_NOMEM, "allocating the logits row failed");
+        goto done;
+    }
+    rc = bench_run_engines(o, m, model, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
+done:
+    if (rc)
+        fprintf(stderr, "loom bench: %s: %s\n", o->model, err.msg);
+    if (eng[1].rc)
+        ref.free(eng[1].rc);
+    if (rm)
+        ref.model_free(rm);
+    loom_ref_close(&ref);
+    free(eng[0].logits);
+    loom_session_free(eng[0].ls);
+    loom_model_free(model);
+    return rc;
+}
+
+/* bench_mem in a child process, so that its 1 GiB buffer does not count in this process's peak RSS; the
+ * child prints its line and sends *m back through a pipe. */
+static int bench_mem_forked(int n_threads, struct bench_machine *m)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        fprintf(stderr, "loom bench --mem: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        int ok = bench_mem(n_threads, m) == 0 && write(fd[1], m, sizeof *m) == (ssize_t)sizeof *m;
+        fflush(stdout);
+        _exit(ok ? 0 : 1); /* the child ends here: it owns nothing the parent must release */
+    }
+    close(fd[1]);
+    int status = 0;
+    ssize_t got = pid > 0 ? read(fd[0], m, sizeof *m) : -1;
+    close(fd[0]);
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        got != (ssize_t)sizeof *m) {
+        fprintf(stderr, "loom bench --mem: the measuring process failed\n");
+        return -1;
+    }
+    return 0;
+}
 
 int loom_cli_bench(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "loom %s: not implemented yet\n", argv[0]);
-    return 1;
+    struct bench_opts o;
+    struct bench_machine m = {0};
+    int rc = bench_parse_opts(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 2 : 0;
+    if (o.mem && bench_mem_forked(o.n_threads, &m))
+        return 1;
+    return o.model ? bench_model(&o, &m) : 0;
 }

@@ -1,11 +1,507 @@
-/* chat.c — `loom chat` (not yet implemented). */
+/* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it in the Qwen3.5 chat
+ * format with provenance (src/text/chat.h), evaluates only the new tokens when the render extends what the
+ * session already holds (else the session's prompt cache restores a recurrent-state checkpoint inside the
+ * common prefix: that state cannot be rewound otherwise), samples and streams the answer through the
+ * streaming detokenizer until an end-of-generation token. Commands: /reset,
+ * /system TEXT, /think on|off, /timing, /quit. When stdin is not a terminal, each line is one user message. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/default_model.h"
+#include "loom.h"
+#include "model/model.h"
+#include "sample/sample.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+#include "util/error.h"
+
+#define CHAT_TEXT_MAX 4096 /* bytes of decoded text per token */
+
+struct chat_opts {
+    const char *model; /* -m; NULL = the default model */
+    int n_threads;     /* -t; 0 = all online CPUs */
+    int n_ctx;         /* -c */
+    int n_max;         /* -n: tokens per answer at most */
+    struct loom_sampler_params sp;
+};
+
+/* Timing of one turn. */
+struct chat_turn_stats {
+    int n_reused, n_prefill, n_generated, reset; /* reset: turns that went through the prompt cache */
+    double t_prefill, t_decode;
+};
+
+struct chat {
+    const struct chat_opts *o;
+    loom_model *m;
+    loom_session *s;
+    struct loom_sampler *smp;
+    float *logits;
+    char *system;                  /* NULL = none */
+    enum loom_chat_think think;
+    struct loom_chat_message *msgs; /* user and assistant turns (role points at a literal, content owned) */
+    size_t n_msgs, cap_msgs;
+    int32_t *hist; /* the tokens the session has evaluated, in order */
+    int n_hist, cap_hist;
+    struct chat_turn_stats last, total;
+    int interactive;
+};
+
+static const char CHAT_SYNOPSIS[] = "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX]\n";
+
+static void chat_usage(FILE *f)
+{
+    fprintf(f, "%s"
+               "  -m FILE    GGUF model (default: the synthetic default model, prepared on first use)\n"
+               "  -t N       worker threads (default: all online CPUs)\n"
+               "  --temp T   temperature, 0 = greedy (default 0.7)\n"
+               "  --seed S   sampler seed (default 0)\n"
+               "  -n MAX     tokens per answer at most (default 1024)\n"
+               "  -c CTX     context positions for the whole conversation (default 4096)\n"
+               "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
+               "removes it), /think on|off (thinking in answers), /timing (last and total timing), /quit.\n"
+               "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
+               "answer is printed per line.\n",
+            CHAT_SYNOPSIS);
+}
+
+static double chat_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int chat_bad_value(const char *opt, const char *val)
+{
+    fprintf(stderr, "loom chat: invalid value '%s' for %s\n", val, opt);
+    return -1;
+}
+
+/* Apply one option that takes a value. Returns 0, or -1 with a message. */
+static int chat_set_option(struct chat_opts *o, const char *opt, const char *val)
+{
+    int is_seed = !strcmp(opt, "--seed"), is_temp = !strcmp(opt, "--temp");
+    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
+                                                                                                          : NULL;
+    if (!strcmp(opt, "-m")) {
+        o->model = val;
+        return 0;
+    }
+    if (!dst && !is_seed && !is_temp) {
+        fprintf(stderr, "loom chat: unknown option '%s'\n", opt);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    if (is_temp) {
+        double v = strtod(val, &end);
+        if (errno || end == val || *end || !(v >= 0 && v <= 100))
+            return chat_bad_value(opt, val);
+        o->sp.temp = (float)v;
+        return 0;
+    }
+    long long v = strtoll(val, &end, 10);
+    long long lo = is_seed ? 0 : 1, hi = is_seed ? INT64_MAX : dst == &o->n_threads ? 1024 : 1 << 24;
+    if (errno || end == val || *end || v < lo || v > hi)
+        return chat_bad_value(opt, val);
+    if (is_seed)
+        o->sp.seed = (uint64_t)v;
+    else
+        *dst = (int)v;
+    return 0;
+}
+
+/* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
+static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "loom chat: option '%s' needs a value\n", argv[i]);
+            return -1;
+        }
+        if (chat_set_option(o, argv[i], argv[i + 1]) != 0)
+            return -1;
+        i++;
+    }
+    return 0;
+}
+
+/* Append role/content (content copied) to the conversation. Returns LOOM_OK or LOOM_E_NOMEM. */
+static int chat_push_message(struct chat *c, const char *role, const char *content, size_t len)
+{
+    if (c->n_msgs == c->cap_msgs) {
+        size_t cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
+        struct loom_chat_message *v = realloc(c->msgs, cap * sizeof *v);
+        if (!v)
+            return LOOM_E_NOMEM;
+        c->msgs = v;
+        c->cap_msgs = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return LOOM_E_NOMEM;
+    memcpy(copy, content, len);
+    copy[len] = '\0';
+    c->msgs[c->n_msgs++] = (struct loom_chat_message){.role = role, .content = copy};
+    return LOOM_OK;
+}
+
+static void chat_pop_message(struct chat *c)
+{
+    free((char *)c->msgs[--c->n_msgs].content);
+}
+
+static int chat_hist_push(struct chat *c, const int32_t *ids, int n)
+{
+    if (c->n_hist + n > c->cap_hist) {
+        int cap = c->cap_hist ? c->cap_hist : 1024;
+        while (cap < c->n_hist + n)
+            cap *= 2;
+        int32_t *v = realloc(c->hist, (size_t)cap * sizeof *v);
+        if (!v)
+            return LOOM_E_NOMEM;
+        c->hist = v;
+        c->cap_hist = cap;
+    }
+    memcpy(c->hist + c->n_hist, ids, (size_t)n * sizeof *ids);
+    c->n_hist += n;
+    return LOOM_OK;
+}
+
+static void chat_forget_session(struct chat *c)
+{
+    loom_session_reset(c->s);
+    c->n_hist = 0;
+}
+
+/* Render the conversation (system prompt first) with a generation prompt and tokenize it. */
+static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *err)
+{
+    struct loom_chat_message *all = malloc((c->n_msgs + 1) * sizeof *all);
+    if (!all)
+        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not allocate %zu messages", c->n_msgs + 1);
+    size_t k = 0;
+    if (c->system)
+        all[k++] = (struct loom_chat_message){.role = "system", .content = c->system};
+    memcpy(all + k, c->msgs, c->n_msgs * sizeof *all);
+    struct loom_chat_params p = {.add_generation_prompt = 1, .think = c->think};
+    struct loom_chat_render r = {0};
+    int rc = loom_chat_render_qwen35(all, k + c->n_msgs, &p, &r, err);
+    if (rc == LOOM_OK)
+        rc = loom_chat_tokenize(c->m->tok, &r, ids, n, err);
+    loom_chat_render_free(&r);
+    free(all);
+    return rc;
+}
+
+/* Where the generation prompt's "<|im_start|>assistant\n" ends in ids[n]: the next turn's render shares the
+ * tokens up to there and no further (the template re-renders this answer without its <think> block), so the
+ * session keeps a checkpoint at that position. Always in [1, n - 1] for n >= 2. */
+static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
+{
+    static const char head_text[] = "<|im_start|>assistant\n";
+    int32_t head[8];
+    int k = loom_tokenizer_encode(c->m->tok, head_text, sizeof head_text - 1, 1, head, 8, NULL);
+    for (int i = n - 1 - k; k > 0 && k <= 8 && i >= 0; i--)
+        if (!memcmp(ids + i, head, (size_t)k * sizeof *ids))
+            return i + k;
+    return n - 1;
+}
+
+/* Evaluate ids[from, to) (logits of the last one into logits, may be NULL) and record them in the history. */
+static int chat_eval(struct chat *c, const int32_t *ids, int from, int to, float *logits, loom_error *err)
+{
+    int rc = loom_session_eval(c->s, ids + from, to - from, logits, LOOM_LOGITS_LAST, err);
+    if (rc == LOOM_OK && chat_hist_push(c, ids + from, to - from) != LOOM_OK)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the token history to %d", to);
+    return rc;
+}
+
+/* Bring the session to ids[n] (n >= 2) and leave the last token's logits in c->logits. When the session's
+ * tokens are a proper prefix of the shared part, only the new tokens are evaluated; otherwise the session's
+ * prompt cache restores the nearest checkpoint within the common prefix (recurrent state cannot be rewound
+ * any other way) and evaluates the rest. A checkpoint is then taken where the next turn's render diverges. */
+static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *err)
+{
+    int split = chat_turn_start(c, ids, n), common = 0, rc;
+    while (common < c->n_hist && common < split && c->hist[common] == ids[common])
+        common++;
+    double t0 = chat_now();
+    if (common == c->n_hist && common < split) {
+        c->last.n_reused = common;
+        rc = chat_eval(c, ids, common, split, NULL, err);
+    } else {
+        int reused = loom_session_prefill_cached(c->s, ids, split, NULL, err);
+        c->last.reset = 1;
+        c->last.n_reused = reused > 0 ? reused : 0;
+        c->n_hist = 0;
+        rc = reused < 0 ? reused : chat_hist_push(c, ids, split) == LOOM_OK ? LOOM_OK : LOOM_E_NOMEM;
+        if (rc == LOOM_E_NOMEM)
+            loom_errorf(err, rc, "chat: could not grow the token history to %d", split);
+    }
+    if (rc == LOOM_OK) {
+        loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
+        rc = chat_eval(c, ids, split, n, c->logits, err);
+    }
+    c->last.t_prefill = chat_now() - t0;
+    c->last.n_prefill = n - c->last.n_reused;
+    if (rc != LOOM_OK)
+        chat_forget_session(c); /* the session's state may no longer match the history */
+    return rc;
+}
+
+static int chat_answer_put(char **ans, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 1024;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        char *v = realloc(*ans, nc);
+        if (!v)
+            return LOOM_E_NOMEM;
+        *ans = v;
+        *cap = nc;
+    }
+    memcpy(*ans + *len, s, n);
+    *len += n;
+    (*ans)[*len] = '\0';
+    return LOOM_OK;
+}
+
+/* Sample and stream up to -n tokens (until an end-of-generation token or the end of the context); the answer
+ * text goes to *ans (fresh, caller frees). */
+static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error *err)
+{
+    struct loom_detok dt;
+    char text[CHAT_TEXT_MAX];
+    size_t cap = 0;
+    int rc = LOOM_OK;
+    loom_detok_init(&dt, c->m->tok);
+    double t0 = chat_now();
+    for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
+        int32_t tok = loom_sampler_sample(c->smp, c->logits);
+        if (tok < 0)
+            rc = loom_errorf(err, LOOM_E_INTERNAL, "sampler: no sampleable token in the logits row");
+        if (rc != LOOM_OK || loom_model_token_is_eog(c->m, tok))
+            break;
+        int k = loom_detok_push(&dt, tok, text, (int)sizeof text);
+        if (k < 0)
+            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)tok);
+        else if (chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
+            rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+        fwrite(text, 1, k > 0 ? (size_t)k : 0, stdout);
+        fflush(stdout);
+        c->last.n_generated++;
+        if (rc != LOOM_OK || g + 1 == c->o->n_max || loom_session_pos(c->s) >= c->o->n_ctx)
+            break;
+        rc = loom_session_eval(c->s, &tok, 1, c->logits, LOOM_LOGITS_LAST, err);
+        if (rc == LOOM_OK && chat_hist_push(c, &tok, 1) != LOOM_OK)
+            rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the token history");
+    }
+    c->last.t_decode = chat_now() - t0;
+    int k = loom_detok_flush(&dt, text, (int)sizeof text);
+    if (k > 0 && rc == LOOM_OK && chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+    if (k > 0)
+        fwrite(text, 1, (size_t)k, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (rc == LOOM_OK && !*ans)
+        rc = chat_answer_put(ans, ans_len, &cap, "", 0);
+    return rc;
+}
+
+static void chat_add_stats(struct chat_turn_stats *t, const struct chat_turn_stats *s)
+{
+    t->n_reused += s->n_reused;
+    t->n_prefill += s->n_prefill;
+    t->n_generated += s->n_generated;
+    t->reset += s->reset;
+    t->t_prefill += s->t_prefill;
+    t->t_decode += s->t_decode;
+}
+
+/* One user message: render, prefill, generate, keep the answer. On failure the user message is dropped. */
+static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *err)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    char *ans = NULL;
+    size_t ans_len = 0;
+    c->last = (struct chat_turn_stats){0};
+    int rc = chat_push_message(c, "user", line, len);
+    if (rc != LOOM_OK)
+        return loom_errorf(err, rc, "chat: could not store the message");
+    rc = chat_render_ids(c, &ids, &n, err);
+    if (rc == LOOM_OK && (n >= c->o->n_ctx || n < 2))
+        rc = loom_errorf(err, LOOM_E_RANGE, "the conversation has %d tokens, the context %d (use /reset)", n,
+                         c->o->n_ctx);
+    if (rc == LOOM_OK)
+        rc = chat_prefill(c, ids, n, err);
+    if (rc == LOOM_OK)
+        rc = chat_generate(c, &ans, &ans_len, err);
+    if (rc == LOOM_OK)
+        rc = chat_push_message(c, "assistant", ans, ans_len) == LOOM_OK
+                 ? LOOM_OK
+                 : loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
+    if (rc != LOOM_OK) {
+        chat_pop_message(c);
+        chat_forget_session(c); /* a failed evaluation may have left the session ahead of the history */
+    } else {
+        chat_add_stats(&c->total, &c->last);
+    }
+    free(ans);
+    free(ids);
+    return rc;
+}
+
+static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
+{
+    fprintf(stderr, "%s: prefill %d tokens in %.3f s (%.2f tok/s), %d reused from the session, %d cache restore(s) | "
+                    "decode %d tokens in %.3f s (%.2f tok/s)\n",
+            what, t->n_prefill, t->t_prefill, t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0, t->n_reused,
+            t->reset, t->n_generated, t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
+}
+
+/* Run a /command. Returns 1 to quit, 0 otherwise. */
+static int chat_command(struct chat *c, const char *line)
+{
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+        return 1;
+    if (!strcmp(line, "/reset")) {
+        while (c->n_msgs)
+            chat_pop_message(c);
+        chat_forget_session(c);
+        c->total = (struct chat_turn_stats){0};
+        fprintf(stderr, "(conversation reset)\n");
+    } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
+        const char *text = line[7] ? line + 8 : "";
+        char *copy = *text ? strdup(text) : NULL;
+        if (*text && !copy) {
+            fprintf(stderr, "loom chat: out of memory\n");
+            return 0;
+        }
+        free(c->system);
+        c->system = copy;
+        fprintf(stderr, copy ? "(system prompt set)\n" : "(system prompt removed)\n");
+    } else if (!strcmp(line, "/think on") || !strcmp(line, "/think off")) {
+        c->think = line[8] == 'n' ? LOOM_CHAT_THINK_ON : LOOM_CHAT_THINK_OFF;
+        fprintf(stderr, "(thinking %s)\n", line + 7);
+    } else if (!strcmp(line, "/timing")) {
+        chat_print_stats("last turn", &c->last);
+        chat_print_stats("conversation", &c->total);
+    } else {
+        fprintf(stderr, "unknown command '%s' (commands: /reset, /system TEXT, /think on|off, /timing, /quit)\n",
+                line);
+    }
+    return 0;
+}
+
+/* Read lines until /quit or the end of input. Returns 0 or 1 (an answer failed). */
+static int chat_loop(struct chat *c)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int status = 0;
+    for (;;) {
+        if (c->interactive) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        ssize_t len = getline(&line, &cap, stdin);
+        if (len < 0)
+            break;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        if (line[0] == '/') {
+            if (chat_command(c, line))
+                break;
+            continue;
+        }
+        loom_error err = {0};
+        if (chat_turn(c, line, (size_t)len, &err) != LOOM_OK) {
+            fprintf(stderr, "loom chat: %s\n", err.msg);
+            status = 1;
+            if (!c->interactive)
+                fputc('\n', stdout); /* still one answer line per input line */
+        }
+    }
+    if (c->interactive)
+        fputc('\n', stdout);
+    free(line);
+    return status;
+}
+
+static int chat_setup(struct chat *c, loom_error *err)
+{
+    int n_rows = loom_model_n_logits(c->m);
+    loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads};
+    c->logits = malloc((size_t)n_rows * sizeof(float));
+    if (!c->logits)
+        return loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);
+    c->s = loom_session_new(c->m, &sp, err);
+    if (!c->s)
+        return err->code ? err->code : LOOM_E_NOMEM;
+    c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->m->tok));
+    return c->smp ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "sampler: allocation failed");
+}
+
+static void chat_teardown(struct chat *c)
+{
+    while (c->n_msgs)
+        chat_pop_message(c);
+    free(c->msgs);
+    free(c->hist);
+    free(c->system);
+    free(c->logits);
+    loom_sampler_free(c->smp);
+    loom_session_free(c->s);
+}
 
 int loom_cli_chat(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "loom %s: not implemented yet\n", argv[0]);
-    return 1;
+    struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .sp = {.temp = 0.7f, .top_k = 20, .top_p = 0.8f}};
+    int a = chat_parse_args(argc, argv, &o);
+    if (a != 0) {
+        a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
+        return a > 0 ? 0 : 2;
+    }
+    loom_error err = {0};
+    char path[4096];
+    if (!o.model) {
+        if (loom_cli_default_model(path, sizeof path, &err) != LOOM_OK) {
+            fprintf(stderr, "loom chat: default model: %s\n", err.msg);
+            return 1;
+        }
+        o.model = path;
+    }
+    struct chat c = {.o = &o, .interactive = isatty(STDIN_FILENO)};
+    c.m = loom_model_load(o.model, &err);
+    if (!c.m) {
+        fprintf(stderr, "loom chat: %s: %s\n", o.model, err.msg);
+        return 1;
+    }
+    int status = 1;
+    if (chat_setup(&c, &err) != LOOM_OK) {
+        fprintf(stderr, "loom chat: %s\n", err.msg);
+    } else {
+        if (c.interactive)
+            fprintf(stderr, "loom chat: %s (type /quit to leave; /reset, /system TEXT, /think on|off, /timing)\n",
+                    o.model);
+        status = chat_loop(&c);
+    }
+    chat_teardown(&c);
+    loom_model_free(c.m);
+    return status;
 }

@@ -108,6 +108,26 @@ void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const floa
     loom_pool_parallel_for(pool, w->n_out, grain, matmul_rows, &job);
 }
 
+/* The canonical order: every activation row goes through the kernel of a one-row product (the decode
+ * kernel; its 4-row form where the active set has one, which is bit-identical per row), so the outputs of
+ * row t do not depend on n_tok or on which other rows share the call. */
+void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
+                         float *y, void *scratch)
+{
+    const struct loom_type_traits *t = loom_type_traits(w->type);
+    loom_vec_dot_fn dot = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, 1, 0);
+    struct matmul_job job = {w, (const char *)x, (size_t)w->n_in * sizeof(float), n_tok, y, dot, dot,
+                             loom_kernels_matmul_dot4(dot), n_tok};
+    if (t->vec_dot_type != LOOM_TYPE_F32) {
+        struct convert_job c = {loom_type_traits(t->vec_dot_type)->from_float, x, w->n_in, scratch,
+                                loom_type_row_bytes(t->vec_dot_type, w->n_in)};
+        loom_pool_parallel_for(pool, n_tok, 1, convert_rows, &c);
+        job.act = scratch;
+        job.act_bytes = c.dst_bytes;
+    }
+    loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
+}
+
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
 {
     const struct loom_type_traits *t = loom_type_traits(w->type);

@@ -29,6 +29,11 @@ size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok);
 void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
                  void *scratch);
 
+/* As loom_matmul, with every row t in the float order of a one-row product (the decode kernel), so
+ * y[t] does not depend on n_tok: bitwise equal to n_tok calls with one row each. Same scratch. */
+void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
+                         float *y, void *scratch);
+
 /* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup). */
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst);
 

@@ -2,7 +2,9 @@
  * gated full-attention branch) -> residual -> post-attention RMSNorm -> SwiGLU MLP -> residual, then the
  * final RMSNorm and the output head. A chunk of n tokens goes through each layer before the next one
  * (prefill); decode is the same code with n = 1. Follows llama.cpp src/models/qwen35.cpp and
- * delta-net-base.cpp (fused gated-delta-net path), with its rounding points (see kernels/ops.h). */
+ * delta-net-base.cpp (fused gated-delta-net path), with its rounding points (see kernels/ops.h). The
+ * session's numerics pick the float order of matmuls and attention: CANONICAL uses the single-token
+ * kernels for every row (chunking-independent), REFERENCE_BATCH the reference's ubatch-dependent ones. */
 #include <math.h>
 #include <string.h>
 
@@ -18,15 +20,59 @@ struct chunk {
     const struct loom_model *m;
     const struct loom_hparams *hp;
     const struct loom_layer *L;
-    struct loom_layer_state *ls;
+    int il;   /* layer being evaluated */
     int n;    /* tokens in the chunk */
     int pos0; /* position of the first */
+    int src, dst; /* recurrent owners are read from copy src and updated in copy dst */
+    const struct loom_row *rows; /* several sequences, one row each (NULL: every row is s's, at pos0 + t) */
 };
+
+/* Where row t's state lives: its sequence's layer state, the copy to update and whether it must first be
+ * copied from the public one, its position and KV stride. */
+struct row_state {
+    struct loom_layer_state *ls;
+    int src, dst, copy;
+    int pos;
+    int64_t n_ctx;
+};
+
+static struct row_state row_at(const struct chunk *c, int t)
+{
+    if (!c->rows)
+        return (struct row_state){&c->s->layers[c->il], c->src, c->dst, t == 0 && c->src != c->dst, c->pos0 + t,
+                                  c->s->n_ctx};
+    struct loom_session *s = c->rows[t].s;
+    return (struct row_state){&s->layers[c->il], s->cur, s->cur ^ 1, 1, s->pos, s->n_ctx};
+}
+
+static void matmul_n(const struct loom_session *s, const struct loom_weight *w, const float *x, int n, float *y)
+{
+    if (s->numerics == LOOM_NUMERICS_CANONICAL)
+        loom_matmul_rowwise(s->pool, w, x, n, y, s->sc.mm);
+    else
+        loom_matmul(s->pool, w, x, n, y, s->sc.mm);
+}
 
 static void matmul(const struct chunk *c, const struct loom_weight *w, const float *x, float *y)
 {
-    loom_matmul(c->s->pool, w, x, c->n, y, c->s->sc.mm);
+    matmul_n(c->s, w, x, c->n, y);
 }
+
+/* The test hook after a stage; nonzero fails the request. */
+static int stage(const struct chunk *c, const char *name)
+{
+    struct loom_session *s = c->s;
+    if (!s->hook)
+        return 0;
+    return s->hook(s->hook_ctx, c->il, name, s->sc.x, (int64_t)c->n * c->hp->n_embd);
+}
+
+#define STAGE(c, name)                                                                                             \
+    do {                                                                                                           \
+        int stage_rc_ = stage(c, name);                                                                            \
+        if (stage_rc_)                                                                                             \
+            return stage_rc_;                                                                                      \
+    } while (0)
 
 /* y[t] = rmsnorm(x[t]) * w for each row t of width n_embd. */
 static void norm_rows(const struct chunk *c, const float *x, const float *w, float *y)
@@ -50,16 +96,22 @@ static int64_t rec_channels(const struct loom_hparams *hp)
     return 2 * (int64_t)hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
 }
 
-/* Causal conv1d over channel ranges; each channel walks the chunk's tokens in order. */
+/* Causal conv1d over channel ranges; each channel walks the chunk's tokens in order, on the private copy
+ * of its conv state (first copied from the public one when the request starts). */
 static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct chunk *c = ctx;
     int64_t ch = rec_channels(c->hp);
     int K = (int)c->hp->ssm_conv_kernel;
-    for (int t = 0; t < c->n; t++)
-        c->s->ops->conv1d_step(end - begin, K, c->ls->conv + begin * (K - 1), c->L->conv1d + begin * K,
-                             c->s->sc.a + t * ch + begin, c->s->sc.b + t * ch + begin);
+    for (int t = 0; t < c->n; t++) {
+        struct row_state r = row_at(c, t);
+        float *state = r.ls->conv[r.dst] + begin * (K - 1);
+        if (r.copy)
+            memcpy(state, r.ls->conv[r.src] + begin * (K - 1), (size_t)(end - begin) * (size_t)(K - 1) * sizeof(float));
+        c->s->ops->conv1d_step(end - begin, K, state, c->L->conv1d + begin * K, c->s->sc.a + t * ch + begin,
+                               c->s->sc.b + t * ch + begin);
+    }
 }
 
 /* Gated delta rule per value head: token after token through the head's state. Value head h reads key
@@ -73,9 +125,12 @@ static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
     int d = (int)hp->ssm_head_dim;
     int64_t ch = rec_channels(hp), key_dim = (int64_t)hp->ssm_n_k_heads * d, Hv = hp->ssm_n_v_heads;
     for (int64_t h = begin; h < end; h++) {
-        float *M = c->ls->rec + h * d * d;
         int64_t kh = h % hp->ssm_n_k_heads;
         for (int t = 0; t < c->n; t++) {
+            struct row_state r = row_at(c, t);
+            float *M = r.ls->rec[r.dst] + h * d * d;
+            if (r.copy)
+                memcpy(M, r.ls->rec[r.src] + h * d * d, (size_t)d * (size_t)d * sizeof(float));
             const float *row = sc->b + t * ch;
             c->s->ops->delta_rule_step(d, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
                                        sc->alpha[t * Hv + h], sc->beta[t * Hv + h],
@@ -84,7 +139,7 @@ static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-static void recurrent_branch(struct chunk *c)
+static int recurrent_branch(struct chunk *c)
 {
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
@@ -95,6 +150,7 @@ static void recurrent_branch(struct chunk *c)
     matmul(c, &L->z, sc->xn, sc->c);
     matmul(c, &L->beta, sc->xn, sc->beta);
     matmul(c, &L->alpha, sc->xn, sc->alpha);
+    STAGE(c, "proj");
     for (int t = 0; t < c->n; t++) {
         for (int64_t h = 0; h < Hv; h++) {
             float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
@@ -103,6 +159,7 @@ static void recurrent_branch(struct chunk *c)
         }
     }
     loom_pool_parallel_for(c->s->pool, ch, 64, conv_task, c);
+    STAGE(c, "conv");
     for (int t = 0; t < c->n; t++) {
         float *row = sc->b + t * ch;
         c->s->ops->silu(ch, row, row);
@@ -112,6 +169,7 @@ static void recurrent_branch(struct chunk *c)
         }
     }
     loom_pool_parallel_for(c->s->pool, Hv, 1, delta_task, c);
+    STAGE(c, "delta");
     /* gated RMSNorm: rmsnorm(o) * ssm_norm * silu(z), per head row of d */
     for (int t = 0; t < c->n; t++) {
         for (int64_t h = 0; h < Hv; h++) {
@@ -122,7 +180,10 @@ static void recurrent_branch(struct chunk *c)
                 o[j] *= z[j];
         }
     }
+    STAGE(c, "gated_norm");
     matmul(c, &L->ssm_out, sc->o, sc->proj);
+    STAGE(c, "out");
+    return 0;
 }
 
 /* ---- gated attention branch ----------------------------------------------------------------------- */
@@ -134,20 +195,23 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_hparams *hp = c->hp;
     const struct loom_scratch *sc = &c->s->sc;
     int hd = (int)hp->head_dim_k, hdv = (int)hp->head_dim_v, H = (int)hp->n_head, Hkv = (int)hp->n_head_kv;
-    int64_t n_ctx = c->s->n_ctx;
+    int64_t n_ctx = c->s->n_ctx; /* the scratch's stride (the largest context of the chunk's sequences) */
     uint16_t *q16 = sc->q16 + (int64_t)thread * hd;
     float *scores = sc->scores + (int64_t)thread * n_ctx;
     uint16_t *probs16 = sc->probs16 + (int64_t)thread * n_ctx;
-    enum loom_attn_order order = c->n > 1 ? LOOM_ATTN_ORDER_BATCH : LOOM_ATTN_ORDER_SINGLE;
+    enum loom_attn_order order = c->n > 1 && c->s->numerics == LOOM_NUMERICS_REFERENCE_BATCH
+                                     ? LOOM_ATTN_ORDER_BATCH
+                                     : LOOM_ATTN_ORDER_SINGLE;
     float scale = 1.0f / sqrtf((float)hdv);
     for (int64_t item = begin; item < end; item++) {
         int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / Hkv);
         const float *q = sc->a + (int64_t)t * 2 * H * hd + (int64_t)h * 2 * hd;
         for (int i = 0; i < hd; i++)
             q16[i] = loom_f32_to_f16(q[i]);
-        c->s->ops->attn_head(c->pos0 + t + 1, hd, q16, c->ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
-                           c->ls->v + (int64_t)kvh * hdv * n_ctx, n_ctx, hdv, scale, order, scores, probs16,
-                           sc->o + (int64_t)t * H * hdv + (int64_t)h * hdv);
+        struct row_state r = row_at(c, t);
+        c->s->ops->attn_head(r.pos + 1, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
+                             r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
+                             sc->o + (int64_t)t * H * hdv + (int64_t)h * hdv);
     }
 }
 
@@ -157,33 +221,34 @@ static void attention_prepare(struct chunk *c)
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
-    int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv, n_ctx = c->s->n_ctx;
+    int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv;
     int n_rot = (int)hp->n_rot;
     for (int t = 0; t < c->n; t++) {
         float *cache = sc->rope + (int64_t)t * n_rot;
-        loom_ops_rope_cache(c->pos0 + t, n_rot, hp->rope_freq_base, cache);
+        struct row_state r = row_at(c, t);
+        loom_ops_rope_cache(r.pos, n_rot, hp->rope_freq_base, cache);
         for (int64_t h = 0; h < H; h++) {
             float *q = sc->a + t * 2 * H * hd + h * 2 * hd;
             loom_ops_rmsnorm(hd, q, L->q_norm, hp->rms_eps, q);
             loom_ops_rope_neox(q, n_rot, cache);
         }
-        int64_t p = c->pos0 + t;
+        int64_t p = r.pos, n_ctx = r.n_ctx;
         for (int64_t h = 0; h < Hkv; h++) {
             float *k = sc->b + t * Hkv * hd + h * hd;
             const float *v = sc->c + t * Hkv * hdv + h * hdv;
             loom_ops_rmsnorm(hd, k, L->k_norm, hp->rms_eps, k);
             loom_ops_rope_neox(k, n_rot, cache);
-            uint16_t *kc = c->ls->k + (p * Hkv + h) * hd;
+            uint16_t *kc = r.ls->k + (p * Hkv + h) * hd;
             for (int64_t i = 0; i < hd; i++)
                 kc[i] = loom_f32_to_f16(k[i]);
-            uint16_t *vc = c->ls->v + h * hdv * n_ctx + p;
+            uint16_t *vc = r.ls->v + h * hdv * n_ctx + p;
             for (int64_t j = 0; j < hdv; j++)
                 vc[j * n_ctx] = loom_f32_to_f16(v[j]);
         }
     }
 }
 
-static void attention_branch(struct chunk *c)
+static int attention_branch(struct chunk *c)
 {
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
@@ -192,8 +257,11 @@ static void attention_branch(struct chunk *c)
     matmul(c, &L->wq, sc->xn, sc->a);
     matmul(c, &L->wk, sc->xn, sc->b);
     matmul(c, &L->wv, sc->xn, sc->c);
+    STAGE(c, "proj");
     attention_prepare(c);
+    STAGE(c, "kv_write");
     loom_pool_parallel_for(c->s->pool, (int64_t)c->n * H, 1, attn_task, c);
+    STAGE(c, "attend");
     /* output gate: attn * sigmoid(gate), the gate rows following each head's query rows */
     for (int t = 0; t < c->n; t++)
         for (int64_t h = 0; h < H; h++) {
@@ -202,7 +270,10 @@ static void attention_branch(struct chunk *c)
             for (int64_t j = 0; j < hdv; j++)
                 o[j] *= loom_ops_sigmoid(gate[j]);
         }
+    STAGE(c, "gate");
     matmul(c, &L->wo, sc->o, sc->proj);
+    STAGE(c, "out");
+    return 0;
 }
 
 /* ---- MLP and the whole network -------------------------------------------------------------------- */
@@ -219,38 +290,64 @@ static void mlp(struct chunk *c)
     matmul(c, &L->ffn_down, sc->a, sc->proj);
 }
 
-static void layer_forward(struct chunk *c, uint32_t il)
+static int layer_forward(struct chunk *c, uint32_t il)
 {
     struct loom_scratch *sc = &c->s->sc;
+    c->il = (int)il;
     c->L = &c->m->layers[il];
-    c->ls = &c->s->layers[il];
     norm_rows(c, sc->x, c->L->attn_norm, sc->xn);
-    if (c->L->kind == LOOM_LAYER_RECURRENT)
-        recurrent_branch(c);
-    else
-        attention_branch(c);
+    STAGE(c, "norm");
+    int rc = c->L->kind == LOOM_LAYER_RECURRENT ? recurrent_branch(c) : attention_branch(c);
+    if (rc)
+        return rc;
     add_rows(c, sc->x, sc->proj);
+    STAGE(c, "residual");
     norm_rows(c, sc->x, c->L->post_norm, sc->xn);
+    STAGE(c, "post_norm");
     mlp(c);
+    STAGE(c, "mlp");
     add_rows(c, sc->x, sc->proj);
+    STAGE(c, "residual2");
+    return 0;
 }
 
-void loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, float *logits, int all)
+static int forward(struct chunk c, const int32_t *tokens)
 {
-    struct chunk c = {.s = s, .m = s->model, .hp = &s->model->hp, .n = n, .pos0 = s->pos};
-    struct loom_scratch *sc = &s->sc;
+    struct loom_session *s = c.s;
+    int n = c.n;
     int64_t E = c.hp->n_embd;
     for (int t = 0; t < n; t++)
-        loom_weight_get_row(&c.m->tok_embd, tokens[t], sc->x + t * E);
-    for (uint32_t il = 0; il < c.hp->n_layer; il++)
-        layer_forward(&c, il);
-    if (!logits)
-        return;
-    if (all) {
-        norm_rows(&c, sc->x, c.m->output_norm, sc->xn);
-        matmul(&c, &c.m->output, sc->xn, logits);
-    } else {
-        loom_ops_rmsnorm(E, sc->x + (int64_t)(n - 1) * E, c.m->output_norm, c.hp->rms_eps, sc->xn);
-        loom_matmul(s->pool, &c.m->output, sc->xn, 1, logits, sc->mm);
+        loom_weight_get_row(&c.m->tok_embd, tokens[t], s->sc.x + t * E);
+    STAGE(&c, "embed");
+    for (uint32_t il = 0; il < c.hp->n_layer; il++) {
+        int rc = layer_forward(&c, il);
+        if (rc)
+            return rc;
     }
+    return 0;
+}
+
+void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows)
+{
+    int64_t E = s->model->hp.n_embd;
+    for (int t = 0; t < n; t++)
+        loom_ops_rmsnorm(E, x + t * E, s->model->output_norm, s->model->hp.rms_eps, rows + t * E);
+}
+
+void loom_qwen35_head(struct loom_session *s, const float *rows, int n, float *out)
+{
+    matmul_n(s, &s->model->output, rows, n, out);
+}
+
+int loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
+{
+    struct chunk c = {.s = s, .m = s->model, .hp = &s->model->hp, .il = -1, .n = n, .pos0 = pos0, .src = src,
+                      .dst = dst};
+    return forward(c, tokens);
+}
+
+int loom_qwen35_forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
+{
+    struct chunk c = {.s = lead, .m = lead->model, .hp = &lead->model->hp, .il = -1, .n = n, .rows = rows};
+    return forward(c, tokens);
 }

@@ -1,6 +1,8 @@
 /* session.c — the public session API: creation (state owners sized from the model's layer plan, the
  * thread pool, and one arena holding all state and the scratch plan), reset, and eval, which checks a
- * request completely before touching any state and then runs it chunk by chunk. */
+ * request completely, runs it chunk by chunk against private state and publishes the recurrent owners,
+ * the frontier and the logits together, or nothing. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,8 +47,10 @@ static size_t plan_arena(struct loom_session *s, char *base)
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct loom_layer_state *ls = &s->layers[il];
         if (m->layers[il].kind == LOOM_LAYER_RECURRENT) {
-            ls->conv = carve(base, &cur, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
-            ls->rec = carve(base, &cur, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+            for (int copy = 0; copy < 2; copy++) {
+                ls->conv[copy] = carve(base, &cur, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
+                ls->rec[copy] = carve(base, &cur, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+            }
         } else {
             ls->k = carve(base, &cur, ctx * kv_k * sizeof(uint16_t));
             ls->v = carve(base, &cur, ctx * kv_v * sizeof(uint16_t));
@@ -56,6 +60,9 @@ static size_t plan_arena(struct loom_session *s, char *base)
     size_t wide_b = max_sz(chan, max_sz(kv_k, hp->n_ff));
     size_t wide_c = max_sz(hp->ssm_inner, kv_v);
     size_t wide_o = max_sz(hp->ssm_inner, (size_t)hp->n_head * hp->head_dim_v);
+    s->history = carve(base, &cur, ctx * sizeof(int32_t));
+    s->logits = carve(base, &cur, (size_t)s->n_logits * sizeof(float));
+    s->logits_work = carve(base, &cur, (size_t)s->n_logits * sizeof(float));
     struct loom_scratch *sc = &s->sc;
     sc->x = carve(base, &cur, nc * hp->n_embd * sizeof(float));
     sc->xn = carve(base, &cur, nc * hp->n_embd * sizeof(float));
@@ -68,6 +75,7 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->beta = carve(base, &cur, nc * hp->ssm_n_v_heads * sizeof(float));
     sc->rope = carve(base, &cur, nc * hp->n_rot * sizeof(float));
     sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
+    sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
     sc->scores = carve(base, &cur, nt * ctx * sizeof(float));
     sc->probs16 = carve(base, &cur, nt * ctx * sizeof(uint16_t));
     sc->q16 = carve(base, &cur, nt * hp->head_dim_k * sizeof(uint16_t));
@@ -81,9 +89,15 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         return NULL;
     }
     int n_ctx = params ? params->n_ctx : 0, n_threads = params ? params->n_threads : 0;
+    enum loom_numerics numerics = params ? params->numerics : LOOM_NUMERICS_CANONICAL;
     if (n_ctx < 0 || n_threads < 0) {
         loom_errorf(err, LOOM_E_ARG, "session params: expected n_ctx >= 0 and n_threads >= 0, found %d and %d",
                     n_ctx, n_threads);
+        return NULL;
+    }
+    if (numerics != LOOM_NUMERICS_CANONICAL && numerics != LOOM_NUMERICS_REFERENCE_BATCH) {
+        loom_errorf(err, LOOM_E_ARG, "session params numerics: expected CANONICAL (0) or REFERENCE_BATCH (1), found %d",
+                    (int)numerics);
         return NULL;
     }
     if (n_ctx == 0)
@@ -94,9 +108,11 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     }
     struct loom_session *s = calloc(1, sizeof *s);
     struct loom_layer_state *layers = calloc(model->hp.n_layer ? model->hp.n_layer : 1, sizeof *layers);
-    if (!s || !layers) {
+    struct loom_checkpoint *ckpt = calloc(LOOM_MAX_CHECKPOINTS, sizeof *ckpt);
+    if (!s || !layers || !ckpt) {
         free(s);
         free(layers);
+        free(ckpt);
         loom_errorf(err, LOOM_E_NOMEM, "session: allocating the state table failed");
         return NULL;
     }
@@ -104,7 +120,14 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->ops = loom_ops_kernels_active();
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
+    s->numerics = numerics;
+    s->checkpoint_every = params && params->checkpoint_every > 0 ? params->checkpoint_every : 0;
+    s->checkpoint_budget = params && params->checkpoint_budget ? params->checkpoint_budget
+                                                               : 4 * loom_qwen35_recurrent_state_bytes(&model->hp);
+    s->n_logits = (int)model->output.n_out;
     s->layers = layers;
+    s->ckpt = ckpt;
+    s->pending_pos = -1;
     s->sc.n_chunk = n_ctx < LOOM_CHUNK_TOKENS ? n_ctx : LOOM_CHUNK_TOKENS;
     s->arena_bytes = plan_arena(s, NULL);
     s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);
@@ -127,11 +150,15 @@ void loom_session_free(loom_session *session)
     if (session->pool)
         loom_pool_free(session->pool);
     free(session->arena);
+    free(session->stage);
+    loom_session_drop_checkpoints(session, -1);
+    free(session->pending);
+    free(session->ckpt);
     free(session->layers);
     free(session);
 }
 
-/* Only the recurrent state needs clearing: KV rows at or past the position are never read. */
+/* Only the public recurrent state needs clearing: KV rows at or past the position are never read. */
 void loom_session_reset(loom_session *session)
 {
     const struct loom_hparams *hp = &session->model->hp;
@@ -140,13 +167,108 @@ void loom_session_reset(loom_session *session)
         struct loom_layer_state *ls = &session->layers[il];
         if (session->model->layers[il].kind != LOOM_LAYER_RECURRENT)
             continue;
-        memset(ls->conv, 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
-        memset(ls->rec, 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+        memset(ls->conv[session->cur], 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
+        memset(ls->rec[session->cur], 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
     }
     session->pos = 0;
+    session->has_logits = 0;
+    loom_session_drop_checkpoints(session, -1);
 }
 
 int loom_session_pos(const loom_session *session) { return session->pos; }
+
+/* Room for n rows of final hidden states (a LOGITS_ALL request keeps them until it publishes). Grows
+ * only; a failure leaves the session as it was. */
+static int reserve_stage(struct loom_session *s, int64_t n, loom_error *err)
+{
+    if (n <= s->stage_rows)
+        return LOOM_OK;
+    int64_t E = s->model->hp.n_embd;
+    int rc = s->hook ? s->hook(s->hook_ctx, -1, "alloc", NULL, 0) : 0;
+    float *p = rc ? NULL : realloc(s->stage, (size_t)n * (size_t)E * sizeof(float));
+    if (!p)
+        return loom_errorf(err, LOOM_E_NOMEM, "eval: allocating %lld rows of %lld floats for all-token logits failed",
+                           (long long)n, (long long)E);
+    s->stage = p;
+    s->stage_rows = n;
+    return LOOM_OK;
+}
+
+static int all_finite(const float *x, int64_t n)
+{
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++)
+        ok &= isfinite(x[i]) != 0;
+    return ok;
+}
+
+/* Run tokens[0..n) on private state: the recurrent owners in copy cur ^ 1, K/V rows past the frontier,
+ * the final rows in s->stage (all) or the last token's logits in s->logits_work. Publishes nothing. In
+ * CANONICAL numerics (where chunking does not change a bit) a prompt's last token runs as its own chunk
+ * and the state before it is snapshotted: rewinding to the prompt end then re-evaluates one token. */
+static int run_private(struct loom_session *s, const int32_t *tokens, int n_tokens, int all, loom_error *err)
+{
+    int64_t E = s->model->hp.n_embd;
+    int work = s->cur ^ 1;
+    int split = s->numerics == LOOM_NUMERICS_CANONICAL && n_tokens > 1 ? n_tokens - 1 : -1;
+    s->pending_pos = -1;
+    for (int done = 0; done < n_tokens;) {
+        int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
+        n = done < split && done + n > split ? split - done : n;
+        int rc = loom_qwen35_forward(s, tokens + done, n, s->pos + done, done == 0 ? s->cur : work, work);
+        if (rc)
+            return loom_errorf(err, rc, "eval: the request failed in chunk at position %d (stage hook code %d); "
+                               "nothing was published", s->pos + done, rc);
+        done += n;
+        if (done == split)
+            loom_session_snapshot_work(s, s->pos + done);
+        float *rows = all ? s->stage + (int64_t)(done - n) * E : s->sc.xn;
+        int first = all ? 0 : n - 1, m = all ? n : 1;
+        loom_qwen35_output_norm(s, s->sc.x + (int64_t)first * E, m, rows);
+        rc = s->hook ? s->hook(s->hook_ctx, -1, "output_norm", rows, (int64_t)m * E) : 0;
+        if (!rc && !all_finite(rows, (int64_t)m * E))
+            rc = LOOM_E_INTERNAL;
+        if (rc)
+            return loom_errorf(err, rc, "eval: non-finite or rejected hidden state in the chunk at position %d; "
+                               "nothing was published", s->pos + done - n);
+    }
+    if (all)
+        return LOOM_OK;
+    loom_qwen35_head(s, s->sc.xn, 1, s->logits_work);
+    int rc = s->hook ? s->hook(s->hook_ctx, -1, "logits", s->logits_work, s->n_logits) : 0;
+    if (!rc && !all_finite(s->logits_work, s->n_logits))
+        rc = LOOM_E_INTERNAL;
+    if (rc)
+        return loom_errorf(err, rc, "eval: non-finite or rejected logits at position %d; nothing was published",
+                           s->pos + n_tokens - 1);
+    return LOOM_OK;
+}
+
+/* Make the request's private state public: the recurrent copy, the frontier and the logits together.
+ * Cannot fail. LOGITS_ALL rows (all: logits non-NULL) are computed here from the staged rows, chunk by
+ * chunk as evaluated, straight into the caller's buffer. */
+static void publish(struct loom_session *s, const int32_t *tokens, int n_tokens, float *logits, int all)
+{
+    memmove(s->history + s->pos, tokens, (size_t)n_tokens * sizeof(int32_t));
+    s->cur ^= 1;
+    s->pos += n_tokens;
+    s->has_logits = 1;
+    if (all) {
+        int64_t E = s->model->hp.n_embd, nl = s->n_logits;
+        for (int done = 0; done < n_tokens;) {
+            int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
+            loom_qwen35_head(s, s->stage + (int64_t)done * E, n, logits + (int64_t)done * nl);
+            done += n;
+        }
+        memcpy(s->logits, logits + (int64_t)(n_tokens - 1) * nl, (size_t)nl * sizeof(float));
+        return;
+    }
+    float *t = s->logits;
+    s->logits = s->logits_work;
+    s->logits_work = t;
+    if (logits)
+        memcpy(logits, s->logits, (size_t)s->n_logits * sizeof(float));
+}
 
 int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens, float *logits,
                       enum loom_logits_mode mode, loom_error *err)
@@ -164,18 +286,17 @@ int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens
         if (tokens[i] < 0 || tokens[i] >= n_rows)
             return loom_errorf(err, LOOM_E_ARG, "eval token %d: expected an id in [0, %lld), found %d", i,
                                (long long)n_rows, tokens[i]);
-    int64_t n_logits = session->model->output.n_out;
-    for (int done = 0; done < n_tokens;) {
-        int n = n_tokens - done < session->sc.n_chunk ? n_tokens - done : session->sc.n_chunk;
-        int last_chunk = done + n == n_tokens;
-        float *out = NULL;
-        if (logits && mode == LOOM_LOGITS_ALL)
-            out = logits + (int64_t)done * n_logits;
-        else if (logits && last_chunk)
-            out = logits;
-        loom_qwen35_forward(session, tokens + done, n, out, mode == LOOM_LOGITS_ALL);
-        session->pos += n;
-        done += n;
+    if (n_tokens == 0)
+        return LOOM_OK;
+    int all = mode == LOOM_LOGITS_ALL && logits;
+    int rc = all ? reserve_stage(session, n_tokens, err) : LOOM_OK;
+    if (!rc)
+        rc = run_private(session, tokens, n_tokens, all, err);
+    if (rc) {
+        session->pending_pos = -1; /* the failed request's snapshot never becomes a checkpoint */
+        return rc;
     }
+    publish(session, tokens, n_tokens, logits, all);
+    loom_session_auto_checkpoint(session, n_tokens);
     return LOOM_OK;
 }

@@ -1,6 +1,7 @@
 /* session.h — what a session owns (internal): the per-layer state owners (conv state and recurrent
- * matrices for Gated DeltaNet layers, the F16 KV cache for attention layers), the position, the thread
- * pool, and the scratch plan allocated once at creation so that evaluation never allocates. */
+ * matrices for Gated DeltaNet layers, the F16 KV cache for attention layers), the frontier position, the
+ * last logits, the thread pool, and the scratch plan allocated once at creation so that evaluation never
+ * allocates. Public state changes only by publishing a whole request (see loom_session_eval). */
 #ifndef LOOM_RUNTIME_SESSION_H
 #define LOOM_RUNTIME_SESSION_H
 
@@ -15,13 +16,59 @@
  * the reference splits a batch into micro-batches of n_ubatch = 512. */
 #define LOOM_CHUNK_TOKENS 512
 
-/* State of one layer; only the fields of its kind are allocated. */
+/* State of one layer; only the fields of its kind are allocated. The recurrent owners are double
+ * buffered: copy [cur] (struct loom_session) is public, the other is the private copy a request works
+ * on; publishing flips cur. K/V rows at positions >= pos are private (never read as public state), so a
+ * request writes its rows in place. */
 struct loom_layer_state {
-    float *conv;   /* recurrent: [channels][conv_kernel - 1], the last inputs of each channel, oldest first */
-    float *rec;    /* recurrent: [n_v_heads][d][d], M[h][j][i] = S_h[i][j] (value index j, key index i) */
-    uint16_t *k;   /* attention: [n_ctx][n_head_kv][head_dim_k] F16 */
-    uint16_t *v;   /* attention: [n_head_kv][head_dim_v][n_ctx] F16 (transposed, as the reference stores V) */
+    float *conv[2]; /* recurrent: [channels][conv_kernel - 1], the last inputs of each channel, oldest first */
+    float *rec[2];  /* recurrent: [n_v_heads][d][d], M[h][j][i] = S_h[i][j] (value index j, key index i) */
+    uint16_t *k;    /* attention: [n_ctx][n_head_kv][head_dim_k] F16 */
+    uint16_t *v;    /* attention: [n_head_kv][head_dim_v][n_ctx] F16 (transposed, as the reference stores V) */
 };
+
+/* One persistent state owner of a sequence (src/runtime/state.c). Shapes are outermost first; for K/V
+ * the position axis is the one that grows, and bytes counts n_ctx positions. */
+enum loom_owner_kind { LOOM_OWNER_CONV = 0, LOOM_OWNER_RECURRENT = 1, LOOM_OWNER_K = 2, LOOM_OWNER_V = 3 };
+struct loom_state_owner {
+    int layer;
+    enum loom_owner_kind kind;
+    const char *name;        /* "conv", "recurrent", "k", "v" */
+    uint32_t dtype;          /* LOOM_TYPE_F32 or LOOM_TYPE_F16 */
+    int64_t shape[3];        /* conv [channels][K-1][1]; recurrent [heads][d][d]; k [n_ctx][heads][dim]; v [heads][dim][n_ctx] */
+    uint64_t bytes;          /* whole owner */
+    uint64_t bytes_per_pos;  /* K/V: bytes one position adds; 0 for fixed-size owners */
+};
+
+/* Fill owners[0..cap) with the session's state owners in layer order; returns how many there are. */
+int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap);
+
+/* Test hook, called after every stage of a request (layer -1 outside the layers; stage names are the
+ * step just finished: "alloc" before the staging buffer grows, "embed", per layer "norm", "proj", "conv",
+ * "delta", "gated_norm", "kv_write", "attend", "gate", "out", "residual", "post_norm", "mlp", "residual2",
+ * then "output_norm", "logits"). x is the chunk's residual stream [n_values] which the hook may overwrite
+ * (e.g. with NaN). A nonzero return fails the request with that code (at "alloc": as a failed allocation). */
+typedef int (*loom_stage_hook_fn)(void *ctx, int layer, const char *stage, float *x, int64_t n_values);
+
+/* A checkpoint: the recurrent owners (every recurrent layer's conv state then recurrent matrices, in layer
+ * order) at position pos; K/V rows below pos are in the cache. (src/runtime/checkpoint.c) */
+#define LOOM_MAX_CHECKPOINTS 64
+struct loom_checkpoint {
+    int pos;
+    uint64_t seq; /* creation order, for eviction */
+    float *data;  /* loom_qwen35_recurrent_state_bytes */
+};
+
+/* Copy recurrent owner copy `copy` (s->cur: the public one) to buf (to_state 0) or buf to it (to_state 1). */
+void loom_session_copy_recurrent(struct loom_session *s, int copy, float *buf, int to_state);
+/* Snapshot the private recurrent copy of a running request at position pos (s->pending), to become a
+ * checkpoint if the request publishes. Best effort (skipped when the buffer cannot be allocated). */
+void loom_session_snapshot_work(struct loom_session *s, int pos);
+/* After a published request of n tokens: the automatic checkpoints (the pending snapshot, the prompt end,
+ * checkpoint_every). */
+void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens);
+/* Drop every checkpoint past pos (their history is about to change); all when pos < 0. */
+void loom_session_drop_checkpoints(struct loom_session *s, int pos);
 
 /* Scratch for one chunk of up to n_chunk tokens (rows contiguous, sized once from the model geometry). */
 struct loom_scratch {
@@ -37,6 +84,7 @@ struct loom_scratch {
     float *beta;    /* [n_chunk][n_v_heads] */
     float *rope;    /* [n_chunk][n_rot] cos/sin pairs */
     void *mm;       /* loom_matmul scratch */
+    struct loom_row *rows; /* [n_chunk] rows of a multi-sequence step */
     /* per worker thread */
     float *scores;     /* [n_threads][n_ctx] */
     uint16_t *probs16; /* [n_threads][n_ctx] */
@@ -49,16 +97,52 @@ struct loom_session {
     struct loom_pool *pool;
     int n_threads;
     int n_ctx;
+    enum loom_numerics numerics;
+    int n_logits;
+    /* public state: the frontier, the recurrent owners [cur], K/V rows below pos, the last logits */
     int pos;
+    int cur;
+    int has_logits;
+    float *logits;      /* [n_logits] last logits (public) */
+    float *logits_work; /* [n_logits] the request's last logits before publishing */
     struct loom_layer_state *layers; /* [n_layer] */
     struct loom_scratch sc;
+    float *stage;       /* [stage_rows][n_embd] final normalized rows of a LOGITS_ALL request */
+    int64_t stage_rows;
+    int32_t *history;   /* [n_ctx] token at each position < pos */
+    struct loom_checkpoint *ckpt; /* [LOOM_MAX_CHECKPOINTS] */
+    int n_ckpt;
+    int checkpoint_every;
+    uint64_t checkpoint_budget;
+    float *pending;     /* snapshot of the private recurrent copy before a prompt's last token */
+    int pending_pos;    /* its position, or -1 */
+    loom_stage_hook_fn hook; /* tests only; NULL in normal use */
+    void *hook_ctx;
     void *arena; /* one allocation holding state and scratch */
     size_t arena_bytes;
 };
 
-/* Run tokens[0..n) (1 <= n <= sc.n_chunk, pos + n <= n_ctx, ids checked by the caller) through the
- * network at positions pos..pos+n-1, updating the state in place. logits: NULL, [n][n_logits] when
- * all is nonzero, or [n_logits] for the last token. Cannot fail. (src/runtime/qwen35.c) */
-void loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, float *logits, int all);
+/* One chunk of a request: tokens[0..n) at positions pos0..pos0+n-1 (1 <= n <= sc.n_chunk, pos0 + n <=
+ * n_ctx, ids checked by the caller). Reads the recurrent owners from copy `src` and leaves the updated
+ * ones in copy `dst` (src may equal dst), writes K/V rows at pos0.. in place, leaves the final residual
+ * rows in sc.x. Returns LOOM_OK or the code a stage hook returned. (src/runtime/qwen35.c) */
+int loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst);
+
+/* One row of a multi-sequence step: the sequence whose next token (at its position) the row is. */
+struct loom_row {
+    struct loom_session *s;
+};
+
+/* One decode step for n sequences at once (src/runtime/batch.c checks them): row t is the next token of
+ * rows[t].s at its position, read from its public recurrent copy and written to the other; lead provides
+ * the scratch, pool and hook and has the largest context. (src/runtime/qwen35.c) */
+int loom_qwen35_forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows);
+
+/* out[n][n_logits] = output head of rows[n][n_embd] (already output-normalized), n <= sc.n_chunk, in the
+ * session's numerics order for a chunk of n rows. (src/runtime/qwen35.c) */
+void loom_qwen35_head(struct loom_session *s, const float *rows, int n, float *out);
+
+/* rows[n][n_embd] = output RMSNorm of x[n][n_embd]. (src/runtime/qwen35.c) */
+void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows);
 
 #endif

@@ -2,7 +2,9 @@
  * qwen35 models: a fixed 100-token prompt plus a fixed 64-token continuation go through both engines in one
  * batch, and the 64 forced steps are compared row by row. Also: the reference against itself (flash attention
  * on/off, weight repacking on/off) for scale, loom's one-batch prompt against token-by-token evaluation, and
- * loom's token-by-token rows (the decode path) against the reference's. Models: $LOOM_CACHE/models (prepared by
+ * loom's token-by-token rows (the decode path) against the reference's; loom runs in REFERENCE_BATCH numerics
+ * for the batched comparisons, and its CANONICAL numerics (the default) must give, for the prompt in one batch,
+ * exactly the reference's token-by-token rows. Models: $LOOM_CACHE/models (prepared by
  * scripts/prepare-models.sh); LOOM_PARITY_MODELS restricts the list while developing. */
 #include <stdint.h>
 #include <stdio.h>
@@ -167,13 +169,43 @@ static void check_tolerance(const char *name, enum tolerance tol, const struct p
         CHECK(s->max_abs <= 1e-3, "%s: max abs diff %.3e > 1e-3", name, s->max_abs);
 }
 
+/* CANONICAL numerics: the prompt in one batch (and split 37/63) must equal the reference's token-by-token rows
+ * ref_step[N_PROMPT][n] bit for bit. Prints the one-batch prefill time next to REFERENCE_BATCH's (batch_s). */
+static void check_canonical(const char *name, const loom_model *lm, const int32_t *tokens, const float *ref_step,
+                            int n, double batch_s)
+{
+    loom_error err = {0};
+    loom_session_params sp = {.n_ctx = N_CTX, .n_threads = N_THREADS, .numerics = LOOM_NUMERICS_CANONICAL};
+    loom_session *s = loom_session_new(lm, &sp, &err);
+    float *rows = malloc((size_t)N_PROMPT * (size_t)n * sizeof(float));
+    CHECK(s && rows, "%s: canonical session: %s", name, err.msg);
+    if (s && rows) {
+        double t0 = parity_now();
+        int rc = loom_session_eval(s, tokens, N_PROMPT, rows, LOOM_LOGITS_ALL, &err);
+        double t = parity_now() - t0;
+        CHECK(rc == LOOM_OK, "%s: canonical prompt batch: %s", name, err.msg);
+        printf("%-26s prefill of %d tokens in one batch: canonical %.3f s, reference-batch %.3f s (x%.2f)\n", name,
+               N_PROMPT, t, batch_s, batch_s > 0 ? t / batch_s : 0.0);
+        check_same_rows(name, "canonical vs ref tbt", ref_step, rows, N_PROMPT, n, 0.0);
+        loom_session_reset(s);
+        rc = loom_session_eval(s, tokens, 37, rows, LOOM_LOGITS_ALL, &err);
+        if (rc == LOOM_OK)
+            rc = loom_session_eval(s, tokens + 37, N_PROMPT - 37, rows + (size_t)37 * (size_t)n, LOOM_LOGITS_ALL, &err);
+        CHECK(rc == LOOM_OK, "%s: canonical 37+63: %s", name, err.msg);
+        check_same_rows(name, "canonical 37+63 vs tbt", ref_step, rows, N_PROMPT, n, 0.0);
+    }
+    free(rows);
+    loom_session_free(s);
+}
+
 /* Batch against token-by-token evaluation of the prompt. loom's one-batch prompt must equal the first N_PROMPT
  * rows of the forced batch (forced[N_TOTAL][n]) and its token-by-token rows: bitwise, or within 1e-4 x logit std
  * on top of the reference's own batch-vs-token difference (its batched and single-token kernels round
  * differently, and loom reproduces both). loom's token-by-token rows (the decode path) are also held to the
  * model's parity tolerance against the reference's token-by-token rows. */
-static void check_batch_vs_tokens(const char *name, enum tolerance tol, loom_session *s, struct llama_model *rm,
-                                  const int32_t *tokens, const float *forced, const float *ref_forced, int n)
+static void check_batch_vs_tokens(const char *name, enum tolerance tol, const loom_model *lm, loom_session *s,
+                                  struct llama_model *rm, const int32_t *tokens, const float *forced,
+                                  const float *ref_forced, int n)
 {
     loom_error err = {0};
     size_t rows = (size_t)N_PROMPT * (size_t)n;
@@ -181,9 +213,12 @@ static void check_batch_vs_tokens(const char *name, enum tolerance tol, loom_ses
     float *ref_step = malloc(rows * sizeof(float));
     CHECK(batch && step && ref_step, "out of memory");
     int rc = batch && step && ref_step ? LOOM_OK : LOOM_E_NOMEM;
+    double batch_s = 0;
     if (rc == LOOM_OK) {
         loom_session_reset(s);
+        double t0 = parity_now();
         rc = loom_session_eval(s, tokens, N_PROMPT, batch, LOOM_LOGITS_ALL, &err);
+        batch_s = parity_now() - t0;
         CHECK(rc == LOOM_OK, "%s: prompt batch eval: %s", name, err.msg);
     }
     if (rc == LOOM_OK) {
@@ -205,6 +240,7 @@ static void check_batch_vs_tokens(const char *name, enum tolerance tol, loom_ses
         parity_compare_steps(ref_step, step, N_PROMPT, (size_t)n, n, 0, &sum);
         parity_print_summary(name, "loom vs ref, tok by tok", &sum);
         check_tolerance(name, tol, &sum);
+        check_canonical(name, lm, tokens, ref_step, n, batch_s);
     }
     free(batch);
     free(step);
@@ -301,14 +337,14 @@ static void compare_model(struct run *r, const int32_t *cont)
     r->loom_logits = malloc(rows * sizeof(float));
     r->ref_logits = malloc(rows * sizeof(float));
     r->ref_fa = malloc(rows * sizeof(float));
-    loom_session_params sp = {.n_ctx = N_CTX, .n_threads = N_THREADS};
+    loom_session_params sp = {.n_ctx = N_CTX, .n_threads = N_THREADS, .numerics = LOOM_NUMERICS_REFERENCE_BATCH};
     r->ls = loom_session_new(r->lm, &sp, &err);
     CHECK(r->ls && r->loom_logits && r->ref_logits && r->ref_fa, "%s: session/buffers: %s", r->name, err.msg);
     if (!r->ls || !r->loom_logits || !r->ref_logits || !r->ref_fa || compare_forced(r, tokens) != 0)
         return;
     if (r->tol == TOL_QUANT)
         scale_repack(r->name, r->path, tokens, r->ref_logits, r->loom_logits, r->n);
-    check_batch_vs_tokens(r->name, r->tol, r->ls, r->rm, tokens, r->loom_logits, r->ref_logits, r->n);
+    check_batch_vs_tokens(r->name, r->tol, r->lm, r->ls, r->rm, tokens, r->loom_logits, r->ref_logits, r->n);
 }
 
 int main(void)

@@ -1,0 +1,129 @@
+/* refengine.c — loads the reference engine's prebuilt libraries at run time (dlopen) and drives the few calls
+ * `loom bench --ref` needs: load a model, make a context, evaluate a batch, clear the sequence. Struct layouts
+ * are declared in refengine.h and checked against the reference's header by tests/parity/test_refengine.c. */
+#include "cli/refengine.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+#define REF_LIB "libllama.v0.5.0.so"
+
+/* Where each entry point goes in struct loom_ref. */
+static const struct ref_symbol {
+    const char *name;
+    size_t off;
+} REF_SYMBOLS[] = {
+    {"ggml_backend_load_all_from_path", offsetof(struct loom_ref, load_all_from_path)},
+    {"llama_backend_init", offsetof(struct loom_ref, backend_init)},
+    {"llama_backend_free", offsetof(struct loom_ref, backend_free)},
+    {"llama_log_set", offsetof(struct loom_ref, log_set)},
+    {"llama_model_default_params", offsetof(struct loom_ref, model_default_params)},
+    {"llama_context_default_params", offsetof(struct loom_ref, context_default_params)},
+    {"llama_model_load_from_file", offsetof(struct loom_ref, model_load_from_file)},
+    {"llama_model_free", offsetof(struct loom_ref, model_free)},
+    {"llama_model_size", offsetof(struct loom_ref, model_size)},
+    {"llama_model_n_params", offsetof(struct loom_ref, model_n_params)},
+    {"llama_init_from_model", offsetof(struct loom_ref, init_from_model)},
+    {"llama_free", offsetof(struct loom_ref, free)},
+    {"llama_batch_get_one", offsetof(struct loom_ref, batch_get_one)},
+    {"llama_decode", offsetof(struct loom_ref, decode)},
+    {"llama_synchronize", offsetof(struct loom_ref, synchronize)},
+    {"llama_get_memory", offsetof(struct loom_ref, get_memory)},
+    {"llama_memory_clear", offsetof(struct loom_ref, memory_clear)},
+};
+
+const char *loom_ref_bins_dir(char *buf, size_t cap)
+{
+    const char *ref = getenv("LOOM_REF"), *cache = getenv("LOOM_CACHE"), *home = getenv("HOME");
+    if (ref && *ref)
+        snprintf(buf, cap, "%s/bins/package/bins/linux-x64", ref);
+    else if (cache && *cache)
+        snprintf(buf, cap, "%s/ref/bins/package/bins/linux-x64", cache);
+    else
+        snprintf(buf, cap, "%s/.cache/loom/ref/bins/package/bins/linux-x64", home ? home : ".");
+    return buf;
+}
+
+/* The reference's log sink: errors only (its loader is chatty at INFO); level 5 (CONT) continues the last. */
+static void ref_log(int level, const char *text, void *user)
+{
+    static int last;
+    (void)user;
+    if (level != 5)
+        last = level;
+    if (last >= 4)
+        fputs(text, stderr);
+}
+
+int loom_ref_open(struct loom_ref *r, loom_error *err)
+{
+    char path[1100];
+    memset(r, 0, sizeof *r);
+    loom_ref_bins_dir(r->bins, sizeof r->bins);
+    snprintf(path, sizeof path, "%s/%s", r->bins, REF_LIB);
+    r->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!r->lib)
+        return loom_errorf(err, LOOM_E_IO, "reference engine: dlopen %s failed (%s); set LOOM_REF or run "
+                           "scripts/setup.sh", path, dlerror());
+    for (size_t i = 0; i < sizeof REF_SYMBOLS / sizeof REF_SYMBOLS[0]; i++) {
+        void *sym = dlsym(r->lib, REF_SYMBOLS[i].name);
+        if (!sym)
+            return loom_errorf(err, LOOM_E_IO, "reference engine: symbol %s not found in %s", REF_SYMBOLS[i].name,
+                               path);
+        memcpy((char *)r + REF_SYMBOLS[i].off, &sym, sizeof sym);
+    }
+    r->log_set(ref_log, NULL);
+    r->load_all_from_path(r->bins);
+    r->backend_init();
+    return LOOM_OK;
+}
+
+void loom_ref_close(struct loom_ref *r)
+{
+    if (r->lib)
+        r->backend_free();
+}
+
+struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char *path, loom_error *err)
+{
+    struct loom_ref_model *m = r->model_load_from_file(path, r->model_default_params());
+    if (!m)
+        loom_errorf(err, LOOM_E_IO, "reference engine: llama_model_load_from_file(%s) failed", path);
+    return m;
+}
+
+struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
+                                              int n_batch, int n_threads, loom_error *err)
+{
+    struct loom_ref_context_params p = r->context_default_params();
+    p.n_ctx = (uint32_t)n_ctx;
+    p.n_batch = (uint32_t)n_batch;
+    p.n_ubatch = (uint32_t)(n_batch < 512 ? n_batch : 512);
+    p.n_seq_max = 1;
+    p.n_threads = p.n_threads_batch = n_threads;
+    p.no_perf = true;
+    struct loom_ref_context *ctx = r->init_from_model(model, p);
+    if (!ctx)
+        loom_errorf(err, LOOM_E_IO, "reference engine: llama_init_from_model (n_ctx %d, n_batch %d) failed", n_ctx,
+                    n_batch);
+    return ctx;
+}
+
+int loom_ref_eval(const struct loom_ref *r, struct loom_ref_context *ctx, int32_t *tokens, int n, loom_error *err)
+{
+    int32_t rc = r->decode(ctx, r->batch_get_one(tokens, n));
+    if (rc != 0)
+        return loom_errorf(err, LOOM_E_INTERNAL, "reference engine: llama_decode of %d tokens returned %d", n,
+                           (int)rc);
+    r->synchronize(ctx);
+    return LOOM_OK;
+}
+
+void loom_ref_reset(const struct loom_ref *r, struct loom_ref_context *ctx)
+{
+    r->memory_clear(r->get_memory(ctx), true);
+}

@@ -1,0 +1,155 @@
+/* checkpoint.c — checkpoints of a sequence's recurrent state within a memory budget, rewinding to an
+ * earlier position (nearest checkpoint at or before it, then re-evaluating the history: never stale
+ * logits), and the prompt cache that reuses the longest common prefix with the session's history. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/session.h"
+#include "util/error.h"
+
+void loom_session_copy_recurrent(struct loom_session *s, int copy, float *buf, int to_state)
+{
+    const struct loom_hparams *hp = &s->model->hp;
+    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
+    size_t conv = chan * (hp->ssm_conv_kernel - 1), rec = (size_t)hp->ssm_n_v_heads * d * d;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct loom_layer_state *ls = &s->layers[il];
+        if (s->model->layers[il].kind != LOOM_LAYER_RECURRENT)
+            continue;
+        float *parts[2] = {ls->conv[copy], ls->rec[copy]};
+        size_t sizes[2] = {conv, rec};
+        for (int i = 0; i < 2; i++) {
+            if (to_state)
+                memcpy(parts[i], buf, sizes[i] * sizeof(float));
+            else
+                memcpy(buf, parts[i], sizes[i] * sizeof(float));
+            buf += sizes[i];
+        }
+    }
+}
+
+void loom_session_drop_checkpoints(struct loom_session *s, int pos)
+{
+    if (!s->ckpt)
+        return;
+    int kept = 0;
+    for (int i = 0; i < s->n_ckpt; i++) {
+        if (pos >= 0 && s->ckpt[i].pos <= pos)
+            s->ckpt[kept++] = s->ckpt[i];
+        else
+            free(s->ckpt[i].data);
+    }
+    s->n_ckpt = kept;
+}
+
+int loom_session_n_checkpoints(const loom_session *session) { return session->n_ckpt; }
+
+/* Keep a checkpoint at pos holding `from` (the recurrent owners in checkpoint layout), or the public copy
+ * when from is NULL. */
+static int add_checkpoint(struct loom_session *s, int pos, const float *from, loom_error *err)
+{
+    uint64_t bytes = loom_qwen35_recurrent_state_bytes(&s->model->hp);
+    if (pos == 0)
+        return LOOM_OK; /* the empty state needs no snapshot */
+    for (int i = 0; i < s->n_ckpt; i++)
+        if (s->ckpt[i].pos == pos)
+            return LOOM_OK; /* same position, same history: the same state */
+    uint64_t cap = bytes ? s->checkpoint_budget / bytes : LOOM_MAX_CHECKPOINTS;
+    cap = cap < LOOM_MAX_CHECKPOINTS ? cap : LOOM_MAX_CHECKPOINTS;
+    if (cap == 0)
+        return loom_errorf(err, LOOM_E_NOMEM, "checkpoint: the budget of %llu bytes holds no checkpoint of %llu bytes",
+                           (unsigned long long)s->checkpoint_budget, (unsigned long long)bytes);
+    float *data = NULL;
+    if ((uint64_t)s->n_ckpt >= cap) { /* evict the oldest and reuse its memory: no allocation once full */
+        int old = 0;
+        for (int i = 1; i < s->n_ckpt; i++)
+            old = s->ckpt[i].seq < s->ckpt[old].seq ? i : old;
+        data = s->ckpt[old].data;
+        s->ckpt[old] = s->ckpt[--s->n_ckpt];
+    } else if (!(data = malloc(bytes ? bytes : 1))) {
+        return loom_errorf(err, LOOM_E_NOMEM, "checkpoint: allocating %llu bytes failed", (unsigned long long)bytes);
+    }
+    uint64_t seq = 0;
+    for (int i = 0; i < s->n_ckpt; i++)
+        seq = s->ckpt[i].seq >= seq ? s->ckpt[i].seq + 1 : seq;
+    if (from)
+        memcpy(data, from, bytes);
+    else
+        loom_session_copy_recurrent(s, s->cur, data, 0);
+    s->ckpt[s->n_ckpt++] = (struct loom_checkpoint){pos, seq, data};
+    return LOOM_OK;
+}
+
+int loom_session_checkpoint(loom_session *s, loom_error *err) { return add_checkpoint(s, s->pos, NULL, err); }
+
+void loom_session_snapshot_work(struct loom_session *s, int pos)
+{
+    if (!s->pending)
+        s->pending = malloc(loom_qwen35_recurrent_state_bytes(&s->model->hp) + 1);
+    if (!s->pending)
+        return; /* a cache: no snapshot this time */
+    loom_session_copy_recurrent(s, s->cur ^ 1, s->pending, 0);
+    s->pending_pos = pos;
+}
+
+void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens)
+{
+    if (s->pending_pos > 0)
+        add_checkpoint(s, s->pending_pos, s->pending, NULL);
+    s->pending_pos = -1;
+    int every = s->checkpoint_every;
+    int crossed = every > 0 && s->pos / every != (s->pos - n_tokens) / every;
+    if (n_tokens > 1 || crossed)
+        loom_session_checkpoint(s, NULL); /* a cache: failing to keep one is not an error */
+}
+
+/* Restore the nearest checkpoint at or before `limit` (or the empty state); drops later checkpoints, as
+ * the history past the restored position is about to be rewritten. The session has no logits after. */
+static void restore_nearest(struct loom_session *s, int limit)
+{
+    int best = -1;
+    for (int i = 0; i < s->n_ckpt; i++)
+        if (s->ckpt[i].pos <= limit && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos))
+            best = i;
+    int pos = best >= 0 ? s->ckpt[best].pos : 0;
+    if (best >= 0)
+        loom_session_copy_recurrent(s, s->cur, s->ckpt[best].data, 1);
+    else {
+        loom_session_reset(s);
+        return;
+    }
+    loom_session_drop_checkpoints(s, pos);
+    s->pos = pos;
+    s->has_logits = 0;
+}
+
+int loom_session_rewind(loom_session *s, int pos, float *logits, loom_error *err)
+{
+    if (pos < 0 || pos > s->pos)
+        return loom_errorf(err, LOOM_E_ARG, "rewind: expected a position in [0, %d], found %d", s->pos, pos);
+    if (pos == 0) {
+        loom_session_reset(s);
+        return LOOM_OK;
+    }
+    restore_nearest(s, pos - 1);
+    return loom_session_eval(s, s->history + s->pos, pos - s->pos, logits, LOOM_LOGITS_LAST, err);
+}
+
+int loom_session_prefill_cached(loom_session *s, const int32_t *tokens, int n, float *logits, loom_error *err)
+{
+    if (n < 1 || !tokens)
+        return loom_errorf(err, LOOM_E_ARG, "prefill: expected at least one token, found %d", n);
+    if (n > s->n_ctx)
+        return loom_errorf(err, LOOM_E_RANGE, "prefill: %d tokens exceed the context of %d positions", n, s->n_ctx);
+    for (int i = 0; i < n; i++) /* check before rewinding anything */
+        if (tokens[i] < 0 || tokens[i] >= s->model->tok_embd.n_out)
+            return loom_errorf(err, LOOM_E_ARG, "prefill token %d: expected an id in [0, %lld), found %d", i,
+                               (long long)s->model->tok_embd.n_out, tokens[i]);
+    int common = 0;
+    while (common < s->pos && common < n && s->history[common] == tokens[common])
+        common++;
+    restore_nearest(s, common < n ? common : n - 1);
+    int reused = s->pos;
+    int rc = loom_session_eval(s, tokens + reused, n - reused, logits, LOOM_LOGITS_LAST, err);
+    return rc ? rc : reused;
+}

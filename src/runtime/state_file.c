@@ -1,0 +1,273 @@
+/* state_file.c — saving a sequence's public state to a file and restoring it: the model's identity digest,
+ * the position, the token history, every state owner (loom_session_state_owners order) and the last logits,
+ * closed by an XXH3 checksum. Written to a temporary file, fsynced and renamed into place; a restore checks
+ * everything before changing the session. Layout (host byte order, x86-64): struct file_header, then
+ * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K rows 0..pos-1; V as
+ * [heads][dim] slices of pos values), then float logits[n_logits] when has_logits, then uint64 checksum of
+ * all that precedes it. */
+#define XXH_STATIC_LINKING_ONLY
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "runtime/session.h"
+#include "util/error.h"
+
+#define STATE_MAGIC "LOOMSEQ\1"
+#define STATE_VERSION 1u
+
+struct file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t n_layer;
+    uint64_t model_id;
+    int32_t pos;
+    int32_t has_logits;
+    int32_t n_logits;
+    int32_t reserved;
+    uint64_t payload_bytes; /* everything between the header and the checksum */
+};
+
+static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
+{
+    int64_t shape[3] = {w->type, w->n_in, w->n_out};
+    XXH3_64bits_update(st, shape, sizeof shape);
+    if (w->data)
+        XXH3_64bits_update(st, w->data, w->row_bytes * (size_t)w->n_out);
+}
+
+static void hash_floats(XXH3_state_t *st, const float *v, size_t n)
+{
+    if (v)
+        XXH3_64bits_update(st, v, n * sizeof(float));
+}
+
+/* Identity of a loaded model: its hyper-parameters and every tensor's type, shape and bytes. */
+static uint64_t model_identity(const struct loom_model *m)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    const struct loom_hparams *hp = &m->hp;
+    XXH3_64bits_update(&st, hp, sizeof *hp);
+    hash_weight(&st, &m->tok_embd);
+    hash_weight(&st, &m->output);
+    hash_floats(&st, m->output_norm, hp->n_embd);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const struct loom_layer *L = &m->layers[il];
+        const struct loom_weight *ws[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
+                                          &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            hash_weight(&st, ws[i]);
+        hash_floats(&st, L->attn_norm, hp->n_embd);
+        hash_floats(&st, L->post_norm, hp->n_embd);
+        uint64_t chan = 2 * (uint64_t)hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
+        hash_floats(&st, L->conv1d, chan * hp->ssm_conv_kernel);
+        hash_floats(&st, L->dt_bias, hp->ssm_n_v_heads);
+        hash_floats(&st, L->ssm_a, hp->ssm_n_v_heads);
+        hash_floats(&st, L->ssm_norm, hp->ssm_head_dim);
+        hash_floats(&st, L->q_norm, hp->head_dim_k);
+        hash_floats(&st, L->k_norm, hp->head_dim_k);
+    }
+    return XXH3_64bits_digest(&st);
+}
+
+/* One piece of the payload: where it lives in the session and how many bytes. */
+struct piece {
+    void *at;
+    size_t bytes;
+};
+
+/* Visit the payload pieces in file order for a sequence at position pos; returns the payload bytes. */
+static uint64_t visit_payload(struct loom_session *s, int pos, int has_logits,
+                              void (*fn)(void *ctx, struct piece p), void *ctx)
+{
+    uint64_t total = 0;
+    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
+    int n = loom_session_state_owners(s, owners, 2 * LOOM_MAX_LAYERS);
+    struct piece hist = {s->history, (size_t)pos * sizeof(int32_t)};
+    fn(ctx, hist);
+    total += hist.bytes;
+    for (int i = 0; i < n; i++) {
+        struct loom_layer_state *ls = &s->layers[owners[i].layer];
+        struct piece p = {NULL, (size_t)owners[i].bytes};
+        if (owners[i].kind == LOOM_OWNER_CONV)
+            p.at = ls->conv[s->cur];
+        else if (owners[i].kind == LOOM_OWNER_RECURRENT)
+            p.at = ls->rec[s->cur];
+        else if (owners[i].kind == LOOM_OWNER_K)
+            p = (struct piece){ls->k, (size_t)pos * owners[i].bytes_per_pos};
+        if (owners[i].kind != LOOM_OWNER_V) {
+            fn(ctx, p);
+            total += p.bytes;
+            continue;
+        }
+        for (int64_t r = 0; r < owners[i].shape[0] * owners[i].shape[1]; r++) {
+            struct piece v = {ls->v + r * s->n_ctx, (size_t)pos * sizeof(uint16_t)};
+            fn(ctx, v);
+            total += v.bytes;
+        }
+    }
+    if (has_logits) {
+        struct piece lg = {s->logits, (size_t)s->n_logits * sizeof(float)};
+        fn(ctx, lg);
+        total += lg.bytes;
+    }
+    return total;
+}
+
+static void count_piece(void *ctx, struct piece p)
+{
+    (void)ctx, (void)p;
+}
+
+struct writer {
+    FILE *f;
+    XXH3_state_t *st;
+    int failed;
+};
+
+static void write_piece(void *ctx, struct piece p)
+{
+    struct writer *w = ctx;
+    XXH3_64bits_update(w->st, p.at, p.bytes);
+    if (p.bytes && fwrite(p.at, 1, p.bytes, w->f) != p.bytes)
+        w->failed = 1;
+}
+
+int loom_session_save(const loom_session *session, const char *path, loom_error *err)
+{
+    struct loom_session *s = (struct loom_session *)session; /* visit_payload only reads here */
+    struct file_header h = {STATE_MAGIC, STATE_VERSION, s->model->hp.n_layer, model_identity(s->model), s->pos,
+                            s->has_logits, s->n_logits, 0, 0};
+    h.payload_bytes = visit_payload(s, s->pos, s->has_logits, count_piece, NULL);
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 16);
+    if (!tmp)
+        return loom_errorf(err, LOOM_E_NOMEM, "save %s: out of memory", path);
+    snprintf(tmp, len + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return loom_errorf(err, LOOM_E_IO, "save %s: creating a temporary file: %s", path, strerror(e));
+    }
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    struct writer w = {fdopen(fd, "wb"), &st, 0};
+    if (!w.f) {
+        close(fd);
+        w.failed = 1;
+    } else {
+        write_piece(&w, (struct piece){&h, sizeof h});
+        visit_payload(s, s->pos, s->has_logits, write_piece, &w);
+        uint64_t sum = XXH3_64bits_digest(&st);
+        w.failed |= fwrite(&sum, sizeof sum, 1, w.f) != 1;
+        w.failed |= fflush(w.f) != 0 || fsync(fileno(w.f)) != 0;
+        w.failed |= fclose(w.f) != 0;
+    }
+    int e = errno;
+    if (w.failed || rename(tmp, path) != 0) {
+        e = w.failed ? e : errno;
+        unlink(tmp);
+        free(tmp);
+        return loom_errorf(err, LOOM_E_IO, "save %s: writing the state failed: %s", path, strerror(e));
+    }
+    free(tmp);
+    return LOOM_OK;
+}
+
+struct reader {
+    const char *at;
+};
+
+static void read_piece(void *ctx, struct piece p)
+{
+    struct reader *r = ctx;
+    memmove(p.at, r->at, p.bytes);
+    r->at += p.bytes;
+}
+
+/* The whole file into *buf (malloc'd), *len its size. */
+static int slurp(const char *path, char **buf, size_t *len, loom_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return loom_errorf(err, LOOM_E_IO, "restore %s: %s", path, strerror(errno));
+    struct stat sb;
+    int rc = LOOM_OK;
+    *buf = NULL;
+    if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0)
+        rc = loom_errorf(err, LOOM_E_IO, "restore %s: cannot stat the file", path);
+    else if (!(*buf = malloc((size_t)sb.st_size + 1)))
+        rc = loom_errorf(err, LOOM_E_NOMEM, "restore %s: allocating %lld bytes failed", path, (long long)sb.st_size);
+    else if (fread(*buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
+        rc = loom_errorf(err, LOOM_E_IO, "restore %s: reading the file failed", path);
+    *len = rc ? 0 : (size_t)sb.st_size;
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Check a file image against the session: LOOM_OK when it can be restored, else LOOM_E_FORMAT. */
+static int check_image(struct loom_session *s, const char *path, const char *buf, size_t len, loom_error *err)
+{
+    struct file_header h;
+    if (len < sizeof h + sizeof(uint64_t))
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: %zu bytes is too short for a loom state file", path, len);
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, STATE_MAGIC, 8) != 0 || h.version != STATE_VERSION)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: not a loom state file (version %u expected)", path,
+                           STATE_VERSION);
+    uint64_t sum;
+    memcpy(&sum, buf + len - sizeof sum, sizeof sum);
+    if (XXH3_64bits(buf, len - sizeof sum) != sum || h.payload_bytes != len - sizeof h - sizeof sum)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: the file is damaged (checksum or length mismatch)", path);
+    uint64_t id = model_identity(s->model);
+    if (h.model_id != id || h.n_layer != s->model->hp.n_layer || h.n_logits != s->n_logits)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved from another model (identity %016llx, this model "
+                           "%016llx)", path, (unsigned long long)h.model_id, (unsigned long long)id);
+    if (h.pos < 0 || h.pos > s->n_ctx || (h.has_logits != 0 && h.has_logits != 1))
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: position %d does not fit this session's context of %d",
+                           path, h.pos, s->n_ctx);
+    if (visit_payload(s, h.pos, h.has_logits, count_piece, NULL) != h.payload_bytes)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: payload of %llu bytes does not match the model's state",
+                           path, (unsigned long long)h.payload_bytes);
+    int64_t n_rows = s->model->tok_embd.n_out;
+    for (int32_t i = 0; i < h.pos; i++) {
+        int32_t t;
+        memcpy(&t, buf + sizeof h + (size_t)i * sizeof t, sizeof t);
+        if (t < 0 || t >= n_rows)
+            return loom_errorf(err, LOOM_E_FORMAT, "restore %s: history token %d is %d, outside [0, %lld)", path, i,
+                               t, (long long)n_rows);
+    }
+    return LOOM_OK;
+}
+
+int loom_session_restore(loom_session *session, const char *path, loom_error *err)
+{
+    size_t len = 0;
+    char *buf = NULL;
+    int rc = slurp(path, &buf, &len, err);
+    if (rc == LOOM_OK)
+        rc = check_image(session, path, buf, len, err);
+    if (rc == LOOM_OK) {
+        struct file_header h;
+        memcpy(&h, buf, sizeof h);
+        struct reader r = {buf + sizeof h};
+        loom_session_drop_checkpoints(session, -1);
+        visit_payload(session, h.pos, h.has_logits, read_piece, &r);
+        session->pos = h.pos;
+        session->has_logits = h.has_logits;
+    }
+    free(buf);
+    return rc;
+}
