@@ -60,7 +60,7 @@ int loom_model_token_is_eog(const loom_model *model, int32_t tok);
 enum loom_numerics { LOOM_NUMERICS_CANONICAL = 0, LOOM_NUMERICS_REFERENCE_BATCH = 1 };
 
 typedef struct loom_session_params {
-    int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096) */
+    int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096); at most the model context */
     int n_threads; /* worker threads; 0 = number of online CPUs */
     enum loom_numerics numerics; /* 0 = LOOM_NUMERICS_CANONICAL */
     int checkpoint_every;        /* also checkpoint when a request crosses a multiple of this many positions; 0 = off */

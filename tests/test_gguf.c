@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -426,6 +427,13 @@ static void test_round_trip(const char *dir)
     snprintf(path, sizeof path, "%s/round.gguf", dir);
     CHECK(loom_gguf_writer_write(w, path, fill_fail, NULL, &e) == LOOM_E_INTERNAL && access(path, F_OK) != 0,
           "failed fill leaves no file: %s", e.msg);
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    CHECK(loom_gguf_writer_write(w, fifo, fill_pattern, NULL, &e) == LOOM_E_ARG && strstr(e.msg, "regular file"),
+          "a FIFO (or device) at the output path is refused, not replaced: %s", e.msg);
+    CHECK(loom_gguf_writer_write(w, dir, fill_pattern, NULL, &e) == LOOM_E_ARG, "a directory output is refused");
+    unlink(fifo);
     CHECK(loom_gguf_writer_write(w, path, fill_pattern, NULL, &e) == LOOM_OK, "write: %s", e.msg);
     loom_gguf_writer_free(w);
     CHECK(loom_gguf_open(path, &g, &e) == LOOM_OK, "reopen: %s", e.msg);

@@ -31,9 +31,15 @@ static int default_env_path(char *path, size_t cap, const char *var, const char 
     return LOOM_OK;
 }
 
+/* The reference's Qwen3.5 vocabulary: under $LOOM_REF, else $LOOM_CACHE/ref, else ~/.cache/loom/ref (where
+ * scripts/setup.sh puts the reference). */
+#define VOCAB_IN_REF "/src/models/ggml-vocab-qwen35.gguf"
 int loom_cli_default_vocab(char *path, size_t cap, loom_error *err)
 {
-    return default_env_path(path, cap, "LOOM_REF", ".cache/loom/ref", "/src/models/ggml-vocab-qwen35.gguf", err);
+    const char *ref = getenv("LOOM_REF");
+    if (ref && *ref)
+        return default_env_path(path, cap, "LOOM_REF", "", VOCAB_IN_REF, err);
+    return default_env_path(path, cap, "LOOM_CACHE", ".cache/loom", "/ref" VOCAB_IN_REF, err);
 }
 
 /* mkdir -p for dir (modifies nothing outside it). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -381,6 +382,12 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
     int rc = check_alignment_key(w, err);
     if (rc)
         return rc;
+    /* the rename below replaces the directory entry: never let it replace a device, FIFO or symlink */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return loom_errorf(err, LOOM_E_ARG, "output '%s': expected a regular file or a new path, found %s", path,
+                           S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
+                                                                                       : "a device, FIFO or socket");
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp)

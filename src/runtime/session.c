@@ -102,6 +102,11 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     }
     if (n_ctx == 0)
         n_ctx = model->hp.n_ctx_train < 4096 ? (int)model->hp.n_ctx_train : 4096;
+    if ((uint32_t)n_ctx > model->hp.n_ctx_train) {
+        loom_errorf(err, LOOM_E_RANGE, "session n_ctx: expected at most the model's context_length %u, found %d",
+                    model->hp.n_ctx_train, n_ctx);
+        return NULL;
+    }
     if (n_threads == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
