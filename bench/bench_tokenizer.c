@@ -115,13 +115,8 @@ done:
 int main(int argc, char **argv)
 {
     static const char *const defaults[] = {"qwen35", "llama-bpe", "gpt-2", "llama-spm", "deepseek-coder"};
-    char cache[1024], dir[1100];
-    const char *ref = getenv("LOOM_REF");
-    parity_cache_dir(cache, sizeof cache);
-    if (ref && *ref)
-        snprintf(dir, sizeof dir, "%s", ref);
-    else
-        snprintf(dir, sizeof dir, "%s/ref", cache);
+    char dir[1100];
+    parity_ref_dir(dir, sizeof dir);
     if (parity_ref_init() != 0)
         return 1;
     size_t len;

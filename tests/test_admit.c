@@ -18,7 +18,7 @@ enum { N_LAYER = 4, N_EMBD = 64, N_FF = 128, N_VOCAB = 512, N_TOKENS = 500, N_HE
 enum mutation {
     M_NONE, M_MISSING_TENSOR, M_EXTRA_TENSOR, M_WRONG_SHAPE, M_NORM_TYPE, M_KEY_TYPE, M_MISSING_KEY,
     M_BAD_INNER, M_BAD_HEADS, M_TOO_MANY_TOKENS, M_TYPE_LEN, M_UNTIED, M_BAD_SECTIONS, M_RECURRENT_LAYERS,
-    M_NEXTN, M_MATRIX_BF16,
+    M_NEXTN, M_MATRIX_BF16, M_MATRIX_Q8_1,
 };
 
 static int fill_zero(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
@@ -95,7 +95,7 @@ static void add_layer(struct loom_gguf_writer *w, int il, enum mutation m)
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), add(w, n, type, ne0, ne1))
     T("attn_norm.weight", LOOM_TYPE_F32, N_EMBD, 1);
     T("post_attention_norm.weight", LOOM_TYPE_F32, N_EMBD, 1);
-    T("ffn_gate.weight", mat, N_EMBD, N_FF);
+    T("ffn_gate.weight", m == M_MATRIX_Q8_1 && il == 1 ? LOOM_TYPE_Q8_1 : mat, N_EMBD, N_FF);
     T("ffn_up.weight", LOOM_TYPE_F16, N_EMBD, m == M_WRONG_SHAPE && il == 2 ? N_FF + 1 : N_FF);
     T("ffn_down.weight", LOOM_TYPE_F32, N_FF, N_EMBD);
     if ((il + 1) % 4 == 0) {
@@ -223,6 +223,26 @@ static void test_corruptions(const char *dir)
     }
 }
 
+/* Admission takes any matrix type, but loading refuses a matrix typed as an activation-only type (no dot
+ * product kernel), naming the tensor, instead of failing in the first matmul. */
+static void test_load_activation_type(const char *dir)
+{
+    struct loom_hparams hp;
+    loom_error e = {0};
+    CHECK(admit(dir, M_MATRIX_Q8_1, &hp, &e) == LOOM_OK, "Q8_1 matrix admitted: %s", e.msg);
+    char path[512];
+    snprintf(path, sizeof path, "%s/q8_1.gguf", dir);
+    if (write_model(path, M_MATRIX_Q8_1))
+        return;
+    e = (loom_error){0};
+    loom_model *m = loom_model_load(path, &e);
+    CHECK(m == NULL, "model with a Q8_1 matrix loaded");
+    CHECK(strstr(e.msg, "tensor 'blk.1.ffn_gate.weight'") && strstr(e.msg, "Q8_1"),
+          "load message names the tensor and type: '%s'", e.msg);
+    loom_model_free(m);
+    unlink(path);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/loom-test-admit-XXXXXX";
@@ -232,6 +252,7 @@ int main(void)
     }
     test_valid(dir);
     test_corruptions(dir);
+    test_load_activation_type(dir);
     rmdir(dir);
     return test_finish();
 }

@@ -10,24 +10,17 @@
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
-#include "model/synth.h"
 #include "runtime/session.h"
 #include "test.h"
+#include "model_fixture.h"
+#include "test_rng.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
 /* ---- helpers --------------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [-1, 1). */
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 4503599627370496.0 - 1.0);
-}
+/* Uniform in [-1, 1), from the top 53 bits of the generator's state. */
+static float frand(void) { return (float)((double)(rnd_next() >> 11) / 4503599627370496.0 - 1.0); }
 
 static void fill(float *x, int64_t n, float scale)
 {
@@ -341,49 +334,6 @@ static void test_attention(void)
 
 /* ---- the whole model ------------------------------------------------------------------------------- */
 
-#define MINI_TOKENS 300
-
-static int no_tensors(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
-{
-    (void)ctx, (void)index, (void)buf, (void)nbytes;
-    return loom_errorf(err, LOOM_E_INTERNAL, "vocabulary file has no tensors");
-}
-
-/* A tokenizer-only GGUF of MINI_TOKENS tokens ("t", "o", "to", then "tok3".. ) and one merge, so the test
- * model is small. */
-static int write_mini_vocab(const char *path)
-{
-    struct loom_gguf_writer *w = loom_gguf_writer_new();
-    static struct loom_gguf_str toks[MINI_TOKENS];
-    static char text[MINI_TOKENS][16];
-    static int32_t types[MINI_TOKENS];
-    for (int i = 0; i < MINI_TOKENS; i++) {
-        const char *fixed[3] = {"t", "o", "to"};
-        toks[i].len = (uint64_t)(i < 3 ? snprintf(text[i], sizeof text[i], "%s", fixed[i])
-                                       : snprintf(text[i], sizeof text[i], "tok%d", i));
-        toks[i].ptr = text[i];
-        types[i] = 1;
-    }
-    loom_error err = {0};
-    int rc = w ? LOOM_OK : LOOM_E_NOMEM;
-    if (!rc)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (!rc)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
-    if (!rc)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, MINI_TOKENS);
-    if (!rc)
-        rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, MINI_TOKENS);
-    struct loom_gguf_str merge = {3, "t o"};
-    if (!rc)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", &merge, 1);
-    if (!rc)
-        rc = loom_gguf_writer_write(w, path, no_tensors, NULL, &err);
-    loom_gguf_writer_free(w);
-    CHECK(rc == LOOM_OK, "writing %s: %s", path, err.msg);
-    return rc;
-}
-
 static loom_session *new_session_numerics(const loom_model *m, int n_ctx, int n_threads, enum loom_numerics numerics)
 {
     loom_session_params p = {.n_ctx = n_ctx, .n_threads = n_threads, .numerics = numerics};
@@ -534,17 +484,9 @@ static void test_model(void)
     }
     snprintf(vocab, sizeof vocab, "%s/vocab.gguf", dir);
     snprintf(path, sizeof path, "%s/micro.gguf", dir);
-    loom_error err = {0};
-    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F32, 5, vocab, NULL, NULL};
     loom_model *m = NULL;
     float *batch = NULL;
-    if (write_mini_vocab(vocab))
-        goto out;
-    int rc = loom_synth_write(&p, path, &err);
-    CHECK(rc == LOOM_OK, "synth micro: %s", err.msg);
-    m = rc ? NULL : loom_model_load(path, &err);
-    CHECK(m != NULL, "load %s: %s", path, err.msg);
-    if (!m)
+    if (write_mini_vocab(vocab) || !(m = load_micro_model(vocab, path, LOOM_TYPE_F32, 5)))
         goto out;
     int nv = loom_model_n_logits(m);
     CHECK(nv >= MINI_TOKENS, "n_logits %d", nv);

@@ -10,20 +10,8 @@
 #include "kernels/matmul.h"
 #include "runtime/pool.h"
 #include "test.h"
+#include "test_rng.h"
 #include "util/fp16.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-/* uniform in [-1, 1) */
-static float rnd_f(void) { return (float)rnd_u32() / 2147483648.0f - 1.0f; }
 
 static void fill_floats(float *x, int64_t n, float scale)
 {

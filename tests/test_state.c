@@ -11,51 +11,12 @@
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
-#include "model/synth.h"
 #include "runtime/session.h"
 #include "test.h"
+#include "model_fixture.h"
 #include "util/error.h"
 
-#define MINI_TOKENS 300
 enum { NP = 23 };
-
-static int no_tensors(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
-{
-    (void)ctx, (void)index, (void)buf, (void)nbytes;
-    return loom_errorf(err, LOOM_E_INTERNAL, "vocabulary file has no tensors");
-}
-
-/* A tokenizer-only GGUF of MINI_TOKENS tokens and one merge, so the micro model is small. */
-static int write_mini_vocab(const char *path)
-{
-    struct loom_gguf_writer *w = loom_gguf_writer_new();
-    static struct loom_gguf_str toks[MINI_TOKENS];
-    static char text[MINI_TOKENS][16];
-    static int32_t types[MINI_TOKENS];
-    for (int i = 0; i < MINI_TOKENS; i++) {
-        toks[i].len = (uint64_t)snprintf(text[i], sizeof text[i], i < 2 ? (i ? "o" : "t") : "tok%d", i);
-        toks[i].ptr = text[i];
-        types[i] = 1;
-    }
-    loom_error err = {0};
-    int rc = w ? LOOM_OK : LOOM_E_NOMEM;
-    if (!rc)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (!rc)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
-    if (!rc)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, MINI_TOKENS);
-    if (!rc)
-        rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, MINI_TOKENS);
-    struct loom_gguf_str merge = {3, "t o"};
-    if (!rc)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", &merge, 1);
-    if (!rc)
-        rc = loom_gguf_writer_write(w, path, no_tensors, NULL, &err);
-    loom_gguf_writer_free(w);
-    CHECK(rc == LOOM_OK, "writing %s: %s", path, err.msg);
-    return rc;
-}
 
 static loom_session *new_session(const loom_model *m, int n_ctx, int n_threads)
 {
@@ -344,6 +305,11 @@ static void test_context(const loom_model *m, const int32_t *tokens)
     loom_session_params bad = {.n_ctx = 8, .n_threads = 1, .numerics = (enum loom_numerics)9};
     loom_session *b = loom_session_new(m, &bad, &err);
     CHECK(!b && err.code == LOOM_E_ARG && strstr(err.msg, "numerics"), "bad numerics rejected: %s", err.msg);
+    loom_session_free(b);
+    loom_session_params huge = {.n_ctx = (int)m->hp.n_ctx_train + 1, .n_threads = 1};
+    b = loom_session_new(m, &huge, &err);
+    CHECK(!b && err.code == LOOM_E_RANGE && strstr(err.msg, "context_length"),
+          "a context past the model's context_length is refused before allocation: %s", err.msg);
     loom_session_free(b);
 out:
     loom_session_free(s);
@@ -685,22 +651,12 @@ static void test_micro(void)
     }
     snprintf(vocab, sizeof vocab, "%s/vocab.gguf", dir);
     snprintf(path, sizeof path, "%s/micro.gguf", dir);
-    loom_error err = {0};
-    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 7, vocab, NULL, NULL};
-    struct loom_synth_params q = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 8, vocab, NULL, NULL};
     char path2[80];
     snprintf(path2, sizeof path2, "%s/micro2.gguf", dir);
     loom_model *m = NULL, *m2 = NULL;
-    if (write_mini_vocab(vocab))
+    if (write_mini_vocab(vocab) || !(m = load_micro_model(vocab, path, LOOM_TYPE_F16, 7)) ||
+        !(m2 = load_micro_model(vocab, path2, LOOM_TYPE_F16, 8)))
         goto out;
-    int rc = loom_synth_write(&p, path, &err);
-    CHECK(rc == LOOM_OK, "synth micro: %s", err.msg);
-    m = rc ? NULL : loom_model_load(path, &err);
-    CHECK(m != NULL, "load %s: %s", path, err.msg);
-    if (!m || loom_synth_write(&q, path2, &err) || !(m2 = loom_model_load(path2, &err))) {
-        CHECK(0, "micro models: %s", err.msg);
-        goto out;
-    }
     int32_t tok[NP + 8];
     for (int i = 0; i < NP + 8; i++)
         tok[i] = (int32_t)((i * 37 + 11) % MINI_TOKENS);

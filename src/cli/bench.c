@@ -11,7 +11,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/bench_mem.h"
@@ -85,13 +84,6 @@ static const char BENCH_USAGE[] =
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and FP32 FMA peak with N threads\n"
     "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";
-
-static double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- options ---------------------------------------------------------------------------------------- */
 
@@ -250,11 +242,11 @@ static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct
 {
     static double rates[BENCH_MEM_MAX_PASSES];
     int n = 0;
-    double start = bench_now();
-    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || bench_now() - start < BENCH_MEM_SECONDS)) {
-        double t0 = bench_now();
+    double start = loom_cli_now();
+    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || loom_cli_now() - start < BENCH_MEM_SECONDS)) {
+        double t0 = loom_cli_now();
         loom_pool_parallel_for(pool, (int64_t)(BENCH_MEM_BYTES / BENCH_MEM_CHUNK), 1, bench_read_task, p);
-        rates[n++] = (double)BENCH_MEM_BYTES / (bench_now() - t0) / 1e9;
+        rates[n++] = (double)BENCH_MEM_BYTES / (loom_cli_now() - t0) / 1e9;
     }
     m->read_median = bench_median(rates, n);
     m->read_best = rates[n - 1];
@@ -267,9 +259,9 @@ static void bench_mem_fma(struct loom_pool *pool, struct bench_probe *p, int n_t
     int64_t items = 16 * (int64_t)n_threads;
     double flop = (double)items * BENCH_FMA_ITERS * LOOM_BENCH_FMA_CHAINS * lanes * 2;
     for (int round = 0; round < 3; round++) {
-        double t0 = bench_now();
+        double t0 = loom_cli_now();
         loom_pool_parallel_for(pool, items, 1, bench_fma_task, p);
-        double g = flop / (bench_now() - t0) / 1e9;
+        double g = flop / (loom_cli_now() - t0) / 1e9;
         if (g > m->fma_peak)
             m->fma_peak = g;
     }
@@ -381,13 +373,13 @@ static int bench_engine_run(struct bench_engine *e, int test, int32_t *tokens, i
         loom_ref_reset(e->ref, e->rc);
     else
         loom_session_reset(e->ls);
-    double t0 = bench_now();
+    double t0 = loom_cli_now();
     int rc = LOOM_OK;
     if (test == TEST_PP)
         rc = bench_engine_eval(e, tokens, n, err);
     for (int i = 0; test == TEST_TG && rc == LOOM_OK && i < n; i++)
         rc = bench_engine_eval(e, tokens + i, 1, err);
-    *rate = n / (bench_now() - t0);
+    *rate = n / (loom_cli_now() - t0);
     return rc;
 }
 

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -69,13 +68,6 @@ static void chat_usage(FILE *f)
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
                "answer is printed per line.\n",
             CHAT_SYNOPSIS);
-}
-
-static double chat_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int chat_bad_value(const char *opt, const char *val)
@@ -235,7 +227,7 @@ static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *e
     int split = chat_turn_start(c, ids, n), common = 0, rc;
     while (common < c->n_hist && common < split && c->hist[common] == ids[common])
         common++;
-    double t0 = chat_now();
+    double t0 = loom_cli_now();
     if (common == c->n_hist && common < split) {
         c->last.n_reused = common;
         rc = chat_eval(c, ids, common, split, NULL, err);
@@ -252,7 +244,7 @@ static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *e
         loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
         rc = chat_eval(c, ids, split, n, c->logits, err);
     }
-    c->last.t_prefill = chat_now() - t0;
+    c->last.t_prefill = loom_cli_now() - t0;
     c->last.n_prefill = n - c->last.n_reused;
     if (rc != LOOM_OK)
         chat_forget_session(c); /* the session's state may no longer match the history */
@@ -286,7 +278,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
     size_t cap = 0;
     int rc = LOOM_OK;
     loom_detok_init(&dt, c->m->tok);
-    double t0 = chat_now();
+    double t0 = loom_cli_now();
     for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
         int32_t tok = loom_sampler_sample(c->smp, c->logits);
         if (tok < 0)
@@ -307,7 +299,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         if (rc == LOOM_OK && chat_hist_push(c, &tok, 1) != LOOM_OK)
             rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the token history");
     }
-    c->last.t_decode = chat_now() - t0;
+    c->last.t_decode = loom_cli_now() - t0;
     int k = loom_detok_flush(&dt, text, (int)sizeof text);
     if (k > 0 && rc == LOOM_OK && chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
         rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -23,15 +22,8 @@ static void quantize_usage(FILE *f)
 
 struct quantize_progress {
     int tty, last; /* last: percent drawn (tty) or decile printed */
-    struct timespec t0;
+    double t0; /* loom_cli_now() at the start */
 };
-
-static double quantize_elapsed(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
 
 /* A redrawn bar on a terminal, one line per tenth of the output otherwise. */
 static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
@@ -45,7 +37,7 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
             bar[i] = i < pct * 30 / 100 ? '#' : '.';
         bar[30] = 0;
         fprintf(stderr, "\rquantize [%s] %3d%%  %" PRIu64 "/%" PRIu64 " %-40.40s %6.1f s", bar, pct, index, n_tensors,
-                name, quantize_elapsed(&p->t0));
+                name, loom_cli_now() - p->t0);
         if (index == n_tensors)
             fputc('\n', stderr);
         return;
@@ -54,7 +46,7 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
         return;
     p->last = pct / 10;
     fprintf(stderr, "quantize: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", pct, index, n_tensors, name,
-            quantize_elapsed(&p->t0));
+            loom_cli_now() - p->t0);
 }
 
 /* Parse [-t N] and the three positional arguments; 0, or the exit status for a usage error. */
@@ -110,7 +102,7 @@ int loom_cli_quantize(int argc, char **argv)
     }
     struct loom_pool *pool = loom_pool_new(threads);
     struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
-    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    prog.t0 = loom_cli_now();
     rc = pool ? loom_quant_write(in, r, pos[1], pool, quantize_progress, &prog, &err) : LOOM_E_NOMEM;
     if (prog.tty && rc != LOOM_OK)
         fputc('\n', stderr);
@@ -119,7 +111,7 @@ int loom_cli_quantize(int argc, char **argv)
     else if (rc != LOOM_OK)
         fprintf(stderr, "loom quantize: %s -> %s (%s): %s\n", pos[0], pos[1], r->name, err.msg);
     else
-        fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], r->name, quantize_elapsed(&prog.t0));
+        fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], r->name, loom_cli_now() - prog.t0);
     loom_pool_free(pool);
     loom_gguf_close(in);
     return rc == LOOM_OK ? 0 : 1;

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
@@ -61,13 +60,6 @@ static void run_usage(FILE *f)
                "  -c CTX      context positions (default: prompt tokens + N)\n"
                "The generated text goes to stdout; timing and peak memory to stderr.\n",
             RUN_SYNOPSIS);
-}
-
-static double run_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Parse a whole string as an integer in [lo, hi]. Returns 0 on success. */
@@ -243,7 +235,7 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
     struct loom_detok dt;
     char text[RUN_TEXT_MAX];
     loom_detok_init(&dt, m->tok);
-    double t0 = run_now();
+    double t0 = loom_cli_now();
     int rc = LOOM_OK;
     for (int g = 0; g < n_gen; g++) {
         int32_t tok = loom_sampler_sample(smp, logits);
@@ -268,7 +260,7 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
             break;
         st->n_decoded++;
     }
-    st->t_decode = run_now() - t0;
+    st->t_decode = loom_cli_now() - t0;
     if (rc == LOOM_OK)
         rc = run_flush(&dt, stop, err);
     fputc('\n', stdout);
@@ -332,9 +324,9 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
             loom_sampler_accept(smp, prompt[i]); /* the prompt is in the penalty window, as in llama-completion */
     }
     if (rc >= 0) {
-        double t0 = run_now();
+        double t0 = loom_cli_now();
         rc = loom_session_eval(s, prompt, st.n_prompt, logits, LOOM_LOGITS_LAST, err);
-        st.t_prefill = run_now() - t0;
+        st.t_prefill = loom_cli_now() - t0;
     }
     if (rc >= 0)
         rc = run_decode_loop(m, s, smp, &stop, logits, n_gen, &st, err);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
@@ -21,15 +20,8 @@ static void synth_usage(FILE *f)
 
 struct synth_cli_progress {
     int last_decile;
-    struct timespec t0;
+    double t0; /* loom_cli_now() at the start */
 };
-
-static double synth_cli_elapsed(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
 
 /* One line per tenth of the data written. */
 static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
@@ -41,7 +33,7 @@ static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, ui
         return;
     p->last_decile = decile;
     fprintf(stderr, "synth: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", decile * 10, index, n_tensors,
-            name, synth_cli_elapsed(&p->t0));
+            name, loom_cli_now() - p->t0);
 }
 
 static int synth_cli_type(const char *s, uint32_t *type)
@@ -118,7 +110,7 @@ int loom_cli_synth(int argc, char **argv)
     }
     par.vocab_path = vocab;
     struct synth_cli_progress prog = {.last_decile = -1};
-    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    prog.t0 = loom_cli_now();
     par.progress = synth_cli_progress;
     par.progress_ctx = &prog;
     fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", preset,
@@ -127,6 +119,6 @@ int loom_cli_synth(int argc, char **argv)
         fprintf(stderr, "loom synth: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "synth: wrote %s in %.1f s\n", out, synth_cli_elapsed(&prog.t0));
+    fprintf(stderr, "synth: wrote %s in %.1f s\n", out, loom_cli_now() - prog.t0);
     return 0;
 }

@@ -4,6 +4,7 @@
 #ifndef LOOM_KERNELS_INTERNAL_H
 #define LOOM_KERNELS_INTERNAL_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -173,6 +174,32 @@ static inline int loom_trunc_i8(float x)
     return (int8_t)(uint8_t)(uint32_t)i;
 }
 
+/* The element of x[n] of largest magnitude, with its sign; the first one on ties, 0 if all are 0 (the
+ * `max` of ggml-quants.c quantize_row_q4_0_ref / q5_0_ref). */
+static inline float loom_signed_absmax(const float *x, int n)
+{
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+/* *min and *max of x[n], from FLT_MAX and -FLT_MAX (quantize_row_q4_1_ref / q5_1_ref). */
+static inline void loom_min_max(const float *x, int n, float *min, float *max)
+{
+    *min = FLT_MAX;
+    *max = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < *min)
+            *min = x[j];
+        if (x[j] > *max)
+            *max = x[j];
+    }
+}
+
 /* Reduction helpers. loom sums exactly as ggml-cpu's x86 kernels do (llama.cpp ggml-cpu/arch/x86/quants.c
  * hsum_float_8 and the _mm512_reduce_add_ps tree), so that the last bits agree with the reference. */
 static inline float loom_hsum8(const float a[8])
@@ -230,14 +257,19 @@ static inline float loom_hsum8_ps(__m256 v)
     return _mm_cvtss_f32(r);
 }
 
-/* The packed Q4_K/Q5_K scales as 16 bytes: the 8 scales, then the 8 mins (as loom_k4_scales). */
-static inline __m128i loom_k4_scales_si128(const uint8_t packed[12])
+/* The packed Q4_K/Q5_K scales as 16 bytes: the 8 scales, then the 8 mins (as loom_k4_scales). Reads 16
+ * bytes at packed (in a block the quants follow the 12 scale bytes). With u0..u2 the packed 32-bit words:
+ * lanes u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) |
+ * ((u1 >> 6) & 0x03..) << 4, in vector operations. */
+static inline __m128i loom_k4_scales_si128(const uint8_t *packed)
 {
-    uint32_t u[3];
-    memcpy(u, packed, 12);
-    const uint32_t low6 = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, top2 = 0x03030303u;
-    return _mm_set_epi32((int)(((u[2] >> 4) & nib) | (((u[1] >> 6) & top2) << 4)), (int)(u[1] & low6),
-                         (int)((u[2] & nib) | (((u[0] >> 6) & top2) << 4)), (int)(u[0] & low6));
+    __m128i v = _mm_loadu_si128((const __m128i *)packed);   /* u0, u1, u2, - */
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* u0, u2, u1, u2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* u0, u0, u1, u1 */
+    __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
+                                _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    __m128i high = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm_or_si128(low, high);
 }
 
 /* Lane k < 4: m[2k] * (bsums[4k] + bsums[4k+1]) + m[2k+1] * (bsums[4k+2] + bsums[4k+3]), with the mins
@@ -304,6 +336,8 @@ static inline float loom_hsum16_ps(__m512 v)
 /* s[k] = dot(w, a + k * a_stride bytes) for k < 4: four activation rows against one weight row, each
  * bit-identical to the single-row dot it stands for (loom_kernels_matmul_dot4), sharing the unpacking. */
 typedef void (*loom_vec_dot4_fn)(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+/* The same for 8 activation rows (loom_kernels_matmul_dot8). */
+typedef void (*loom_vec_dot8_fn)(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 
 /* --- scalar kernels (the reference set; always available) --- */
 void loom_f32_to_float(const void *src, float *dst, int64_t n);
@@ -338,6 +372,14 @@ void loom_q8_0_quantize(const float *src, void *dst, int64_t n);
 void loom_q4_k_quantize(const float *src, void *dst, int64_t n);
 void loom_q5_k_quantize(const float *src, void *dst, int64_t n);
 void loom_q6_k_quantize(const float *src, void *dst, int64_t n);
+
+/* ggml-quants.c make_qkx2_quants: fit x[n] (n <= 32) ~ scale * L - min with L[n] in 0..nmax, min <= 0,
+ * weights w[n]: start from the (min, max) grid, then try nstep + 1 scales iscale = (rmin + 0.1 is + nmax)
+ * / (max - min), refit (scale, min) by weighted least squares on each rounding and keep the one with the
+ * smallest weighted error (absolute if use_mad, else squared). Returns the scale, *neg_min = -min >= 0.
+ * Float operations in the reference's order (no FMA), so bit-identical. Q2_K, Q4_K, Q5_K. q4_k.c. */
+float loom_k_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                           int nstep, int use_mad);
 
 /* Fit one 256-weight super-block of Q4_K (nmax 15) or Q5_K (nmax 31), as ggml-quants.c
  * quantize_row_q4_K_ref / quantize_row_q5_K_ref: per 32-weight sub-block a (scale, min) pair by
@@ -394,6 +436,7 @@ void loom_q4_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_q4_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_q4_k_vec_dot_repacked_x4_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_q4_k_dot4_repacked_x4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_k_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_q6_k_dot4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_f32_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_f16_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
@@ -424,6 +467,11 @@ void loom_bf16_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a)
 void loom_bf16_dot_gemm_avx512(int64_t n, float *s, const void *w, const void *a);
 void loom_bf16_dot4_gemm_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_q8_0_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_q6_k_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_dot4_repacked_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q6_k_dot4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_k_dot8_repacked_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_q6_k_dot8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 
 /* Install the kernel set `mode` (LOOM_KERNELS_SCALAR/AVX2/AVX512) into the trait table (types.c). The
  * caller (dispatch.c) has checked the CPU supports it. */
@@ -441,6 +489,8 @@ loom_vec_dot_fn loom_kernels_matmul_dot(uint32_t type, int64_t n_out, int64_t n_
 
 /* The 4-row form of a dot returned by loom_kernels_matmul_dot, or NULL when the active set has none. */
 loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot);
+/* Its 8-row form, or NULL. */
+loom_vec_dot8_fn loom_kernels_matmul_dot8(loom_vec_dot_fn dot);
 
 /* Which of the reference's Q4_K kernels loom_matmul mirrors. llama.cpp repacks Q4_K weights whose row
  * count is a multiple of 8 on AVX2 machines by default (llama_model_params.use_extra_bufts) and then sums

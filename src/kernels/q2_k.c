@@ -25,75 +25,10 @@ void loom_q2_k_to_float(const void *src, float *dst, int64_t n)
     }
 }
 
-/* Fit x[16] ~ scale * L - min with L in [0, 3], weights w = |x| and the absolute error, searching
- * 16 candidate scales (ggml-quants.c make_qkx2_quants(16, 3, x, w, L, &min, Laux, -0.5, 0.1, 15, true)).
- * Returns scale, sets *the_min = -min >= 0. Float operations in the reference's order. */
-static float fit_scale_min(const float x[16], const float w[16], uint8_t L[16], float *the_min)
-{
-    const int nmax = 3;
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < 16; i++) {
-        if (x[i] < min)
-            min = x[i];
-        if (x[i] > max)
-            max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (min > 0)
-        min = 0;
-    if (max == min) {
-        memset(L, 0, 16);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best_error = 0;
-    for (int i = 0; i < 16; i++) {
-        int l = loom_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        float diff = scale * (float)L[i] + min - x[i];
-        best_error += w[i] * fabsf(diff);
-    }
-    for (int is = 0; is <= 15; is++) {
-        uint8_t Laux[16];
-        iscale = (-0.5f + 0.1f * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < 16; i++) {
-            int l = loom_nearest_int(iscale * (x[i] - min));
-            l = l < 0 ? 0 : l > nmax ? nmax : l;
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)l * (float)l;
-            sum_xl += w[i] * (float)l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (!(D > 0))
-            continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-        if (this_min > 0) {
-            this_min = 0;
-            this_scale = sum_xl / sum_l2;
-        }
-        float cur_error = 0;
-        for (int i = 0; i < 16; i++) {
-            float diff = this_scale * (float)Laux[i] + this_min - x[i];
-            cur_error += w[i] * fabsf(diff);
-        }
-        if (cur_error < best_error) {
-            memcpy(L, Laux, 16);
-            best_error = cur_error;
-            scale = this_scale;
-            min = this_min;
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
-/* Weight quantization (quantize_row_q2_K_ref): fit each sub-block's scale and min, quantize both to
- * 4 bits against their maxima (d = max_scale / 15, dmin = max_min / 15), then requantize the weights
- * with the stored scales: q = clamp(nearest((x + dmin*m) / (d*sc)), 0, 3). */
+/* Weight quantization (quantize_row_q2_K_ref): fit each sub-block's scale and min (make_qkx2_quants with
+ * nmax 3, weights |x|, rmin -0.5, 15 steps, absolute error), quantize both to 4 bits against their maxima
+ * (d = max_scale / 15, dmin = max_min / 15), then requantize the weights with the stored scales:
+ * q = clamp(nearest((x + dmin*m) / (d*sc)), 0, 3). */
 void loom_q2_k_quantize(const float *src, void *dst, int64_t n)
 {
     struct loom_block_q2_k *b = dst;
@@ -105,7 +40,7 @@ void loom_q2_k_quantize(const float *src, void *dst, int64_t n)
             float w[16];
             for (int l = 0; l < 16; l++)
                 w[l] = fabsf(x[16 * j + l]);
-            scales[j] = fit_scale_min(x + 16 * j, w, L + 16 * j, &mins[j]);
+            scales[j] = loom_k_fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 15, 1);
             if (scales[j] > max_scale)
                 max_scale = scales[j];
             if (mins[j] > max_min)

@@ -132,13 +132,8 @@ void loom_q4_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const voi
     *s = acc - accm;
 }
 
-/* ggml-quants.c make_qkx2_quants without MAD (squared error), for n <= 32 weights x with weights w:
- * start from the (min <= 0, max) grid, then try nstep + 1 scales iscale = (rmin + 0.1 is + nmax) /
- * (max - min), refit (scale, min) by weighted least squares on each rounding and keep the one with the
- * smallest weighted squared error. L[n] gets 0..nmax; returns the scale, *neg_min = -min >= 0. The float
- * operations are the reference's, in its order (no FMA), so the result is bit-identical. */
-static float k4_fit_sub_block(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                              float rmin, int nstep)
+float loom_k_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                           int nstep, int use_mad)
 {
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
@@ -158,7 +153,7 @@ static float k4_fit_sub_block(int n, int nmax, const float *x, const float *w, u
         int l = loom_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * (float)L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
     }
     uint8_t aux[32];
     for (int is = 0; is <= nstep; is++) {
@@ -183,7 +178,7 @@ static float k4_fit_sub_block(int n, int nmax, const float *x, const float *w, u
         float cur_error = 0;
         for (int i = 0; i < n; i++) {
             float diff = this_scale * (float)aux[i] + this_min - x[i];
-            cur_error += w[i] * (diff * diff);
+            cur_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
         }
         if (cur_error < best_error) {
             memcpy(L, aux, (size_t)n);
@@ -208,7 +203,7 @@ void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int n
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
             w[l] = av_x + fabsf(xj[l]);
-        sc[j] = k4_fit_sub_block(32, nmax, xj, w, L + 32 * j, &mn[j], rmin, nstep);
+        sc[j] = loom_k_fit_scale_min(32, nmax, xj, w, L + 32 * j, &mn[j], rmin, nstep, 0);
         max_scale = sc[j] > max_scale ? sc[j] : max_scale;
         max_min = mn[j] > max_min ? mn[j] : max_min;
     }

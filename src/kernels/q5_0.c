@@ -3,7 +3,6 @@
  * (dequantize_row_q5_0/1, quantize_row_q5_0/1_ref), and the dot products with Q8_0/Q8_1 activations in
  * the float order of the reference's AVX2 kernels (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q5_0_q8_0,
  * ggml_vec_dot_q5_1_q8_1). */
-#include <float.h>
 #include <math.h>
 
 #include "kernels/kernels_internal.h"
@@ -59,12 +58,7 @@ void loom_q5_0_quantize(const float *src, void *dst, int64_t n)
     struct loom_block_q5_0 *b = dst;
     for (int64_t i = 0; i < n / 32; i++) {
         const float *x = src + 32 * i;
-        float amax = 0, max = 0;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
+        float max = loom_signed_absmax(x, 32);
         float d = max / -16, id = d != 0 ? 1.0f / d : 0.0f;
         b[i].d = loom_f32_to_f16(d);
         int q[32];
@@ -83,13 +77,8 @@ void loom_q5_1_quantize(const float *src, void *dst, int64_t n)
     struct loom_block_q5_1 *b = dst;
     for (int64_t i = 0; i < n / 32; i++) {
         const float *x = src + 32 * i;
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < 32; j++) {
-            if (x[j] < min)
-                min = x[j];
-            if (x[j] > max)
-                max = x[j];
-        }
+        float min, max;
+        loom_min_max(x, 32, &min, &max);
         float d = (max - min) / 31, id = d != 0 ? 1.0f / d : 0.0f;
         b[i].d = loom_f32_to_f16(d);
         b[i].m = loom_f32_to_f16(min);

@@ -10,8 +10,11 @@
 #include "text/tokenizer.h"
 #include "util/error.h"
 
-/* Bind a 2-D weight `name` (admission has checked its shape and type); n_in = ne[0], n_out = ne[1]. */
-static int bind_weight(const struct loom_gguf *g, const char *name, struct loom_weight *w, loom_error *err)
+/* Bind a 2-D weight `name` (admission has checked its shape; it admits any type); n_in = ne[0], n_out =
+ * ne[1]. A matrix that loom_matmul multiplies (matmul != 0) needs its type's dot product: an
+ * activation-only type (Q8_K, Q8_1) is rejected here, naming the tensor. */
+static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, struct loom_weight *w,
+                       loom_error *err)
 {
     const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
     if (!t)
@@ -19,6 +22,10 @@ static int bind_weight(const struct loom_gguf *g, const char *name, struct loom_
     const struct loom_type_traits *tr = loom_type_traits(t->type);
     if (!tr || !tr->to_float)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': type %u is not supported for matrices", name, t->type);
+    if (matmul && !tr->vec_dot)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tensor '%s': expected a weight type with a dot product, found %s (an activation type)",
+                           name, tr->name);
     if (t->n_dims > 2)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected 1 or 2 dims, found %u", name, t->n_dims);
     w->type = t->type;
@@ -50,7 +57,7 @@ static int bind_layer_weight(const struct loom_gguf *g, uint32_t il, const char 
 {
     char name[96];
     snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
-    return bind_weight(g, name, w, err);
+    return bind_weight(g, name, 1, w, err);
 }
 
 static int bind_layer_f32(const struct loom_gguf *g, uint32_t il, const char *suffix, uint64_t n, const float **out,
@@ -123,14 +130,14 @@ static int bind_layer(const struct loom_gguf *g, const struct loom_hparams *hp, 
 static int bind_model(struct loom_model *m, loom_error *err)
 {
     const struct loom_hparams *hp = &m->hp;
-    int rc = bind_weight(m->gguf, "token_embd.weight", &m->tok_embd, err);
+    int rc = bind_weight(m->gguf, "token_embd.weight", hp->tied_output, &m->tok_embd, err);
     if (!rc)
         rc = bind_f32(m->gguf, "output_norm.weight", hp->n_embd, &m->output_norm, err);
     if (rc)
         return rc;
     if (hp->tied_output)
         m->output = m->tok_embd;
-    else if ((rc = bind_weight(m->gguf, "output.weight", &m->output, err)))
+    else if ((rc = bind_weight(m->gguf, "output.weight", 1, &m->output, err)))
         return rc;
     if (hp->ssm_conv_kernel < 1 || hp->ssm_conv_kernel > LOOM_OPS_MAX_CONV_KERNEL)
         return loom_errorf(err, LOOM_E_FORMAT, "qwen35.ssm.conv_kernel: expected 1..%d, found %u",

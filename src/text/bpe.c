@@ -147,38 +147,7 @@ static int pair_before(const struct loom_bpe_pair *a, const struct loom_bpe_pair
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-static void heap_push(struct loom_bpe_pair *h, size_t *n, struct loom_bpe_pair p)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent]))
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static struct loom_bpe_pair heap_pop(struct loom_bpe_pair *h, size_t *n)
-{
-    struct loom_bpe_pair top = h[0], last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && pair_before(&h[c + 1], &h[c]))
-            c++;
-        if (!pair_before(&h[c], &last))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = last;
-    return top;
-}
+LOOM_DEFINE_PAIR_HEAP(heap, struct loom_bpe_pair, pair_before)
 
 static void push_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, size_t *n_heap, int32_t left,
                       int32_t right)
@@ -239,9 +208,7 @@ int loom_bpe_word(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, 
     for (int32_t i = 0; i >= 0; i = s->syms[i].next) {
         if (s->syms[i].id < 0)
             continue; /* a byte with no token of its own: the reference drops it too */
-        if (*n_out < (size_t)(cap > 0 ? cap : 0))
-            out[*n_out] = s->syms[i].id;
-        (*n_out)++;
+        loom_tokens_emit(s->syms[i].id, out, cap, n_out);
     }
     return LOOM_OK;
 }

@@ -27,38 +27,7 @@ static int pair_before(const struct loom_spm_pair *a, const struct loom_spm_pair
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void heap_push(struct loom_spm_pair *h, size_t *n, struct loom_spm_pair p)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent]))
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static struct loom_spm_pair heap_pop(struct loom_spm_pair *h, size_t *n)
-{
-    struct loom_spm_pair top = h[0], last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && pair_before(&h[c + 1], &h[c]))
-            c++;
-        if (!pair_before(&h[c], &last))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = last;
-    return top;
-}
+LOOM_DEFINE_PAIR_HEAP(heap, struct loom_spm_pair, pair_before)
 
 static int reserve(struct loom_bpe_scratch *s, size_t n)
 {
@@ -89,13 +58,6 @@ static void try_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch *
     if (id < 0)
         return;
     heap_push(s->spm_heap, n_heap, (struct loom_spm_pair){tok->scores[id], left, right, l->n + r->n});
-}
-
-static void emit(int32_t id, int32_t *out, int cap, size_t *n_out)
-{
-    if (*n_out < (size_t)(cap > 0 ? cap : 0))
-        out[*n_out] = id;
-    (*n_out)++;
 }
 
 int loom_spm_fragment(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *text, size_t n,
@@ -136,12 +98,12 @@ int loom_spm_fragment(const struct loom_tokenizer *tok, struct loom_bpe_scratch 
         const struct loom_spm_sym *sym = &s->spm_syms[i];
         int32_t id = loom_tokenizer_find(tok, (const char *)text + sym->off, sym->n);
         if (id >= 0) {
-            emit(id, out, cap, n_out);
+            loom_tokens_emit(id, out, cap, n_out);
             continue;
         }
         for (uint32_t j = 0; j < sym->n; j++) /* not a token: its bytes, as <0xXX> tokens */
             if (tok->byte_token[text[sym->off + j]] >= 0)
-                emit(tok->byte_token[text[sym->off + j]], out, cap, n_out);
+                loom_tokens_emit(tok->byte_token[text[sym->off + j]], out, cap, n_out);
     }
     return LOOM_OK;
 }

@@ -81,6 +81,51 @@ struct loom_merges {
 /* Look up the merge of (left, right); NULL if there is none. Allocation-free. */
 const struct loom_merge_slot *loom_merges_find(const struct loom_merges *m, int32_t left, int32_t right);
 
+/* Define static prefix##_push(PAIR *h, size_t *n, PAIR p) and PAIR prefix##_pop(PAIR *h, size_t *n) (*n > 0):
+ * a binary heap over h[*n] that pops first the pair for which before(&a, &b) holds against every other.
+ * The merge queues of BPE (bpe.c, lowest rank first) and SentencePiece (spm.c, highest score first). */
+#define LOOM_DEFINE_PAIR_HEAP(prefix, PAIR, before)                                                            \
+    static void prefix##_push(PAIR *h, size_t *n, PAIR p)                                                      \
+    {                                                                                                          \
+        size_t i = (*n)++;                                                                                     \
+        while (i > 0) {                                                                                        \
+            size_t parent = (i - 1) / 2;                                                                       \
+            if (!before(&p, &h[parent]))                                                                       \
+                break;                                                                                         \
+            h[i] = h[parent];                                                                                  \
+            i = parent;                                                                                        \
+        }                                                                                                      \
+        h[i] = p;                                                                                              \
+    }                                                                                                          \
+    static PAIR prefix##_pop(PAIR *h, size_t *n)                                                               \
+    {                                                                                                          \
+        PAIR top = h[0], last = h[--(*n)];                                                                     \
+        size_t i = 0;                                                                                          \
+        for (;;) {                                                                                             \
+            size_t c = 2 * i + 1;                                                                              \
+            if (c >= *n)                                                                                       \
+                break;                                                                                         \
+            if (c + 1 < *n && before(&h[c + 1], &h[c]))                                                        \
+                c++;                                                                                           \
+            if (!before(&h[c], &last))                                                                         \
+                break;                                                                                         \
+            h[i] = h[c];                                                                                       \
+            i = c;                                                                                             \
+        }                                                                                                      \
+        if (*n > 0)                                                                                            \
+            h[i] = last;                                                                                       \
+        return top;                                                                                            \
+    }
+
+/* Count one output token: out[*n_out] = id while *n_out < cap, then ++*n_out (so the caller learns the
+ * length it needs). */
+static inline void loom_tokens_emit(int32_t id, int32_t *out, int cap, size_t *n_out)
+{
+    if (*n_out < (size_t)(cap > 0 ? cap : 0))
+        out[*n_out] = id;
+    (*n_out)++;
+}
+
 /* Scratch for BPE over one word; grown by loom_bpe_word as needed, freed by loom_bpe_scratch_free. */
 struct loom_bpe_scratch {
     struct loom_bpe_sym *syms;

@@ -29,16 +29,25 @@ static inline const char *parity_cache_dir(char *buf, size_t cap)
     return buf;
 }
 
-/* Folder of the reference's prebuilt libraries: $LOOM_REF (default $LOOM_CACHE/ref) + /bins/package/bins/linux-x64. */
-static inline const char *parity_ref_bins_dir(char *buf, size_t cap)
+/* The reference's folder (source, vocabularies, prebuilt libraries): $LOOM_REF, or $LOOM_CACHE/ref. Writes
+ * into buf[cap]; returns buf. */
+static inline const char *parity_ref_dir(char *buf, size_t cap)
 {
     const char *r = getenv("LOOM_REF");
     if (r && *r) {
-        snprintf(buf, cap, "%s/bins/package/bins/linux-x64", r);
+        snprintf(buf, cap, "%s", r);
     } else {
-        char cache[1024];
-        snprintf(buf, cap, "%s/ref/bins/package/bins/linux-x64", parity_cache_dir(cache, sizeof cache));
+        char cache[1000];
+        snprintf(buf, cap, "%s/ref", parity_cache_dir(cache, sizeof cache));
     }
+    return buf;
+}
+
+/* Folder of the reference's prebuilt libraries: parity_ref_dir + /bins/package/bins/linux-x64. */
+static inline const char *parity_ref_bins_dir(char *buf, size_t cap)
+{
+    char ref[1024];
+    snprintf(buf, cap, "%s/bins/package/bins/linux-x64", parity_ref_dir(ref, sizeof ref));
     return buf;
 }
 

@@ -17,18 +17,12 @@
 #include "test.h"
 #include "util/fp16.h"
 
+#define TEST_RNG_SEED 0x243f6a8885a308d3ull
+#include "test_rng.h"
+
 typedef const struct ggml_type_traits_cpu *(*traits_cpu_fn)(enum ggml_type);
 static traits_cpu_fn ggml_cpu_traits;
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-static uint32_t rnd_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float rnd_f(void) { return (float)rnd_u32() / 2147483648.0f - 1.0f; }
 
 /* Register the reference's CPU backend (parity.h) and take its CPU type traits from the same library. */
 static int load_cpu_backend(void)

@@ -325,12 +325,8 @@ int main(void)
         {"deepseek-coder", 1}, {"starcoder", 0},
     };
     char cache[1024], dir[1100], path[1300];
-    const char *ref = getenv("LOOM_REF");
     parity_cache_dir(cache, sizeof cache);
-    if (ref && *ref)
-        snprintf(dir, sizeof dir, "%s", ref);
-    else
-        snprintf(dir, sizeof dir, "%s/ref", cache);
+    parity_ref_dir(dir, sizeof dir);
     if (parity_ref_init() != 0) {
         printf("skip: reference libraries not found\n");
         return test_finish();
