@@ -21,6 +21,7 @@ struct matmul_job {
     float *y;              /* [n_tok][n_out] */
     loom_vec_dot_fn dot_group, dot_rest; /* for tokens t < n_group, and for the rest */
     loom_vec_dot4_fn dot4_group;         /* 4-token form of dot_group, or NULL */
+    loom_vec_dot8_fn dot8_group;         /* 8-token form of dot_group, or NULL */
     int64_t n_group;
 };
 
@@ -48,14 +49,20 @@ static void convert_rows(void *ctx, int64_t begin, int64_t end, int thread)
         c->from_float(c->x + t * c->n_in, c->dst + (size_t)t * c->dst_bytes, c->n_in);
 }
 
-/* Output rows [r0, r1) for the tokens [t0, t1): weight rows outer, then the tokens, 4 at a time through
- * the 4-row kernel where there is one. */
+/* Output rows [r0, r1) for the tokens [t0, t1): weight rows outer, then the tokens, 8 or 4 at a time
+ * through the 8- and 4-row kernels where there are some. */
 static void matmul_tile(const struct matmul_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1)
 {
     const struct loom_weight *w = j->w;
     for (int64_t o = r0; o < r1; o++) {
         const void *row = (const char *)w->data + (size_t)o * w->row_bytes;
         int64_t t = t0;
+        for (; j->dot8_group && t + 8 <= t1 && t + 8 <= j->n_group; t += 8) {
+            float s[8];
+            j->dot8_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
+            for (int k = 0; k < 8; k++)
+                j->y[(t + k) * w->n_out + o] = s[k];
+        }
         for (; j->dot4_group && t + 4 <= t1 && t + 4 <= j->n_group; t += 4) {
             float s[4];
             j->dot4_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
@@ -83,49 +90,58 @@ static void matmul_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* Point job at the activations w reads: x itself for F32 partners, else act's scratch, where x is
+ * converted to w's vec_dot_type unless it already is (a previous reader of the same rows). */
+static void use_activations(struct loom_pool *pool, struct matmul_job *job, struct loom_matmul_act *act)
+{
+    const struct loom_weight *w = job->w;
+    uint32_t vt = loom_type_traits(w->type)->vec_dot_type;
+    job->act = (const char *)act->x;
+    job->act_bytes = (size_t)w->n_in * sizeof(float);
+    if (vt == LOOM_TYPE_F32)
+        return; /* F32 weights read the F32 activations directly */
+    size_t bytes = loom_type_row_bytes(vt, w->n_in);
+    if (act->type != vt) {
+        struct convert_job c = {loom_type_traits(vt)->from_float, act->x, w->n_in, act->scratch, bytes};
+        loom_pool_parallel_for(pool, act->n_tok, 1, convert_rows, &c);
+        act->type = vt;
+    }
+    job->act = act->scratch;
+    job->act_bytes = bytes;
+}
+
 /* Precondition: w->type has kernels (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K: traits vec_dot set), as
- * checked at model load. As in the reference, the float order of token t's outputs depends on n_tok
- * (one row vs several; Q4_K rows in groups of 4), so a prompt evaluated in the same chunks as the
- * reference's ubatches reproduces its results bit for bit. */
+ * checked at model load. With rowwise = 0, as in the reference, the float order of token t's outputs
+ * depends on n_tok (one row vs several; Q4_K rows in groups of 4), so a prompt evaluated in the same
+ * chunks as the reference's ubatches reproduces its results bit for bit. With rowwise = 1 every row goes
+ * through the kernel of a one-row product (the decode kernel; its 4- and 8-row forms where the active set
+ * has them, which are bit-identical per row), so row t's outputs do not depend on n_tok. */
+void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, struct loom_matmul_act *act, float *y,
+                        int rowwise)
+{
+    int64_t n_tok = act->n_tok;
+    /* the reference picks one kernel for the activation rows in groups of 4 and one for the rest */
+    int64_t n_group = rowwise ? n_tok : n_tok - n_tok % 4;
+    loom_vec_dot_fn dot_group = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, rowwise ? 1 : n_tok, 0);
+    loom_vec_dot_fn dot_rest = rowwise ? dot_group : loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, n_tok - 1);
+    struct matmul_job job = {w, 0, 0, n_tok, y, dot_group, dot_rest, loom_kernels_matmul_dot4(dot_group),
+                             loom_kernels_matmul_dot8(dot_group), n_group};
+    use_activations(pool, &job, act);
+    loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
+}
+
 void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
                  void *scratch)
 {
-    const struct loom_type_traits *t = loom_type_traits(w->type);
-    const struct loom_type_traits *at = loom_type_traits(t->vec_dot_type);
-    /* the reference picks one kernel for the activation rows in groups of 4 and one for the rest */
-    int64_t n_group = n_tok - n_tok % 4;
-    loom_vec_dot_fn dot_group = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, 0);
-    struct matmul_job job = {w, (const char *)x, (size_t)w->n_in * sizeof(float), n_tok, y, dot_group,
-                             loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, n_tok - 1),
-                             loom_kernels_matmul_dot4(dot_group), n_group};
-    if (t->vec_dot_type != LOOM_TYPE_F32) {
-        struct convert_job c = {at->from_float, x, w->n_in, scratch, loom_type_row_bytes(t->vec_dot_type, w->n_in)};
-        loom_pool_parallel_for(pool, n_tok, 1, convert_rows, &c);
-        job.act = scratch;
-        job.act_bytes = c.dst_bytes;
-    }
-    int64_t grain = n_tok == 1 ? 16 : 4;
-    loom_pool_parallel_for(pool, w->n_out, grain, matmul_rows, &job);
+    struct loom_matmul_act act = {x, n_tok, LOOM_TYPE_COUNT, scratch};
+    loom_matmul_shared(pool, w, &act, y, 0);
 }
 
-/* The canonical order: every activation row goes through the kernel of a one-row product (the decode
- * kernel; its 4-row form where the active set has one, which is bit-identical per row), so the outputs of
- * row t do not depend on n_tok or on which other rows share the call. */
 void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
                          float *y, void *scratch)
 {
-    const struct loom_type_traits *t = loom_type_traits(w->type);
-    loom_vec_dot_fn dot = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, 1, 0);
-    struct matmul_job job = {w, (const char *)x, (size_t)w->n_in * sizeof(float), n_tok, y, dot, dot,
-                             loom_kernels_matmul_dot4(dot), n_tok};
-    if (t->vec_dot_type != LOOM_TYPE_F32) {
-        struct convert_job c = {loom_type_traits(t->vec_dot_type)->from_float, x, w->n_in, scratch,
-                                loom_type_row_bytes(t->vec_dot_type, w->n_in)};
-        loom_pool_parallel_for(pool, n_tok, 1, convert_rows, &c);
-        job.act = scratch;
-        job.act_bytes = c.dst_bytes;
-    }
-    loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
+    struct loom_matmul_act act = {x, n_tok, LOOM_TYPE_COUNT, scratch};
+    loom_matmul_shared(pool, w, &act, y, 1);
 }
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)

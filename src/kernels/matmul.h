@@ -34,6 +34,22 @@ void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const floa
 void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
                          float *y, void *scratch);
 
+/* Activation rows read by several matrices (the q/k/v/z/alpha/beta projections, ffn gate and up): converted
+ * once per activation type and shared. Set x, n_tok, scratch (loom_matmul_scratch_bytes for the largest
+ * reader) and type = LOOM_TYPE_COUNT (nothing converted yet); loom_matmul_shared keeps type current. The
+ * rows x must not change while the struct is in use. */
+struct loom_matmul_act {
+    const float *x; /* [n_tok][n_in] F32 */
+    int64_t n_tok;
+    uint32_t type;  /* the type scratch holds x in; LOOM_TYPE_COUNT: none */
+    void *scratch;
+};
+
+/* loom_matmul (rowwise = 0) or loom_matmul_rowwise (rowwise = 1) of act's rows, converting them only when
+ * scratch does not already hold them as w's vec_dot_type. Same results bit for bit. */
+void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, struct loom_matmul_act *act, float *y,
+                        int rowwise);
+
 /* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup). */
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst);
 

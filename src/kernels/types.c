@@ -36,26 +36,31 @@ static loom_vec_dot_fn repacked_dot[LOOM_TYPE_COUNT], repacked_dot_x4[LOOM_TYPE_
 /* The reference's IQ panel gemm order for IQ4_XS (iqp.cpp; AVX2, n_out % 8 == 0, n_tok >= 8). */
 static loom_vec_dot_fn panel_iq4_xs_dot;
 
-/* 4-row forms of the installed dots (only SIMD sets have them). */
+/* 4- and 8-row forms of the installed dots (only SIMD sets have them). */
 #define N_DOT4 16
 static struct {
     loom_vec_dot_fn dot;
     loom_vec_dot4_fn dot4;
+    loom_vec_dot8_fn dot8;
 } dot4_table[N_DOT4];
 static int n_dot4;
 
-static void add_dot4(loom_vec_dot_fn dot, loom_vec_dot4_fn dot4)
+static void add_dot48(loom_vec_dot_fn dot, loom_vec_dot4_fn dot4, loom_vec_dot8_fn dot8)
 {
     for (int i = 0; i < n_dot4; i++)
         if (dot4_table[i].dot == dot) {
             dot4_table[i].dot4 = dot4;
+            dot4_table[i].dot8 = dot8;
             return;
         }
     if (n_dot4 < N_DOT4) {
         dot4_table[n_dot4].dot = dot;
-        dot4_table[n_dot4++].dot4 = dot4;
+        dot4_table[n_dot4].dot4 = dot4;
+        dot4_table[n_dot4++].dot8 = dot8;
     }
 }
+
+static void add_dot4(loom_vec_dot_fn dot, loom_vec_dot4_fn dot4) { add_dot48(dot, dot4, 0); }
 
 static void set(enum loom_type type, loom_to_float_fn to_float, loom_from_float_fn from_float,
                 loom_vec_dot_fn vec_dot)
@@ -133,6 +138,7 @@ static void install_avx2(void)
     gemm_dot[LOOM_TYPE_F16] = loom_f16_dot_gemm_avx2;
     gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm_avx2;
     add_dot4(loom_q4_k_vec_dot_repacked_x4_avx2, loom_q4_k_dot4_repacked_x4_avx2);
+    add_dot4(loom_q4_k_vec_dot_repacked_avx2, loom_q4_k_dot4_repacked_avx2);
     add_dot4(loom_q6_k_vec_dot_avx2, loom_q6_k_dot4_avx2);
     add_dot4(loom_f32_dot_gemm_avx2, loom_f32_dot4_gemm_avx2);
     add_dot4(loom_f16_dot_gemm_avx2, loom_f16_dot4_gemm_avx2);
@@ -142,14 +148,18 @@ static void install_avx2(void)
 }
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
- * halves): the native BF16 pair dot and the VNNI Q8_0 dot. The K-quant and F16/F32 kernels measured
- * faster (or equal) at 256 bits. */
+ * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD) and the 4- and 8-row
+ * Q4_K/Q6_K dots of the one-row orders (CANONICAL prefill). The one-row Q4_K and F16/F32 kernels measured
+ * no faster at 512 bits. */
 static void install_avx512(void)
 {
     traits[LOOM_TYPE_BF16].vec_dot = loom_bf16_vec_dot_avx512;
     traits[LOOM_TYPE_Q8_0].vec_dot = loom_q8_0_vec_dot_avx512;
     gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm_avx512;
     add_dot4(loom_bf16_dot_gemm_avx512, loom_bf16_dot4_gemm_avx512);
+    add_dot48(loom_q4_k_vec_dot_repacked_avx2, loom_q4_k_dot4_repacked_avx512, loom_q4_k_dot8_repacked_avx512);
+    traits[LOOM_TYPE_Q6_K].vec_dot = loom_q6_k_vec_dot_avx512;
+    add_dot48(loom_q6_k_vec_dot_avx512, loom_q6_k_dot4_avx512, loom_q6_k_dot8_avx512);
 }
 
 void loom_types_install(enum loom_kernel_mode mode)
@@ -184,6 +194,14 @@ loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot)
     for (int i = 0; i < n_dot4; i++)
         if (dot4_table[i].dot == dot)
             return dot4_table[i].dot4;
+    return 0;
+}
+
+loom_vec_dot8_fn loom_kernels_matmul_dot8(loom_vec_dot_fn dot)
+{
+    for (int i = 0; i < n_dot4; i++)
+        if (dot4_table[i].dot == dot)
+            return dot4_table[i].dot8;
     return 0;
 }
 

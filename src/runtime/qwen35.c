@@ -58,6 +58,17 @@ static void matmul(const struct chunk *c, const struct loom_weight *w, const flo
     matmul_n(c->s, w, x, c->n, y);
 }
 
+/* The chunk's rows x as activations shared by the matrices that read them (converted once per type). */
+static struct loom_matmul_act shared_rows(const struct chunk *c, const float *x)
+{
+    return (struct loom_matmul_act){x, c->n, LOOM_TYPE_COUNT, c->s->sc.mm};
+}
+
+static void matmul_shared(const struct chunk *c, const struct loom_weight *w, struct loom_matmul_act *act, float *y)
+{
+    loom_matmul_shared(c->s->pool, w, act, y, c->s->numerics == LOOM_NUMERICS_CANONICAL);
+}
+
 /* The test hook after a stage; nonzero fails the request. */
 static int stage(const struct chunk *c, const char *name)
 {
@@ -146,10 +157,11 @@ static int recurrent_branch(struct chunk *c)
     struct loom_scratch *sc = &c->s->sc;
     int64_t ch = rec_channels(hp), d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, Hk = hp->ssm_n_k_heads;
     int64_t key_dim = Hk * d, inner = hp->ssm_inner;
-    matmul(c, &L->qkv, sc->xn, sc->a);
-    matmul(c, &L->z, sc->xn, sc->c);
-    matmul(c, &L->beta, sc->xn, sc->beta);
-    matmul(c, &L->alpha, sc->xn, sc->alpha);
+    struct loom_matmul_act xn = shared_rows(c, sc->xn);
+    matmul_shared(c, &L->qkv, &xn, sc->a);
+    matmul_shared(c, &L->z, &xn, sc->c);
+    matmul_shared(c, &L->beta, &xn, sc->beta);
+    matmul_shared(c, &L->alpha, &xn, sc->alpha);
     STAGE(c, "proj");
     for (int t = 0; t < c->n; t++) {
         for (int64_t h = 0; h < Hv; h++) {
@@ -254,9 +266,10 @@ static int attention_branch(struct chunk *c)
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
     int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head;
-    matmul(c, &L->wq, sc->xn, sc->a);
-    matmul(c, &L->wk, sc->xn, sc->b);
-    matmul(c, &L->wv, sc->xn, sc->c);
+    struct loom_matmul_act xn = shared_rows(c, sc->xn);
+    matmul_shared(c, &L->wq, &xn, sc->a);
+    matmul_shared(c, &L->wk, &xn, sc->b);
+    matmul_shared(c, &L->wv, &xn, sc->c);
     STAGE(c, "proj");
     attention_prepare(c);
     STAGE(c, "kv_write");
@@ -283,8 +296,9 @@ static void mlp(struct chunk *c)
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
     int64_t ff = c->hp->n_ff;
-    matmul(c, &L->ffn_gate, sc->xn, sc->a);
-    matmul(c, &L->ffn_up, sc->xn, sc->b);
+    struct loom_matmul_act xn = shared_rows(c, sc->xn);
+    matmul_shared(c, &L->ffn_gate, &xn, sc->a);
+    matmul_shared(c, &L->ffn_up, &xn, sc->b);
     for (int t = 0; t < c->n; t++)
         c->s->ops->swiglu(ff, sc->a + t * ff, sc->b + t * ff, sc->a + t * ff);
     matmul(c, &L->ffn_down, sc->a, sc->proj);

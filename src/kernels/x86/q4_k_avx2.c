@@ -52,19 +52,40 @@ static inline int32_t hsum_i32x4(__m128i v)
     return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 1)));
 }
 
+/* The gemv order: per block, isum and imin (exact) in lanes 0 and 1, and lane 0 of acc advancing as
+ * fma(isum, d * d_a, acc), lane 1 as fma(imin, dmin * d_a, accm). */
 void loom_q4_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y = a;
-    float acc = 0, accm = 0;
+    const __m128i pick = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        __m128i mins;
-        __m256i sumi = block_lanes(&x[i], &y[i], &mins);
-        int32_t isum = hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1)));
-        acc = fmaf((float)isum, loom_f16c_to_f32(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)hsum_i32x4(mins), loom_f16c_to_f32(x[i].dmin) * y[i].d, accm);
+        __m128i sm = loom_k4_scales_si128(x[i].scales);
+        __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
+            __m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * g)));
+            __m256i ph = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                                              _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * g + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc16, loom_pick16(2 * g))),
+                                                           _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc16, loom_pick16(2 * g + 1)))));
+        }
+        /* bsum j times min j / 2: lanes totalling imin (as loom_k4_mins_dot's 4 lanes) */
+        __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
+                                       _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, pick)));
+        __m256i h = _mm256_hadd_epi32(sumi, mm);
+        __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        q = _mm_hadd_epi32(q, q); /* isum, imin, isum, imin */
+        uint32_t dd;
+        memcpy(&dd, &x[i].d, sizeof dd); /* d and dmin, adjacent F16 */
+        __m128 dw = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y[i].d));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(q), dw, acc);
     }
-    *s = acc - accm;
+    *s = _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_shuffle_ps(acc, acc, 1));
 }
 
 /* The repacked gemm order (q4_k.c loom_q4_k_vec_dot_repacked_x4): one fma per pair of sub-blocks. */
@@ -143,6 +164,43 @@ void loom_q4_k_dot4_repacked_x4_avx2(int64_t n, float s[4], const void *w, const
             acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum_i32x8_4(p[0], p[1], p[2], p[3])), d, acc);
             accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mins[g]), dmin, accm);
         }
+    }
+    _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
+}
+
+/* loom_q4_k_vec_dot_repacked_avx2 (the gemv order) for 4 activation rows (a + k * a_stride bytes): the
+ * weight nibbles and scales are unpacked once; token k's whole-block sums run in lane k. */
+void loom_q4_k_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+{
+    const struct loom_block_q4_k *x = w;
+    const struct loom_block_q8_k *y[4];
+    for (int k = 0; k < 4; k++)
+        y[k] = (const struct loom_block_q8_k *)((const char *)a + k * a_stride);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        __m128i sm = loom_k4_scales_si128(x[i].scales);
+        __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        __m128 da = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
+        __m128 d = _mm_mul_ps(_mm_set1_ps(loom_f16c_to_f32(x[i].d)), da);
+        __m128 dmin = _mm_mul_ps(_mm_set1_ps(loom_f16c_to_f32(x[i].dmin)), da);
+        __m128i imin = _mm_hadd_epi32(_mm_hadd_epi32(loom_k4_mins_dot(sm, y[0][i].bsums), loom_k4_mins_dot(sm, y[1][i].bsums)),
+                                      _mm_hadd_epi32(loom_k4_mins_dot(sm, y[2][i].bsums), loom_k4_mins_dot(sm, y[3][i].bsums)));
+        __m256i p[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
+            __m256i lo = _mm256_and_si256(bits, m4), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            __m256i sl = _mm256_shuffle_epi8(sc16, loom_pick16(2 * g)), sh = _mm256_shuffle_epi8(sc16, loom_pick16(2 * g + 1));
+            for (int k = 0; k < 4; k++) {
+                __m256i q8l = _mm256_loadu_si256((const __m256i *)(y[k][i].qs + 64 * g));
+                __m256i q8h = _mm256_loadu_si256((const __m256i *)(y[k][i].qs + 64 * g + 32));
+                p[k] = _mm256_add_epi32(p[k], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, q8l), sl),
+                                                               _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q8h), sh)));
+            }
+        }
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum_i32x8_4(p[0], p[1], p[2], p[3])), d, acc);
+        accm = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), dmin, accm);
     }
     _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
 }
