@@ -324,12 +324,49 @@ static void check_attention(int nkv, int hd, int vs)
     }
 }
 
+/* Several query rows of one head at once (the multi-token form canonical prefill uses) against the
+ * single-row kernel, bitwise, for the scalar and the active variant: rows of different lengths, tails. */
+static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
+{
+    enum { G = LOOM_OPS_ATTN_GROUP, NMAX = 300, DMAX = 256 };
+    static uint16_t q16[G * DMAX], K[NMAX * DMAX], V[DMAX * NMAX], probs[G * NMAX];
+    static float scores[G * NMAX], out[G * DMAX], out1[DMAX];
+    for (int i = 0; i < n_q * hd; i++)
+        q16[i] = loom_f32_to_f16(frand() * 3.0f);
+    for (int i = 0; i < NMAX * hd; i++)
+        K[i] = loom_f32_to_f16(frand() * 3.0f);
+    for (int i = 0; i < hd * vs; i++)
+        V[i] = loom_f32_to_f16(frand());
+    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    float sc = 1.0f / sqrtf((float)hd);
+    for (int o = 0; o < 2; o++)
+        for (int k = 0; k < 2; k++) {
+            enum loom_attn_order order = o ? LOOM_ATTN_ORDER_SINGLE : LOOM_ATTN_ORDER_BATCH;
+            if (k)
+                ops->attn_heads(n_q, n_kv, hd, q16, K, hd, V, vs, hd, sc, order, scores, probs, NMAX, out, DMAX);
+            else
+                loom_ops_attn_heads(n_q, n_kv, hd, q16, K, hd, V, vs, hd, sc, order, scores, probs, NMAX, out, DMAX);
+            for (int g = 0; g < n_q; g++) {
+                loom_ops_attn_head(n_kv[g], hd, q16 + g * hd, K, hd, V, vs, hd, sc, order, scores, probs, out1);
+                CHECK(memcmp(out + g * DMAX, out1, (size_t)hd * sizeof(float)) == 0,
+                      "attention group row %d (n_kv %lld hd %d order %d): %s differs from the single row", g,
+                      (long long)n_kv[g], hd, o, k ? ops->name : "scalar");
+            }
+        }
+}
+
 static void test_attention(void)
 {
     check_attention(1, 64, 8);
     check_attention(37, 64, 40);
     check_attention(300, 256, 300);
     check_attention(70, 48, 80);
+    check_attention_group(4, (const int64_t[]){1, 2, 3, 4}, 64, 8);
+    check_attention_group(4, (const int64_t[]){61, 62, 63, 64}, 256, 300);
+    check_attention_group(4, (const int64_t[]){297, 298, 299, 300}, 256, 300);
+    check_attention_group(4, (const int64_t[]){17, 1, 33, 16}, 128, 40);
+    check_attention_group(3, (const int64_t[]){5, 6, 7}, 64, 8);
+    check_attention_group(4, (const int64_t[]){20, 21, 22, 23}, 48, 80);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------------- */

@@ -224,11 +224,22 @@ void loom_ops_attn_head(int64_t n_kv, int head_dim, const uint16_t *q16, const u
         out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
 }
 
+void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                         int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                         enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
+                         int64_t out_stride)
+{
+    for (int g = 0; g < n_q; g++)
+        loom_ops_attn_head(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
+                           head_dim_v, scale, order, scores + g * stride, probs16 + g * stride, out + g * out_stride);
+}
+
 static const struct loom_ops_kernels ops_scalar = {"scalar", loom_ops_silu, loom_ops_swiglu, loom_ops_conv1d_step,
-                                                   loom_ops_delta_rule_step, loom_ops_attn_head};
+                                                   loom_ops_delta_rule_step, loom_ops_attn_head,
+                                                   loom_ops_attn_heads};
 static const struct loom_ops_kernels ops_avx512 = {"avx512", loom_ops_silu_avx512, loom_ops_swiglu_avx512,
                                                    loom_ops_conv1d_step_avx512, loom_ops_delta_rule_step_avx512,
-                                                   loom_ops_attn_head_avx512};
+                                                   loom_ops_attn_head_avx512, loom_ops_attn_heads_avx512};
 
 const struct loom_ops_kernels *loom_ops_kernels_active(void)
 {

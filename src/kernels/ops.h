@@ -125,6 +125,18 @@ void loom_ops_attn_head(int64_t n_kv, int head_dim, const uint16_t *q16, const u
                         int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                         enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
 
+/* Most query rows loom_ops_attn_heads takes at once. */
+#define LOOM_OPS_ATTN_GROUP 4
+
+/* n_q (1..LOOM_OPS_ATTN_GROUP) query rows of one head against the same K/V cache: row g is
+ * loom_ops_attn_head(n_kv[g], head_dim, q16 + g*head_dim, ..., scores + g*stride, probs16 + g*stride,
+ * out + g*out_stride), bitwise, for every variant. K rows up to the largest n_kv[g] must be written.
+ * scores/probs16 are scratch [n_q][stride] with stride >= every n_kv[g]. */
+void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                         int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                         enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
+                         int64_t out_stride);
+
 /* ---- variants ----------------------------------------------------------------------------------
  * The per-head kernels that dominate the time, one implementation per kernel set. Every variant computes
  * bitwise the same results as the scalar one (same operations in the same order). */
@@ -138,6 +150,10 @@ struct loom_ops_kernels {
     void (*attn_head)(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache, int64_t k_stride,
                       const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                       enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+    void (*attn_heads)(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                       int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                       enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
+                       int64_t out_stride);
 };
 
 /* The variant for the active kernel set (loom_kernels_name(): "avx512" selects AVX-512, others scalar). */
@@ -152,5 +168,9 @@ void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const floa
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                                int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                float scale, enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                                const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                                int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                                uint16_t *probs16, int64_t stride, float *out, int64_t out_stride);
 
 #endif

@@ -45,7 +45,8 @@ void loom_session_drop_checkpoints(struct loom_session *s, int pos)
 int loom_session_n_checkpoints(const loom_session *session) { return session->n_ckpt; }
 
 /* Keep a checkpoint at pos holding `from` (the recurrent owners in checkpoint layout), or the public copy
- * when from is NULL. */
+ * when from is NULL. When from is s->pending the checkpoint takes that buffer over instead of copying it
+ * (one state's worth less memory); pending then holds the evicted buffer, or NULL until the next snapshot. */
 static int add_checkpoint(struct loom_session *s, int pos, const float *from, loom_error *err)
 {
     uint64_t bytes = loom_qwen35_recurrent_state_bytes(&s->model->hp);
@@ -60,21 +61,27 @@ static int add_checkpoint(struct loom_session *s, int pos, const float *from, lo
         return loom_errorf(err, LOOM_E_NOMEM, "checkpoint: the budget of %llu bytes holds no checkpoint of %llu bytes",
                            (unsigned long long)s->checkpoint_budget, (unsigned long long)bytes);
     float *data = NULL;
+    int taken = from && from == s->pending;
     if ((uint64_t)s->n_ckpt >= cap) { /* evict the oldest and reuse its memory: no allocation once full */
         int old = 0;
         for (int i = 1; i < s->n_ckpt; i++)
             old = s->ckpt[i].seq < s->ckpt[old].seq ? i : old;
         data = s->ckpt[old].data;
         s->ckpt[old] = s->ckpt[--s->n_ckpt];
-    } else if (!(data = malloc(bytes ? bytes : 1))) {
+    } else if (!taken && !(data = malloc(bytes ? bytes : 1))) {
         return loom_errorf(err, LOOM_E_NOMEM, "checkpoint: allocating %llu bytes failed", (unsigned long long)bytes);
+    }
+    if (taken) { /* take the snapshot's buffer; the evicted one (if any) becomes pending */
+        float *snap = s->pending;
+        s->pending = data;
+        data = snap;
     }
     uint64_t seq = 0;
     for (int i = 0; i < s->n_ckpt; i++)
         seq = s->ckpt[i].seq >= seq ? s->ckpt[i].seq + 1 : seq;
-    if (from)
+    if (from && !taken)
         memcpy(data, from, bytes);
-    else
+    else if (!from)
         loom_session_copy_recurrent(s, s->cur, data, 0);
     s->ckpt[s->n_ckpt++] = (struct loom_checkpoint){pos, seq, data};
     return LOOM_OK;
@@ -92,14 +99,17 @@ void loom_session_snapshot_work(struct loom_session *s, int pos)
     s->pending_pos = pos;
 }
 
+/* A snapshot one token before the prompt end stands in for the prompt-end checkpoint (rewinding past it
+ * re-evaluates one more token, bitwise the same in CANONICAL numerics): one state's worth less memory. */
 void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens)
 {
+    int near_end = 0;
     if (s->pending_pos > 0)
-        add_checkpoint(s, s->pending_pos, s->pending, NULL);
+        near_end = add_checkpoint(s, s->pending_pos, s->pending, NULL) == LOOM_OK && s->pending_pos == s->pos - 1;
     s->pending_pos = -1;
     int every = s->checkpoint_every;
     int crossed = every > 0 && s->pos / every != (s->pos - n_tokens) / every;
-    if (n_tokens > 1 || crossed)
+    if ((n_tokens > 1 && !near_end) || crossed)
         loom_session_checkpoint(s, NULL); /* a cache: failing to keep one is not an error */
 }
 

@@ -200,7 +200,11 @@ static int recurrent_branch(struct chunk *c)
 
 /* ---- gated attention branch ----------------------------------------------------------------------- */
 
-/* One (token, head) pair per item: causal attention over positions 0..pos0+t. */
+/* Query rows attn_task takes together: LOOM_OPS_ATTN_GROUP consecutive tokens of one sequence (they share
+ * the KV cache), one when the chunk's rows belong to different sequences. */
+static int attn_group(const struct chunk *c) { return c->rows ? 1 : LOOM_OPS_ATTN_GROUP; }
+
+/* One (token group, head) pair per item: causal attention over positions 0..pos0+t for each token t. */
 static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct chunk *c = ctx;
@@ -208,22 +212,28 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_scratch *sc = &c->s->sc;
     int hd = (int)hp->head_dim_k, hdv = (int)hp->head_dim_v, H = (int)hp->n_head, Hkv = (int)hp->n_head_kv;
     int64_t n_ctx = c->s->n_ctx; /* the scratch's stride (the largest context of the chunk's sequences) */
-    uint16_t *q16 = sc->q16 + (int64_t)thread * hd;
-    float *scores = sc->scores + (int64_t)thread * n_ctx;
-    uint16_t *probs16 = sc->probs16 + (int64_t)thread * n_ctx;
+    int G = attn_group(c);
+    uint16_t *q16 = sc->q16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * hd;
+    float *scores = sc->scores + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
+    uint16_t *probs16 = sc->probs16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
     enum loom_attn_order order = c->n > 1 && c->s->numerics == LOOM_NUMERICS_REFERENCE_BATCH
                                      ? LOOM_ATTN_ORDER_BATCH
                                      : LOOM_ATTN_ORDER_SINGLE;
     float scale = 1.0f / sqrtf((float)hdv);
     for (int64_t item = begin; item < end; item++) {
-        int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / Hkv);
-        const float *q = sc->a + (int64_t)t * 2 * H * hd + (int64_t)h * 2 * hd;
-        for (int i = 0; i < hd; i++)
-            q16[i] = loom_f32_to_f16(q[i]);
-        struct row_state r = row_at(c, t);
-        c->s->ops->attn_head(r.pos + 1, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
-                             r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
-                             sc->o + (int64_t)t * H * hdv + (int64_t)h * hdv);
+        int t0 = (int)(item / H) * G, h = (int)(item % H), kvh = h / (H / Hkv);
+        int n_q = c->n - t0 < G ? c->n - t0 : G;
+        int64_t n_kv[LOOM_OPS_ATTN_GROUP];
+        for (int g = 0; g < n_q; g++) {
+            const float *q = sc->a + (int64_t)(t0 + g) * 2 * H * hd + (int64_t)h * 2 * hd;
+            for (int i = 0; i < hd; i++)
+                q16[g * hd + i] = loom_f32_to_f16(q[i]);
+            n_kv[g] = row_at(c, t0 + g).pos + 1;
+        }
+        struct row_state r = row_at(c, t0);
+        c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
+                              r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
+                              n_ctx, sc->o + (int64_t)t0 * H * hdv + (int64_t)h * hdv, (int64_t)H * hdv);
     }
 }
 
@@ -273,7 +283,7 @@ static int attention_branch(struct chunk *c)
     STAGE(c, "proj");
     attention_prepare(c);
     STAGE(c, "kv_write");
-    loom_pool_parallel_for(c->s->pool, (int64_t)c->n * H, 1, attn_task, c);
+    loom_pool_parallel_for(c->s->pool, (int64_t)((c->n + attn_group(c) - 1) / attn_group(c)) * H, 1, attn_task, c);
     STAGE(c, "attend");
     /* output gate: attn * sigmoid(gate), the gate rows following each head's query rows */
     for (int t = 0; t < c->n; t++)

@@ -76,9 +76,9 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->rope = carve(base, &cur, nc * hp->n_rot * sizeof(float));
     sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
     sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
-    sc->scores = carve(base, &cur, nt * ctx * sizeof(float));
-    sc->probs16 = carve(base, &cur, nt * ctx * sizeof(uint16_t));
-    sc->q16 = carve(base, &cur, nt * hp->head_dim_k * sizeof(uint16_t));
+    sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(float));
+    sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(uint16_t));
+    sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * hp->head_dim_k * sizeof(uint16_t));
     return cur;
 }
 
@@ -133,7 +133,8 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->layers = layers;
     s->ckpt = ckpt;
     s->pending_pos = -1;
-    s->sc.n_chunk = n_ctx < LOOM_CHUNK_TOKENS ? n_ctx : LOOM_CHUNK_TOKENS;
+    int chunk = numerics == LOOM_NUMERICS_CANONICAL ? LOOM_CHUNK_TOKENS_CANONICAL : LOOM_CHUNK_TOKENS;
+    s->sc.n_chunk = n_ctx < chunk ? n_ctx : chunk;
     s->arena_bytes = plan_arena(s, NULL);
     s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);
     s->pool = s->arena ? loom_pool_new(n_threads) : NULL;

@@ -15,6 +15,9 @@
 /* Tokens per forward chunk: a longer request runs as consecutive chunks of at most this many tokens, as
  * the reference splits a batch into micro-batches of n_ubatch = 512. */
 #define LOOM_CHUNK_TOKENS 512
+/* Tokens per chunk in CANONICAL numerics, where chunking does not change a bit: smaller chunks keep the
+ * per-chunk scratch (activations of every row) small at the same prefill speed. */
+#define LOOM_CHUNK_TOKENS_CANONICAL 128
 
 /* State of one layer; only the fields of its kind are allocated. The recurrent owners are double
  * buffered: copy [cur] (struct loom_session) is public, the other is the private copy a request works
@@ -86,9 +89,9 @@ struct loom_scratch {
     void *mm;       /* loom_matmul scratch */
     struct loom_row *rows; /* [n_chunk] rows of a multi-sequence step */
     /* per worker thread */
-    float *scores;     /* [n_threads][n_ctx] */
-    uint16_t *probs16; /* [n_threads][n_ctx] */
-    uint16_t *q16;     /* [n_threads][head_dim_k] */
+    float *scores;     /* [n_threads][LOOM_OPS_ATTN_GROUP][n_ctx] */
+    uint16_t *probs16; /* [n_threads][LOOM_OPS_ATTN_GROUP][n_ctx] */
+    uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_GROUP][head_dim_k] */
 };
 
 struct loom_session {

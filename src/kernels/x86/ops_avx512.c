@@ -175,6 +175,20 @@ static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum
     return _mm512_reduce_add_ps(a[0]);
 }
 
+/* probs16[p] = f16(x[p]) for p < n. */
+static void round_probs(int64_t n, const float *x, uint16_t *probs16)
+{
+    int64_t p = 0;
+    for (; p + 16 <= n; p += 16)
+        _mm256_storeu_si256((__m256i *)(probs16 + p),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + p), _MM_FROUND_TO_NEAREST_INT));
+    if (p < n) {
+        __mmask16 k = (__mmask16)((1u << (n - p)) - 1);
+        _mm256_mask_storeu_epi16(probs16 + p, k,
+                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + p), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                                int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                float scale, enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
@@ -188,15 +202,95 @@ void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, 
     for (int64_t p = 0; p < n_kv; p++)
         scores[p] = dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
     softmax(n_kv, scores, scale);
-    int64_t p = 0;
-    for (; p + 16 <= n_kv; p += 16)
-        _mm256_storeu_si256((__m256i *)(probs16 + p),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(scores + p), _MM_FROUND_TO_NEAREST_INT));
-    if (p < n_kv) {
-        __mmask16 k = (__mmask16)((1u << (n_kv - p)) - 1);
-        _mm256_mask_storeu_epi16(probs16 + p, k,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, scores + p), _MM_FROUND_TO_NEAREST_INT));
-    }
+    round_probs(n_kv, scores, probs16);
     for (int j = 0; j < head_dim_v; j++)
         out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
+}
+
+/* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
+ * Each K row and V row is loaded once for the whole group; every row keeps the accumulators, lane blocks
+ * and reductions of the single-row kernel above (SINGLE order, head_dim a multiple of 64). */
+#define ATTN_G LOOM_OPS_ATTN_GROUP
+#define ATTN_MAX_HD 512
+
+/* (a0 + a2) + (a1 + a3), then the R16 tree: dot_f16_lanes' four-accumulator reduction. */
+static float reduce4(const __m512 *a)
+{
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+}
+
+/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). */
+static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
+                              float *scores, int64_t stride)
+{
+    int64_t n_max = 0;
+    for (int g = 0; g < ATTN_G; g++)
+        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
+    for (int64_t p = 0; p < n_max; p++) {
+        const uint16_t *kr = k + p * k_stride;
+        __m512 a[ATTN_G][4];
+        for (int g = 0; g < ATTN_G; g++)
+            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i += 64)
+            for (int s = 0; s < 4; s++) {
+                __m512 kv = load_f16(kr + i + 16 * s);
+                for (int g = 0; g < ATTN_G; g++)
+                    a[g][s] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s]);
+            }
+        for (int g = 0; g < ATTN_G; g++)
+            if (p < n_kv[g])
+                scores[g * stride + p] = reduce4(a[g]);
+    }
+}
+
+/* out[g*out_stride + j] = V[j] . probs16[g] over p < n_kv[g] (dot_f16_lanes, SINGLE order). */
+static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                              const uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+{
+    int64_t n_max = 0;
+    for (int g = 0; g < ATTN_G; g++)
+        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
+    for (int j = 0; j < hdv; j++) {
+        const uint16_t *vr = v + (int64_t)j * v_stride;
+        __m512 a[ATTN_G][4];
+        for (int g = 0; g < ATTN_G; g++)
+            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (int blk = 0; i < n_max; i += 16, blk++) {
+            __m512 vb = n_max - i >= 16 ? load_f16(vr + i) : load_f16_part(vr + i, n_max - i);
+            for (int g = 0; g < ATTN_G; g++) {
+                int64_t r = n_kv[g] - i;
+                if (r >= 16)
+                    a[g][blk & 3] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + i), a[g][blk & 3]);
+                else if (r > 0) /* the single row's masked tail: zeros in both operands */
+                    a[g][blk & 3] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
+                                                    load_f16_part(probs16 + g * stride + i, r), a[g][blk & 3]);
+            }
+        }
+        for (int g = 0; g < ATTN_G; g++)
+            out[g * out_stride + j] = reduce4(a[g]);
+    }
+}
+
+void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                                const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                                int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                                uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+{
+    if (n_q != ATTN_G || order != LOOM_ATTN_ORDER_SINGLE || head_dim % 64 || head_dim > ATTN_MAX_HD) {
+        for (int g = 0; g < n_q; g++)
+            loom_ops_attn_head_avx512(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache,
+                                      v_stride, head_dim_v, scale, order, scores + g * stride,
+                                      probs16 + g * stride, out + g * out_stride);
+        return;
+    }
+    float qf[ATTN_G * ATTN_MAX_HD];
+    for (int i = 0; i < ATTN_G * head_dim; i += 16)
+        _mm512_storeu_ps(qf + i, load_f16(q16 + i));
+    attn_scores_group(n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    for (int g = 0; g < ATTN_G; g++) {
+        softmax(n_kv[g], scores + g * stride, scale);
+        round_probs(n_kv[g], scores + g * stride, probs16 + g * stride);
+    }
+    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, probs16, stride, out, out_stride);
 }
