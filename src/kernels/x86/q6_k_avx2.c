@@ -10,11 +10,25 @@ static inline __m256i chunk_scales(__m128i scales, int k)
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, _mm_set_epi64x(0x0101010101010101ll * (k + 1), 0x0101010101010101ll * k)));
 }
 
+/* The 128 unsigned 6-bit quants of one half block (ql[64] low nibbles, qh[32] high pairs) as 4 x 32 bytes in
+ * element order: q[c] holds elements 32c .. 32c+31 of the half. */
+static inline void unpack_q6(const uint8_t *ql, const uint8_t *qh, __m256i q[4])
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+}
+
 void loom_q6_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q6_k *x = w;
     const struct loom_block_q8_k *y = a;
-    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
@@ -23,16 +37,8 @@ void loom_q6_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            unpack_q6(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * c));
@@ -55,7 +61,6 @@ void loom_q6_k_dot4_avx2(int64_t n, float s[4], const void *w, const void *a, si
     const struct loom_block_q8_k *y[4];
     for (int k = 0; k < 4; k++)
         y[k] = (const struct loom_block_q8_k *)((const char *)a + k * a_stride);
-    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
@@ -66,16 +71,8 @@ void loom_q6_k_dot4_avx2(int64_t n, float s[4], const void *w, const void *a, si
                                        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[k][i].bsums), sc16), 5));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            unpack_q6(x[i].ql + 64 * h, x[i].qh + 32 * h, q);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m256i scales = chunk_scales(sc, 8 * h + 2 * c);
