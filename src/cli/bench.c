@@ -80,7 +80,7 @@ static const char BENCH_USAGE[] =
     "  -n N      tokens of the decode test tgN, 0 = none (default 128)\n"
     "  -t N      threads (default: all online CPUs)\n"
     "  -r REPS   repetitions of each test (default 5)\n"
-    "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default ~/.cache/loom/ref)\n"
+    "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and FP32 FMA peak with N threads\n"
     "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";

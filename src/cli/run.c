@@ -139,7 +139,11 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
             return run_parse_float(val, f->lo, f->hi, (float *)((char *)&o->sp + f->off)) ? run_bad_value(opt, val) : 0;
     }
     if (!strcmp(opt, "--stop")) {
-        if (o->n_stops == RUN_MAX_STOPS || !val[0] || strlen(val) > RUN_STOP_MAX_LEN)
+        if (o->n_stops == RUN_MAX_STOPS) {
+            fprintf(stderr, "loom run: at most %d --stop strings\n", RUN_MAX_STOPS);
+            return -1;
+        }
+        if (!val[0] || strlen(val) > RUN_STOP_MAX_LEN)
             return run_bad_value(opt, val);
         o->stops[o->n_stops++] = val;
         return 0;
@@ -155,8 +159,12 @@ static int run_parse_args(int argc, char **argv, struct run_opts *o)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
+        if (argv[i][0] != '-') {
+            fprintf(stderr, "loom run: unexpected argument '%s' (options are -X VALUE pairs)\n", argv[i]);
+            return -1;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "loom run: option '%s' needs a value\n", argv[i]);
+            fprintf(stderr, "loom run: option '%s' has no value (or is not an option of loom run)\n", argv[i]);
             return -1;
         }
         have_n |= !strcmp(argv[i], "-n");

@@ -15,7 +15,7 @@ static void synth_usage(FILE *f)
 {
     fprintf(f, "usage: loom synth --preset micro|tiny|0.8b [--type f32|f16|bf16] [--seed N] [--vocab PATH] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
-               "  --vocab defaults to $LOOM_REF/src/models/ggml-vocab-qwen35.gguf (LOOM_REF defaults to ~/.cache/loom/ref)\n");
+               "  --vocab defaults to $LOOM_REF/src/models/ggml-vocab-qwen35.gguf (LOOM_REF defaults to $LOOM_CACHE/ref, LOOM_CACHE to ~/.cache/loom)\n");
 }
 
 struct synth_cli_progress {
