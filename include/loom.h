@@ -65,6 +65,8 @@ typedef struct loom_session_params {
     enum loom_numerics numerics; /* 0 = LOOM_NUMERICS_CANONICAL */
     int checkpoint_every;        /* also checkpoint when a request crosses a multiple of this many positions; 0 = off */
     uint64_t checkpoint_budget;  /* bytes all checkpoints may hold; 0 = 4 checkpoints' worth */
+    int skip_prompt_checkpoints; /* nonzero: keep no checkpoint at a prompt's end, for one-shot use that never
+                                  * rewinds or reuses a prefix (saves one recurrent state of memory); 0 = keep */
 } loom_session_params;
 
 loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err);
@@ -107,9 +109,11 @@ int loom_session_tokens(const loom_session *session, int32_t *out, int cap);
 
 /* Checkpoints. The recurrent state cannot be un-updated, so a session keeps snapshots of it (the conv state
  * and recurrent matrices; KV rows below a checkpoint's position stay in the cache) at the end of every
- * request of more than one token (a prompt), when a request crosses a multiple of checkpoint_every, and
- * when asked here; within checkpoint_budget bytes, the oldest evicted first. Returns LOOM_OK, or
- * LOOM_E_NOMEM when the budget holds no checkpoint or allocation fails (state unchanged either way). */
+ * request of more than one token (a prompt; not with skip_prompt_checkpoints), when a request crosses a
+ * multiple of checkpoint_every, and when asked here; within checkpoint_budget bytes, the oldest evicted
+ * first. Without one at or before the target, rewinding and the prompt cache re-evaluate from the empty
+ * state. Returns LOOM_OK, or LOOM_E_NOMEM when the budget holds no checkpoint or allocation fails (state
+ * unchanged either way). */
 int loom_session_checkpoint(loom_session *session, loom_error *err);
 /* Number of checkpoints held. */
 int loom_session_n_checkpoints(const loom_session *session);

@@ -555,6 +555,52 @@ out:
     loom_session_free(f);
 }
 
+/* skip_prompt_checkpoints: a prompt leaves no checkpoint (and the same logits and state as a session that keeps
+ * one); rewinding then re-evaluates from the empty state and still equals a fresh run; explicit checkpoints
+ * and checkpoint_every still work. */
+static void check_skip_prompt_checkpoints(const loom_model *m, const int32_t *tok)
+{
+    int nv = loom_model_n_logits(m);
+    loom_session_params sp = {.n_ctx = 64, .n_threads = 1, .skip_prompt_checkpoints = 1};
+    loom_error err = {0};
+    loom_session *s = loom_session_new(m, &sp, &err), *f = new_session(m, 64, 1);
+    float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    if (!s || !f || !a || !b || loom_session_eval(s, tok, 9, a, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(f, tok, 9, b, LOOM_LOGITS_LAST, &err)) {
+        CHECK(0, "skip_prompt_checkpoints setup: %s", err.msg);
+        goto out;
+    }
+    CHECK(loom_session_n_checkpoints(s) == 0 && loom_session_n_checkpoints(f) >= 1,
+          "prompt-end checkpoints: %d skipped, %d kept (expected 0 and >= 1)", loom_session_n_checkpoints(s),
+          loom_session_n_checkpoints(f));
+    CHECK(!memcmp(a, b, sizeof(float) * (size_t)nv) && loom_session_digest(s) == loom_session_digest(f),
+          "a prompt without its checkpoint differs from one with it");
+    struct embed_count ec = {0, m->hp.n_embd};
+    s->hook = count_embedded;
+    s->hook_ctx = &ec;
+    int rc = loom_session_rewind(s, 5, a, &err);
+    s->hook = NULL;
+    loom_session_reset(f);
+    loom_session_eval(f, tok, 5, b, LOOM_LOGITS_LAST, &err);
+    CHECK(rc == LOOM_OK && ec.tokens == 5, "rewind without checkpoints: %s (%lld tokens re-evaluated, expected 5)",
+          err.msg, (long long)ec.tokens);
+    CHECK(!memcmp(a, b, sizeof(float) * (size_t)nv) && loom_session_digest(s) == loom_session_digest(f),
+          "rewind without checkpoints differs from a fresh run");
+    CHECK(loom_session_checkpoint(s, &err) == LOOM_OK && loom_session_n_checkpoints(s) == 1,
+          "an explicit checkpoint with skip_prompt_checkpoints: %s", err.msg);
+    loom_session_free(s);
+    sp.checkpoint_every = 4;
+    s = loom_session_new(m, &sp, &err);
+    CHECK(s && !loom_session_eval(s, tok, 9, NULL, LOOM_LOGITS_LAST, &err) && loom_session_n_checkpoints(s) == 1,
+          "checkpoint_every 4 with skip_prompt_checkpoints: %d checkpoints after 9 tokens, expected 1",
+          s ? loom_session_n_checkpoints(s) : -1);
+out:
+    free(a);
+    free(b);
+    loom_session_free(s);
+    loom_session_free(f);
+}
+
 /* ---- many sequences --------------------------------------------------------------------------------- */
 
 /* Solo reference: prompt then `steps` greedy tokens; step logits into rows[steps][nv]; returns the digest. */
@@ -674,6 +720,7 @@ static void test_micro(void)
     check_rewind_cache("micro F16", m, tok);
     check_many("micro F16", m, tok);
     check_budget(m, tok);
+    check_skip_prompt_checkpoints(m, tok);
 out:
     loom_model_free(m);
     loom_model_free(m2);
@@ -707,7 +754,13 @@ static void test_cached(const char *file, int n, int n_random, int n_gen)
         tok[i] = (int32_t)((i * 7919 + 101) % 150000);
     test_owners(m);
     check_partitions(file, m, tok, n, n_random);
-    check_save_restore(file, m, NULL, tok, n, n_gen, "/tmp");
+    char dir[] = "/tmp/loom-test-state-XXXXXX"; /* private: other test runs may save at the same time */
+    if (mkdtemp(dir)) {
+        check_save_restore(file, m, NULL, tok, n, n_gen, dir);
+        rmdir(dir);
+    } else {
+        CHECK(0, "mkdtemp failed");
+    }
     check_rewind_cache(file, m, tok);
     check_many(file, m, tok);
     loom_model_free(m);

@@ -1,6 +1,6 @@
 /* test_tokenizer.c — the tokenizer: UTF-8 and byte-level internals, the qwen pre-tokenizer, a tiny
- * hand-made vocabulary (special tokens, EOG set, sampleable rows, streaming detokenizer), and the
- * reference's ggml-vocab-qwen35.gguf test cases when that file is present. */
+ * hand-made vocabulary (special tokens, EOG set, sampleable rows, streaming detokenizer), the
+ * reference's ggml-vocab-qwen35.gguf test cases when that file is present, and the compact tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +539,69 @@ static void test_ref_vocabs(void)
     }
 }
 
+/* Bytes of path, or NULL (*len set). */
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    *len = n > 0 ? (size_t)n : 0;
+    return buf;
+}
+
+/* The compact tables: qwen35 (byte-level BPE) keeps no text table and no merged array (its merges make
+ * tokens in rank order), llama-bpe (ignore_merges) keeps both; the merge table stays at most half full;
+ * the metadata pages released after loading read back equal to the file, and a caller's buffer is left as
+ * it was (release is a no-op there) with the same ids as from the file. */
+static void test_compact_tables(void)
+{
+    char path[600], path3[600];
+    struct loom_gguf *g, *g3;
+    struct loom_tokenizer *tok = open_ref_vocab("qwen35", 0, &g, path, sizeof path);
+    struct loom_tokenizer *tok3 = open_ref_vocab("llama-bpe", 0, &g3, path3, sizeof path3);
+    size_t len = 0;
+    unsigned char *file = tok ? read_file(path, &len) : NULL, *copy = file ? malloc(len) : NULL;
+    if (!tok || !tok3 || !file || !copy)
+        goto out;
+    const struct loom_merges *m = &tok->merges, *m3 = &tok3->merges;
+    CHECK(!tok->text_slots && !m->merged && m->merged_base == 256 && tok3->text_slots && m3->merged,
+          "qwen35: no text table, implicit merges (base %d); llama-bpe: both kept", m->merged_base);
+    CHECK(2 * (uint64_t)m->n <= m->mask + 1 && 2 * (uint64_t)m3->n <= m3->mask + 1, "merge tables at most half full");
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, "tokenizer.ggml.merges");
+    const uint8_t *end = kv ? kv->data : NULL;
+    for (uint64_t i = 0; kv && i < kv->arr_n; i++)
+        loom_text_next_str(&end);
+    size_t at = kv ? (size_t)(kv->data - g->map) : 0;
+    CHECK(kv && !memcmp(kv->data, file + at, (size_t)(end - kv->data)), "released merges read back from the file");
+    memcpy(copy, file, len);
+    struct loom_gguf *gb = NULL;
+    struct loom_tokenizer *tb = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_open_buffer(copy, len, &gb, &err) == LOOM_OK && loom_tokenizer_load(gb, 0, &tb, &err) == LOOM_OK,
+          "load from a buffer: %s", err.msg);
+    CHECK(!memcmp(copy, file, len), "loading from a caller's buffer left it unchanged");
+    const char *text = "Hello world, ça va? 123 tokens\n\tend";
+    int32_t a[64], b[64];
+    int na = loom_tokenizer_encode(tok, text, strlen(text), 0, a, 64, &err);
+    int nb = tb ? loom_tokenizer_encode(tb, text, strlen(text), 0, b, 64, &err) : -1;
+    CHECK(na > 0 && na == nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na), "same ids from the file and the buffer");
+    loom_tokenizer_free(tb);
+    loom_gguf_close(gb);
+out:
+    free(file);
+    free(copy);
+    loom_tokenizer_free(tok);
+    loom_tokenizer_free(tok3);
+    loom_gguf_close(g);
+    loom_gguf_close(g3);
+}
+
 int main(void)
 {
     test_bytelevel();
@@ -549,5 +612,6 @@ int main(void)
     test_must_hold();
     test_qwen35_vocab();
     test_ref_vocabs();
+    test_compact_tables();
     return test_finish();
 }

@@ -64,7 +64,6 @@ struct bench_work {
 struct bench_engine {
     const char *name;
     loom_session *ls;
-    float *logits; /* [n_logits] loom's last-token logits */
     const struct loom_ref *ref;
     struct loom_ref_context *rc;
     uint64_t size, params;               /* as the engine reports them */
@@ -362,7 +361,7 @@ static int bench_engine_eval(struct bench_engine *e, int32_t *tokens, int n, loo
 {
     if (e->ref)
         return loom_ref_eval(e->ref, e->rc, tokens, n, err);
-    return loom_session_eval(e->ls, tokens, n, e->logits, LOOM_LOGITS_LAST, err);
+    return loom_session_eval(e->ls, tokens, n, NULL, LOOM_LOGITS_LAST, err); /* the session keeps the logits */
 }
 
 /* One run of a test from an empty context: prefill tokens[n] as one batch (TEST_PP) or decode them one by one
@@ -505,17 +504,18 @@ static void bench_print_work(const struct bench_work *w, const struct bench_engi
     }
 }
 
-/* Peak RSS of loom alone (after its warm-up) against file + state + 10%; the session's arena (state and scratch,
+/* Peak RSS of loom alone (the whole run; with the reference, up to the end of loom's warm-up, which runs every
+ * test once, before the reference loads) against file + state + 10%; the session's arena (state and scratch,
  * allocated once) and the process's size before loading say where any excess comes from. */
 static void bench_print_memory(const struct bench_work *w, const loom_session *ls, double rss_start,
                                double rss_loom, int ref)
 {
     double mib = 1024.0 * 1024, state = (double)loom_session_state_bytes(ls);
     double bound = 1.1 * ((double)w->file_bytes + state);
-    printf("peak RSS: loom %.1f MiB after its warm-up (%.1f before loading; session arena %.1f); bound file %.1f + "
+    printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
            "state %.1f MiB + 10%% = %.1f MiB: %s",
-           rss_loom / mib, rss_start / mib, (double)ls->arena_bytes / mib, (double)w->file_bytes / mib, state / mib,
-           bound / mib, rss_loom <= bound ? "within" : "OVER");
+           rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)ls->arena_bytes / mib,
+           (double)w->file_bytes / mib, state / mib, bound / mib, rss_loom <= bound ? "within" : "OVER");
     if (ref)
         printf("; whole process %.1f MiB at the end (both engines)", bench_peak_rss() / mib);
     printf("\n");
@@ -571,6 +571,8 @@ static int bench_run_engines(const struct bench_opts *o, const struct bench_mach
     double load0 = bench_load_average();
     if (bench_measure(eng, o->ref ? 2 : 1, tok, n, o->reps, err))
         goto done;
+    if (!o->ref)
+        rss_loom = bench_peak_rss();
     double load1 = bench_load_average();
     printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s%s\n\n", o->model, o->n_threads, o->reps,
            loom_kernels_name(),
@@ -601,14 +603,11 @@ static int bench_model(const struct bench_opts *o, const struct bench_machine *m
     loom_model *model = loom_model_load(o->model, &err);
     if (!model)
         goto done;
-    loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads};
+    loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads,
+                              .skip_prompt_checkpoints = 1}; /* every run starts empty: no prefix is reused */
     eng[0].ls = loom_session_new(model, &sp, &err);
-    eng[0].logits = malloc(sizeof(float) * (size_t)loom_model_n_logits(model));
-    if (!eng[0].ls || !eng[0].logits) {
-        if (eng[0].ls)
-            loom_errorf(&err, LOOM_E_NOMEM, "allocating the logits row failed");
+    if (!eng[0].ls)
         goto done;
-    }
     rc = bench_run_engines(o, m, model, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
 done:
     if (rc)
@@ -618,7 +617,6 @@ done:
     if (rm)
         ref.model_free(rm);
     loom_ref_close(&ref);
-    free(eng[0].logits);
     loom_session_free(eng[0].ls);
     loom_model_free(model);
     return rc;

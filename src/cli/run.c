@@ -318,7 +318,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     if (rc >= 0 && !logits)
         rc = loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);
     if (rc >= 0) {
-        loom_session_params sp = {.n_ctx = n_ctx, .n_threads = o->n_threads};
+        /* one prompt, then decoding: nothing rewinds or reuses a prefix, so no prompt-end checkpoint */
+        loom_session_params sp = {.n_ctx = n_ctx, .n_threads = o->n_threads, .skip_prompt_checkpoints = 1};
         s = loom_session_new(m, &sp, err);
         rc = s ? LOOM_OK : (err->code ? err->code : LOOM_E_NOMEM);
         if (s)

@@ -83,6 +83,10 @@ int loom_gguf_get_arr(const struct loom_gguf *g, const char *key, uint32_t elem_
 int loom_gguf_kv_strings(const struct loom_gguf_kv *kv, struct loom_gguf_str *out, uint64_t n, loom_error *err);
 /* Compare a mapped string with a C string. */
 int loom_gguf_str_eq(struct loom_gguf_str s, const char *c);
+/* Advice that the bytes [ptr, ptr + len) of g's map will not be read again soon (metadata consumed at load,
+ * such as the tokenizer's merges): for a mapped file the whole pages inside are dropped from memory, and a
+ * later read faults them back in from the file; nothing for a caller's buffer or a range outside the map. */
+void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len);
 
 /* ---- writer ----------------------------------------------------------------------------------
  * Build a file: add metadata and tensor infos, then stream tensor data in the order added.

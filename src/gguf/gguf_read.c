@@ -477,6 +477,18 @@ void loom_gguf_close(struct loom_gguf *g)
     free(im);
 }
 
+void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len)
+{
+    const struct gguf_impl *im = (const struct gguf_impl *)g;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = (uintptr_t)ptr, map = (uintptr_t)g->map;
+    if (!im->owns_map || begin < map || begin - map > g->size || len > g->size - (begin - map))
+        return;
+    uintptr_t end = (begin + len) / page * page;
+    begin = (begin + page - 1) / page * page;
+    if (end > begin)
+        madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only: a failure leaves the pages in */
+}
+
 /* ---- look-ups and typed getters -------------------------------------------------------------- */
 
 int loom_gguf_str_eq(struct loom_gguf_str s, const char *c)

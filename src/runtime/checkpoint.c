@@ -109,7 +109,7 @@ void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens)
     s->pending_pos = -1;
     int every = s->checkpoint_every;
     int crossed = every > 0 && s->pos / every != (s->pos - n_tokens) / every;
-    if ((n_tokens > 1 && !near_end) || crossed)
+    if ((n_tokens > 1 && s->prompt_checkpoints && !near_end) || crossed)
         loom_session_checkpoint(s, NULL); /* a cache: failing to keep one is not an error */
 }
 

@@ -129,6 +129,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->checkpoint_every = params && params->checkpoint_every > 0 ? params->checkpoint_every : 0;
     s->checkpoint_budget = params && params->checkpoint_budget ? params->checkpoint_budget
                                                                : 4 * loom_qwen35_recurrent_state_bytes(&model->hp);
+    s->prompt_checkpoints = !(params && params->skip_prompt_checkpoints);
     s->n_logits = (int)model->output.n_out;
     s->layers = layers;
     s->ckpt = ckpt;
@@ -210,13 +211,14 @@ static int all_finite(const float *x, int64_t n)
 
 /* Run tokens[0..n) on private state: the recurrent owners in copy cur ^ 1, K/V rows past the frontier,
  * the final rows in s->stage (all) or the last token's logits in s->logits_work. Publishes nothing. In
- * CANONICAL numerics (where chunking does not change a bit) a prompt's last token runs as its own chunk
- * and the state before it is snapshotted: rewinding to the prompt end then re-evaluates one token. */
+ * CANONICAL numerics (where chunking does not change a bit) with prompt checkpoints, a prompt's last token
+ * runs as its own chunk and the state before it is snapshotted: rewinding to the prompt end then
+ * re-evaluates one token. */
 static int run_private(struct loom_session *s, const int32_t *tokens, int n_tokens, int all, loom_error *err)
 {
     int64_t E = s->model->hp.n_embd;
     int work = s->cur ^ 1;
-    int split = s->numerics == LOOM_NUMERICS_CANONICAL && n_tokens > 1 ? n_tokens - 1 : -1;
+    int split = s->prompt_checkpoints && s->numerics == LOOM_NUMERICS_CANONICAL && n_tokens > 1 ? n_tokens - 1 : -1;
     s->pending_pos = -1;
     for (int done = 0; done < n_tokens;) {
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;

@@ -67,8 +67,8 @@ void loom_session_copy_recurrent(struct loom_session *s, int copy, float *buf, i
 /* Snapshot the private recurrent copy of a running request at position pos (s->pending), to become a
  * checkpoint if the request publishes. Best effort (skipped when the buffer cannot be allocated). */
 void loom_session_snapshot_work(struct loom_session *s, int pos);
-/* After a published request of n tokens: the automatic checkpoints (the pending snapshot, the prompt end,
- * checkpoint_every). */
+/* After a published request of n tokens: the automatic checkpoints (the pending snapshot, the prompt end
+ * when prompt_checkpoints, checkpoint_every). */
 void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens);
 /* Drop every checkpoint past pos (their history is about to change); all when pos < 0. */
 void loom_session_drop_checkpoints(struct loom_session *s, int pos);
@@ -117,6 +117,7 @@ struct loom_session {
     int n_ckpt;
     int checkpoint_every;
     uint64_t checkpoint_budget;
+    int prompt_checkpoints; /* keep a checkpoint at each prompt's end (not skip_prompt_checkpoints) */
     float *pending;     /* snapshot of the private recurrent copy before a prompt's last token */
     int pending_pos;    /* its position, or -1 */
     loom_stage_hook_fn hook; /* tests only; NULL in normal use */

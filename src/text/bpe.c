@@ -44,80 +44,116 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static uint64_t merge_key(int32_t left, int32_t right)
+/* The key of a pair as the slots store it above the rank bits. */
+static uint64_t merge_key(const struct loom_merges *m, int32_t left, int32_t right)
 {
-    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    return (uint64_t)(uint32_t)right << m->id_bits | (uint32_t)left;
 }
 
-const struct loom_merge_slot *loom_merges_find(const struct loom_merges *m, int32_t left, int32_t right)
+int32_t loom_merges_rank(const struct loom_merges *m, int32_t left, int32_t right)
 {
     if (!m->slots || left < 0 || right < 0)
-        return NULL;
-    uint64_t key = merge_key(left, right);
+        return -1;
+    uint64_t key = merge_key(m, left, right);
     for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
-        const struct loom_merge_slot *s = &m->slots[i];
-        if (s->key == key)
-            return s;
-        if (s->key == UINT64_MAX)
-            return NULL;
+        uint64_t v = m->slots[i];
+        if (v == 0)
+            return -1;
+        if (v >> m->rank_bits == key)
+            return (int32_t)(v & ((1ull << m->rank_bits) - 1)) - 1;
     }
 }
 
-/* Insert unless present (the first, lowest-ranked occurrence of a pair wins, as in the reference). */
-static void merges_insert(struct loom_merges *m, int32_t left, int32_t right, int32_t merged, int32_t rank)
+/* Append the merge (left, right) -> merged at the next rank unless the pair is already there (the first,
+ * lowest-ranked occurrence of a pair wins, as in the reference). */
+static void merges_insert(struct loom_merges *m, int32_t left, int32_t right, int32_t merged)
 {
-    uint64_t key = merge_key(left, right);
+    uint64_t key = merge_key(m, left, right);
     for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
-        struct loom_merge_slot *s = &m->slots[i];
-        if (s->key == key)
-            return;
-        if (s->key == UINT64_MAX) {
-            *s = (struct loom_merge_slot){.key = key, .merged = merged, .rank = rank};
+        if (m->slots[i] == 0) {
+            m->merged[m->n++] = merged;
+            m->slots[i] = key << m->rank_bits | m->n;
             return;
         }
+        if (m->slots[i] >> m->rank_bits == key)
+            return;
     }
 }
 
-int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_str *merges, uint64_t n, loom_error *err)
+/* A vocabulary built by its merges in order makes token rank + merged[0] at every rank: keep that base
+ * instead of the array (loom_merges_token). */
+static void merges_drop_implicit(struct loom_merges *m)
 {
-    uint64_t cap = 16;
+    int32_t base = m->n ? m->merged[0] : 0;
+    for (uint32_t r = 0; r < m->n; r++)
+        if (m->merged[r] != (int32_t)r + base)
+            return;
+    free(m->merged);
+    m->merged = NULL;
+    m->merged_base = base;
+}
+
+/* Bits that hold every value up to n. */
+static int bits_for(uint64_t n)
+{
+    int b = 1;
+    while (b < 64 && (n >> b) != 0)
+        b++;
+    return b;
+}
+
+/* Add the merge spelled s ("left right"); 0 when it names a text outside the vocabulary. joined has room
+ * for s.len bytes. */
+static int merges_add(struct loom_tokenizer *tok, struct loom_gguf_str s, char *joined)
+{
+    const char *space = s.len > 1 ? memchr(s.ptr + 1, ' ', s.len - 1) : NULL;
+    if (!space)
+        return 0;
+    size_t ll = (size_t)(space - s.ptr), rl = s.len - ll - 1;
+    memcpy(joined, s.ptr, ll);
+    memcpy(joined + ll, space + 1, rl);
+    int32_t left = loom_tokenizer_find(tok, s.ptr, ll);
+    int32_t right = loom_tokenizer_find(tok, space + 1, rl);
+    int32_t merged = loom_tokenizer_find(tok, joined, ll + rl);
+    if (left < 0 || right < 0 || merged < 0)
+        return 0;
+    merges_insert(&tok->merges, left, right, merged);
+    return 1;
+}
+
+int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_kv *merges, loom_error *err)
+{
+    uint64_t n = merges->arr_n, cap = 16, max_len = 0;
+    struct loom_merges *m = &tok->merges;
+    m->id_bits = bits_for(tok->n_vocab - 1);
+    m->rank_bits = bits_for(n);
+    if (n > INT32_MAX || 2 * m->id_bits + m->rank_bits > 64)
+        return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.merges: expected token ids and ranks to fit 64 bits "
+                           "(at most 2^21 tokens and merges), found %u tokens and %llu merges", tok->n_vocab,
+                           (unsigned long long)n);
     while (cap < 2 * n)
         cap *= 2;
-    size_t max_len = 0;
-    for (uint64_t i = 0; i < n; i++)
-        if (merges[i].len > max_len)
-            max_len = (size_t)merges[i].len;
-    tok->merges.slots = malloc(cap * sizeof *tok->merges.slots);
+    const uint8_t *p = merges->data;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len = loom_text_next_str(&p).len;
+        max_len = len > max_len ? len : max_len;
+    }
+    m->slots = calloc(cap, sizeof *m->slots);
+    m->merged = malloc((n ? n : 1) * sizeof *m->merged);
     char *joined = malloc(max_len + 1);
-    if (!tok->merges.slots || !joined) {
+    if (!m->slots || !m->merged || !joined) {
         free(joined);
         return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.merges: cannot allocate the merge table (%llu merges)",
                            (unsigned long long)n);
     }
-    memset(tok->merges.slots, 0xFF, cap * sizeof *tok->merges.slots);
-    tok->merges.mask = cap - 1;
+    m->mask = cap - 1;
+    m->n = 0;
     tok->n_merges_skipped = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s = merges[i].ptr;
-        size_t len = (size_t)merges[i].len;
-        const char *space = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!space) {
-            tok->n_merges_skipped++;
-            continue;
-        }
-        size_t ll = (size_t)(space - s), rl = len - ll - 1;
-        memcpy(joined, s, ll);
-        memcpy(joined + ll, space + 1, rl);
-        int32_t left = loom_tokenizer_find(tok, s, ll);
-        int32_t right = loom_tokenizer_find(tok, space + 1, rl);
-        int32_t merged = loom_tokenizer_find(tok, joined, ll + rl);
-        if (left < 0 || right < 0 || merged < 0 || i > INT32_MAX) {
-            tok->n_merges_skipped++;
-            continue;
-        }
-        merges_insert(&tok->merges, left, right, merged, (int32_t)i);
-    }
+    p = merges->data;
+    for (uint64_t i = 0; i < n; i++)
+        tok->n_merges_skipped += !merges_add(tok, loom_text_next_str(&p), joined);
     free(joined);
+    merges_drop_implicit(m);
     return LOOM_OK;
 }
 
@@ -154,10 +190,11 @@ static void push_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch 
 {
     if (left < 0 || right < 0)
         return;
-    const struct loom_merge_slot *m = loom_merges_find(&tok->merges, s->syms[left].id, s->syms[right].id);
-    if (!m)
+    int32_t rank = loom_merges_rank(&tok->merges, s->syms[left].id, s->syms[right].id);
+    if (rank < 0)
         return;
-    struct loom_bpe_pair p = {m->rank, left, right, s->syms[left].id, s->syms[right].id, m->merged};
+    struct loom_bpe_pair p = {rank, left, right, s->syms[left].id, s->syms[right].id,
+                              loom_merges_token(&tok->merges, rank)};
     heap_push(s->heap, n_heap, p);
 }
 

@@ -53,14 +53,14 @@ static int split_on(const struct loom_tokenizer *tok, const char *text, int32_t 
         const char *hit;
         while (off < end && (hit = memmem(text + off, end - off, s, slen)) != NULL) {
             size_t at = (size_t)(hit - text), left_end = at;
-            if (tok->strip[id] & LOOM_STRIP_LEFT)
+            if (tok->strip && (tok->strip[id] & LOOM_STRIP_LEFT))
                 while (left_end > off && isspace((unsigned char)text[left_end - 1]))
                     left_end--;
             if ((left_end > off && frag_push(b, off, left_end - off, -1) != LOOM_OK) ||
                 frag_push(b, at, slen, id) != LOOM_OK)
                 return LOOM_E_NOMEM;
             off = at + slen;
-            if (tok->strip[id] & LOOM_STRIP_RIGHT)
+            if (tok->strip && (tok->strip[id] & LOOM_STRIP_RIGHT))
                 while (off < end && isspace((unsigned char)text[off]))
                     off++;
         }

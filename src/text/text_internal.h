@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "text/tokenizer.h"
 
@@ -66,20 +67,42 @@ int loom_bytelevel_byte(uint32_t cp);
  * returns the number of bytes written (1..4). */
 int loom_bytelevel_next(const char *text, size_t len, size_t *pos, unsigned char *out);
 
-/* One merge: the pair (left, right) of token ids becomes token `merged` at priority `rank`. */
-struct loom_merge_slot {
-    uint64_t key; /* (left << 32) | right; UINT64_MAX = empty */
-    int32_t merged;
-    int32_t rank;
-};
-
+/* The merge table. Ranks are priorities: positions in the file's list less the merges skipped. Slots of an
+ * open-addressed table (load factor at most 1/2) each pack one merge as (right << id_bits | left) <<
+ * rank_bits | (rank + 1), 0 = empty, so that a probe reads 8 bytes and needs nothing else. The token a
+ * merge makes is merged[rank], or rank + merged_base in vocabularies built by their merges in order (most
+ * byte-level BPE ones: qwen35, qwen2, gpt-2, starcoder, deepseek-coder), which keep no merged array.
+ * qwen35's 151k merges: 4 MiB. Vocabularies whose ids and ranks do not fit 64 bits (over 2^21 tokens) are
+ * refused. */
 struct loom_merges {
-    struct loom_merge_slot *slots;
-    uint64_t mask; /* capacity - 1 (power of two) */
+    uint64_t *slots;  /* [mask + 1] */
+    int32_t *merged;  /* [n], or NULL */
+    int32_t merged_base;
+    uint64_t mask;    /* capacity - 1 (power of two) */
+    int id_bits, rank_bits;
+    uint32_t n;
 };
 
-/* Look up the merge of (left, right); NULL if there is none. Allocation-free. */
-const struct loom_merge_slot *loom_merges_find(const struct loom_merges *m, int32_t left, int32_t right);
+/* Rank of the merge of (left, right), or -1 if there is none. Allocation-free. */
+int32_t loom_merges_rank(const struct loom_merges *m, int32_t left, int32_t right);
+
+/* The token the merge of rank `rank` makes. */
+static inline int32_t loom_merges_token(const struct loom_merges *m, int32_t rank)
+{
+    return m->merged ? m->merged[rank] : rank + m->merged_base;
+}
+
+/* The next string of a GGUF string array: *p walks the array's data (each string a little-endian u64
+ * length, then its bytes; the GGUF reader has checked that every one lies inside the map). Walking in
+ * place needs no per-array allocation at load. */
+static inline struct loom_gguf_str loom_text_next_str(const uint8_t **p)
+{
+    struct loom_gguf_str s;
+    memcpy(&s.len, *p, 8);
+    s.ptr = (const char *)*p + 8;
+    *p += 8 + s.len;
+    return s;
+}
 
 /* Define static prefix##_push(PAIR *h, size_t *n, PAIR p) and PAIR prefix##_pop(PAIR *h, size_t *n) (*n > 0):
  * a binary heap over h[*n] that pops first the pair for which before(&a, &b) holds against every other.
@@ -142,18 +165,26 @@ void loom_bpe_scratch_free(struct loom_bpe_scratch *s);
 /* Vocabulary families by tokenizer.ggml.model: "gpt2" (byte-level BPE) and "llama" (SentencePiece). */
 enum loom_vocab_kind { LOOM_VOCAB_BPE = 0, LOOM_VOCAB_SPM = 1 };
 
+/* Room for the end-of-generation set: its sources (tokenizer.c) add at most one id each, 36 in all (22
+ * spellings, 3 id keys, 11 fill-in-the-middle spellings). */
+#define LOOM_MAX_EOG 40
+
 /* Per-token partition attributes: strip white space on that side of a special token's match. */
 enum { LOOM_STRIP_LEFT = 1, LOOM_STRIP_RIGHT = 2 };
 
 struct loom_tokenizer {
     uint32_t n_vocab;
     uint32_t n_rows;
-    char *blob;              /* every token text, back to back */
-    uint64_t *text_off;      /* [n_vocab + 1] offsets into blob */
+    const char *texts;       /* tokenizer.ggml.tokens in the GGUF map (not copied: the GGUF outlives us) */
+    uint32_t *text_off;      /* [n_vocab + 1] offset of each text's bytes from texts; each is preceded by its
+                              * 8-byte length, so text i ends at text_off[i + 1] - 8 (text_off[n_vocab] is the
+                              * array's end + 8); the array spans at most 4 GiB */
     uint8_t *type;           /* [n_vocab] enum loom_tok_type after llama.cpp's name-based fixes */
     uint8_t *sampleable;     /* [n_rows] */
-    uint8_t *eog;            /* [n_vocab] end-of-generation flags */
-    int32_t *text_slots;     /* open-addressed text -> id table, -1 = empty */
+    int32_t eog[LOOM_MAX_EOG]; /* the end-of-generation set [n_eog] (a few ids) */
+    uint32_t n_eog;
+    int32_t *text_slots;     /* open-addressed text -> id table, -1 = empty; freed after loading when the
+                              * encoder never looks a text up (byte-level BPE without ignore_merges) */
     uint64_t text_mask;
     struct loom_merges merges;
     uint32_t n_merges_skipped; /* merges naming a text outside the vocabulary */
@@ -166,14 +197,14 @@ struct loom_tokenizer {
     int ignore_merges;       /* llama3: a pre-token that is itself a token is taken whole */
     int add_space_prefix;    /* SentencePiece: a raw fragment after a special token (or first) gets ' ' */
     float *scores;           /* [n_vocab] SentencePiece merge scores, NULL for BPE */
-    uint8_t *strip;          /* [n_vocab] LOOM_STRIP_* bits */
+    uint8_t *strip;          /* [n_vocab] LOOM_STRIP_* bits; NULL when no token strips (all but Phi-3) */
 };
 
 /* Token text of id (not NUL-terminated) and its length. id must be inside the vocabulary. */
 static inline const char *loom_tokenizer_text(const struct loom_tokenizer *tok, int32_t id, size_t *len)
 {
-    *len = (size_t)(tok->text_off[id + 1] - tok->text_off[id]);
-    return tok->blob + tok->text_off[id];
+    *len = (size_t)(tok->text_off[id + 1] - 8 - tok->text_off[id]);
+    return tok->texts + tok->text_off[id];
 }
 
 /* How a token's piece is made from its text. */
@@ -200,13 +231,14 @@ static inline enum loom_piece_mode loom_tokenizer_piece_mode(const struct loom_t
 void loom_tokenizer_piece_bytes(const struct loom_tokenizer *tok, int32_t id, void (*put)(void *ctx, unsigned char b),
                                 void *ctx);
 
-/* Id of the token whose text is s[len], or -1. Allocation-free. */
+/* Id of the token whose text is s[len], or -1. Allocation-free. After loading only for vocabularies that
+ * keep the text table (SentencePiece, ignore_merges); without it every text is -1. */
 int32_t loom_tokenizer_find(const struct loom_tokenizer *tok, const char *s, size_t len);
 
-/* Build tok->merges from the merge strings ("left right", split at the first space after the first
- * byte, as llama.cpp does); ranks are positions. Returns LOOM_OK or LOOM_E_NOMEM. */
-struct loom_gguf_str;
-int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_str *merges, uint64_t n, loom_error *err);
+/* Build tok->merges from tokenizer.ggml.merges (an array of strings "left right", split at the first space
+ * after the first byte, as llama.cpp does); merges naming a text outside the vocabulary are skipped and
+ * counted, a repeated pair keeps its first rank. Returns LOOM_OK, LOOM_E_FORMAT or LOOM_E_NOMEM. */
+int loom_merges_build(struct loom_tokenizer *tok, const struct loom_gguf_kv *merges, loom_error *err);
 
 /* Byte-level BPE of one pre-token: bytes[n] (already UTF-8) become token ids, appended to out at *n_out
  * (written only below cap; *n_out counts all). Ranks: lowest first, leftmost on ties (llama-vocab.cpp

@@ -15,6 +15,8 @@
 
 int32_t loom_tokenizer_find(const struct loom_tokenizer *tok, const char *s, size_t len)
 {
+    if (!tok->text_slots)
+        return -1;
     for (uint64_t i = XXH3_64bits(s, len) & tok->text_mask;; i = (i + 1) & tok->text_mask) {
         int32_t id = tok->text_slots[i];
         if (id < 0)
@@ -44,6 +46,12 @@ static void text_insert(struct loom_tokenizer *tok, int32_t id)
 
 /* ---- loading ----------------------------------------------------------------------------------- */
 
+static size_t text_len(const struct loom_tokenizer *tok, uint32_t id)
+{
+    return tok->text_off[id + 1] - 8 - tok->text_off[id];
+}
+
+/* Token texts stay in the map: text_off records where each one's bytes start. */
 static int load_texts(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
     const struct loom_gguf_kv *kv;
@@ -54,29 +62,21 @@ static int load_texts(struct loom_tokenizer *tok, const struct loom_gguf *g, loo
         return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.tokens: expected 1..%d tokens, found %llu",
                            INT32_MAX / 2, (unsigned long long)kv->arr_n);
     tok->n_vocab = (uint32_t)kv->arr_n;
-    struct loom_gguf_str *strs = malloc(kv->arr_n * sizeof *strs);
-    if (!strs)
-        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.tokens: cannot allocate %u strings", tok->n_vocab);
-    rc = loom_gguf_kv_strings(kv, strs, kv->arr_n, err);
-    uint64_t total = 0;
-    for (uint32_t i = 0; rc == LOOM_OK && i < tok->n_vocab; i++)
-        total += strs[i].len;
-    tok->text_off = rc == LOOM_OK ? malloc(((size_t)tok->n_vocab + 1) * sizeof *tok->text_off) : NULL;
-    tok->blob = rc == LOOM_OK ? malloc(total ? total : 1) : NULL;
-    if (rc == LOOM_OK && (!tok->text_off || !tok->blob))
-        rc = loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.tokens: cannot allocate %llu bytes of text",
-                         (unsigned long long)total);
-    if (rc == LOOM_OK) {
-        uint64_t off = 0;
-        for (uint32_t i = 0; i < tok->n_vocab; i++) {
-            tok->text_off[i] = off;
-            memcpy(tok->blob + off, strs[i].ptr, strs[i].len);
-            off += strs[i].len;
-        }
-        tok->text_off[tok->n_vocab] = off;
+    tok->texts = (const char *)kv->data;
+    tok->text_off = malloc(((size_t)tok->n_vocab + 1) * sizeof *tok->text_off);
+    if (!tok->text_off)
+        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.tokens: cannot allocate %u text offsets", tok->n_vocab);
+    const uint8_t *p = kv->data;
+    for (uint32_t i = 0; i <= tok->n_vocab; i++) {
+        uint64_t off = (uint64_t)(p - kv->data) + 8;
+        if (off > UINT32_MAX)
+            return loom_errorf(err, LOOM_E_FORMAT, "tokenizer.ggml.tokens: expected at most 4 GiB of token text, "
+                               "found more before token %u", i);
+        tok->text_off[i] = (uint32_t)off;
+        if (i < tok->n_vocab)
+            loom_text_next_str(&p);
     }
-    free(strs);
-    return rc;
+    return LOOM_OK;
 }
 
 static int load_types(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
@@ -109,7 +109,7 @@ static int build_text_table(struct loom_tokenizer *tok, loom_error *err)
     memset(tok->text_slots, 0xFF, cap * sizeof *tok->text_slots);
     tok->text_mask = cap - 1;
     for (uint32_t i = 0; i < tok->n_vocab; i++)
-        if (tok->text_off[i + 1] > tok->text_off[i]) /* empty texts never match anything */
+        if (text_len(tok, i) > 0) /* empty texts never match anything */
             text_insert(tok, (int32_t)i);
     for (int b = 0; b < 256; b++) {
         unsigned char u[8];
@@ -152,15 +152,7 @@ static int load_merges(struct loom_tokenizer *tok, const struct loom_gguf *g, lo
     int rc = loom_gguf_get_arr(g, "tokenizer.ggml.merges", LOOM_GGUF_STRING, 0, &kv, err);
     if (rc != LOOM_OK)
         return rc;
-    struct loom_gguf_str *strs = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *strs);
-    if (!strs)
-        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer.ggml.merges: cannot allocate %llu strings",
-                           (unsigned long long)kv->arr_n);
-    rc = loom_gguf_kv_strings(kv, strs, kv->arr_n, err);
-    if (rc == LOOM_OK)
-        rc = loom_merges_build(tok, strs, kv->arr_n, err);
-    free(strs);
-    return rc;
+    return loom_merges_build(tok, kv, err);
 }
 
 /* Token spellings llama.cpp treats as end-of-generation whatever the file's types say (it makes them CONTROL
@@ -195,6 +187,18 @@ static const struct {
 #undef FW_BAR
 #undef SP_MARK
 
+_Static_assert(sizeof k_eog_names / sizeof *k_eog_names + 3 + 11 <= LOOM_MAX_EOG, "room for every EOG source");
+
+/* Add id (inside the vocabulary) to the end-of-generation set unless it is there. */
+static void eog_add(struct loom_tokenizer *tok, int32_t id)
+{
+    for (uint32_t i = 0; i < tok->n_eog; i++)
+        if (tok->eog[i] == id)
+            return;
+    if (tok->n_eog < LOOM_MAX_EOG)
+        tok->eog[tok->n_eog++] = id;
+}
+
 static void mark_named(struct loom_tokenizer *tok, const char *name, int eog)
 {
     int32_t id = loom_tokenizer_find(tok, name, strlen(name));
@@ -202,7 +206,7 @@ static void mark_named(struct loom_tokenizer *tok, const char *name, int eog)
         return;
     tok->type[id] = LOOM_TOK_CONTROL;
     if (eog)
-        tok->eog[id] = 1;
+        eog_add(tok, id);
 }
 
 /* An optional special-token id key; ids outside the vocabulary count as absent. */
@@ -240,15 +244,15 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
         if (rc != LOOM_OK)
             return rc;
         if (id >= 0)
-            tok->eog[id] = 1;
+            eog_add(tok, id);
     }
     for (size_t i = 0; i < sizeof k_fim / sizeof *k_fim; i++) {
         int32_t id;
         int rc = read_special_id(g, k_fim[i].key, tok->n_vocab, &id, err);
         if (rc != LOOM_OK)
             return rc;
-        if (id >= 0)
-            tok->eog[id] |= (uint8_t)k_fim[i].eog;
+        if (id >= 0 && k_fim[i].eog)
+            eog_add(tok, id);
         for (size_t j = 0; id < 0 && j < 8 && k_fim[i].names[j]; j++)
             mark_named(tok, k_fim[i].names[j], k_fim[i].eog);
     }
@@ -299,17 +303,20 @@ static void set_strip(struct loom_tokenizer *tok, const char *text, uint8_t bits
 
 /* Phi-3 vocabularies: white space after a special token's spelling is dropped, except after <unk>, <s> and
  * <|endoftext|> (llama-vocab.cpp, by model name). */
-static void load_strip(struct loom_tokenizer *tok, const struct loom_gguf *g)
+static int load_strip(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
     static const char *const phi3[] = {"phi-3", "phi3"};
     if (!name_has(g, phi3, 2))
-        return;
+        return LOOM_OK;
+    if (!(tok->strip = calloc(tok->n_vocab, 1)))
+        return loom_errorf(err, LOOM_E_NOMEM, "tokenizer: cannot allocate strip flags for %u tokens", tok->n_vocab);
     for (uint32_t i = 0; i < tok->n_specials; i++)
         tok->strip[tok->specials[i]] = LOOM_STRIP_RIGHT;
     set_strip(tok, "</s>", LOOM_STRIP_RIGHT);
     set_strip(tok, "<unk>", 0);
     set_strip(tok, "<s>", 0);
     set_strip(tok, "<|endoftext|>", 0);
+    return LOOM_OK;
 }
 
 struct special_key {
@@ -330,7 +337,7 @@ static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < tok->n_vocab; i++)
-        n += loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && tok->text_off[i + 1] > tok->text_off[i];
+        n += loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && text_len(tok, i) > 0;
     struct special_key *keys = malloc((n ? n : 1) * sizeof *keys);
     tok->specials = malloc((n ? n : 1) * sizeof *tok->specials);
     if (!keys || !tok->specials) {
@@ -339,8 +346,8 @@ static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
     }
     n = 0;
     for (uint32_t i = 0; i < tok->n_vocab; i++)
-        if (loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && tok->text_off[i + 1] > tok->text_off[i])
-            keys[n++] = (struct special_key){tok->text_off[i + 1] - tok->text_off[i], (int32_t)i};
+        if (loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && text_len(tok, i) > 0)
+            keys[n++] = (struct special_key){text_len(tok, i), (int32_t)i};
     qsort(keys, n, sizeof *keys, special_cmp);
     for (uint32_t i = 0; i < n; i++)
         tok->specials[i] = keys[i].id;
@@ -394,6 +401,31 @@ static int check_model(struct loom_tokenizer *tok, const struct loom_gguf *g, lo
                        (int)(pre.len > 64 ? 64 : pre.len), pre.ptr ? pre.ptr : "");
 }
 
+/* Drop from memory the map's pages of the metadata read only at load: token types, merges, scores (the token
+ * texts stay: pieces are read from the map). */
+static void release_metadata(const struct loom_gguf *g)
+{
+    static const struct {
+        const char *key;
+        uint32_t elem_type;
+    } once[] = {
+        {"tokenizer.ggml.token_type", LOOM_GGUF_INT32},
+        {"tokenizer.ggml.merges", LOOM_GGUF_STRING},
+        {"tokenizer.ggml.scores", LOOM_GGUF_FLOAT32},
+    };
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++) {
+        const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, once[i].key);
+        if (!kv || kv->type != LOOM_GGUF_ARRAY || kv->arr_type != once[i].elem_type)
+            continue;
+        const uint8_t *end = kv->data;
+        if (once[i].elem_type != LOOM_GGUF_STRING)
+            end += 4 * kv->arr_n;
+        for (uint64_t j = 0; once[i].elem_type == LOOM_GGUF_STRING && j < kv->arr_n; j++)
+            loom_text_next_str(&end);
+        loom_gguf_release(g, kv->data, (uint64_t)(end - kv->data));
+    }
+}
+
 int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_tokenizer **out, loom_error *err)
 {
     *out = NULL;
@@ -406,10 +438,8 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
     if (rc == LOOM_OK) {
         tok->n_rows = n_rows ? n_rows : tok->n_vocab;
         tok->type = malloc(tok->n_vocab);
-        tok->eog = calloc(tok->n_vocab, 1);
         tok->sampleable = malloc(tok->n_rows);
-        tok->strip = calloc(tok->n_vocab, 1);
-        if (!tok->type || !tok->eog || !tok->sampleable || !tok->strip)
+        if (!tok->type || !tok->sampleable)
             rc = loom_errorf(err, LOOM_E_NOMEM, "tokenizer: cannot allocate per-token flags (%u tokens, %u rows)",
                              tok->n_vocab, tok->n_rows);
     }
@@ -427,7 +457,13 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
     if (rc == LOOM_OK)
         rc = build_special_list(tok, err);
     if (rc == LOOM_OK)
-        load_strip(tok, g);
+        rc = load_strip(tok, g, err);
+    if (rc == LOOM_OK && tok->kind == LOOM_VOCAB_BPE && !tok->ignore_merges) {
+        free(tok->text_slots); /* encoding never looks a text up: the table served loading only */
+        tok->text_slots = NULL;
+    }
+    if (rc == LOOM_OK)
+        release_metadata(g);
     if (rc != LOOM_OK) {
         loom_tokenizer_free(tok);
         return rc;
@@ -440,13 +476,12 @@ void loom_tokenizer_free(struct loom_tokenizer *tok)
 {
     if (!tok)
         return;
-    free(tok->blob);
     free(tok->text_off);
     free(tok->type);
     free(tok->sampleable);
-    free(tok->eog);
     free(tok->text_slots);
     free(tok->merges.slots);
+    free(tok->merges.merged);
     free(tok->specials);
     free(tok->scores);
     free(tok->strip);
@@ -465,7 +500,10 @@ const uint8_t *loom_tokenizer_sampleable(const struct loom_tokenizer *tok)
 
 int loom_tokenizer_is_eog(const struct loom_tokenizer *tok, int32_t id)
 {
-    return id >= 0 && (uint32_t)id < tok->n_vocab && tok->eog[id];
+    for (uint32_t i = 0; i < tok->n_eog; i++)
+        if (tok->eog[i] == id)
+            return 1;
+    return 0;
 }
 
 int32_t loom_tokenizer_bos(const struct loom_tokenizer *tok)

@@ -14,7 +14,8 @@
 struct loom_tokenizer;
 
 /* Build from g's tokenizer.ggml.* keys. n_rows is the logits width (rows of the output head): ids at or
- * past the vocabulary size, and ids typed UNUSED, are not sampleable. */
+ * past the vocabulary size, and ids typed UNUSED, are not sampleable. The tokenizer reads the token texts
+ * in g's map (no copy): g must stay open until loom_tokenizer_free. */
 int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_tokenizer **out, loom_error *err);
 void loom_tokenizer_free(struct loom_tokenizer *tok);
 
