@@ -1,7 +1,7 @@
 /* bench.c — `loom bench`: prefill (ppN) and decode (tgN) speed of a model in tokens/s, with repetitions and
  * spread, in a table shaped like llama-bench's; --ref runs the reference engine (loaded at run time, see
  * refengine.h) on the same file in the same process, alternating A/B/B/A, and prints loom/ref ratios; --mem
- * measures the machine's streaming read bandwidth and FP32 FMA peak, the rooflines the figures are set against. */
+ * measures the machine's streaming read bandwidth and FP32 FMA and int8 dot peaks, the rooflines the figures are set against. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -47,6 +47,7 @@ struct bench_machine {
     const char *isa;
     double read_best, read_median; /* GB/s */
     double fma_peak;               /* GFLOP/s, FP32 */
+    double dot_i8_peak;            /* GOP/s, int8 multiply-adds (2 ops each) through AVX-512 VNNI; 0: none */
 };
 
 /* Work figures of the model file, from its tensor table. */
@@ -81,7 +82,7 @@ static const char BENCH_USAGE[] =
     "  -r REPS   repetitions of each test (default 5)\n"
     "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
-    "  --mem     measure streaming read bandwidth (1 GiB buffer) and FP32 FMA peak with N threads\n"
+    "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
     "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";
 
 /* ---- options ---------------------------------------------------------------------------------------- */
@@ -219,6 +220,7 @@ struct bench_probe {
     const uint8_t *buf;
     bench_read_fn read;
     float (*fma)(int64_t iters);
+    uint32_t (*dot_i8)(int64_t iters); /* NULL without AVX-512 VNNI */
     uint64_t *sink; /* [n_threads] digests, so that no read or FMA chain is dead */
 };
 
@@ -236,6 +238,13 @@ static void bench_fma_task(void *ctx, int64_t begin, int64_t end, int thread)
         p->sink[thread] += (uint64_t)p->fma(BENCH_FMA_ITERS);
 }
 
+static void bench_dot_i8_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct bench_probe *p = ctx;
+    for (int64_t c = begin; c < end; c++)
+        p->sink[thread] += p->dot_i8(BENCH_FMA_ITERS);
+}
+
 /* Read passes over the 1 GiB buffer for BENCH_MEM_SECONDS; best and median GB/s (1e9 bytes/s). */
 static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct bench_machine *m)
 {
@@ -251,19 +260,20 @@ static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct
     m->read_best = rates[n - 1];
 }
 
-/* FP32 FMA peak: 16 items per thread, three rounds, the best one. */
-static void bench_mem_fma(struct loom_pool *pool, struct bench_probe *p, int n_threads, int lanes,
-                          struct bench_machine *m)
+/* An arithmetic peak in G operations/s: task over 16 items per thread, each doing ops_per_item operations,
+ * three rounds, the best one. */
+static double bench_mem_peak(struct loom_pool *pool, struct bench_probe *p, int n_threads, double ops_per_item,
+                             void (*task)(void *, int64_t, int64_t, int))
 {
     int64_t items = 16 * (int64_t)n_threads;
-    double flop = (double)items * BENCH_FMA_ITERS * LOOM_BENCH_FMA_CHAINS * lanes * 2;
+    double best = 0;
     for (int round = 0; round < 3; round++) {
         double t0 = loom_cli_now();
-        loom_pool_parallel_for(pool, items, 1, bench_fma_task, p);
-        double g = flop / (loom_cli_now() - t0) / 1e9;
-        if (g > m->fma_peak)
-            m->fma_peak = g;
+        loom_pool_parallel_for(pool, items, 1, task, p);
+        double g = (double)items * ops_per_item / (loom_cli_now() - t0) / 1e9;
+        best = g > best ? g : best;
     }
+    return best;
 }
 
 static int bench_mem(int n_threads, struct bench_machine *m)
@@ -274,6 +284,8 @@ static int bench_mem(int n_threads, struct bench_machine *m)
     if (__builtin_cpu_supports("avx512f")) {
         *m = (struct bench_machine){.isa = "AVX-512"};
         p.read = loom_bench_read_avx512, p.fma = loom_bench_fma_avx512, lanes = 16;
+        if (__builtin_cpu_supports("avx512vnni"))
+            p.dot_i8 = loom_bench_dot_i8_avx512;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         *m = (struct bench_machine){.isa = "AVX2"};
         p.read = loom_bench_read_avx2, p.fma = loom_bench_fma_avx2, lanes = 8;
@@ -291,12 +303,17 @@ static int bench_mem(int n_threads, struct bench_machine *m)
     memset(buf, 0x5a, BENCH_MEM_BYTES); /* page in: every pass reads resident memory */
     p.buf = buf;
     bench_mem_read(pool, &p, m);
+    double per_item = (double)BENCH_FMA_ITERS * LOOM_BENCH_FMA_CHAINS;
     if (p.fma)
-        bench_mem_fma(pool, &p, n_threads, lanes, m);
+        m->fma_peak = bench_mem_peak(pool, &p, n_threads, per_item * lanes * 2, bench_fma_task);
+    if (p.dot_i8)
+        m->dot_i8_peak = bench_mem_peak(pool, &p, n_threads, per_item * 64 * 2, bench_dot_i8_task);
     printf("machine: %d threads, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
            n_threads, m->isa, m->read_best, m->read_median, BENCH_MEM_SECONDS);
     if (p.fma)
         printf("; FP32 FMA peak %.0f GFLOP/s", m->fma_peak);
+    if (p.dot_i8)
+        printf("; int8 dot (VNNI) peak %.0f GOP/s", m->dot_i8_peak);
     printf("\n");
     loom_pool_free(pool);
     free(p.sink);
@@ -496,10 +513,14 @@ static void bench_print_work(const struct bench_work *w, const struct bench_engi
             double gf = bench_mean(eng[k].rate[TEST_PP], eng[k].n_runs[TEST_PP]) / n[TEST_PP] * flop / 1e9;
             printf(" %s %.1f GFLOP/s", eng[k].name, gf);
             if (m->fma_peak > 0)
-                printf(" (%.0f%% of FP32 FMA peak)", 100 * gf / m->fma_peak);
+                printf(" (%.0f%% of FP32 FMA peak", 100 * gf / m->fma_peak);
+            if (m->dot_i8_peak > 0)
+                printf(", %.0f%% of int8 dot peak", 100 * gf / m->dot_i8_peak);
+            printf(m->fma_peak > 0 ? ")" : "");
             printf(k + 1 < n_eng ? "," : "");
         }
-        printf(m->fma_peak > 0 ? "\n  (integer dot products, as in the K-quant kernels, can exceed the FP32 peak)\n"
+        printf(m->fma_peak > 0 ? "\n  (the K-quant kernels multiply int8 activations by the weights' integer quants: the int8"
+                                 " dot peak is their roofline)\n"
                                : "\n");
     }
 }

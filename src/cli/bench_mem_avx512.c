@@ -1,5 +1,5 @@
 /* bench_mem_avx512.c — AVX-512 variants of the `loom bench --mem` probes (see bench_mem.h): 512-bit streaming
- * reads and 512-bit FMA chains. */
+ * reads, 512-bit FMA chains and 512-bit VNNI int8 dot-product chains. */
 #include <immintrin.h>
 
 #include "cli/bench_mem.h"
@@ -33,4 +33,24 @@ float loom_bench_fma_avx512(int64_t iters)
     a8 = _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11));
     __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a4), a8);
     return _mm512_reduce_add_ps(s);
+}
+
+uint32_t loom_bench_dot_i8_avx512(int64_t iters)
+{
+    /* Distinct starting values, so that no two chains are the same computation (which the compiler would merge). */
+    const __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-5);
+    __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2);
+    __m512i a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5);
+    __m512i a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8);
+    __m512i a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
+    for (int64_t it = 0; it < iters; it++) {
+        a0 = _mm512_dpbusd_epi32(a0, w, x), a1 = _mm512_dpbusd_epi32(a1, w, x), a2 = _mm512_dpbusd_epi32(a2, w, x);
+        a3 = _mm512_dpbusd_epi32(a3, w, x), a4 = _mm512_dpbusd_epi32(a4, w, x), a5 = _mm512_dpbusd_epi32(a5, w, x);
+        a6 = _mm512_dpbusd_epi32(a6, w, x), a7 = _mm512_dpbusd_epi32(a7, w, x), a8 = _mm512_dpbusd_epi32(a8, w, x);
+        a9 = _mm512_dpbusd_epi32(a9, w, x), a10 = _mm512_dpbusd_epi32(a10, w, x), a11 = _mm512_dpbusd_epi32(a11, w, x);
+    }
+    __m512i s = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3)),
+                                 _mm512_xor_si512(_mm512_xor_si512(a4, a5), _mm512_xor_si512(a6, a7)));
+    s = _mm512_xor_si512(s, _mm512_xor_si512(_mm512_xor_si512(a8, a9), _mm512_xor_si512(a10, a11)));
+    return (uint32_t)_mm512_reduce_or_epi32(s);
 }
