@@ -1,7 +1,8 @@
 /* bench_kernels.c — matmul throughput per weight type on a 1024 x 3584 matrix (the 0.8B ffn_down
  * shape): matrix-vector (decode) and matrix-matrix (prefill, 64 tokens) for loom's best kernels, loom's
  * scalar reference, and the reference engine's CPU backend (a ggml MUL_MAT graph, Q4_K weights repacked
- * as llama.cpp does by default), same thread count. Prints GB/s of weights streamed and GFLOP/s.
+ * as llama.cpp does by default), same thread count; for Q4_K also loom's CANONICAL order in the GGUF and
+ * the X16 layout. Prints GB/s of weights streamed, GFLOP/s and ns per 256-weight block and token.
  * usage: bench_kernels [THREADS]   (default 2). Short-running (~0.15 s per cell, ~10 s in all). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ struct run {
     void *scratch;
     ggml_backend_t backend; /* non-NULL: time the reference graph instead */
     struct ggml_cgraph *graph[2];
+    int rowwise;            /* loom_matmul_rowwise (CANONICAL) instead of loom_matmul (REFERENCE_BATCH) */
 };
 
 static void run_once(struct run *r, int mm)
@@ -59,7 +61,7 @@ static void run_once(struct run *r, int mm)
     if (r->backend)
         ggml_backend_graph_compute(r->backend, r->graph[mm]);
     else
-        loom_matmul(r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
+        (r->rowwise ? loom_matmul_rowwise : loom_matmul)(r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
 }
 
 /* Seconds per call, timed over ~CELL_SECONDS (or one call when that takes longer). */
@@ -79,11 +81,32 @@ static double time_run(struct run *r, int mm)
     return t / reps;
 }
 
+/* One table row; the last column is the matrix-matrix time per 256-weight block and token, in ns. */
 static void print_row(const char *type, const char *who, struct run *r, size_t bytes)
 {
     double mv = time_run(r, 0), mm = time_run(r, 1), flops = 2.0 * N_OUT * N_IN;
-    printf("%-5s %-7s %9.2f %9.2f %9.2f %9.2f\n", type, who, bytes / mv * 1e-9, flops / mv * 1e-9, bytes / mm * 1e-9,
-           flops * N_TOK_MM / mm * 1e-9);
+    printf("%-5s %-11s %9.2f %9.2f %9.2f %9.2f %9.3f\n", type, who, bytes / mv * 1e-9, flops / mv * 1e-9,
+           bytes / mm * 1e-9, flops * N_TOK_MM / mm * 1e-9, mm / (N_OUT * (N_IN / 256.0) * N_TOK_MM) * 1e9);
+}
+
+/* Q4_K in the CANONICAL order (loom_matmul_rowwise): GGUF row layout, then repacked to X16 as model load
+ * does on AVX-512 (skipped where the active set has no x16 kernels). */
+static void bench_q4_k_canonical(struct run *r, const char *best)
+{
+    struct loom_weight w = *r->w;
+    struct run rr = *r;
+    rr.w = &w;
+    rr.rowwise = 1;
+    print_row("Q4_K", "rows canon", &rr, w.row_bytes * (size_t)w.n_out);
+    size_t bytes = loom_weight_x16_bytes(&w);
+    void *x16 = bytes ? aligned_alloc(64, bytes) : NULL;
+    if (!x16)
+        return;
+    loom_weight_repack_x16(&w, x16);
+    char who[32];
+    snprintf(who, sizeof who, "%s x16", best);
+    print_row("Q4_K", who, &rr, w.row_bytes * (size_t)w.n_out);
+    free(x16);
 }
 
 /* The reference CPU backend's thread pool entry points (a persistent pool, as llama.cpp attaches one;
@@ -172,16 +195,19 @@ int main(int argc, char **argv)
     const char *best = loom_kernels_name();
     printf("matmul %dx%d, %d threads; mv = 1 token, mm = %d tokens; GB/s of weights, GFLOP/s\n", N_OUT, N_IN,
            loom_pool_n_threads(pool), N_TOK_MM);
-    printf("%-5s %-7s %9s %9s %9s %9s\n", "type", "kernels", "mv GB/s", "mv GF/s", "mm GB/s", "mm GF/s");
+    printf("%-5s %-11s %9s %9s %9s %9s %9s\n", "type", "kernels", "mv GB/s", "mv GF/s", "mm GB/s", "mm GF/s",
+           "mm ns/b/t");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         size_t rb = loom_type_row_bytes(types[i], N_IN);
         uint8_t *wd = malloc(rb * N_OUT);
         fill(types[i], wd, rb * N_OUT);
-        struct loom_weight w = {types[i], N_IN, N_OUT, rb, wd};
+        struct loom_weight w = {types[i], N_IN, N_OUT, rb, wd, LOOM_WEIGHT_ROWS, 0};
         size_t sb = loom_matmul_scratch_bytes(types[i], N_IN, N_TOK_MM);
-        struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}};
+        struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}, 0};
         const char *name = loom_type_traits(types[i])->name;
         print_row(name, best, &r, rb * N_OUT);
+        if (types[i] == LOOM_TYPE_Q4_K)
+            bench_q4_k_canonical(&r, best);
         loom_kernels_select(LOOM_KERNELS_SCALAR, NULL);
         print_row(name, "scalar", &r, rb * N_OUT);
         loom_kernels_select(LOOM_KERNELS_AUTO, NULL);

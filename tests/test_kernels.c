@@ -264,7 +264,7 @@ static void check_matmul(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_t
     void *wd = malloc(rb * (size_t)n_out);
     for (int64_t o = 0; o < n_out; o++)
         fill_weights(type, (char *)wd + (size_t)o * rb, n_in);
-    struct loom_weight w = {type, n_in, n_out, rb, wd};
+    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0};
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok)), *y_ref = malloc(sizeof(float) * (size_t)(n_out * n_tok));
     fill_floats(x, n_in * n_tok, 1.0f);

@@ -55,7 +55,7 @@ static void check_shape(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_to
 {
     size_t rb;
     void *wd = make_weights(type, n_out, n_in, &rb);
-    struct loom_weight w = {type, n_in, n_out, rb, wd};
+    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0};
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     for (int64_t i = 0; i < n_in * n_tok; i++)
         x[i] = rnd_f() * 3.0f;

@@ -43,6 +43,19 @@ struct loom_block_q4_k {
 };
 _Static_assert(sizeof(struct loom_block_q4_k) == 144, "Q4_K block is 144 bytes");
 
+/* Q4_K x16: one 256-weight block column of 16 consecutive Q4_K rows, interleaved for 16-row SIMD lanes
+ * (q4_k_x16.c), exactly as many bytes as the 16 standard blocks. qs[s][r] = bytes 4s..4s+3 of row r's
+ * qs (low nibbles: sub-block 2(s/8) at positions 4(s%8)..+3; high nibbles: sub-block 2(s/8)+1). The
+ * 6-bit scales sc[j] and mins m[j] of row r in 3 planes of 64 bytes, byte 4r + q (q < 4): sc_lo = low
+ * nibbles of sc[q] | sc[4+q] << 4, m_lo = low nibbles of m[M(q)] | m[4+M(q)] << 4 with M = (0, 2, 1, 3),
+ * hi = the top 2 bits of those four values at bits 0, 2, 4, 6. d and dmin: the rows' F16 super-scales. */
+struct loom_block_q4_k_x16 {
+    uint8_t qs[32][16][4];
+    uint8_t sc_lo[64], m_lo[64], hi[64];
+    uint16_t d[16], dmin[16];
+};
+_Static_assert(sizeof(struct loom_block_q4_k_x16) == 16 * sizeof(struct loom_block_q4_k), "Q4_K x16 is 16 blocks");
+
 /* Q5_K: as Q4_K with a fifth bit per weight: element l of sub-block j (l < 32) has its high bit in
  * bit j of qh[l], so q = nibble + 16 * bit in [0, 31]. 176 bytes. */
 struct loom_block_q5_k {
@@ -361,6 +374,14 @@ void loom_q4_k_to_float(const void *src, float *dst, int64_t n);
 void loom_q4_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_q4_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a);
 void loom_q4_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a);
+/* Q4_K x16 (q4_k_x16.c): pack 16 standard rows (row_bytes apart) of n_in elements into n_in / 256 x16
+ * blocks at dst; unpack row r (< 16) of such a group into n_in / 256 standard blocks at dst (bytewise the
+ * original). */
+void loom_q4_k_x16_pack(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
+void loom_q4_k_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in);
+/* y[r] (r < 16) = dot of row r of an x16 group with one Q8_K row of n elements, in the order of
+ * loom_q4_k_vec_dot_repacked (bit-identical to it per row). The scalar oracle of the SIMD x16 dots. */
+void loom_q4_k_x16_dot(int64_t n, float *y, const void *w, const void *a);
 void loom_q5_k_to_float(const void *src, float *dst, int64_t n);
 void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_q6_k_to_float(const void *src, float *dst, int64_t n);
@@ -472,6 +493,11 @@ void loom_q4_k_dot4_repacked_avx512(int64_t n, float s[4], const void *w, const 
 void loom_q6_k_dot4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_q4_k_dot8_repacked_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 void loom_q6_k_dot8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+/* Q4_K x16 dots of 1, 4 and 8 activation rows (q4_k_x16_avx512.c): y[k * y_stride + r] for row r < 16
+ * of the group w and activation row k at a + k * a_stride bytes; each bit-identical to loom_q4_k_x16_dot. */
+void loom_q4_k_x16_dot_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_dot4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_dot8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
 
 /* Install the kernel set `mode` (LOOM_KERNELS_SCALAR/AVX2/AVX512) into the trait table (types.c). The
  * caller (dispatch.c) has checked the CPU supports it. */
@@ -491,6 +517,20 @@ loom_vec_dot_fn loom_kernels_matmul_dot(uint32_t type, int64_t n_out, int64_t n_
 loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot);
 /* Its 8-row form, or NULL. */
 loom_vec_dot8_fn loom_kernels_matmul_dot8(loom_vec_dot_fn dot);
+
+/* Kernels over 16-row interleaved (x16) weight groups: y[k * y_stride + r] for group row r < 16 and the
+ * activation rows k < 1, 4 or 8 at a + k * a_stride bytes. */
+typedef void (*loom_x16_dot_fn)(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+                                size_t a_stride);
+struct loom_x16_kernels {
+    loom_x16_dot_fn dot, dot4, dot8;
+};
+
+/* The active set's x16 kernels for weights of `type` whose per-row float order is that of `dot` (as
+ * returned by loom_kernels_matmul_dot), or NULL when it has none (then rows are unpacked). */
+const struct loom_x16_kernels *loom_kernels_matmul_x16(uint32_t type, loom_vec_dot_fn dot);
+/* Whether the active set has x16 kernels for `type` (model load repacks such weights). */
+int loom_kernels_x16_available(uint32_t type);
 
 /* Which of the reference's Q4_K kernels loom_matmul mirrors. llama.cpp repacks Q4_K weights whose row
  * count is a multiple of 8 on AVX2 machines by default (llama_model_params.use_extra_bufts) and then sums

@@ -23,6 +23,7 @@ struct matmul_job {
     loom_vec_dot4_fn dot4_group;         /* 4-token form of dot_group, or NULL */
     loom_vec_dot8_fn dot8_group;         /* 8-token form of dot_group, or NULL */
     int64_t n_group;
+    const struct loom_x16_kernels *x16;  /* an X16 weight's group kernels in dot_group's order, or NULL */
 };
 
 size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok)
@@ -49,13 +50,25 @@ static void convert_rows(void *ctx, int64_t begin, int64_t end, int thread)
         c->from_float(c->x + t * c->n_in, c->dst + (size_t)t * c->dst_bytes, c->n_in);
 }
 
+/* Copy row o of an X16 weight (Q4_K, the one type with that layout) in the GGUF layout to dst
+ * (row_bytes): unpacked from its group, or a tail row copied from the file map. */
+static void weight_row_to(const struct loom_weight *w, int64_t o, void *dst)
+{
+    if (o >= w->n_out / 16 * 16)
+        memcpy(dst, (const char *)w->rows + (size_t)o * w->row_bytes, w->row_bytes);
+    else
+        loom_q4_k_x16_unpack_row((const char *)w->data + (size_t)(o / 16) * 16 * w->row_bytes, (int)(o % 16), dst,
+                                 w->n_in);
+}
+
 /* Output rows [r0, r1) for the tokens [t0, t1): weight rows outer, then the tokens, 8 or 4 at a time
- * through the 8- and 4-row kernels where there are some. */
-static void matmul_tile(const struct matmul_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1)
+ * through the 8- and 4-row kernels where there are some. Row o is at rows + (o - r0) * row_bytes. */
+static void matmul_tile(const struct matmul_job *j, const char *rows, int64_t r0, int64_t r1, int64_t t0,
+                        int64_t t1)
 {
     const struct loom_weight *w = j->w;
     for (int64_t o = r0; o < r1; o++) {
-        const void *row = (const char *)w->data + (size_t)o * w->row_bytes;
+        const void *row = rows + (size_t)(o - r0) * w->row_bytes;
         int64_t t = t0;
         for (; j->dot8_group && t + 8 <= t1 && t + 8 <= j->n_group; t += 8) {
             float s[8];
@@ -76,18 +89,62 @@ static void matmul_tile(const struct matmul_job *j, int64_t r0, int64_t r1, int6
 }
 
 /* Output rows [begin, end) for every token, in blocks of about ROW_BLOCK_BYTES of weights: each block
- * stays in cache while all token tiles pass over it, so every weight byte is read from memory once. */
+ * stays in cache while all token tiles pass over it, so every weight byte is read from memory once. The
+ * rows of an X16 weight are unpacked block by block into a stack buffer first. */
 static void matmul_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct matmul_job *j = ctx;
-    int64_t rows = (int64_t)(ROW_BLOCK_BYTES / j->w->row_bytes);
+    const struct loom_weight *w = j->w;
+    _Alignas(64) unsigned char buf[ROW_BLOCK_BYTES > LOOM_WEIGHT_X16_MAX_ROW_BYTES ? ROW_BLOCK_BYTES
+                                                                                   : LOOM_WEIGHT_X16_MAX_ROW_BYTES];
+    int64_t rows = (int64_t)(ROW_BLOCK_BYTES / w->row_bytes);
     rows = rows > 0 ? rows : 1;
     for (int64_t r0 = begin; r0 < end; r0 += rows) {
         int64_t r1 = r0 + rows < end ? r0 + rows : end;
+        const char *block = (const char *)w->data + (size_t)r0 * w->row_bytes;
+        if (w->layout != LOOM_WEIGHT_ROWS) {
+            for (int64_t o = r0; o < r1; o++)
+                weight_row_to(w, o, buf + (size_t)(o - r0) * w->row_bytes);
+            block = (const char *)buf;
+        }
         for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOKEN_TILE)
-            matmul_tile(j, r0, r1, t0, t0 + TOKEN_TILE < j->n_tok ? t0 + TOKEN_TILE : j->n_tok);
+            matmul_tile(j, block, r0, r1, t0, t0 + TOKEN_TILE < j->n_tok ? t0 + TOKEN_TILE : j->n_tok);
     }
+}
+
+/* Group g of an X16 weight (its 16 rows) for the tokens [t0, t1), 8, 4 and then 1 at a time. */
+static void x16_tile(const struct matmul_job *j, int64_t g, int64_t t0, int64_t t1)
+{
+    const struct loom_weight *w = j->w;
+    const char *grp = (const char *)w->data + (size_t)g * 16 * w->row_bytes;
+    float *y = j->y + g * 16;
+    size_t ys = (size_t)w->n_out, as = j->act_bytes;
+    int64_t t = t0;
+    for (; t + 8 <= t1; t += 8)
+        j->x16->dot8(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+    for (; t + 4 <= t1; t += 4)
+        j->x16->dot4(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+    for (; t < t1; t++)
+        j->x16->dot(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+}
+
+/* Items [begin, end) of an X16 weight with group kernels: item g < n_out / 16 is group g, item n_out / 16
+ * (when n_out % 16 != 0) the remaining rows. Groups go in blocks of about ROW_BLOCK_BYTES, as matmul_rows. */
+static void matmul_groups(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct matmul_job *j = ctx;
+    int64_t n_groups = j->w->n_out / 16, per_block = (int64_t)(ROW_BLOCK_BYTES / (16 * j->w->row_bytes));
+    per_block = per_block > 0 ? per_block : 1;
+    for (int64_t g0 = begin; g0 < end && g0 < n_groups; g0 += per_block) {
+        int64_t g1 = g0 + per_block < end ? g0 + per_block : end;
+        g1 = g1 < n_groups ? g1 : n_groups;
+        for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOKEN_TILE)
+            for (int64_t g = g0; g < g1; g++)
+                x16_tile(j, g, t0, t0 + TOKEN_TILE < j->n_tok ? t0 + TOKEN_TILE : j->n_tok);
+    }
+    if (end > n_groups)
+        matmul_rows(ctx, 16 * n_groups, j->w->n_out, thread);
 }
 
 /* Point job at the activations w reads: x itself for F32 partners, else act's scratch, where x is
@@ -125,8 +182,16 @@ void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, str
     loom_vec_dot_fn dot_group = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, rowwise ? 1 : n_tok, 0);
     loom_vec_dot_fn dot_rest = rowwise ? dot_group : loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, n_tok - 1);
     struct matmul_job job = {w, 0, 0, n_tok, y, dot_group, dot_rest, loom_kernels_matmul_dot4(dot_group),
-                             loom_kernels_matmul_dot8(dot_group), n_group};
+                             loom_kernels_matmul_dot8(dot_group), n_group, 0};
     use_activations(pool, &job, act);
+    /* an X16 weight runs its group kernels when every token asks for the order they have (the one-row
+     * order: CANONICAL, or one token); otherwise (REFERENCE_BATCH prefill, another kernel set) its rows
+     * are unpacked */
+    loom_vec_dot_fn dot_all = n_group == n_tok ? dot_group : n_group == 0 ? dot_rest : 0;
+    if (w->layout == LOOM_WEIGHT_X16 && dot_all && (job.x16 = loom_kernels_matmul_x16(w->type, dot_all))) {
+        loom_pool_parallel_for(pool, w->n_out / 16 + (w->n_out % 16 != 0), 1, matmul_groups, &job);
+        return;
+    }
     loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
 }
 
@@ -146,6 +211,30 @@ void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, co
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
 {
-    const struct loom_type_traits *t = loom_type_traits(w->type);
-    t->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->n_in);
+    _Alignas(64) unsigned char buf[LOOM_WEIGHT_X16_MAX_ROW_BYTES];
+    const void *src = (const char *)w->data + (size_t)row * w->row_bytes;
+    if (w->layout != LOOM_WEIGHT_ROWS) {
+        weight_row_to(w, row, buf);
+        src = buf;
+    }
+    loom_type_traits(w->type)->to_float(src, dst, w->n_in);
+}
+
+size_t loom_weight_x16_bytes(const struct loom_weight *w)
+{
+    if (w->layout != LOOM_WEIGHT_ROWS || !loom_kernels_x16_available(w->type) || w->n_out < 16 || w->n_out % 8 ||
+        w->row_bytes > LOOM_WEIGHT_X16_MAX_ROW_BYTES)
+        return 0;
+    return (size_t)(w->n_out / 16) * 16 * w->row_bytes;
+}
+
+void loom_weight_repack_x16(struct loom_weight *w, void *dst)
+{
+    size_t group_bytes = 16 * w->row_bytes;
+    for (int64_t g = 0; g < w->n_out / 16; g++)
+        loom_q4_k_x16_pack((const char *)w->data + (size_t)g * group_bytes, w->row_bytes,
+                           (char *)dst + (size_t)g * group_bytes, w->n_in);
+    w->rows = w->data;
+    w->data = dst;
+    w->layout = LOOM_WEIGHT_X16;
 }

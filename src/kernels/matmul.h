@@ -11,13 +11,25 @@
 
 struct loom_pool;
 
+/* How a weight's bytes are arranged in memory. ROWS: the GGUF layout, n_out rows of row_bytes. X16: rows
+ * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (for Q4_K, struct
+ * loom_block_q4_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load for the
+ * AVX-512 kernels; the remaining n_out % 16 rows stay in the GGUF layout in `rows`. */
+enum loom_weight_layout { LOOM_WEIGHT_ROWS = 0, LOOM_WEIGHT_X16 = 1 };
+
+/* Most bytes a row of an X16 weight may have (matmul unpacks one row on the stack where it must). */
+#define LOOM_WEIGHT_X16_MAX_ROW_BYTES (256 * 144)
+
 /* A 2-D weight matrix W[n_out][n_in] in GGUF layout (ne[0] = n_in contiguous, ne[1] = n_out rows). */
 struct loom_weight {
     uint32_t type;    /* enum loom_type */
     int64_t n_in;     /* elements per row */
     int64_t n_out;    /* rows */
     size_t row_bytes; /* loom_type_row_bytes(type, n_in) */
-    const void *data;
+    const void *data; /* in `layout` (X16: 64-byte aligned, owned by the model) */
+    uint32_t layout;  /* enum loom_weight_layout */
+    const void *rows; /* X16: the tensor in the GGUF layout (the file map: identity digests and the tail
+                       * rows read it; the pages of the full groups may have been released) */
 };
 
 /* Scratch bytes loom_matmul needs for n_tok activation rows of length n_in against weight type `type`. */
@@ -50,7 +62,17 @@ struct loom_matmul_act {
 void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, struct loom_matmul_act *act, float *y,
                         int rowwise);
 
-/* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup). */
+/* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: the active
+ * kernel set has no x16 kernels for its type, it has fewer than 16 rows or n_out % 8 != 0 (its one-row
+ * order is then not the one those kernels have), or its rows exceed LOOM_WEIGHT_X16_MAX_ROW_BYTES. */
+size_t loom_weight_x16_bytes(const struct loom_weight *w);
+
+/* Repack w's full groups of 16 rows into dst (loom_weight_x16_bytes(w) bytes, 64-byte aligned, owned by
+ * the caller): afterwards w->layout = X16, w->data = dst and w->rows = the old data (still read: the tail
+ * rows and digests). */
+void loom_weight_repack_x16(struct loom_weight *w, void *dst);
+
+/* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup); any layout. */
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst);
 
 #endif

@@ -36,6 +36,9 @@ static loom_vec_dot_fn repacked_dot[LOOM_TYPE_COUNT], repacked_dot_x4[LOOM_TYPE_
 /* The reference's IQ panel gemm order for IQ4_XS (iqp.cpp; AVX2, n_out % 8 == 0, n_tok >= 8). */
 static loom_vec_dot_fn panel_iq4_xs_dot;
 
+/* Kernels over Q4_K x16 weight groups (AVX-512 only), in the order of the one-row repacked Q4_K dot. */
+static struct loom_x16_kernels q4_k_x16;
+
 /* 4- and 8-row forms of the installed dots (only SIMD sets have them). */
 #define N_DOT4 16
 static struct {
@@ -92,6 +95,7 @@ static void install_scalar(void)
     set(LOOM_TYPE_IQ4_XS, loom_iq4_xs_to_float, 0, loom_iq4_xs_vec_dot);
     repacked_q4_k_dot = loom_q4_k_vec_dot_repacked;
     repacked_q4_k_dot_x4 = loom_q4_k_vec_dot_repacked_x4;
+    q4_k_x16 = (struct loom_x16_kernels){0, 0, 0};
     gemm_dot[LOOM_TYPE_F32] = loom_f32_dot_gemm;
     gemm_dot[LOOM_TYPE_F16] = loom_f16_dot_gemm;
     gemm_dot[LOOM_TYPE_BF16] = loom_bf16_dot_gemm;
@@ -148,9 +152,10 @@ static void install_avx2(void)
 }
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
- * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD) and the 4- and 8-row
- * Q4_K/Q6_K dots of the one-row orders (CANONICAL prefill). The one-row Q4_K and F16/F32 kernels measured
- * no faster at 512 bits. */
+ * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD), the 4- and 8-row
+ * Q4_K/Q6_K dots of the one-row orders (CANONICAL prefill) and the Q4_K x16 group kernels (VPDPBUSD outer
+ * products over 16 interleaved rows, for weights repacked at load). The one-row Q4_K and F16/F32 kernels
+ * measured no faster at 512 bits. */
 static void install_avx512(void)
 {
     traits[LOOM_TYPE_BF16].vec_dot = loom_bf16_vec_dot_avx512;
@@ -160,6 +165,8 @@ static void install_avx512(void)
     add_dot48(loom_q4_k_vec_dot_repacked_avx2, loom_q4_k_dot4_repacked_avx512, loom_q4_k_dot8_repacked_avx512);
     traits[LOOM_TYPE_Q6_K].vec_dot = loom_q6_k_vec_dot_avx512;
     add_dot48(loom_q6_k_vec_dot_avx512, loom_q6_k_dot4_avx512, loom_q6_k_dot8_avx512);
+    q4_k_x16 = (struct loom_x16_kernels){loom_q4_k_x16_dot_avx512, loom_q4_k_x16_dot4_avx512,
+                                         loom_q4_k_x16_dot8_avx512};
 }
 
 void loom_types_install(enum loom_kernel_mode mode)
@@ -187,6 +194,19 @@ loom_vec_dot_fn loom_kernels_matmul_dot(uint32_t type, int64_t n_out, int64_t n_
     if (n_tok >= 2 && (n_out % 4 == 0 || type == LOOM_TYPE_IQ4_NL) && gemm_dot[type] && n_in % gemm_step[type] == 0)
         return gemm_dot[type];
     return t_traits->vec_dot;
+}
+
+const struct loom_x16_kernels *loom_kernels_matmul_x16(uint32_t type, loom_vec_dot_fn dot)
+{
+    if (type == LOOM_TYPE_Q4_K && q4_k_x16.dot && dot == repacked_q4_k_dot)
+        return &q4_k_x16;
+    return 0;
+}
+
+int loom_kernels_x16_available(uint32_t type)
+{
+    loom_kernels_ensure_init();
+    return type == LOOM_TYPE_Q4_K && q4_k_x16.dot != 0;
 }
 
 loom_vec_dot4_fn loom_kernels_matmul_dot4(loom_vec_dot_fn dot)

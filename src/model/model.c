@@ -1,8 +1,11 @@
 /* model.c — loading a model: open the GGUF (mmap), run qwen35 admission, bind every tensor to the
- * layer plan (struct loom_model / loom_layer as views into the map), and load the tokenizer. Also the
- * public model queries and the tokenize/piece entry points. The model is immutable once returned. */
+ * layer plan (struct loom_model / loom_layer as views into the map), repack the weights the active
+ * kernel set multiplies faster in the X16 layout, and load the tokenizer. Also the public model queries
+ * and the tokenize/piece entry points. The model is immutable once returned. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels/ops.h"
 #include "kernels/types.h"
@@ -151,6 +154,63 @@ static int bind_model(struct loom_model *m, loom_error *err)
     return LOOM_OK;
 }
 
+void loom_weight_release_rows(const struct loom_weight *w)
+{
+    if (w->layout != LOOM_WEIGHT_X16)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = (uintptr_t)w->rows;
+    uintptr_t end = begin + (size_t)(w->n_out / 16) * 16 * w->row_bytes;
+    begin = (begin + page - 1) / page * page;
+    end = end / page * page;
+    if (end > begin)
+        madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only: a failure leaves the pages in */
+}
+
+/* The weights loom_matmul multiplies (the head, and per layer its projections). */
+static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
+{
+    int n = 0;
+    ws[n++] = &m->output;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        struct loom_layer *L = &m->layers[il];
+        struct loom_weight *lw[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
+                                    &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
+            if (lw[i]->data)
+                ws[n++] = lw[i];
+    }
+    return n;
+}
+
+/* Repack every weight the active kernel set has X16 kernels for (loom_weight_x16_bytes) into one 64-byte
+ * aligned allocation, releasing each tensor's file pages once it is copied: the peak during load is about
+ * the final resident size plus one tensor. */
+static int repack_weights(struct loom_model *m, loom_error *err)
+{
+    struct loom_weight **ws = malloc(sizeof *ws * (1 + 12 * (size_t)m->hp.n_layer));
+    if (!ws)
+        return loom_errorf(err, LOOM_E_NOMEM, "repacking weights: allocating the weight list failed");
+    int n = matmul_weights(m, ws);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += loom_weight_x16_bytes(ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
+    if (total && !(m->x16_store = aligned_alloc(64, total))) {
+        free(ws);
+        return loom_errorf(err, LOOM_E_NOMEM, "repacked weights: allocating %zu bytes failed", total);
+    }
+    char *at = m->x16_store;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = loom_weight_x16_bytes(ws[i]);
+        if (!bytes)
+            continue;
+        loom_weight_repack_x16(ws[i], at);
+        loom_weight_release_rows(ws[i]);
+        at += bytes;
+    }
+    free(ws);
+    return LOOM_OK;
+}
+
 loom_model *loom_model_load(const char *path, loom_error *err)
 {
     if (!path) {
@@ -168,6 +228,8 @@ loom_model *loom_model_load(const char *path, loom_error *err)
     if (!rc)
         rc = bind_model(m, err);
     if (!rc)
+        rc = repack_weights(m, err);
+    if (!rc)
         rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (rc) {
         loom_model_free(m);
@@ -184,6 +246,7 @@ void loom_model_free(loom_model *model)
         loom_tokenizer_free(model->tok);
     if (model->gguf)
         loom_gguf_close(model->gguf);
+    free(model->x16_store);
     free(model);
 }
 

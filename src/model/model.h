@@ -72,7 +72,13 @@ struct loom_model {
     struct loom_weight output;     /* = tok_embd when tied */
     struct loom_layer layers[LOOM_MAX_LAYERS];
     struct loom_tokenizer *tok;
+    void *x16_store;               /* the X16 copies of the weights repacked at load (one allocation), or NULL */
 };
+
+/* Give back the file-map pages that lie wholly inside the part of an X16 weight's GGUF bytes (w->rows)
+ * that its groups replace, so that the process does not keep both copies resident (the map re-reads them
+ * from the file if they are touched again). Nothing for other layouts. */
+void loom_weight_release_rows(const struct loom_weight *w);
 
 /* Admission for qwen35: check every required key and its type, derive the hyper-parameters, check
  * every tensor's presence, name, shape and type against them, and reject extra tensors. Fills *hp.

@@ -32,12 +32,16 @@ struct file_header {
     uint64_t payload_bytes; /* everything between the header and the checksum */
 };
 
+/* A weight's type, shape and GGUF bytes (for an X16 weight its file bytes, whose pages are given back
+ * again afterwards), so the identity does not depend on the layout chosen at load. */
 static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
 {
     int64_t shape[3] = {w->type, w->n_in, w->n_out};
     XXH3_64bits_update(st, shape, sizeof shape);
-    if (w->data)
-        XXH3_64bits_update(st, w->data, w->row_bytes * (size_t)w->n_out);
+    const void *bytes = w->layout == LOOM_WEIGHT_ROWS ? w->data : w->rows;
+    if (bytes)
+        XXH3_64bits_update(st, bytes, w->row_bytes * (size_t)w->n_out);
+    loom_weight_release_rows(w);
 }
 
 static void hash_floats(XXH3_state_t *st, const float *v, size_t n)

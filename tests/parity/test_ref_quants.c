@@ -332,7 +332,7 @@ static void check_matmul(struct loom_pool *pool, uint32_t type, int64_t n_out, i
         x[i] = rnd_f() + rnd_f();
     size_t sb = loom_matmul_scratch_bytes(type, n_in, n_tok);
     void *scratch = malloc(sb ? sb : 1);
-    struct loom_weight lw = {type, n_in, n_out, loom_type_row_bytes(type, n_in), w};
+    struct loom_weight lw = {type, n_in, n_out, loom_type_row_bytes(type, n_in), w, LOOM_WEIGHT_ROWS, 0};
     loom_kernels_set_q4_k_repacked(repacked);
     loom_matmul(pool, &lw, x, n_tok, y, scratch);
     ggml_matmul(type, w, n_out, n_in, x, n_tok, y_ref, repacked && n_out % 8 == 0); /* as llama.cpp places weights */

@@ -1,0 +1,180 @@
+/* test_q4_k_x16.c — the Q4_K x16 layout (16 rows interleaved): pack/unpack round trip bytewise, the scalar
+ * and AVX-512 x16 dots bit for bit against the one-row repacked dot (loom_q4_k_vec_dot_repacked) on random
+ * and edge-case blocks, and loom_matmul / loom_matmul_rowwise / loom_weight_get_row of an X16 weight
+ * against the same weight in the GGUF layout, in every kernel set and with Q4_K repacking off. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels_internal.h"
+#include "kernels/matmul.h"
+#include "runtime/pool.h"
+#include "test.h"
+#include "test_rng.h"
+#include "util/fp16.h"
+
+#define N_OUT 40 /* two groups of 16 and a tail of 8 */
+#define N_IN 768
+#define NB (N_IN / LOOM_QK_K)
+#define MAX_TOK 19
+
+/* Random quants and 6-bit scales; F16 super-scales by row: moderate (positive, negative), and on a few
+ * rows the edges: subnormal, Inf, zero, maximal scales and mins (63), an all-zero block. */
+static void make_rows(struct loom_block_q4_k *b)
+{
+    for (int r = 0; r < N_OUT; r++)
+        for (int i = 0; i < NB; i++) {
+            struct loom_block_q4_k *x = &b[r * NB + i];
+            uint8_t *bytes = (uint8_t *)x;
+            for (size_t k = 0; k < sizeof *x; k++)
+                bytes[k] = (uint8_t)rnd_u32();
+            float d = rnd_f() * 0.02f, dmin = rnd_f() * 0.01f;
+            x->d = loom_f32_to_f16(d);
+            x->dmin = loom_f32_to_f16(dmin);
+            switch ((r + i) % 9) {
+            case 1: /* maximal scales and mins */
+                memset(x->scales, 0xff, sizeof x->scales);
+                break;
+            case 2: /* subnormal F16 scales */
+                x->d = 0x0003;
+                x->dmin = 0x8001;
+                break;
+            case 3:
+                if (r == 5 && i == 1) { /* Inf scale (the row's result is then Inf or NaN) */
+                    x->d = 0x7c00;
+                    x->dmin = 0;
+                }
+                break;
+            case 4: /* an all-zero block */
+                memset(x, 0, sizeof *x);
+                break;
+            default:
+                break;
+            }
+        }
+}
+
+/* n_tok activation rows quantized to Q8_K (so their bsums are consistent), larger on some rows. */
+static void make_acts(struct loom_block_q8_k *a, float *x, int n_tok)
+{
+    for (int t = 0; t < n_tok; t++)
+        for (int k = 0; k < N_IN; k++)
+            x[t * N_IN + k] = rnd_f() * (t % 3 == 2 ? 100.0f : 1.0f);
+    for (int t = 0; t < n_tok; t++)
+        loom_type_traits(LOOM_TYPE_Q8_K)->from_float(x + t * N_IN, a + t * NB, N_IN);
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void check_pack(const struct loom_block_q4_k *rows, const struct loom_block_q4_k_x16 *packed)
+{
+    int ok = 1;
+    for (int g = 0; g < N_OUT / 16; g++)
+        for (int r = 0; r < 16; r++) {
+            struct loom_block_q4_k back[NB];
+            loom_q4_k_x16_unpack_row(packed + g * NB, r, back, N_IN);
+            ok &= memcmp(back, rows + (16 * g + r) * NB, sizeof back) == 0;
+        }
+    CHECK(ok, "x16 unpack(pack(rows)) equals the rows bytewise");
+}
+
+/* The x16 dots (scalar, and AVX-512 in 1-, 4- and 8-row forms) against the one-row repacked dot per row. */
+static void check_dots(const struct loom_block_q4_k *rows, const struct loom_block_q4_k_x16 *packed,
+                       const struct loom_block_q8_k *a)
+{
+    const size_t as = NB * sizeof(struct loom_block_q8_k);
+    int scalar_ok = 1, simd_ok = 1;
+    int avx512 = loom_kernels_select(LOOM_KERNELS_AVX512, &(loom_error){0}) == LOOM_OK;
+    for (int g = 0; g < N_OUT / 16; g++) {
+        float want[8][16], got[8][16];
+        for (int t = 0; t < 8; t++) {
+            for (int r = 0; r < 16; r++)
+                loom_q4_k_vec_dot_repacked(N_IN, &want[t][r], rows + (16 * g + r) * NB, a + t * NB);
+            loom_q4_k_x16_dot(N_IN, got[t], packed + g * NB, a + t * NB);
+            scalar_ok &= same_bits(got[t], want[t], 16);
+        }
+        if (!avx512)
+            continue;
+        memset(got, 0, sizeof got);
+        loom_q4_k_x16_dot8_avx512(N_IN, got[0], 16, packed + g * NB, a, as);
+        simd_ok &= same_bits(got[0], want[0], 8 * 16);
+        memset(got, 0, sizeof got);
+        loom_q4_k_x16_dot4_avx512(N_IN, got[0], 16, packed + g * NB, a + 2 * NB, as);
+        simd_ok &= same_bits(got[0], want[2], 4 * 16);
+        for (int t = 0; t < 8; t++) {
+            loom_q4_k_x16_dot_avx512(N_IN, got[t], 0, packed + g * NB, a + t * NB, as);
+            simd_ok &= same_bits(got[t], want[t], 16);
+        }
+    }
+    CHECK(scalar_ok, "scalar x16 dot equals loom_q4_k_vec_dot_repacked per row bitwise");
+    CHECK(simd_ok, "AVX-512 x16 dots (1, 4, 8 rows) equal loom_q4_k_vec_dot_repacked per row bitwise");
+}
+
+/* loom_matmul_rowwise and loom_matmul of the X16 weight equal those of the GGUF-layout weight for n_tok
+ * 1..MAX_TOK, and get_row too, in the active kernel set and on each pool. */
+static void check_matmul(const struct loom_weight *std, const struct loom_weight *x16, const float *x,
+                         struct loom_pool **pools)
+{
+    static float y0[MAX_TOK * N_OUT], y1[MAX_TOK * N_OUT];
+    static unsigned char scratch[MAX_TOK * NB * sizeof(struct loom_block_q8_k)];
+    int n_bad = 0;
+    for (int p = 0; p < 2; p++)
+        for (int rowwise = 0; rowwise < 2; rowwise++)
+            for (int n_tok = 1; n_tok <= MAX_TOK; n_tok++) {
+                memset(y0, 0xfe, sizeof y0);
+                memset(y1, 0xff, sizeof y1);
+                (rowwise ? loom_matmul_rowwise : loom_matmul)(pools[p], std, x, n_tok, y0, scratch);
+                (rowwise ? loom_matmul_rowwise : loom_matmul)(pools[p], x16, x, n_tok, y1, scratch);
+                if (!same_bits(y0, y1, (size_t)(n_tok * N_OUT)) && n_bad++ == 0)
+                    CHECK(0, "%s x16 %s n_tok %d threads %d differs from the GGUF layout", loom_kernels_name(),
+                          rowwise ? "rowwise" : "matmul", n_tok, loom_pool_n_threads(pools[p]));
+            }
+    CHECK(n_bad == 0, "%s x16 matmul and rowwise equal the GGUF layout (n_tok 1..%d, 1 and 2 threads): %d differ",
+          loom_kernels_name(), MAX_TOK, n_bad);
+    int ok = 1;
+    float r0[N_IN], r1[N_IN];
+    for (int o = 0; o < N_OUT; o++) {
+        loom_weight_get_row(std, o, r0);
+        loom_weight_get_row(x16, o, r1);
+        ok &= same_bits(r0, r1, N_IN);
+    }
+    CHECK(ok, "%s x16 get_row equals the GGUF layout", loom_kernels_name());
+}
+
+int main(void)
+{
+    size_t rb = NB * sizeof(struct loom_block_q4_k);
+    struct loom_block_q4_k *rows = malloc(rb * N_OUT);
+    struct loom_block_q4_k_x16 *packed = aligned_alloc(64, rb * 16 * (N_OUT / 16));
+    struct loom_block_q8_k *a = malloc(sizeof *a * NB * MAX_TOK);
+    float *x = malloc(sizeof *x * N_IN * MAX_TOK);
+    struct loom_pool *pools[2] = {NULL, loom_pool_new(2)};
+    CHECK(rows && packed && a && x && pools[1], "allocations");
+    make_rows(rows);
+    make_acts(a, x, MAX_TOK);
+    for (int g = 0; g < N_OUT / 16; g++)
+        loom_q4_k_x16_pack(rows + 16 * g * NB, rb, packed + g * NB, N_IN);
+    check_pack(rows, packed);
+    check_dots(rows, packed, a);
+    /* the matmul checks use finite weights only (NaN payloads of Inf - Inf need not match) */
+    for (int i = 0; i < N_OUT * NB; i++)
+        if ((rows[i].d & 0x7c00) == 0x7c00)
+            rows[i].d = 0x3c00;
+    for (int g = 0; g < N_OUT / 16; g++)
+        loom_q4_k_x16_pack(rows + 16 * g * NB, rb, packed + g * NB, N_IN);
+    struct loom_weight std = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, rows, LOOM_WEIGHT_ROWS, 0};
+    struct loom_weight x16 = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, packed, LOOM_WEIGHT_X16, rows};
+    const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        if (loom_kernels_select(modes[m], &(loom_error){0}) == LOOM_OK)
+            check_matmul(&std, &x16, x, pools);
+    loom_kernels_select(LOOM_KERNELS_AUTO, &(loom_error){0});
+    loom_kernels_set_q4_k_repacked(0); /* the vec_dot order, which X16 weights reach by unpacking */
+    check_matmul(&std, &x16, x, pools);
+    loom_kernels_set_q4_k_repacked(1);
+    loom_pool_free(pools[1]);
+    free(rows);
+    free(packed);
+    free(a);
+    free(x);
+    return test_finish();
+}
