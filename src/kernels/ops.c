@@ -110,6 +110,20 @@ void loom_ops_l2norm(int64_t n, const float *x, float eps, float *y)
         y[i] *= s;
 }
 
+void loom_ops_rmsnorm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float eps,
+                           float *y, int64_t y_stride)
+{
+    for (int64_t r = 0; r < n_rows; r++)
+        loom_ops_rmsnorm(n, x + r * x_stride, w, eps, y + r * y_stride);
+}
+
+void loom_ops_l2norm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                          int64_t y_stride)
+{
+    for (int64_t r = 0; r < n_rows; r++)
+        loom_ops_l2norm(n, x + r * x_stride, eps, y + r * y_stride);
+}
+
 void loom_ops_rope_cache(int32_t pos, int n_rot, float freq_base, float *cache)
 {
     float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
@@ -157,16 +171,25 @@ void loom_ops_softmax(int64_t n, float *x, float scale)
         x[i] *= inv;
 }
 
-void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+void loom_ops_conv1d_chunk(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                           int64_t x_stride, float *y, int64_t y_stride)
 {
     float win[LOOM_OPS_MAX_CONV_KERNEL];
     for (int64_t c = 0; c < channels; c++) {
         float *s = state + c * (K - 1);
         memcpy(win, s, (size_t)(K - 1) * sizeof(float));
-        win[K - 1] = x[c];
-        y[c] = loom_ops_tail_sum(0.0f, K, win, w + c * K);
-        memcpy(s, win + 1, (size_t)(K - 1) * sizeof(float));
+        for (int t = 0; t < n; t++) {
+            win[K - 1] = x[t * x_stride + c];
+            y[t * y_stride + c] = loom_ops_tail_sum(0.0f, K, win, w + c * K);
+            memmove(win, win + 1, (size_t)(K - 1) * sizeof(float));
+        }
+        memcpy(s, win, (size_t)(K - 1) * sizeof(float));
     }
+}
+
+void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+{
+    loom_ops_conv1d_chunk(channels, K, 1, state, w, x, 0, y, 0);
 }
 
 void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
@@ -182,6 +205,15 @@ void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, c
             row[i] = fmaf(k[i], delta, row[i]);
         out[j] = loom_ops_dot_f32(d, row, q) * scale;
     }
+}
+
+void loom_ops_delta_rule_chunk(int d, int n, float *M, const float *q, const float *k, const float *v,
+                               int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
+                               int64_t out_stride)
+{
+    for (int t = 0; t < n; t++)
+        loom_ops_delta_rule_step(d, M, q + t * qkv_stride, k + t * qkv_stride, v + t * qkv_stride, g[t * gb_stride],
+                                 beta[t * gb_stride], out + t * out_stride);
 }
 
 /* Dot of F16 vectors with every element in a lane (no scalar tail): BATCH uses 16 lanes (tinyBLAS),
@@ -234,12 +266,32 @@ void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint1
                            head_dim_v, scale, order, scores + g * stride, probs16 + g * stride, out + g * out_stride);
 }
 
-static const struct loom_ops_kernels ops_scalar = {"scalar", loom_ops_silu, loom_ops_swiglu, loom_ops_conv1d_step,
-                                                   loom_ops_delta_rule_step, loom_ops_attn_head,
-                                                   loom_ops_attn_heads};
-static const struct loom_ops_kernels ops_avx512 = {"avx512", loom_ops_silu_avx512, loom_ops_swiglu_avx512,
-                                                   loom_ops_conv1d_step_avx512, loom_ops_delta_rule_step_avx512,
-                                                   loom_ops_attn_head_avx512, loom_ops_attn_heads_avx512};
+static const struct loom_ops_kernels ops_scalar = {
+    .name = "scalar",
+    .silu = loom_ops_silu,
+    .swiglu = loom_ops_swiglu,
+    .conv1d_step = loom_ops_conv1d_step,
+    .delta_rule_step = loom_ops_delta_rule_step,
+    .conv1d_chunk = loom_ops_conv1d_chunk,
+    .delta_rule_chunk = loom_ops_delta_rule_chunk,
+    .rmsnorm_rows = loom_ops_rmsnorm_rows,
+    .l2norm_rows = loom_ops_l2norm_rows,
+    .attn_head = loom_ops_attn_head,
+    .attn_heads = loom_ops_attn_heads,
+};
+static const struct loom_ops_kernels ops_avx512 = {
+    .name = "avx512",
+    .silu = loom_ops_silu_avx512,
+    .swiglu = loom_ops_swiglu_avx512,
+    .conv1d_step = loom_ops_conv1d_step_avx512,
+    .delta_rule_step = loom_ops_delta_rule_step_avx512,
+    .conv1d_chunk = loom_ops_conv1d_chunk_avx512,
+    .delta_rule_chunk = loom_ops_delta_rule_chunk_avx512,
+    .rmsnorm_rows = loom_ops_rmsnorm_rows_avx512,
+    .l2norm_rows = loom_ops_l2norm_rows_avx512,
+    .attn_head = loom_ops_attn_head_avx512,
+    .attn_heads = loom_ops_attn_heads_avx512,
+};
 
 const struct loom_ops_kernels *loom_ops_kernels_active(void)
 {

@@ -70,6 +70,14 @@ void loom_ops_rmsnorm(int64_t n, const float *x, const float *w, float eps, floa
  * (eps / n rounded to float), no weight, then every element times 1 / sqrtf(n). y may alias x. */
 void loom_ops_l2norm(int64_t n, const float *x, float eps, float *y);
 
+/* loom_ops_rmsnorm / loom_ops_l2norm of n_rows rows of n floats each: row r from x + r*x_stride to
+ * y + r*y_stride (y may alias x row for row). Bitwise the same as one call per row; the AVX-512 variant
+ * sums the squares of 8 rows at once, one row per double lane, each still in index order. */
+void loom_ops_rmsnorm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float eps,
+                           float *y, int64_t y_stride);
+void loom_ops_l2norm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                          int64_t y_stride);
+
 /* ---- rotary position embedding --------------------------------------------------------------------
  * cache[2i] = cos(theta_i), cache[2i+1] = sin(theta_i) for i < n_rot/2 with theta_0 = pos and
  * theta_{i+1} = theta_i * powf(base, -2/n_rot), multiplied in float as ggml_mrope_cache_init does (for
@@ -95,6 +103,11 @@ void loom_ops_softmax(int64_t n, float *x, float scale);
  * state is [channels][K-1], w is [channels][K] (the GGUF ssm_conv1d layout). y must not alias x. */
 #define LOOM_OPS_MAX_CONV_KERNEL 64
 void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+/* n tokens of loom_ops_conv1d_step through one conv state: token t reads x + t*x_stride and writes
+ * y + t*y_stride (`channels` floats each). Bitwise the same as n calls in token order; each channel keeps
+ * its window while the tokens stream through, and the state is written back once. */
+void loom_ops_conv1d_chunk(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                           int64_t x_stride, float *y, int64_t y_stride);
 
 /* One token of the gated delta rule for one value head with head dim d (ggml gated_delta_net, fused path).
  * M[d][d] is the state stored value-major: M[j*d + i] = S[i][j] (i = key index, j = value index).
@@ -104,6 +117,13 @@ void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w,
  * with dot = loom_ops_dot_f32. q and k are L2-normalized by the caller; q is not pre-scaled. */
 void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
                               float beta, float *out);
+/* n tokens of loom_ops_delta_rule_step through one head's state M: token t reads q, k and v at
+ * + t*qkv_stride (d floats each), g[t*gb_stride] and beta[t*gb_stride], and writes out + t*out_stride
+ * (d floats). Bitwise the same as n calls in token order: since each row of M only depends on itself,
+ * a row may walk several tokens before the next row starts. */
+void loom_ops_delta_rule_chunk(int d, int n, float *M, const float *q, const float *k, const float *v,
+                               int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
+                               int64_t out_stride);
 
 /* ---- attention over an F16 KV cache ---------------------------------------------------------------
  * The reference (flash attention off, F16 cache) computes, per query row and head:
@@ -147,6 +167,15 @@ struct loom_ops_kernels {
     void (*conv1d_step)(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
     void (*delta_rule_step)(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
                             float *out);
+    void (*conv1d_chunk)(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                         int64_t x_stride, float *y, int64_t y_stride);
+    void (*delta_rule_chunk)(int d, int n, float *M, const float *q, const float *k, const float *v,
+                             int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
+                             int64_t out_stride);
+    void (*rmsnorm_rows)(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float eps,
+                         float *y, int64_t y_stride);
+    void (*l2norm_rows)(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                        int64_t y_stride);
     void (*attn_head)(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache, int64_t k_stride,
                       const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                       enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
@@ -165,6 +194,15 @@ void loom_ops_swiglu_avx512(int64_t n, const float *g, const float *u, float *y)
 void loom_ops_conv1d_step_avx512(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
 void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const float *k, const float *v, float g,
                                      float beta, float *out);
+void loom_ops_rmsnorm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w,
+                                  float eps, float *y, int64_t y_stride);
+void loom_ops_l2norm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                                 int64_t y_stride);
+void loom_ops_conv1d_chunk_avx512(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                  int64_t x_stride, float *y, int64_t y_stride);
+void loom_ops_delta_rule_chunk_avx512(int d, int n, float *M, const float *q, const float *k, const float *v,
+                                      int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride,
+                                      float *out, int64_t out_stride);
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                                int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                float scale, enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);

@@ -45,6 +45,27 @@ static struct row_state row_at(const struct chunk *c, int t)
     return (struct row_state){&s->layers[c->il], s->cur, s->cur ^ 1, 1, s->pos, s->n_ctx};
 }
 
+/* The end of the run of tokens from t0 on that update the same state copy as t0 (r0 = row_at(c, t0)):
+ * the kernels may take a run in one call. A token that first copies the public state starts a new run. */
+static int run_end(const struct chunk *c, int t0, struct row_state r0)
+{
+    int t = t0 + 1;
+    for (; t < c->n; t++) {
+        struct row_state r = row_at(c, t);
+        if (r.copy || r.ls != r0.ls || r.dst != r0.dst)
+            break;
+    }
+    return t;
+}
+
+/* Tokens per item of the per-token loops run over the pool (each token is ~microseconds of work). */
+#define TOKEN_GRAIN 4
+
+static void for_tokens(const struct chunk *c, loom_task_fn fn, void *ctx)
+{
+    loom_pool_parallel_for(c->s->pool, c->n, TOKEN_GRAIN, fn, ctx);
+}
+
 static void matmul_n(const struct loom_session *s, const struct loom_weight *w, const float *x, int n, float *y)
 {
     if (s->numerics == LOOM_NUMERICS_CANONICAL)
@@ -85,19 +106,44 @@ static int stage(const struct chunk *c, const char *name)
             return stage_rc_;                                                                                      \
     } while (0)
 
+/* Rows of width E, one token per item: out[t] = rmsnorm(in[t]) * w, or out[t] = in[t] + out[t] (the
+ * residual add, in the reference's operand order). */
+struct rows_job {
+    const struct loom_ops_kernels *ops;
+    int64_t E;
+    float eps;
+    const float *in;
+    const float *w;
+    float *out;
+};
+
+static void norm_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct rows_job *j = ctx;
+    j->ops->rmsnorm_rows(end - begin, j->E, j->in + begin * j->E, j->E, j->w, j->eps, j->out + begin * j->E, j->E);
+}
+
+static void add_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct rows_job *j = ctx;
+    for (int64_t i = begin * j->E; i < end * j->E; i++)
+        j->out[i] = j->in[i] + j->out[i];
+}
+
 /* y[t] = rmsnorm(x[t]) * w for each row t of width n_embd. */
 static void norm_rows(const struct chunk *c, const float *x, const float *w, float *y)
 {
-    int64_t E = c->hp->n_embd;
-    for (int t = 0; t < c->n; t++)
-        loom_ops_rmsnorm(E, x + t * E, w, c->hp->rms_eps, y + t * E);
+    struct rows_job j = {c->s->ops, c->hp->n_embd, c->hp->rms_eps, x, w, y};
+    for_tokens(c, norm_task, &j);
 }
 
+/* x[t] = y[t] + x[t] for each row t of width n_embd. */
 static void add_rows(const struct chunk *c, float *x, const float *y)
 {
-    int64_t total = (int64_t)c->n * c->hp->n_embd;
-    for (int64_t i = 0; i < total; i++)
-        x[i] = y[i] + x[i];
+    struct rows_job j = {c->s->ops, c->hp->n_embd, 0.0f, y, NULL, x};
+    for_tokens(c, add_task, &j);
 }
 
 /* ---- Gated DeltaNet branch ------------------------------------------------------------------------ */
@@ -108,25 +154,50 @@ static int64_t rec_channels(const struct loom_hparams *hp)
 }
 
 /* Causal conv1d over channel ranges; each channel walks the chunk's tokens in order, on the private copy
- * of its conv state (first copied from the public one when the request starts). */
+ * of its conv state (first copied from the public one when the request starts), a run of tokens sharing
+ * a state per kernel call. */
 static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct chunk *c = ctx;
     int64_t ch = rec_channels(c->hp);
     int K = (int)c->hp->ssm_conv_kernel;
-    for (int t = 0; t < c->n; t++) {
+    for (int t = 0; t < c->n;) {
         struct row_state r = row_at(c, t);
+        int t1 = run_end(c, t, r);
         float *state = r.ls->conv[r.dst] + begin * (K - 1);
         if (r.copy)
             memcpy(state, r.ls->conv[r.src] + begin * (K - 1), (size_t)(end - begin) * (size_t)(K - 1) * sizeof(float));
-        c->s->ops->conv1d_step(end - begin, K, state, c->L->conv1d + begin * K, c->s->sc.a + t * ch + begin,
-                               c->s->sc.b + t * ch + begin);
+        c->s->ops->conv1d_chunk(end - begin, K, t1 - t, state, c->L->conv1d + begin * K, c->s->sc.a + t * ch + begin,
+                                ch, c->s->sc.b + t * ch + begin, ch);
+        t = t1;
     }
 }
 
-/* Gated delta rule per value head: token after token through the head's state. Value head h reads key
- * head h % n_k_heads (tiled, as the reference's fused op). */
+/* Per token, before the delta rule: beta = sigmoid(beta), g = softplus(alpha + dt_bias) * A per value
+ * head; the conv output through SiLU, then q and k L2-normalized per key head. */
+static void qk_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct chunk *c = ctx;
+    const struct loom_hparams *hp = c->hp;
+    const struct loom_layer *L = c->L;
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t ch = rec_channels(hp), d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, Hk = hp->ssm_n_k_heads;
+    for (int64_t t = begin; t < end; t++) {
+        for (int64_t h = 0; h < Hv; h++) {
+            float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
+            *b = loom_ops_sigmoid(*b);
+            *g = loom_ops_softplus(*g + L->dt_bias[h]) * L->ssm_a[h];
+        }
+        float *row = sc->b + t * ch; /* q heads, then k heads, then v */
+        c->s->ops->silu(ch, row, row);
+        c->s->ops->l2norm_rows(2 * Hk, d, row, d, hp->rms_eps, row, d);
+    }
+}
+
+/* Gated delta rule per value head: token after token through the head's state, a run of tokens sharing
+ * a state per kernel call. Value head h reads key head h % n_k_heads (tiled, as the reference's fused op). */
 static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
@@ -137,15 +208,36 @@ static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
     int64_t ch = rec_channels(hp), key_dim = (int64_t)hp->ssm_n_k_heads * d, Hv = hp->ssm_n_v_heads;
     for (int64_t h = begin; h < end; h++) {
         int64_t kh = h % hp->ssm_n_k_heads;
-        for (int t = 0; t < c->n; t++) {
+        for (int t = 0; t < c->n;) {
             struct row_state r = row_at(c, t);
+            int t1 = run_end(c, t, r);
             float *M = r.ls->rec[r.dst] + h * d * d;
             if (r.copy)
                 memcpy(M, r.ls->rec[r.src] + h * d * d, (size_t)d * (size_t)d * sizeof(float));
             const float *row = sc->b + t * ch;
-            c->s->ops->delta_rule_step(d, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
-                                       sc->alpha[t * Hv + h], sc->beta[t * Hv + h],
-                                       sc->o + (int64_t)t * hp->ssm_inner + h * d);
+            c->s->ops->delta_rule_chunk(d, t1 - t, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
+                                        ch, sc->alpha + t * Hv + h, sc->beta + t * Hv + h, Hv,
+                                        sc->o + (int64_t)t * hp->ssm_inner + h * d, hp->ssm_inner);
+            t = t1;
+        }
+    }
+}
+
+/* Gated RMSNorm per token: rmsnorm(o) * ssm_norm * silu(z), per head row of d. */
+static void gated_norm_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct chunk *c = ctx;
+    const struct loom_hparams *hp = c->hp;
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, inner = hp->ssm_inner;
+    for (int64_t t = begin; t < end; t++) {
+        c->s->ops->rmsnorm_rows(Hv, d, sc->o + t * inner, d, c->L->ssm_norm, hp->rms_eps, sc->o + t * inner, d);
+        for (int64_t h = 0; h < Hv; h++) {
+            float *o = sc->o + t * inner + h * d, *z = sc->c + t * inner + h * d;
+            c->s->ops->silu(d, z, z);
+            for (int64_t j = 0; j < d; j++)
+                o[j] *= z[j];
         }
     }
 }
@@ -155,43 +247,18 @@ static int recurrent_branch(struct chunk *c)
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
-    int64_t ch = rec_channels(hp), d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, Hk = hp->ssm_n_k_heads;
-    int64_t key_dim = Hk * d, inner = hp->ssm_inner;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
     matmul_shared(c, &L->qkv, &xn, sc->a);
     matmul_shared(c, &L->z, &xn, sc->c);
     matmul_shared(c, &L->beta, &xn, sc->beta);
     matmul_shared(c, &L->alpha, &xn, sc->alpha);
     STAGE(c, "proj");
-    for (int t = 0; t < c->n; t++) {
-        for (int64_t h = 0; h < Hv; h++) {
-            float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
-            *b = loom_ops_sigmoid(*b);
-            *g = loom_ops_softplus(*g + L->dt_bias[h]) * L->ssm_a[h];
-        }
-    }
-    loom_pool_parallel_for(c->s->pool, ch, 64, conv_task, c);
+    loom_pool_parallel_for(c->s->pool, rec_channels(hp), 64, conv_task, c);
     STAGE(c, "conv");
-    for (int t = 0; t < c->n; t++) {
-        float *row = sc->b + t * ch;
-        c->s->ops->silu(ch, row, row);
-        for (int64_t kh = 0; kh < Hk; kh++) {
-            loom_ops_l2norm(d, row + kh * d, hp->rms_eps, row + kh * d);
-            loom_ops_l2norm(d, row + key_dim + kh * d, hp->rms_eps, row + key_dim + kh * d);
-        }
-    }
-    loom_pool_parallel_for(c->s->pool, Hv, 1, delta_task, c);
+    for_tokens(c, qk_task, c);
+    loom_pool_parallel_for(c->s->pool, hp->ssm_n_v_heads, 1, delta_task, c);
     STAGE(c, "delta");
-    /* gated RMSNorm: rmsnorm(o) * ssm_norm * silu(z), per head row of d */
-    for (int t = 0; t < c->n; t++) {
-        for (int64_t h = 0; h < Hv; h++) {
-            float *o = sc->o + t * inner + h * d, *z = sc->c + t * inner + h * d;
-            loom_ops_rmsnorm(d, o, L->ssm_norm, hp->rms_eps, o);
-            c->s->ops->silu(d, z, z);
-            for (int64_t j = 0; j < d; j++)
-                o[j] *= z[j];
-        }
-    }
+    for_tokens(c, gated_norm_task, c);
     STAGE(c, "gated_norm");
     matmul(c, &L->ssm_out, sc->o, sc->proj);
     STAGE(c, "out");
@@ -204,7 +271,8 @@ static int recurrent_branch(struct chunk *c)
  * the KV cache), one when the chunk's rows belong to different sequences. */
 static int attn_group(const struct chunk *c) { return c->rows ? 1 : LOOM_OPS_ATTN_GROUP; }
 
-/* One (token group, head) pair per item: causal attention over positions 0..pos0+t for each token t. */
+/* One (token group, head) pair per item: causal attention over positions 0..pos0+t for each token t,
+ * times the output gate. */
 static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct chunk *c = ctx;
@@ -234,31 +302,39 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
         c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
                               r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
                               n_ctx, sc->o + (int64_t)t0 * H * hdv + (int64_t)h * hdv, (int64_t)H * hdv);
+        /* output gate: attn * sigmoid(gate), the gate rows following each head's query rows */
+        for (int g = 0; g < n_q; g++) {
+            float *o = sc->o + (int64_t)(t0 + g) * H * hdv + (int64_t)h * hdv;
+            const float *gate = sc->a + (int64_t)(t0 + g) * 2 * H * hd + (int64_t)h * 2 * hd + hd;
+            for (int j = 0; j < hdv; j++)
+                o[j] *= loom_ops_sigmoid(gate[j]);
+        }
     }
 }
 
-/* q/k RMSNorm, partial NEOX RoPE, and the chunk's K/V rows appended to the F16 cache. */
-static void attention_prepare(struct chunk *c)
+/* Per token: q/k RMSNorm, partial NEOX RoPE, and the token's K/V rows appended to the F16 cache. */
+static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
+    (void)thread;
+    const struct chunk *c = ctx;
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
-    struct loom_scratch *sc = &c->s->sc;
+    const struct loom_scratch *sc = &c->s->sc;
     int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv;
     int n_rot = (int)hp->n_rot;
-    for (int t = 0; t < c->n; t++) {
+    for (int t = (int)begin; t < end; t++) {
         float *cache = sc->rope + (int64_t)t * n_rot;
         struct row_state r = row_at(c, t);
         loom_ops_rope_cache(r.pos, n_rot, hp->rope_freq_base, cache);
-        for (int64_t h = 0; h < H; h++) {
-            float *q = sc->a + t * 2 * H * hd + h * 2 * hd;
-            loom_ops_rmsnorm(hd, q, L->q_norm, hp->rms_eps, q);
-            loom_ops_rope_neox(q, n_rot, cache);
-        }
+        float *qt = sc->a + t * 2 * H * hd, *kt = sc->b + t * Hkv * hd; /* query rows interleaved with gates */
+        c->s->ops->rmsnorm_rows(H, hd, qt, 2 * hd, L->q_norm, hp->rms_eps, qt, 2 * hd);
+        c->s->ops->rmsnorm_rows(Hkv, hd, kt, hd, L->k_norm, hp->rms_eps, kt, hd);
+        for (int64_t h = 0; h < H; h++)
+            loom_ops_rope_neox(qt + h * 2 * hd, n_rot, cache);
         int64_t p = r.pos, n_ctx = r.n_ctx;
         for (int64_t h = 0; h < Hkv; h++) {
-            float *k = sc->b + t * Hkv * hd + h * hd;
+            float *k = kt + h * hd;
             const float *v = sc->c + t * Hkv * hdv + h * hdv;
-            loom_ops_rmsnorm(hd, k, L->k_norm, hp->rms_eps, k);
             loom_ops_rope_neox(k, n_rot, cache);
             uint16_t *kc = r.ls->k + (p * Hkv + h) * hd;
             for (int64_t i = 0; i < hd; i++)
@@ -275,25 +351,17 @@ static int attention_branch(struct chunk *c)
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
-    int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head;
+    int64_t H = hp->n_head;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
     matmul_shared(c, &L->wq, &xn, sc->a);
     matmul_shared(c, &L->wk, &xn, sc->b);
     matmul_shared(c, &L->wv, &xn, sc->c);
     STAGE(c, "proj");
-    attention_prepare(c);
+    for_tokens(c, prepare_task, c);
     STAGE(c, "kv_write");
     loom_pool_parallel_for(c->s->pool, (int64_t)((c->n + attn_group(c) - 1) / attn_group(c)) * H, 1, attn_task, c);
     STAGE(c, "attend");
-    /* output gate: attn * sigmoid(gate), the gate rows following each head's query rows */
-    for (int t = 0; t < c->n; t++)
-        for (int64_t h = 0; h < H; h++) {
-            float *o = sc->o + t * H * hdv + h * hdv;
-            const float *gate = sc->a + t * 2 * H * hd + h * 2 * hd + hd;
-            for (int64_t j = 0; j < hdv; j++)
-                o[j] *= loom_ops_sigmoid(gate[j]);
-        }
-    STAGE(c, "gate");
+    STAGE(c, "gate"); /* attn_task applied the output gate */
     matmul(c, &L->wo, sc->o, sc->proj);
     STAGE(c, "out");
     return 0;
@@ -301,16 +369,24 @@ static int attention_branch(struct chunk *c)
 
 /* ---- MLP and the whole network -------------------------------------------------------------------- */
 
+static void swiglu_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct chunk *c = ctx;
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t ff = c->hp->n_ff;
+    for (int64_t t = begin; t < end; t++)
+        c->s->ops->swiglu(ff, sc->a + t * ff, sc->b + t * ff, sc->a + t * ff);
+}
+
 static void mlp(struct chunk *c)
 {
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
-    int64_t ff = c->hp->n_ff;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
     matmul_shared(c, &L->ffn_gate, &xn, sc->a);
     matmul_shared(c, &L->ffn_up, &xn, sc->b);
-    for (int t = 0; t < c->n; t++)
-        c->s->ops->swiglu(ff, sc->a + t * ff, sc->b + t * ff, sc->a + t * ff);
+    for_tokens(c, swiglu_task, c);
     matmul(c, &L->ffn_down, sc->a, sc->proj);
 }
 
@@ -335,13 +411,25 @@ static int layer_forward(struct chunk *c, uint32_t il)
     return 0;
 }
 
+/* The chunk's token embeddings into the residual stream, one token per item. */
+struct embed_job {
+    const struct chunk *c;
+    const int32_t *tokens;
+};
+
+static void embed_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct embed_job *j = ctx;
+    int64_t E = j->c->hp->n_embd;
+    for (int64_t t = begin; t < end; t++)
+        loom_weight_get_row(&j->c->m->tok_embd, j->tokens[t], j->c->s->sc.x + t * E);
+}
+
 static int forward(struct chunk c, const int32_t *tokens)
 {
-    struct loom_session *s = c.s;
-    int n = c.n;
-    int64_t E = c.hp->n_embd;
-    for (int t = 0; t < n; t++)
-        loom_weight_get_row(&c.m->tok_embd, tokens[t], s->sc.x + t * E);
+    struct embed_job ej = {&c, tokens};
+    for_tokens(&c, embed_task, &ej);
     STAGE(&c, "embed");
     for (uint32_t il = 0; il < c.hp->n_layer; il++) {
         int rc = layer_forward(&c, il);
@@ -353,9 +441,8 @@ static int forward(struct chunk c, const int32_t *tokens)
 
 void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows)
 {
-    int64_t E = s->model->hp.n_embd;
-    for (int t = 0; t < n; t++)
-        loom_ops_rmsnorm(E, x + t * E, s->model->output_norm, s->model->hp.rms_eps, rows + t * E);
+    struct rows_job j = {s->ops, s->model->hp.n_embd, s->model->hp.rms_eps, x, s->model->output_norm, rows};
+    loom_pool_parallel_for(s->pool, n, TOKEN_GRAIN, norm_task, &j);
 }
 
 void loom_qwen35_head(struct loom_session *s, const float *rows, int n, float *out)

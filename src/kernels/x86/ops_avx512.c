@@ -1,5 +1,5 @@
-/* ops_avx512.c — AVX-512 variants of the per-head kernels of ops.h (the gated delta rule step and one
- * attention head). They compute exactly what the scalar versions in ops.c compute, in the same order
+/* ops_avx512.c — AVX-512 variants of the per-head kernels of ops.h (causal conv1d, the gated delta rule
+ * and attention heads). They compute exactly what the scalar versions in ops.c compute, in the same order
  * (the scalar code already describes 16-lane accumulators), so results are bitwise identical. */
 #include <immintrin.h>
 #include <math.h>
@@ -24,43 +24,185 @@ static float dot_f32(int64_t n, const float *x, const float *y)
     return loom_ops_tail_sum(_mm512_reduce_add_ps(a0), n - np, x + np, y + np);
 }
 
-/* 16 channels at a time for kernels shorter than 8 taps (a chain of fused multiply-adds per channel, as the
- * scalar tail order gives for n < 8); longer kernels take the scalar path. */
-void loom_ops_conv1d_step_avx512(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- RMSNorm / L2 norm of rows ------------------------------------------------------------------------
+ * loom_ops_rmsnorm sums the float squares in double, one add per element in index order: a dependency
+ * chain per row. Eight rows share the chain here: 8x8 blocks of squares are transposed so that lane r of
+ * block column j holds row r's square j, and one 8-lane double add per column serves all eight rows. */
+
+/* v[j] lane r = v[r] lane j on return. */
+static void transpose8(__m256 v[8])
 {
-    if (K >= 8) {
-        loom_ops_conv1d_step(channels, K, state, w, x, y);
-        return;
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
     }
+    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* sum[r] = sum over i < n of (double)(x_r[i] * x_r[i]), added in index order, for the 8 rows
+ * x_r = x + r*stride (n % 8 == 0). */
+static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
+{
+    __m512d acc = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 v[8];
+        for (int r = 0; r < 8; r++) {
+            v[r] = _mm256_loadu_ps(x + r * stride + i);
+            v[r] = _mm256_mul_ps(v[r], v[r]);
+        }
+        transpose8(v);
+        for (int j = 0; j < 8; j++)
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(v[j]));
+    }
+    _mm512_storeu_pd(sum, acc);
+}
+
+/* y[i] = (x[i] * scale) * w[i], or (x[i] * scale) * wc where w is NULL (wc = 1 leaves x*scale exact). */
+static void scale_row(int64_t n, const float *x, float scale, const float *w, float wc, float *y)
+{
+    __m512 s = _mm512_set1_ps(scale), c = _mm512_set1_ps(wc);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), s);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, w ? _mm512_maskz_loadu_ps(k, w + i) : c));
+    }
+}
+
+/* The rest of loom_ops_rmsnorm for one row once its sum of squares is known. */
+static void finish_row(double sum, int64_t n, const float *x, const float *w, float wc, float eps, float *y)
+{
+    float mean = (float)(sum / (double)n);
+    scale_row(n, x, 1.0f / sqrtf(mean + eps), w, wc, y);
+}
+
+/* loom_ops_rmsnorm per row with the weight w or the constant wc. */
+static void norm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float wc,
+                      float eps, float *y, int64_t y_stride)
+{
+    int64_t r = 0;
+    double sum[8];
+    for (; n % 8 == 0 && r + 8 <= n_rows; r += 8) {
+        sumsq8(n, x + r * x_stride, x_stride, sum);
+        for (int l = 0; l < 8; l++)
+            finish_row(sum[l], n, x + (r + l) * x_stride, w, wc, eps, y + (r + l) * y_stride);
+    }
+    for (; r < n_rows; r++) {
+        const float *xr = x + r * x_stride;
+        double s1 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            float sq = xr[i] * xr[i];
+            s1 += (double)sq;
+        }
+        finish_row(s1, n, xr, w, wc, eps, y + r * y_stride);
+    }
+}
+
+void loom_ops_rmsnorm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w,
+                                  float eps, float *y, int64_t y_stride)
+{
+    norm_rows(n_rows, n, x, x_stride, w, 1.0f, eps, y, y_stride);
+}
+
+/* loom_ops_l2norm: RMSNorm with eps / n, then times 1 / sqrtf(n), i.e. the constant weight 1 / sqrtf(n). */
+void loom_ops_l2norm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                                 int64_t y_stride)
+{
+    float fn = (float)n;
+    norm_rows(n_rows, n, x, x_stride, NULL, 1.0f / sqrtf(fn), eps / fn, y, y_stride);
+}
+
+/* ---- causal conv1d ---------------------------------------------------------------------------------
+ * 16 channels at a time for kernels shorter than 8 taps (a chain of fused multiply-adds per channel, as
+ * the scalar tail order gives for n < 8); longer kernels take the scalar path. The group's K taps and
+ * K-1 state columns are gathered into registers once, the tokens stream through (one load, K fused
+ * multiply-adds, one store each, the state columns shifting by one register), and the state is
+ * scattered back once. m selects the channels present (a tail group has fewer than 16). */
+ALWAYS_INLINE void conv_group(int K, __mmask16 m, float *s, const float *wc, int n, const float *x, int64_t x_stride,
+                              float *y, int64_t y_stride)
+{
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i s_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(K - 1));
     const __m512i w_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(K));
-    int64_t c0 = 0;
-    for (; c0 + 16 <= channels; c0 += 16) {
-        float *s = state + c0 * (K - 1);
-        const float *wc = w + c0 * K;
-        __m512 acc = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 wv[8], sv[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < K; j++)
+        wv[j] = _mm512_mask_i32gather_ps(zero, m, w_idx, wc + j, 4);
+#pragma GCC unroll 8
+    for (int j = 0; j < K - 1; j++)
+        sv[j] = _mm512_mask_i32gather_ps(zero, m, s_idx, s + j, 4);
+    for (int t = 0; t < n; t++) {
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + t * x_stride);
+        __m512 acc = zero;
+#pragma GCC unroll 8
         for (int j = 0; j < K - 1; j++)
-            acc = _mm512_fmadd_ps(_mm512_i32gather_ps(s_idx, s + j, 4), _mm512_i32gather_ps(w_idx, wc + j, 4), acc);
-        __m512 xv = _mm512_loadu_ps(x + c0);
-        _mm512_storeu_ps(y + c0, _mm512_fmadd_ps(xv, _mm512_i32gather_ps(w_idx, wc + K - 1, 4), acc));
-        for (int l = 0; l < 16 && K > 1; l++) {
-            float *sl = s + l * (K - 1);
-            memmove(sl, sl + 1, (size_t)(K - 2) * sizeof(float));
-            sl[K - 2] = x[c0 + l];
-        }
+            acc = _mm512_fmadd_ps(sv[j], wv[j], acc);
+        _mm512_mask_storeu_ps(y + t * y_stride, m, _mm512_fmadd_ps(xv, wv[K - 1], acc));
+#pragma GCC unroll 8
+        for (int j = 0; j + 1 < K - 1; j++)
+            sv[j] = sv[j + 1];
+        if (K > 1)
+            sv[K - 2] = xv;
     }
-    if (c0 < channels)
-        loom_ops_conv1d_step(channels - c0, K, state + c0 * (K - 1), w + c0 * K, x + c0, y + c0);
+#pragma GCC unroll 8
+    for (int j = 0; j < K - 1; j++)
+        _mm512_mask_i32scatter_ps(s + j, m, s_idx, sv[j], 4);
 }
 
-void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const float *k, const float *v, float g,
-                                     float beta, float *out)
+/* Every group of the channel range for one kernel width (K a constant once inlined). */
+ALWAYS_INLINE void conv_groups(int K, int64_t channels, float *state, const float *w, int n, const float *x,
+                               int64_t x_stride, float *y, int64_t y_stride)
 {
-    if (d % 16) {
-        loom_ops_delta_rule_step(d, M, q, k, v, g, beta, out);
-        return;
+    for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+        __mmask16 m = channels - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (channels - c0)) - 1);
+        conv_group(K, m, state + c0 * (K - 1), w + c0 * K, n, x + c0, x_stride, y + c0, y_stride);
     }
+}
+
+void loom_ops_conv1d_chunk_avx512(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                  int64_t x_stride, float *y, int64_t y_stride)
+{
+    switch (K) {
+#define CONV_CASE(k)                                                                                               \
+    case k:                                                                                                        \
+        conv_groups(k, channels, state, w, n, x, x_stride, y, y_stride);                                           \
+        return;
+        CONV_CASE(1)
+        CONV_CASE(2)
+        CONV_CASE(3)
+        CONV_CASE(4)
+        CONV_CASE(5)
+        CONV_CASE(6)
+        CONV_CASE(7)
+#undef CONV_CASE
+    default:
+        loom_ops_conv1d_chunk(channels, K, n, state, w, x, x_stride, y, y_stride);
+    }
+}
+
+void loom_ops_conv1d_step_avx512(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+{
+    loom_ops_conv1d_chunk_avx512(channels, K, 1, state, w, x, 0, y, 0);
+}
+
+/* ---- gated delta rule ------------------------------------------------------------------------------ */
+
+/* One token for any d that is a multiple of 16: each row of M read and written in four passes. */
+static void delta_step_rows(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
+                            float *out)
+{
     __m512 decay = _mm512_set1_ps(expf(g));
     float scale = 1.0f / sqrtf((float)d);
     for (int j = 0; j < d; j++) {
@@ -72,6 +214,104 @@ void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const floa
             _mm512_storeu_ps(row + i, _mm512_fmadd_ps(_mm512_loadu_ps(k + i), dj, _mm512_loadu_ps(row + i)));
         out[j] = dot_f32(d, row, q) * scale;
     }
+}
+
+/* Tokens a block of rows walks before the next block: their q and k (2 x d floats each) stay in L1. */
+#define DELTA_BLOCK 16
+
+/* dot_f32 of a row held in nv registers (nv % 4 == 0, so no scalar tail) with y[16*nv]. */
+ALWAYS_INLINE float dot_regs(int nv, const __m512 *r, const float *y)
+{
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+#pragma GCC unroll 16
+    for (int i = 0; i < nv; i++)
+        a[i & 3] = _mm512_fmadd_ps(r[i], _mm512_loadu_ps(y + 16 * i), a[i & 3]);
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+}
+
+/* R rows j0.. of M (d = 16*nv) through the nb tokens of a block, each row held in registers: per token
+ * the decay, the dot with k, the update and the dot with q of delta_step_rows, in its order. Rows are
+ * independent, so R > 1 only overlaps their dependency chains. */
+ALWAYS_INLINE void delta_rows(int nv, int R, float *M, int j0, int nb, const float *q, const float *k, const float *v,
+                              int64_t qkv_stride, const float *decay, const float *beta, float scale, float *out,
+                              int64_t out_stride)
+{
+    int d = 16 * nv;
+    __m512 r[2][16];
+#pragma GCC unroll 2
+    for (int rr = 0; rr < R; rr++)
+#pragma GCC unroll 16
+        for (int i = 0; i < nv; i++)
+            r[rr][i] = _mm512_loadu_ps(M + (int64_t)(j0 + rr) * d + 16 * i);
+    for (int t = 0; t < nb; t++) {
+        const float *kt = k + t * qkv_stride, *qt = q + t * qkv_stride;
+        __m512 dec = _mm512_set1_ps(decay[t]);
+#pragma GCC unroll 2
+        for (int rr = 0; rr < R; rr++) {
+#pragma GCC unroll 16
+            for (int i = 0; i < nv; i++)
+                r[rr][i] = _mm512_mul_ps(r[rr][i], dec);
+            __m512 dj = _mm512_set1_ps((v[t * qkv_stride + j0 + rr] - dot_regs(nv, r[rr], kt)) * beta[t]);
+#pragma GCC unroll 16
+            for (int i = 0; i < nv; i++)
+                r[rr][i] = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 16 * i), dj, r[rr][i]);
+            out[t * out_stride + j0 + rr] = dot_regs(nv, r[rr], qt) * scale;
+        }
+    }
+#pragma GCC unroll 2
+    for (int rr = 0; rr < R; rr++)
+#pragma GCC unroll 16
+        for (int i = 0; i < nv; i++)
+            _mm512_storeu_ps(M + (int64_t)(j0 + rr) * d + 16 * i, r[rr][i]);
+}
+
+/* Every row of M through one block of tokens (d = 16*nv, R rows at a time; R divides d). */
+ALWAYS_INLINE void delta_block(int nv, int R, float *M, int nb, const float *q, const float *k, const float *v,
+                               int64_t qkv_stride, const float *decay, const float *beta, float *out,
+                               int64_t out_stride)
+{
+    float scale = 1.0f / sqrtf((float)(16 * nv));
+    for (int j0 = 0; j0 < 16 * nv; j0 += R)
+        delta_rows(nv, R, M, j0, nb, q, k, v, qkv_stride, decay, beta, scale, out, out_stride);
+}
+
+void loom_ops_delta_rule_chunk_avx512(int d, int n, float *M, const float *q, const float *k, const float *v,
+                                      int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride,
+                                      float *out, int64_t out_stride)
+{
+    if (d != 64 && d != 128 && d != 256) {
+        for (int t = 0; t < n; t++) {
+            const float *qt = q + t * qkv_stride, *kt = k + t * qkv_stride, *vt = v + t * qkv_stride;
+            float *ot = out + t * out_stride;
+            if (d % 16)
+                loom_ops_delta_rule_step(d, M, qt, kt, vt, g[t * gb_stride], beta[t * gb_stride], ot);
+            else
+                delta_step_rows(d, M, qt, kt, vt, g[t * gb_stride], beta[t * gb_stride], ot);
+        }
+        return;
+    }
+    for (int t0 = 0; t0 < n; t0 += DELTA_BLOCK) {
+        int nb = n - t0 < DELTA_BLOCK ? n - t0 : DELTA_BLOCK;
+        float decay[DELTA_BLOCK], bt[DELTA_BLOCK];
+        for (int t = 0; t < nb; t++) {
+            decay[t] = expf(g[(t0 + t) * gb_stride]);
+            bt[t] = beta[(t0 + t) * gb_stride];
+        }
+        const float *qb = q + t0 * qkv_stride, *kb = k + t0 * qkv_stride, *vb = v + t0 * qkv_stride;
+        float *ob = out + t0 * out_stride;
+        if (d == 64)
+            delta_block(4, 2, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+        else if (d == 128)
+            delta_block(8, 2, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+        else
+            delta_block(16, 1, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+    }
+}
+
+void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const float *k, const float *v, float g,
+                                     float beta, float *out)
+{
+    loom_ops_delta_rule_chunk_avx512(d, 1, M, q, k, v, 0, &g, &beta, 0, out, 0);
 }
 
 static __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
@@ -229,11 +469,14 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
     for (int64_t p = 0; p < n_max; p++) {
         const uint16_t *kr = k + p * k_stride;
         __m512 a[ATTN_G][4];
+#pragma GCC unroll 4
         for (int g = 0; g < ATTN_G; g++)
             a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
         for (int i = 0; i < hd; i += 64)
+#pragma GCC unroll 4
             for (int s = 0; s < 4; s++) {
                 __m512 kv = load_f16(kr + i + 16 * s);
+#pragma GCC unroll 4
                 for (int g = 0; g < ATTN_G; g++)
                     a[g][s] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s]);
             }
@@ -247,26 +490,45 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
 static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
                               const uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    int64_t n_max = 0;
-    for (int g = 0; g < ATTN_G; g++)
+    int64_t n_max = 0, n_min = n_kv[0];
+    for (int g = 0; g < ATTN_G; g++) {
         n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
+        n_min = n_kv[g] < n_min ? n_kv[g] : n_min;
+    }
     for (int j = 0; j < hdv; j++) {
         const uint16_t *vr = v + (int64_t)j * v_stride;
         __m512 a[ATTN_G][4];
+#pragma GCC unroll 4
         for (int g = 0; g < ATTN_G; g++)
             a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+        /* block b of 16 positions goes to accumulator b % 4: s below, as i is a multiple of 64; first the
+         * blocks every row covers in full */
         int64_t i = 0;
-        for (int blk = 0; i < n_max; i += 16, blk++) {
-            __m512 vb = n_max - i >= 16 ? load_f16(vr + i) : load_f16_part(vr + i, n_max - i);
-            for (int g = 0; g < ATTN_G; g++) {
-                int64_t r = n_kv[g] - i;
-                if (r >= 16)
-                    a[g][blk & 3] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + i), a[g][blk & 3]);
-                else if (r > 0) /* the single row's masked tail: zeros in both operands */
-                    a[g][blk & 3] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
-                                                    load_f16_part(probs16 + g * stride + i, r), a[g][blk & 3]);
+        for (; i + 64 <= n_min; i += 64)
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                __m512 vb = load_f16(vr + i + 16 * s);
+#pragma GCC unroll 4
+                for (int g = 0; g < ATTN_G; g++)
+                    a[g][s] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + i + 16 * s), a[g][s]);
             }
-        }
+        for (; i < n_max; i += 64)
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                int64_t ib = i + 16 * s;
+                if (ib >= n_max)
+                    break;
+                __m512 vb = n_max - ib >= 16 ? load_f16(vr + ib) : load_f16_part(vr + ib, n_max - ib);
+#pragma GCC unroll 4
+                for (int g = 0; g < ATTN_G; g++) {
+                    int64_t r = n_kv[g] - ib;
+                    if (r >= 16)
+                        a[g][s] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + ib), a[g][s]);
+                    else if (r > 0) /* the single row's masked tail: zeros in both operands */
+                        a[g][s] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
+                                                  load_f16_part(probs16 + g * stride + ib, r), a[g][s]);
+                }
+            }
         for (int g = 0; g < ATTN_G; g++)
             out[g * out_stride + j] = reduce4(a[g]);
     }
