@@ -110,13 +110,15 @@ static void delta_fill(struct delta_inputs *in, int d, int n)
     }
 }
 
-typedef void (*delta_chunk_fn)(int, int, float *, const float *, const float *, const float *, int64_t,
-                               const float *, const float *, int64_t, float *, int64_t);
+typedef void (*delta_chunk_fn)(int, int, const float *, float *, const float *, const float *, const float *,
+                               int64_t, const float *, const float *, int64_t, float *, int64_t);
 
-static void delta_case(const char *name, delta_chunk_fn chunk, int d, int n, int switch_buffers)
+/* The chunk kernel against per-token steps: in place (out_of_place = 0), or with each run's state read from
+ * a separate source copy and written over a garbage-filled M (out_of_place = 1, the transaction's copy). */
+static void delta_case(const char *name, delta_chunk_fn chunk, int d, int n, int switch_buffers, int out_of_place)
 {
     static struct delta_inputs in;
-    static float M_ref[2][DR_DMAX * DR_DMAX], M[2][DR_DMAX * DR_DMAX];
+    static float M_ref[2][DR_DMAX * DR_DMAX], M[2][DR_DMAX * DR_DMAX], src[DR_DMAX * DR_DMAX];
     static float o_ref[DR_T * (DR_DMAX + 2)], o[DR_T * (DR_DMAX + 2)];
     int64_t stride = 3 * d + 5, os = d + 2;
     const int h = 1; /* g and beta of the middle head */
@@ -135,13 +137,19 @@ static void delta_case(const char *name, delta_chunk_fn chunk, int d, int n, int
         while (t1 < n && (switch_buffers ? delta_buf[t1] : 0) == b)
             t1++;
         const float *row = in.qkv + t0 * stride;
-        chunk(d, t1 - t0, M[b], row, row + d, row + 2 * d, stride, in.g + t0 * DR_HV + h, in.beta + t0 * DR_HV + h,
+        const float *M_src = M[b];
+        if (out_of_place) {
+            memcpy(src, M[b], (size_t)d * (size_t)d * sizeof(float));
+            fill(M[b], d * d, 9.0f);
+            M_src = src;
+        }
+        chunk(d, t1 - t0, M_src, M[b], row, row + d, row + 2 * d, stride, in.g + t0 * DR_HV + h, in.beta + t0 * DR_HV + h,
               DR_HV, o + t0 * os, os);
         t0 = t1;
     }
     int same = memcmp(o, o_ref, (size_t)(n * os) * sizeof(float)) == 0 && memcmp(M, M_ref, sizeof M) == 0;
-    CHECK(same, "delta rule chunk (%s) d=%d n=%d%s differs from the per-token kernel", name, d, n,
-          switch_buffers ? " (switching states)" : "");
+    CHECK(same, "delta rule chunk (%s) d=%d n=%d%s%s differs from the per-token kernel", name, d, n,
+          switch_buffers ? " (switching states)" : "", out_of_place ? " (out of place)" : "");
 }
 
 static void test_delta_rule_chunk(void)
@@ -151,9 +159,9 @@ static void test_delta_rule_chunk(void)
     const int tokens[] = {1, 3, 16, 17, DR_T};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++)
-            for (int sw = 0; sw < 2; sw++) {
-                delta_case("scalar", loom_ops_delta_rule_chunk, dims[di], tokens[ti], sw);
-                delta_case(ops->name, ops->delta_rule_chunk, dims[di], tokens[ti], sw);
+            for (int mode = 0; mode < 4; mode++) {
+                delta_case("scalar", loom_ops_delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
+                delta_case(ops->name, ops->delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
             }
     /* the active single-token variant against the scalar one */
     static float M1[128 * 128], M2[128 * 128], q[128], k[128], v[128], o1[128], o2[128];

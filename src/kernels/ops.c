@@ -207,10 +207,12 @@ void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, c
     }
 }
 
-void loom_ops_delta_rule_chunk(int d, int n, float *M, const float *q, const float *k, const float *v,
+void loom_ops_delta_rule_chunk(int d, int n, const float *M_src, float *M, const float *q, const float *k, const float *v,
                                int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
                                int64_t out_stride)
 {
+    if (M_src != M)
+        memcpy(M, M_src, (size_t)d * (size_t)d * sizeof(float));
     for (int t = 0; t < n; t++)
         loom_ops_delta_rule_step(d, M, q + t * qkv_stride, k + t * qkv_stride, v + t * qkv_stride, g[t * gb_stride],
                                  beta[t * gb_stride], out + t * out_stride);

@@ -117,11 +117,13 @@ void loom_ops_conv1d_chunk(int64_t channels, int K, int n, float *state, const f
  * with dot = loom_ops_dot_f32. q and k are L2-normalized by the caller; q is not pre-scaled. */
 void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
                               float beta, float *out);
-/* n tokens of loom_ops_delta_rule_step through one head's state M: token t reads q, k and v at
- * + t*qkv_stride (d floats each), g[t*gb_stride] and beta[t*gb_stride], and writes out + t*out_stride
- * (d floats). Bitwise the same as n calls in token order: since each row of M only depends on itself,
- * a row may walk several tokens before the next row starts. */
-void loom_ops_delta_rule_chunk(int d, int n, float *M, const float *q, const float *k, const float *v,
+/* n tokens of loom_ops_delta_rule_step through one head's state, read from M_src[d][d] and written to
+ * M[d][d] (M_src == M: in place; otherwise the two must not overlap, and the copy is never made: the
+ * state's transaction copy costs no extra pass): token t reads q, k and v at + t*qkv_stride (d floats
+ * each), g[t*gb_stride] and beta[t*gb_stride], and writes out + t*out_stride (d floats). Bitwise the same
+ * as copying M_src to M, then n calls in token order: since each row of M only depends on itself, a row
+ * may walk several tokens before the next row starts. */
+void loom_ops_delta_rule_chunk(int d, int n, const float *M_src, float *M, const float *q, const float *k, const float *v,
                                int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
                                int64_t out_stride);
 
@@ -169,7 +171,7 @@ struct loom_ops_kernels {
                             float *out);
     void (*conv1d_chunk)(int64_t channels, int K, int n, float *state, const float *w, const float *x,
                          int64_t x_stride, float *y, int64_t y_stride);
-    void (*delta_rule_chunk)(int d, int n, float *M, const float *q, const float *k, const float *v,
+    void (*delta_rule_chunk)(int d, int n, const float *M_src, float *M, const float *q, const float *k, const float *v,
                              int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
                              int64_t out_stride);
     void (*rmsnorm_rows)(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float eps,
@@ -200,7 +202,8 @@ void loom_ops_l2norm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int6
                                  int64_t y_stride);
 void loom_ops_conv1d_chunk_avx512(int64_t channels, int K, int n, float *state, const float *w, const float *x,
                                   int64_t x_stride, float *y, int64_t y_stride);
-void loom_ops_delta_rule_chunk_avx512(int d, int n, float *M, const float *q, const float *k, const float *v,
+void loom_ops_delta_rule_chunk_avx512(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                      const float *v,
                                       int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride,
                                       float *out, int64_t out_stride);
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,

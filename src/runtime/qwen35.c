@@ -212,10 +212,9 @@ static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
             struct row_state r = row_at(c, t);
             int t1 = run_end(c, t, r);
             float *M = r.ls->rec[r.dst] + h * d * d;
-            if (r.copy)
-                memcpy(M, r.ls->rec[r.src] + h * d * d, (size_t)d * (size_t)d * sizeof(float));
+            const float *M_src = r.copy ? r.ls->rec[r.src] + h * d * d : M; /* read there, written to M */
             const float *row = sc->b + t * ch;
-            c->s->ops->delta_rule_chunk(d, t1 - t, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
+            c->s->ops->delta_rule_chunk(d, t1 - t, M_src, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
                                         ch, sc->alpha + t * Hv + h, sc->beta + t * Hv + h, Hv,
                                         sc->o + (int64_t)t * hp->ssm_inner + h * d, hp->ssm_inner);
             t = t1;

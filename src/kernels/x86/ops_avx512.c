@@ -232,7 +232,8 @@ ALWAYS_INLINE float dot_regs(int nv, const __m512 *r, const float *y)
 /* R rows j0.. of M (d = 16*nv) through the nb tokens of a block, each row held in registers: per token
  * the decay, the dot with k, the update and the dot with q of delta_step_rows, in its order. Rows are
  * independent, so R > 1 only overlaps their dependency chains. */
-ALWAYS_INLINE void delta_rows(int nv, int R, float *M, int j0, int nb, const float *q, const float *k, const float *v,
+ALWAYS_INLINE void delta_rows(int nv, int R, const float *M_src, float *M, int j0, int nb, const float *q,
+                              const float *k, const float *v,
                               int64_t qkv_stride, const float *decay, const float *beta, float scale, float *out,
                               int64_t out_stride)
 {
@@ -242,7 +243,7 @@ ALWAYS_INLINE void delta_rows(int nv, int R, float *M, int j0, int nb, const flo
     for (int rr = 0; rr < R; rr++)
 #pragma GCC unroll 16
         for (int i = 0; i < nv; i++)
-            r[rr][i] = _mm512_loadu_ps(M + (int64_t)(j0 + rr) * d + 16 * i);
+            r[rr][i] = _mm512_loadu_ps(M_src + (int64_t)(j0 + rr) * d + 16 * i);
     for (int t = 0; t < nb; t++) {
         const float *kt = k + t * qkv_stride, *qt = q + t * qkv_stride;
         __m512 dec = _mm512_set1_ps(decay[t]);
@@ -265,21 +266,25 @@ ALWAYS_INLINE void delta_rows(int nv, int R, float *M, int j0, int nb, const flo
             _mm512_storeu_ps(M + (int64_t)(j0 + rr) * d + 16 * i, r[rr][i]);
 }
 
-/* Every row of M through one block of tokens (d = 16*nv, R rows at a time; R divides d). */
-ALWAYS_INLINE void delta_block(int nv, int R, float *M, int nb, const float *q, const float *k, const float *v,
+/* Every row of the state through one block of tokens, read from M_src and written to M (d = 16*nv, R rows
+ * at a time; R divides d). */
+ALWAYS_INLINE void delta_block(int nv, int R, const float *M_src, float *M, int nb, const float *q, const float *k,
+                               const float *v,
                                int64_t qkv_stride, const float *decay, const float *beta, float *out,
                                int64_t out_stride)
 {
     float scale = 1.0f / sqrtf((float)(16 * nv));
     for (int j0 = 0; j0 < 16 * nv; j0 += R)
-        delta_rows(nv, R, M, j0, nb, q, k, v, qkv_stride, decay, beta, scale, out, out_stride);
+        delta_rows(nv, R, M_src, M, j0, nb, q, k, v, qkv_stride, decay, beta, scale, out, out_stride);
 }
 
-void loom_ops_delta_rule_chunk_avx512(int d, int n, float *M, const float *q, const float *k, const float *v,
-                                      int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride,
-                                      float *out, int64_t out_stride)
+void loom_ops_delta_rule_chunk_avx512(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                      const float *v, int64_t qkv_stride, const float *g, const float *beta,
+                                      int64_t gb_stride, float *out, int64_t out_stride)
 {
     if (d != 64 && d != 128 && d != 256) {
+        if (M_src != M)
+            memcpy(M, M_src, (size_t)d * (size_t)d * sizeof(float));
         for (int t = 0; t < n; t++) {
             const float *qt = q + t * qkv_stride, *kt = k + t * qkv_stride, *vt = v + t * qkv_stride;
             float *ot = out + t * out_stride;
@@ -299,19 +304,20 @@ void loom_ops_delta_rule_chunk_avx512(int d, int n, float *M, const float *q, co
         }
         const float *qb = q + t0 * qkv_stride, *kb = k + t0 * qkv_stride, *vb = v + t0 * qkv_stride;
         float *ob = out + t0 * out_stride;
+        const float *src = t0 == 0 ? M_src : M; /* the first block reads the source, later ones M */
         if (d == 64)
-            delta_block(4, 2, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+            delta_block(4, 2, src, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
         else if (d == 128)
-            delta_block(8, 2, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+            delta_block(8, 2, src, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
         else
-            delta_block(16, 1, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
+            delta_block(16, 1, src, M, nb, qb, kb, vb, qkv_stride, decay, bt, ob, out_stride);
     }
 }
 
 void loom_ops_delta_rule_step_avx512(int d, float *M, const float *q, const float *k, const float *v, float g,
                                      float beta, float *out)
 {
-    loom_ops_delta_rule_chunk_avx512(d, 1, M, q, k, v, 0, &g, &beta, 0, out, 0);
+    loom_ops_delta_rule_chunk_avx512(d, 1, M, M, q, k, v, 0, &g, &beta, 0, out, 0);
 }
 
 static __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
