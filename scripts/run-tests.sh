@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-tests.sh BUILD SANBUILD — run every loom test binary and print one closing line "N passed, N failed".
 # Unit tests run twice (plain and under ASan/UBSan); parity tests run against the reference engine on
-# synthetic models that scripts/prepare-models.sh generates once and caches under $LOOM_CACHE/models.
+# synthetic models that scripts/prepare-models.sh generates once and caches under $LOOM_CACHE/models, and
+# the command-line tests (tests/cli/) run `loom` on those models.
 set -uo pipefail
 build=${1:-build}
 san=${2:-build-san}
@@ -37,6 +38,9 @@ if [ -d "$build/tests/parity" ]; then
     if scripts/prepare-models.sh "$build" >"$log" 2>&1; then
         for t in "$build"/tests/parity/*; do
             [ -x "$t" ] && run_one "parity/$(basename "$t")" "$t"
+        done
+        for t in tests/cli/test_*.sh; do # the `loom` command itself, on the prepared tiny model
+            run_one "cli/$(basename "$t")" bash "$t" "$build"
         done
     else
         echo "prepare-models failed:"; tail -n 40 "$log"; total_fail=$((total_fail + 1))

@@ -679,6 +679,7 @@ int loom_cli_bench(int argc, char **argv)
     int rc = bench_parse_opts(argc, argv, &o);
     if (rc)
         return rc < 0 ? 2 : 0;
+    loom_cli_check_threads("bench", o.n_threads);
     if (o.mem && bench_mem_forked(o.n_threads, &m))
         return 1;
     return o.model ? bench_model(&o, &m) : 0;

@@ -101,8 +101,10 @@ static int chat_set_option(struct chat_opts *o, const char *opt, const char *val
     }
     long long v = strtoll(val, &end, 10);
     long long lo = is_seed ? 0 : 1, hi = is_seed ? INT64_MAX : dst == &o->n_threads ? 1024 : 1 << 24;
-    if (errno || end == val || *end || v < lo || v > hi)
-        return chat_bad_value(opt, val);
+    if (errno || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "loom chat: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
+        return -1;
+    }
     if (is_seed)
         o->sp.seed = (uint64_t)v;
     else
@@ -335,8 +337,10 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
         return loom_errorf(err, rc, "chat: could not store the message");
     rc = chat_render_ids(c, &ids, &n, err);
     if (rc == LOOM_OK && (n >= c->o->n_ctx || n < 2))
-        rc = loom_errorf(err, LOOM_E_RANGE, "the conversation has %d tokens, the context %d (use /reset)", n,
-                         c->o->n_ctx);
+        rc = loom_errorf(err, LOOM_E_RANGE,
+                         "the conversation needs %d tokens plus room to reply, the context holds %d (use /reset, or a "
+                         "larger -c)",
+                         n, c->o->n_ctx);
     if (rc == LOOM_OK)
         rc = chat_prefill(c, ids, n, err);
     if (rc == LOOM_OK)
@@ -469,6 +473,7 @@ int loom_cli_chat(int argc, char **argv)
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
         return a > 0 ? 0 : 2;
     }
+    loom_cli_check_threads("chat", o.n_threads);
     loom_error err = {0};
     char path[4096];
     if (!o.model) {

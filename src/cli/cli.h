@@ -20,4 +20,12 @@ int loom_cli_bench(int argc, char **argv);
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC), for the subcommands' timings. commands.c. */
 double loom_cli_now(void);
 
+/* Warn on stderr (as `loom CMD: ...`) when n_threads exceeds the online CPUs: loom's workers spin briefly at
+ * every step, so threads that must share cores slow a run down steeply. commands.c. */
+void loom_cli_check_threads(const char *cmd, int n_threads);
+
+/* Apply $LOOM_KERNELS (auto, scalar, avx2 or avx512) if set: the kernel set for every model loaded after.
+ * Returns 0, or -1 with a message on stderr for an unknown value or one the CPU cannot run. commands.c. */
+int loom_cli_select_kernels(void);
+
 #endif

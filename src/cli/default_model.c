@@ -1,13 +1,16 @@
 /* default_model.c — finding, and preparing once, the default model of `loom run`: synthesize the 0.8b
  * preset in F16, quantize it to Q4_K_M with loom's quantizer (as `loom quantize`), and publish it
- * atomically in $LOOM_CACHE/models. */
+ * atomically in $LOOM_CACHE/models, in a child process. */
 #include "cli/default_model.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -89,13 +92,41 @@ static void default_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint
     *last = decile;
 }
 
-/* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure. */
+/* Remove the temporary files (".synth-0.8b-<type>.<pid>.gguf", and the writer's "...gguf.tmp") that a
+ * preparation left in dir when it was killed: those whose process no longer exists. Best effort. */
+static void default_remove_stale(const char *dir)
+{
+    static const char *const prefixes[] = {".synth-0.8b-F16.", ".synth-0.8b-Q4_K_M."};
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+            size_t n = strlen(prefixes[i]);
+            char *end;
+            if (strncmp(e->d_name, prefixes[i], n) != 0)
+                continue;
+            long pid = strtol(e->d_name + n, &end, 10);
+            if (end == e->d_name + n || pid <= 0 || strncmp(end, ".gguf", 5) != 0 ||
+                (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+                continue;
+            char path[4400];
+            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path && unlink(path) == 0)
+                fprintf(stderr, "loom: removed %s, left by an interrupted preparation\n", path);
+        }
+    }
+    closedir(d);
+}
+
+/* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure, and those of
+ * earlier interrupted preparations first. */
 static int default_prepare(const char *path, const char *dir, loom_error *err)
 {
     char vocab[4096], f16[4200], q4[4200];
     int rc = loom_cli_default_vocab(vocab, sizeof vocab, err);
     if (rc != LOOM_OK)
         return rc;
+    default_remove_stale(dir);
     long pid = (long)getpid();
     snprintf(f16, sizeof f16, "%s/.synth-0.8b-F16.%ld.gguf", dir, pid);
     snprintf(q4, sizeof q4, "%s/.synth-0.8b-Q4_K_M.%ld.gguf", dir, pid);
@@ -121,6 +152,35 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     return LOOM_OK;
 }
 
+/* default_prepare in a child process, so that its memory (the F16 model of ~1.5 GB paged through, the
+ * quantizer's buffers) is not part of the caller's peak RSS; the child prints its own error. In this
+ * process if fork fails. */
+static int default_prepare_forked(const char *path, const char *dir, loom_error *err)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return default_prepare(path, dir, err);
+    if (pid == 0) {
+        loom_error e = {0};
+        int rc = default_prepare(path, dir, &e);
+        if (rc != LOOM_OK)
+            fprintf(stderr, "loom: %s\n", e.msg);
+        _exit(rc == LOOM_OK ? 0 : 1);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return loom_errorf(err, LOOM_E_IO, "preparing the default model: waiting for its process: %s",
+                               strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return LOOM_OK;
+    if (WIFSIGNALED(status))
+        return loom_errorf(err, LOOM_E_IO, "preparing the default model %s: its process ended by signal %d", path,
+                           WTERMSIG(status));
+    return loom_errorf(err, LOOM_E_IO, "preparing the default model %s failed (the reason is printed above)", path);
+}
+
 int loom_cli_default_model(char *path, size_t cap, loom_error *err)
 {
     char dir[4096];
@@ -133,5 +193,5 @@ int loom_cli_default_model(char *path, size_t cap, loom_error *err)
     if (access(path, R_OK) == 0)
         return LOOM_OK;
     rc = default_mkdirs(dir, err);
-    return rc == LOOM_OK ? default_prepare(path, dir, err) : rc;
+    return rc == LOOM_OK ? default_prepare_forked(path, dir, err) : rc;
 }

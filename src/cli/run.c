@@ -122,8 +122,10 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
     if (dst_int) {
         long long lo = dst_int == &o->n_threads || dst_int == &o->n_ctx ? 1 : 0;
         long long hi = dst_int == &o->n_threads ? 1024 : dst_int == &o->sp.repeat_last_n ? 1 << 20 : 1 << 24;
-        if (run_parse_long(val, lo, hi, &v) != 0)
-            return run_bad_value(opt, val);
+        if (run_parse_long(val, lo, hi, &v) != 0) {
+            fprintf(stderr, "loom run: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
+            return -1;
+        }
         *dst_int = (int)v;
         return 0;
     }
@@ -362,6 +364,7 @@ int loom_cli_run(int argc, char **argv)
         fprintf(stderr, "%s(loom run --help for details)\n", RUN_SYNOPSIS);
         return 2;
     }
+    loom_cli_check_threads("run", o.n_threads);
     loom_error err = {0};
     char path[4096];
     if (!o.model) {

@@ -165,8 +165,9 @@ static int run_decode(const struct loom_tokenizer *tok, const char *text)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || (uint64_t)v >= loom_tokenizer_n_vocab(tok)) {
-            fprintf(stderr, "loom tokenize --decode: expected a token id below %u, found '%.20s'\n",
-                    loom_tokenizer_n_vocab(tok), p);
+            int len = (int)strcspn(p, " \t\r\n,");
+            fprintf(stderr, "loom tokenize --decode: expected a token id (an integer in [0, %u)), found '%.*s'\n",
+                    loom_tokenizer_n_vocab(tok), len < 40 ? len : 40, p);
             rc = 1;
             break;
         }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
+# $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning and
+# the token-id message of `tokenize --decode`. Prints "N passed, N failed".
+set -uo pipefail
+build=${1:-build}
+loom=$build/loom
+model=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35-tiny-Q4_K_M.gguf
+pass=0 fail=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+check() { # description, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err"; fi
+}
+
+# $LOOM_KERNELS: an unknown value fails before anything runs, naming what it expects
+LOOM_KERNELS=bogus "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
+check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
+check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
+
+# every kernel set the CPU runs gives the same greedy text (Q4_K is repacked at load only for avx512)
+ref_text=
+for k in scalar avx2 avx512; do
+    case $k in
+        avx2) grep -q avx2 /proc/cpuinfo || continue ;;
+        avx512) grep -q avx512_vnni /proc/cpuinfo || continue ;;
+    esac
+    LOOM_KERNELS=$k "$loom" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 -t 2 >"$out" 2>"$err"; rc=$?
+    check "LOOM_KERNELS=$k runs" '[ $rc -eq 0 ]'
+    text=$(cat "$out")
+    [ -z "$ref_text" ] && ref_text=$text
+    check "LOOM_KERNELS=$k gives the scalar kernels' text" '[ "$text" = "$ref_text" ]'
+done
+
+# option ranges are named
+"$loom" run -m "$model" -p hi -n 2 -t 100000 >"$out" 2>"$err"; rc=$?
+check "run -t 100000 exits 2" '[ $rc -eq 2 ]'
+check "run -t 100000 names the range" 'grep -q -- "-t expects an integer in \[1, 1024\], found .100000." "$err"'
+"$loom" chat -m "$model" -c 0 </dev/null >"$out" 2>"$err"; rc=$?
+check "chat -c 0 names the range" '[ $rc -eq 2 ] && grep -q -- "-c expects an integer in \[1, " "$err"'
+
+# more threads than CPUs: allowed, with a warning
+cpus=$(getconf _NPROCESSORS_ONLN)
+"$loom" run -m "$model" -p hi -n 1 --temp 0 -t $((cpus + 1)) >"$out" 2>"$err"; rc=$?
+check "run -t CPUs+1 runs" '[ $rc -eq 0 ]'
+check "run -t CPUs+1 warns" 'grep -q "is more than the $cpus online CPUs" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --temp 0 -t 1 >"$out" 2>"$err"
+check "run -t 1 does not warn" '! grep -q "online CPUs" "$err"'
+
+# tokenize --decode: a token that is not a number is named alone, without the separator after it
+echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
+check "tokenize --decode names the bad token" 'grep -q "expected a token id (an integer in \[0, [0-9]*)), found .x.$" "$err"'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
