@@ -2,7 +2,8 @@
  * shape): matrix-vector (decode) and matrix-matrix (prefill, 64 tokens) for loom's best kernels, loom's
  * scalar reference, and the reference engine's CPU backend (a ggml MUL_MAT graph, Q4_K weights repacked
  * as llama.cpp does by default), same thread count; for Q4_K also loom's CANONICAL order in the GGUF and
- * the X16 layout. Prints GB/s of weights streamed, GFLOP/s and ns per 256-weight block and token.
+ * the X16 layout, and the AVX2 set's rows where a wider set is the best. Prints GB/s of weights
+ * streamed, GFLOP/s and ns per 256-weight block and token.
  * usage: bench_kernels [THREADS]   (default 2). Short-running (~0.15 s per cell, ~10 s in all). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,7 @@ static void print_row(const char *type, const char *who, struct run *r, size_t b
 }
 
 /* Q4_K in the CANONICAL order (loom_matmul_rowwise): GGUF row layout, then repacked to X16 as model load
- * does on AVX-512 (skipped where the active set has no x16 kernels). */
+ * does in the AVX2 and AVX-512 sets (skipped where the active set has no x16 kernels). */
 static void bench_q4_k_canonical(struct run *r, const char *best)
 {
     struct loom_weight w = *r->w;
@@ -206,8 +207,15 @@ int main(int argc, char **argv)
         struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}, 0};
         const char *name = loom_type_traits(types[i])->name;
         print_row(name, best, &r, rb * N_OUT);
-        if (types[i] == LOOM_TYPE_Q4_K)
+        if (types[i] == LOOM_TYPE_Q4_K) {
             bench_q4_k_canonical(&r, best);
+            /* the AVX2 set's rows too where a wider set is the best (CPUs without AVX-512) */
+            if (strcmp(best, "avx2") != 0 && loom_kernels_select(LOOM_KERNELS_AVX2, NULL) == LOOM_OK) {
+                print_row(name, "avx2", &r, rb * N_OUT);
+                bench_q4_k_canonical(&r, "avx2");
+                loom_kernels_select(LOOM_KERNELS_AUTO, NULL);
+            }
+        }
         loom_kernels_select(LOOM_KERNELS_SCALAR, NULL);
         print_row(name, "scalar", &r, rb * N_OUT);
         loom_kernels_select(LOOM_KERNELS_AUTO, NULL);

@@ -1,7 +1,8 @@
 /* test_q4_k_x16.c — the Q4_K x16 layout (16 rows interleaved): pack/unpack round trip bytewise, the scalar
- * and AVX-512 x16 dots bit for bit against the one-row repacked dot (loom_q4_k_vec_dot_repacked) on random
- * and edge-case blocks, and loom_matmul / loom_matmul_rowwise / loom_weight_get_row of an X16 weight
- * against the same weight in the GGUF layout, in every kernel set and with Q4_K repacking off. */
+ * x16 dot bit for bit against the one-row repacked dot (loom_q4_k_vec_dot_repacked), the AVX2 and AVX-512
+ * x16 dots against the scalar one on random, edge-case and extreme blocks, and loom_matmul /
+ * loom_matmul_rowwise / loom_weight_get_row of an X16 weight against the same weight in the GGUF layout, in
+ * every kernel set and with Q4_K repacking off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,36 +78,103 @@ static void check_pack(const struct loom_block_q4_k *rows, const struct loom_blo
     CHECK(ok, "x16 unpack(pack(rows)) equals the rows bytewise");
 }
 
-/* The x16 dots (scalar, and AVX-512 in 1-, 4- and 8-row forms) against the one-row repacked dot per row. */
+/* A SIMD set's x16 dots (1, 4 and 8 activation rows), checked when the CPU has the set. */
+struct x16_set {
+    enum loom_kernel_mode mode;
+    const char *name;
+    loom_x16_dot_fn dot, dot4, dot8;
+};
+
+static const struct x16_set simd_sets[] = {
+    {LOOM_KERNELS_AVX2, "AVX2", loom_q4_k_x16_dot_avx2, loom_q4_k_x16_dot4_avx2, loom_q4_k_x16_dot8_avx2},
+    {LOOM_KERNELS_AVX512, "AVX-512", loom_q4_k_x16_dot_avx512, loom_q4_k_x16_dot4_avx512, loom_q4_k_x16_dot8_avx512},
+};
+
+/* Whether set k's 1-, 4- and 8-row dots of group block column packed (n_in = nb * 256) with the 8
+ * activation rows at a (nb blocks apart) equal want[t][r] bitwise. */
+static int simd_dots_equal(const struct x16_set *k, const struct loom_block_q4_k_x16 *packed,
+                           const struct loom_block_q8_k *a, int nb, float want[8][16])
+{
+    const size_t as = (size_t)nb * sizeof(struct loom_block_q8_k);
+    float got[8][16];
+    int ok = 1;
+    memset(got, 0, sizeof got);
+    k->dot8(nb * LOOM_QK_K, got[0], 16, packed, a, as);
+    ok &= same_bits(got[0], want[0], 8 * 16);
+    memset(got, 0, sizeof got);
+    k->dot4(nb * LOOM_QK_K, got[0], 16, packed, a + 2 * nb, as);
+    ok &= same_bits(got[0], want[2], 4 * 16);
+    for (int t = 0; t < 8; t++) {
+        k->dot(nb * LOOM_QK_K, got[t], 0, packed, a + t * nb, as);
+        ok &= same_bits(got[t], want[t], 16);
+    }
+    return ok;
+}
+
+static int cpu_has(enum loom_kernel_mode mode) { return loom_kernels_select(mode, &(loom_error){0}) == LOOM_OK; }
+
+/* The x16 dots: scalar against the one-row repacked dot per row, and each SIMD set's 1-, 4- and 8-row
+ * forms against the scalar x16 dot (the oracle). */
 static void check_dots(const struct loom_block_q4_k *rows, const struct loom_block_q4_k_x16 *packed,
                        const struct loom_block_q8_k *a)
 {
-    const size_t as = NB * sizeof(struct loom_block_q8_k);
-    int scalar_ok = 1, simd_ok = 1;
-    int avx512 = loom_kernels_select(LOOM_KERNELS_AVX512, &(loom_error){0}) == LOOM_OK;
+    int scalar_ok = 1, simd_ok[2] = {1, 1}, has[2];
+    for (int k = 0; k < 2; k++)
+        has[k] = cpu_has(simd_sets[k].mode);
     for (int g = 0; g < N_OUT / 16; g++) {
-        float want[8][16], got[8][16];
+        float want[8][16], oracle[8][16];
         for (int t = 0; t < 8; t++) {
             for (int r = 0; r < 16; r++)
                 loom_q4_k_vec_dot_repacked(N_IN, &want[t][r], rows + (16 * g + r) * NB, a + t * NB);
-            loom_q4_k_x16_dot(N_IN, got[t], packed + g * NB, a + t * NB);
-            scalar_ok &= same_bits(got[t], want[t], 16);
+            loom_q4_k_x16_dot(N_IN, oracle[t], packed + g * NB, a + t * NB);
+            scalar_ok &= same_bits(oracle[t], want[t], 16);
         }
-        if (!avx512)
-            continue;
-        memset(got, 0, sizeof got);
-        loom_q4_k_x16_dot8_avx512(N_IN, got[0], 16, packed + g * NB, a, as);
-        simd_ok &= same_bits(got[0], want[0], 8 * 16);
-        memset(got, 0, sizeof got);
-        loom_q4_k_x16_dot4_avx512(N_IN, got[0], 16, packed + g * NB, a + 2 * NB, as);
-        simd_ok &= same_bits(got[0], want[2], 4 * 16);
-        for (int t = 0; t < 8; t++) {
-            loom_q4_k_x16_dot_avx512(N_IN, got[t], 0, packed + g * NB, a + t * NB, as);
-            simd_ok &= same_bits(got[t], want[t], 16);
-        }
+        for (int k = 0; k < 2; k++)
+            if (has[k])
+                simd_ok[k] &= simd_dots_equal(&simd_sets[k], packed + g * NB, a, NB, oracle);
     }
     CHECK(scalar_ok, "scalar x16 dot equals loom_q4_k_vec_dot_repacked per row bitwise");
-    CHECK(simd_ok, "AVX-512 x16 dots (1, 4, 8 rows) equal loom_q4_k_vec_dot_repacked per row bitwise");
+    for (int k = 0; k < 2; k++)
+        if (has[k])
+            CHECK(simd_ok[k], "%s x16 dots (1, 4, 8 rows) equal the scalar x16 dot bitwise", simd_sets[k].name);
+}
+
+/* The int16 limits of the SIMD sums: one block column of 16 rows with every nibble 15 (or 0 on some
+ * rows), scales and mins 63, against 8 activation rows of all -128, all 127, alternating -128/127 and
+ * alternating 127/0 quants (bsums consistent), each SIMD set against the scalar x16 dot. */
+static void check_extremes(void)
+{
+    struct loom_block_q4_k rows[16];
+    struct loom_block_q4_k_x16 packed;
+    struct loom_block_q8_k a[8];
+    for (int r = 0; r < 16; r++) {
+        memset(rows[r].qs, r % 5 == 4 ? 0x0f : r % 7 == 6 ? 0xf0 : 0xff, sizeof rows[r].qs);
+        memset(rows[r].scales, r == 3 ? 0 : 0xff, sizeof rows[r].scales);
+        rows[r].d = loom_f32_to_f16(0.001f * (float)(r + 1));
+        rows[r].dmin = loom_f32_to_f16(r % 2 ? -0.0007f : 0.0005f);
+    }
+    for (int t = 0; t < 8; t++) {
+        for (int k = 0; k < LOOM_QK_K; k++) {
+            int v = t % 4 == 0 ? -128 : t % 4 == 1 ? 127 : t % 4 == 2 ? (k % 2 ? 127 : -128) : (k % 2 ? 0 : 127);
+            a[t].qs[k] = (int8_t)(t >= 4 && k >= 128 ? -v - 1 : v);
+        }
+        for (int j = 0; j < LOOM_QK_K / 16; j++) {
+            int sum = 0;
+            for (int k = 0; k < 16; k++)
+                sum += a[t].qs[16 * j + k];
+            a[t].bsums[j] = (int16_t)sum;
+        }
+        a[t].d = 0.25f + (float)t;
+    }
+    loom_q4_k_x16_pack(rows, sizeof rows[0], &packed, LOOM_QK_K);
+    float oracle[8][16];
+    for (int t = 0; t < 8; t++)
+        loom_q4_k_x16_dot(LOOM_QK_K, oracle[t], &packed, &a[t]);
+    for (int k = 0; k < 2; k++)
+        if (cpu_has(simd_sets[k].mode))
+            CHECK(simd_dots_equal(&simd_sets[k], &packed, a, 1, oracle),
+                  "%s x16 dots equal the scalar x16 dot on extreme quants (int16 sums at their limits)",
+                  simd_sets[k].name);
 }
 
 /* loom_matmul_rowwise and loom_matmul of the X16 weight equal those of the GGUF-layout weight for n_tok
@@ -155,6 +223,7 @@ int main(void)
         loom_q4_k_x16_pack(rows + 16 * g * NB, rb, packed + g * NB, N_IN);
     check_pack(rows, packed);
     check_dots(rows, packed, a);
+    check_extremes();
     /* the matmul checks use finite weights only (NaN payloads of Inf - Inf need not match) */
     for (int i = 0; i < N_OUT * NB; i++)
         if ((rows[i].d & 0x7c00) == 0x7c00)

@@ -498,6 +498,11 @@ void loom_q6_k_dot8_avx512(int64_t n, float s[8], const void *w, const void *a, 
 void loom_q4_k_x16_dot_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
 void loom_q4_k_x16_dot4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
 void loom_q4_k_x16_dot8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+/* The same three forms for AVX2 (q4_k_x16_avx2.c; VPMADDUBSW with int16 sub-block sums), each
+ * bit-identical to loom_q4_k_x16_dot. */
+void loom_q4_k_x16_dot_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_dot4_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_dot8_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
 
 /* Install the kernel set `mode` (LOOM_KERNELS_SCALAR/AVX2/AVX512) into the trait table (types.c). The
  * caller (dispatch.c) has checked the CPU supports it. */

@@ -13,8 +13,9 @@ struct loom_pool;
 
 /* How a weight's bytes are arranged in memory. ROWS: the GGUF layout, n_out rows of row_bytes. X16: rows
  * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (for Q4_K, struct
- * loom_block_q4_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load for the
- * AVX-512 kernels; the remaining n_out % 16 rows stay in the GGUF layout in `rows`. */
+ * loom_block_q4_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load when the
+ * active kernel set has X16 kernels (AVX2, AVX-512); the remaining n_out % 16 rows stay in the GGUF layout
+ * in `rows`. */
 enum loom_weight_layout { LOOM_WEIGHT_ROWS = 0, LOOM_WEIGHT_X16 = 1 };
 
 /* Most bytes a row of an X16 weight may have (matmul unpacks one row on the stack where it must). */

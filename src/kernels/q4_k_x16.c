@@ -1,6 +1,6 @@
 /* q4_k_x16.c — the Q4_K x16 weight layout (16 rows interleaved per 256-weight block column, same bytes as
  * 16 standard Q4_K blocks; struct loom_block_q4_k_x16 in kernels_internal.h): packing 16 standard rows into
- * it, unpacking one row back, and the scalar reference x16 dot, the oracle of the AVX-512 one. */
+ * it, unpacking one row back, and the scalar reference x16 dot, the oracle of the AVX2 and AVX-512 ones. */
 #include "kernels/kernels_internal.h"
 #include "util/fp16.h"
 

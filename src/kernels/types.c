@@ -36,7 +36,8 @@ static loom_vec_dot_fn repacked_dot[LOOM_TYPE_COUNT], repacked_dot_x4[LOOM_TYPE_
 /* The reference's IQ panel gemm order for IQ4_XS (iqp.cpp; AVX2, n_out % 8 == 0, n_tok >= 8). */
 static loom_vec_dot_fn panel_iq4_xs_dot;
 
-/* Kernels over Q4_K x16 weight groups (AVX-512 only), in the order of the one-row repacked Q4_K dot. */
+/* Kernels over Q4_K x16 weight groups (AVX2 and AVX-512 sets), in the order of the one-row repacked Q4_K
+ * dot. */
 static struct loom_x16_kernels q4_k_x16;
 
 /* 4- and 8-row forms of the installed dots (only SIMD sets have them). */
@@ -149,6 +150,7 @@ static void install_avx2(void)
     add_dot4(loom_q4_0_vec_dot_repacked_avx2, loom_q4_0_dot4_repacked_avx2);
     add_dot4(loom_iq4_nl_vec_dot_repacked_avx2, loom_iq4_nl_dot4_repacked_avx2);
     add_dot4(loom_iq4_xs_dot_panel_avx2, loom_iq4_xs_dot4_panel_avx2);
+    q4_k_x16 = (struct loom_x16_kernels){loom_q4_k_x16_dot_avx2, loom_q4_k_x16_dot4_avx2, loom_q4_k_x16_dot8_avx2};
 }
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
