@@ -9,7 +9,17 @@
 #include "loom.h"
 #include "util/fp16.h"
 
-float loom_ops_reduce16(const float a[16])
+/* The hot loops below also get a clone built for x86-64-v3 (AVX2, FMA), which the loader picks once on CPUs
+ * that have it: the same C, so the same results bit for bit (ISO C mode contracts no a * b + c, and fmaf
+ * is exactly rounded either way), but each fmaf is one instruction instead of a libm call and independent
+ * lanes vectorize. CPUs without AVX-512 run these ops (ops.h has no AVX2 set). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOOM_OPS_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LOOM_OPS_CLONES
+#endif
+
+LOOM_OPS_CLONES float loom_ops_reduce16(const float a[16])
 {
     float h8[8], h4[4];
     for (int l = 0; l < 8; l++)
@@ -21,6 +31,7 @@ float loom_ops_reduce16(const float a[16])
 }
 
 /* Four 16-lane accumulators reduced as GGML_F32x16_REDUCE: (0+2), (1+3), then their sum, then R16. */
+LOOM_OPS_CLONES
 static float reduce64(float acc[64])
 {
     for (int l = 0; l < 16; l++) {
@@ -32,7 +43,7 @@ static float reduce64(float acc[64])
     return loom_ops_reduce16(acc);
 }
 
-float loom_ops_dot_f32(int64_t n, const float *x, const float *y)
+LOOM_OPS_CLONES float loom_ops_dot_f32(int64_t n, const float *x, const float *y)
 {
     float acc[64] = {0};
     int64_t np = n & ~(int64_t)63;
@@ -42,7 +53,7 @@ float loom_ops_dot_f32(int64_t n, const float *x, const float *y)
     return loom_ops_tail_sum(reduce64(acc), n - np, x + np, y + np);
 }
 
-float loom_ops_expf_poly(float x)
+LOOM_OPS_CLONES float loom_ops_expf_poly(float x)
 {
     const float r = 0x1.8p23f;
     float z = fmaf(x, 0x1.715476p+0f, r);
@@ -61,7 +72,7 @@ float loom_ops_expf_poly(float x)
 static float silu_poly(float x) { return x / (1.0f + loom_ops_expf_poly(0.0f - x)); }
 static float silu_libm(float x) { return x / (1.0f + expf(-x)); }
 
-void loom_ops_silu(int64_t n, const float *x, float *y)
+LOOM_OPS_CLONES void loom_ops_silu(int64_t n, const float *x, float *y)
 {
     int64_t nv = n & ~(int64_t)15;
     for (int64_t i = 0; i < nv; i++)
@@ -70,7 +81,7 @@ void loom_ops_silu(int64_t n, const float *x, float *y)
         y[i] = silu_libm(x[i]);
 }
 
-void loom_ops_swiglu(int64_t n, const float *g, const float *u, float *y)
+LOOM_OPS_CLONES void loom_ops_swiglu(int64_t n, const float *g, const float *u, float *y)
 {
     int64_t nv = n & ~(int64_t)15;
     for (int64_t i = 0; i < nv; i++)
@@ -83,7 +94,7 @@ float loom_ops_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 float loom_ops_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
-void loom_ops_rmsnorm(int64_t n, const float *x, const float *w, float eps, float *y)
+LOOM_OPS_CLONES void loom_ops_rmsnorm(int64_t n, const float *x, const float *w, float eps, float *y)
 {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -146,7 +157,7 @@ void loom_ops_rope_neox(float *x, int n_rot, const float *cache)
     }
 }
 
-void loom_ops_softmax(int64_t n, float *x, float scale)
+LOOM_OPS_CLONES void loom_ops_softmax(int64_t n, float *x, float scale)
 {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
@@ -171,7 +182,7 @@ void loom_ops_softmax(int64_t n, float *x, float scale)
         x[i] *= inv;
 }
 
-void loom_ops_conv1d_chunk(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+LOOM_OPS_CLONES void loom_ops_conv1d_chunk(int64_t channels, int K, int n, float *state, const float *w, const float *x,
                            int64_t x_stride, float *y, int64_t y_stride)
 {
     float win[LOOM_OPS_MAX_CONV_KERNEL];
@@ -192,7 +203,7 @@ void loom_ops_conv1d_step(int64_t channels, int K, float *state, const float *w,
     loom_ops_conv1d_chunk(channels, K, 1, state, w, x, 0, y, 0);
 }
 
-void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
+LOOM_OPS_CLONES void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g,
                               float beta, float *out)
 {
     float decay = expf(g), scale = 1.0f / sqrtf((float)d);
@@ -221,6 +232,7 @@ void loom_ops_delta_rule_chunk(int d, int n, const float *M_src, float *M, const
 /* Dot of F16 vectors with every element in a lane (no scalar tail): BATCH uses 16 lanes (tinyBLAS),
  * SINGLE 64 lanes (ggml_vec_dot_f16's four accumulators). A row shorter than a block behaves as if
  * padded with zeros, which add nothing: this is how the reference's padded KV view is summed. */
+LOOM_OPS_CLONES
 static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum loom_attn_order order)
 {
     float acc[64] = {0};
