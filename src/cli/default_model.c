@@ -178,7 +178,9 @@ static int default_prepare_forked(const char *path, const char *dir, loom_error 
     if (WIFSIGNALED(status))
         return loom_errorf(err, LOOM_E_IO, "preparing the default model %s: its process ended by signal %d", path,
                            WTERMSIG(status));
-    return loom_errorf(err, LOOM_E_IO, "preparing the default model %s failed (the reason is printed above)", path);
+    return loom_errorf(err, LOOM_E_IO, "preparing the default model %s failed (the reason is printed above; it needs the reference's "
+                       "vocabulary, which `bash scripts/setup.sh` fetches)",
+                       path);
 }
 
 int loom_cli_default_model(char *path, size_t cap, loom_error *err)
