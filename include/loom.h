@@ -40,8 +40,22 @@ int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err);
 /* Name of the active kernel set ("scalar", "avx2", "avx512"). */
 const char *loom_kernels_name(void);
 
-/* Load a GGUF model (mmap, admission, tensor binding). NULL on failure with err filled. */
+/* Load a GGUF model (mmap, admission, tensor binding). NULL on failure with err filled. Equivalent to
+ * loom_model_load_ex with params NULL (the defaults below). */
 loom_model *loom_model_load(const char *path, loom_error *err);
+
+typedef struct loom_model_params {
+    /* Nonzero: before returning, validate every tensor's data by the rules of llama.cpp's check_tensors
+     * (ggml_validate_row_data: every F32/F16/BF16 value and every quantized block's F16 or F32 scales
+     * d, dmin, m are neither inf nor NaN), row by row; this reads the whole file once. 0 (the default):
+     * no data check, and loading reads only what admission, binding and repacking need. */
+    int check_tensors;
+} loom_model_params;
+
+/* loom_model_load with options (params may be NULL: all defaults). With check_tensors, a tensor that fails
+ * is refused (LOOM_E_FORMAT) naming the tensor, the row, the block or element and what was found, e.g.
+ * "tensor 'blk.0.ffn_up.weight' row 17: Q4_K block 3 scale d is inf, expected finite". */
+loom_model *loom_model_load_ex(const char *path, const loom_model_params *params, loom_error *err);
 void loom_model_free(loom_model *model);
 
 /* Width of a logits row (rows of the output head; may exceed the tokenizer's real vocabulary). */

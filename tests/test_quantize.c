@@ -1,7 +1,8 @@
 /* test_quantize.c — model quantization without the reference: weight quantizer round-trip error bounds,
  * llama.cpp's Q4_K_M/Q8_0/IQ4_XS type choices on the Qwen3.5-0.8B geometry (the list in REFERENCE.md),
  * rejection of a row length the block size does not divide, a small end-to-end conversion, and the
- * atomic write leaving no file behind on failure. */
+ * atomic write leaving no file behind on failure, and the refusal (naming tensor, row and block) of values
+ * a type cannot hold and of non-finite sources, as llama_model_quantize refuses them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,109 @@ static void test_end_to_end(const char *dir)
     unlink(in);
 }
 
+/* ---- values the output types cannot hold, and non-finite sources ---------------------------------- */
+
+static float bad_embd[4][256], bad_up[4][256], bad_norm[256];
+
+static int fill_bad(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    (void)ctx, (void)err;
+    memcpy(buf, index == 0 ? (const void *)bad_embd : index == 1 ? (const void *)bad_norm : (const void *)bad_up,
+           (size_t)nbytes);
+    return LOOM_OK;
+}
+
+/* A one-layer F32 model: token_embd [256, 4], attn_norm [256] of ones except element 7 (norm7), ffn_up
+ * [256, 4] with Gaussian rows except elements 64..95 of row 2, which hold `big`. */
+static int write_bad(const char *path, float big, float norm7)
+{
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < 256; i++) {
+            bad_embd[r][i] = rnd_normal() * 0.3f;
+            bad_up[r][i] = r == 2 && i >= 64 && i < 96 ? big : rnd_normal() * 0.05f;
+        }
+    for (int i = 0; i < 256; i++)
+        bad_norm[i] = i == 7 ? norm7 : 1.0f;
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    const uint64_t ne[2] = {256, 4};
+    int rc = loom_gguf_writer_set_str(w, "general.architecture", "qwen35");
+    rc |= loom_gguf_writer_set_u32(w, "qwen35.block_count", 1);
+    rc |= loom_gguf_writer_add_tensor(w, "token_embd.weight", LOOM_TYPE_F32, 2, ne);
+    rc |= loom_gguf_writer_add_tensor(w, "blk.0.attn_norm.weight", LOOM_TYPE_F32, 1, ne);
+    rc |= loom_gguf_writer_add_tensor(w, "blk.0.ffn_up.weight", LOOM_TYPE_F32, 2, ne);
+    loom_error err = {0};
+    if (!rc)
+        rc = loom_gguf_writer_write(w, path, fill_bad, 0, &err);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+/* Quantize in with recipe into out; must fail with a message holding every string of want (NULL ended)
+ * and leave neither out nor out.tmp behind. */
+static void expect_refused(const char *in, const char *out, const char *recipe, const char *const *want)
+{
+    struct loom_gguf *g = 0;
+    loom_error err = {0};
+    char tmp[720];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s: %s", in, err.msg);
+    int rc = g ? loom_quant_write(g, loom_quant_find_recipe(recipe), out, NULL, NULL, NULL, &err) : LOOM_E_IO;
+    CHECK(rc != LOOM_OK, "%s: quantizing must fail", recipe);
+    int named = rc != LOOM_OK;
+    for (int i = 0; want[i] && named; i++)
+        named = strstr(err.msg, want[i]) != NULL;
+    CHECK(named, "%s: message '%s' must name '%s', '%s', '%s'", recipe, rc ? err.msg : "(none)", want[0], want[1],
+          want[2]);
+    CHECK(access(out, F_OK) != 0 && access(tmp, F_OK) != 0, "%s: output or temporary left behind", recipe);
+    loom_gguf_close(g);
+    unlink(out);
+}
+
+/* llama_model_quantize validates every quantized chunk (ggml_validate_row_data) and refuses a file whose
+ * values overflow a type's F16 scales; so must loom, for every recipe, naming the tensor, the row and the
+ * block. 1e9 overflows every type loom quantizes to (the parity test checks the same inputs against the
+ * reference); 1e6 already overflows Q4_0 (d = max / -8 = -125000 > 65504), the issue's example. Elements
+ * 64..95 lie in block 64 / block_size: block 2 of 32-blocks, block 0 of 256-blocks. The expected type is
+ * ffn_up's under each recipe (the recipe's default type). */
+static void test_huge_values(const char *dir)
+{
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s/huge.gguf", dir);
+    snprintf(out, sizeof out, "%s/huge-out.gguf", dir);
+    CHECK(write_bad(in, 1e9f, 1.0f) == LOOM_OK, "writing %s", in);
+    for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++) {
+        const struct loom_type_traits *tr = loom_type_traits(r->default_type);
+        char block[80];
+        snprintf(block, sizeof block, "%s block %d scale d is inf", tr->name, (int)(64 / tr->block_size));
+        const char *want[] = {"tensor 'blk.0.ffn_up.weight' row 2", block, "expected finite", NULL};
+        expect_refused(in, out, r->name, want);
+    }
+    CHECK(write_bad(in, 1e6f, 1.0f) == LOOM_OK, "writing %s", in);
+    const char *want_q4_0[] = {"tensor 'blk.0.ffn_up.weight' row 2", "Q4_0 block 2 scale d is inf", "expected finite",
+                               NULL};
+    expect_refused(in, out, "Q4_0", want_q4_0);
+    unlink(in);
+}
+
+/* The reference loads the source with check_tensors, so a NaN or inf in any source tensor, converted or
+ * copied, is refused too: an inf in the converted ffn_up (row 2, elements 64..95) and a NaN in the copied
+ * F32 norm (its one row). */
+static void test_non_finite_source(const char *dir)
+{
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s/nan.gguf", dir);
+    snprintf(out, sizeof out, "%s/nan-out.gguf", dir);
+    CHECK(write_bad(in, INFINITY, 1.0f) == LOOM_OK, "writing %s", in);
+    const char *want_inf[] = {"tensor 'blk.0.ffn_up.weight' row 2", "source F32 element 64 is inf", "expected finite",
+                              NULL};
+    expect_refused(in, out, "Q8_0", want_inf);
+    CHECK(write_bad(in, 0.5f, NAN) == LOOM_OK, "writing %s", in);
+    const char *want_nan[] = {"tensor 'blk.0.attn_norm.weight' row 0", "source F32 element 7 is nan",
+                              "expected finite", NULL};
+    expect_refused(in, out, "Q4_K_M", want_nan);
+    unlink(in);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -342,6 +446,8 @@ int main(void)
     char dir[] = "/tmp/loom-test-quantize-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_end_to_end(dir);
+    test_huge_values(dir);
+    test_non_finite_source(dir);
     rmdir(dir);
     return test_finish();
 }

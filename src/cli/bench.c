@@ -40,6 +40,7 @@ struct bench_opts {
     int reps;          /* -r */
     int ref;           /* --ref */
     int mem;           /* --mem */
+    int check_tensors; /* --check-tensors */
 };
 
 /* The machine's rooflines (--mem); zero when not measured. */
@@ -73,7 +74,7 @@ struct bench_engine {
 };
 
 static const char BENCH_USAGE[] =
-    "usage: loom bench -m FILE [-p 512] [-n 128] [-t N] [-r REPS] [--ref] [--mem]\n"
+    "usage: loom bench -m FILE [-p 512] [-n 128] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -83,6 +84,8 @@ static const char BENCH_USAGE[] =
     "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
+    "  --check-tensors  validate every tensor's data at load (finite values and block scales, as llama.cpp's\n"
+    "            --check-tensors; reads the whole file)\n"
     "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";
 
 /* ---- options ---------------------------------------------------------------------------------------- */
@@ -107,8 +110,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
-        if (!strcmp(a, "--ref") || !strcmp(a, "--mem")) {
-            *(a[2] == 'r' ? &o->ref : &o->mem) = 1;
+        if (!strcmp(a, "--ref") || !strcmp(a, "--mem") || !strcmp(a, "--check-tensors")) {
+            *(a[2] == 'r' ? &o->ref : a[2] == 'm' ? &o->mem : &o->check_tensors) = 1;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -621,7 +624,7 @@ static int bench_model(const struct bench_opts *o, const struct bench_machine *m
     struct loom_ref_model *rm = NULL;
     int rc = 1;
     double rss_start = bench_peak_rss();
-    loom_model *model = loom_model_load(o->model, &err);
+    loom_model *model = loom_model_load_ex(o->model, &(loom_model_params){.check_tensors = o->check_tensors}, &err);
     if (!model)
         goto done;
     loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads,

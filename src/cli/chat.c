@@ -28,6 +28,7 @@ struct chat_opts {
     int n_ctx;         /* -c */
     int n_max;         /* -n: tokens per answer at most */
     struct loom_sampler_params sp;
+    int check_tensors; /* --check-tensors */
 };
 
 /* Timing of one turn. */
@@ -52,7 +53,8 @@ struct chat {
     int interactive;
 };
 
-static const char CHAT_SYNOPSIS[] = "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX]\n";
+static const char CHAT_SYNOPSIS[] =
+    "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n";
 
 static void chat_usage(FILE *f)
 {
@@ -63,6 +65,8 @@ static void chat_usage(FILE *f)
                "  --seed S   sampler seed (default 0)\n"
                "  -n MAX     tokens per answer at most (default 1024)\n"
                "  -c CTX     context positions for the whole conversation (default 4096)\n"
+               "  --check-tensors  validate every tensor's data at load (finite values and block scales, as\n"
+               "             llama.cpp's --check-tensors; reads the whole file)\n"
                "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
                "removes it), /think on|off (thinking in answers), /timing (last and total timing), /quit.\n"
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
@@ -118,6 +122,10 @@ static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
+        if (!strcmp(argv[i], "--check-tensors")) {
+            o->check_tensors = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "loom chat: option '%s' needs a value\n", argv[i]);
             return -1;
@@ -484,7 +492,7 @@ int loom_cli_chat(int argc, char **argv)
         o.model = path;
     }
     struct chat c = {.o = &o, .interactive = isatty(STDIN_FILENO)};
-    c.m = loom_model_load(o.model, &err);
+    c.m = loom_model_load_ex(o.model, &(loom_model_params){.check_tensors = o.check_tensors}, &err);
     if (!c.m) {
         fprintf(stderr, "loom chat: %s: %s\n", o.model, err.msg);
         return 1;

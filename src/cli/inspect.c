@@ -1,6 +1,7 @@
-/* inspect.c — `loom inspect FILE`: opens and admits a qwen35 GGUF, then prints the architecture, the
- * hyper-parameters, the layer execution plan (which state each layer owns), the tensor table, totals by
- * type and the memory the model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
+/* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 GGUF (with the flag, also
+ * validates every tensor's data), then prints the architecture, the hyper-parameters, the layer execution
+ * plan (which state each layer owns), the tensor table with file offsets, totals by type and the memory the
+ * model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,12 +78,13 @@ static uint64_t print_tensors(const struct loom_gguf *g)
 {
     uint64_t count[LOOM_TYPE_COUNT] = {0}, bytes[LOOM_TYPE_COUNT] = {0}, total = 0;
     char shape[96];
-    printf("\ntensors: %" PRIu64 "\n  %-40s %-6s %-22s %14s\n", g->n_tensors, "name", "type", "shape", "bytes");
+    printf("\ntensors: %" PRIu64 "\n  %-40s %-6s %-22s %14s %14s\n", g->n_tensors, "name", "type", "shape", "bytes",
+           "file offset");
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const struct loom_gguf_tensor *t = &g->tensors[i];
         format_shape(t, shape, sizeof shape);
-        printf("  %-40.*s %-6s %-22s %14" PRIu64 "\n", (int)(t->name.len < 96 ? t->name.len : 96), t->name.ptr,
-               loom_type_traits(t->type)->name, shape, t->nbytes);
+        printf("  %-40.*s %-6s %-22s %14" PRIu64 " %14td\n", (int)(t->name.len < 96 ? t->name.len : 96), t->name.ptr,
+               loom_type_traits(t->type)->name, shape, t->nbytes, (const uint8_t *)t->data - g->map);
         count[t->type]++;
         bytes[t->type] += t->nbytes;
         total += t->nbytes;
@@ -123,23 +125,31 @@ static void print_model(const char *path, const struct loom_gguf *g, const struc
     print_memory(hp, weights);
 }
 
+static const char INSPECT_USAGE[] =
+    "usage: loom inspect [--check-tensors] FILE\n"
+    "  --check-tensors  also validate every tensor's data (finite values and block scales, as llama.cpp's\n"
+    "                   --check-tensors; reads the whole file)\n";
+
 int loom_cli_inspect(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: loom inspect FILE\n");
+        fputs(INSPECT_USAGE, stdout);
         return 0;
     }
-    if (argc != 2) {
-        fprintf(stderr, "usage: loom inspect FILE\n");
+    int check = argc == 3 && !strcmp(argv[1], "--check-tensors");
+    if (argc != 2 + check) {
+        fputs(INSPECT_USAGE, stderr);
         return 2;
     }
-    const char *path = argv[1];
+    const char *path = argv[1 + check];
     struct loom_gguf *g = NULL;
     struct loom_hparams hp;
     loom_error err = {0};
     int rc = loom_gguf_open(path, &g, &err);
     if (!rc)
         rc = loom_qwen35_admit(g, &hp, &err);
+    if (!rc && check)
+        rc = loom_model_check_tensors(g, &err);
     if (rc) {
         fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
         loom_gguf_close(g);

@@ -32,12 +32,13 @@ struct run_opts {
     struct loom_sampler_params sp;
     const char *stops[RUN_MAX_STOPS]; /* --stop */
     int n_stops;
+    int check_tensors;  /* --check-tensors */
 };
 
 static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
-    "                [--frequency-penalty A] [--stop STRING]...\n";
+    "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n";
 
 static void run_usage(FILE *f)
 {
@@ -58,6 +59,8 @@ static void run_usage(FILE *f)
                "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"
                "  --stop STRING          stop before STRING in the output (repeatable, up to 16)\n"
                "  -c CTX      context positions (default: prompt tokens + N)\n"
+               "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"
+               "                         as llama.cpp's --check-tensors; reads the whole file)\n"
                "The generated text goes to stdout; timing and peak memory to stderr.\n",
             RUN_SYNOPSIS);
 }
@@ -161,6 +164,10 @@ static int run_parse_args(int argc, char **argv, struct run_opts *o)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
+        if (!strcmp(argv[i], "--check-tensors")) {
+            o->check_tensors = 1;
+            continue;
+        }
         if (argv[i][0] != '-') {
             fprintf(stderr, "loom run: unexpected argument '%s' (options are -X VALUE pairs)\n", argv[i]);
             return -1;
@@ -374,7 +381,7 @@ int loom_cli_run(int argc, char **argv)
         }
         o.model = path;
     }
-    loom_model *m = loom_model_load(o.model, &err);
+    loom_model *m = loom_model_load_ex(o.model, &(loom_model_params){.check_tensors = o.check_tensors}, &err);
     if (!m) {
         fprintf(stderr, "loom run: %s: %s\n", o.model, err.msg);
         return 1;

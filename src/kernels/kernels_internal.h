@@ -442,6 +442,24 @@ void loom_iq4_nl_vec_dot_repacked(int64_t n, float *s, const void *w, const void
 void loom_q2_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a);
 void loom_q2_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a);
 
+/* --- row validators (validate.c), the trait table's validate_row: ggml_validate_row_data's rules --- */
+int loom_f32_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_f16_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_bf16_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_q8_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_1_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_1_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q8_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q2_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q3_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q6_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq4_nl_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq4_xs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+
 /* --- AVX2 (+FMA, F16C) kernels, src/kernels/x86/<family>_avx2.c --- */
 void loom_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_f16_from_float_avx2(const float *src, void *dst, int64_t n);

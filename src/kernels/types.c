@@ -1,26 +1,27 @@
-/* types.c — the per-type trait table: block geometry of every GGUF tensor type loom knows, and the
- * kernel function pointers (dequantize, activation quantize, dot) installed by the dispatcher. */
+/* types.c — the per-type trait table: block geometry of every GGUF tensor type loom knows, its weight
+ * quantizer and row validator, and the kernel function pointers (dequantize, activation quantize, dot)
+ * installed by the dispatcher. */
 #include "kernels/kernels_internal.h"
 #include "kernels/types.h"
 
 static struct loom_type_traits traits[LOOM_TYPE_COUNT] = {
-    [LOOM_TYPE_F32] = {"F32", 1, 4, LOOM_TYPE_F32, 0, 0, 0, 0},
-    [LOOM_TYPE_F16] = {"F16", 1, 2, LOOM_TYPE_F16, 0, 0, 0, 0},
-    [LOOM_TYPE_BF16] = {"BF16", 1, 2, LOOM_TYPE_BF16, 0, 0, 0, 0},
-    [LOOM_TYPE_Q4_0] = {"Q4_0", 32, 18, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q4_0_quantize},
-    [LOOM_TYPE_Q4_1] = {"Q4_1", 32, 20, LOOM_TYPE_Q8_1, 0, 0, 0, loom_q4_1_quantize},
-    [LOOM_TYPE_Q5_0] = {"Q5_0", 32, 22, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q5_0_quantize},
-    [LOOM_TYPE_Q5_1] = {"Q5_1", 32, 24, LOOM_TYPE_Q8_1, 0, 0, 0, loom_q5_1_quantize},
-    [LOOM_TYPE_Q8_0] = {"Q8_0", 32, 34, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q8_0_quantize},
-    [LOOM_TYPE_Q8_1] = {"Q8_1", 32, 36, LOOM_TYPE_Q8_1, 0, 0, 0, 0},
-    [LOOM_TYPE_Q2_K] = {"Q2_K", 256, 84, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q2_k_quantize},
-    [LOOM_TYPE_Q3_K] = {"Q3_K", 256, 110, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q3_k_quantize},
-    [LOOM_TYPE_Q4_K] = {"Q4_K", 256, 144, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q4_k_quantize},
-    [LOOM_TYPE_Q5_K] = {"Q5_K", 256, 176, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q5_k_quantize},
-    [LOOM_TYPE_Q6_K] = {"Q6_K", 256, 210, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q6_k_quantize},
-    [LOOM_TYPE_Q8_K] = {"Q8_K", 256, 292, LOOM_TYPE_Q8_K, 0, 0, 0, 0},
-    [LOOM_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18, LOOM_TYPE_Q8_0, 0, 0, 0, loom_iq4_nl_quantize},
-    [LOOM_TYPE_IQ4_XS] = {"IQ4_XS", 256, 136, LOOM_TYPE_Q8_K, 0, 0, 0, loom_iq4_xs_quantize},
+    [LOOM_TYPE_F32] = {"F32", 1, 4, LOOM_TYPE_F32, 0, 0, 0, 0, loom_f32_validate_row},
+    [LOOM_TYPE_F16] = {"F16", 1, 2, LOOM_TYPE_F16, 0, 0, 0, 0, loom_f16_validate_row},
+    [LOOM_TYPE_BF16] = {"BF16", 1, 2, LOOM_TYPE_BF16, 0, 0, 0, 0, loom_bf16_validate_row},
+    [LOOM_TYPE_Q4_0] = {"Q4_0", 32, 18, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q4_0_quantize, loom_q4_0_validate_row},
+    [LOOM_TYPE_Q4_1] = {"Q4_1", 32, 20, LOOM_TYPE_Q8_1, 0, 0, 0, loom_q4_1_quantize, loom_q4_1_validate_row},
+    [LOOM_TYPE_Q5_0] = {"Q5_0", 32, 22, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q5_0_quantize, loom_q5_0_validate_row},
+    [LOOM_TYPE_Q5_1] = {"Q5_1", 32, 24, LOOM_TYPE_Q8_1, 0, 0, 0, loom_q5_1_quantize, loom_q5_1_validate_row},
+    [LOOM_TYPE_Q8_0] = {"Q8_0", 32, 34, LOOM_TYPE_Q8_0, 0, 0, 0, loom_q8_0_quantize, loom_q8_0_validate_row},
+    [LOOM_TYPE_Q8_1] = {"Q8_1", 32, 36, LOOM_TYPE_Q8_1, 0, 0, 0, 0, 0},
+    [LOOM_TYPE_Q2_K] = {"Q2_K", 256, 84, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q2_k_quantize, loom_q2_k_validate_row},
+    [LOOM_TYPE_Q3_K] = {"Q3_K", 256, 110, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q3_k_quantize, loom_q3_k_validate_row},
+    [LOOM_TYPE_Q4_K] = {"Q4_K", 256, 144, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q4_k_quantize, loom_q4_k_validate_row},
+    [LOOM_TYPE_Q5_K] = {"Q5_K", 256, 176, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q5_k_quantize, loom_q5_k_validate_row},
+    [LOOM_TYPE_Q6_K] = {"Q6_K", 256, 210, LOOM_TYPE_Q8_K, 0, 0, 0, loom_q6_k_quantize, loom_q6_k_validate_row},
+    [LOOM_TYPE_Q8_K] = {"Q8_K", 256, 292, LOOM_TYPE_Q8_K, 0, 0, 0, 0, loom_q8_k_validate_row},
+    [LOOM_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18, LOOM_TYPE_Q8_0, 0, 0, 0, loom_iq4_nl_quantize, loom_iq4_nl_validate_row},
+    [LOOM_TYPE_IQ4_XS] = {"IQ4_XS", 256, 136, LOOM_TYPE_Q8_K, 0, 0, 0, loom_iq4_xs_quantize, loom_iq4_xs_validate_row},
 };
 
 /* The reference's other kernels: its repacked Q4_K gemv/gemm order, and llamafile's tinyBLAS order

@@ -1,6 +1,6 @@
 /* types.h — the tensor element types loom understands (numbered as ggml's type ids, as GGUF stores
- * them) and the per-type trait table: block geometry, dequantization, activation quantization and the
- * block dot product. The table is filled once from CPU features (scalar reference, AVX2, AVX-512). */
+ * them) and the per-type trait table: block geometry, dequantization, activation quantization, the
+ * block dot product and the row validator. The table is filled once from CPU features (scalar reference, AVX2, AVX-512). */
 #ifndef LOOM_KERNELS_TYPES_H
 #define LOOM_KERNELS_TYPES_H
 
@@ -37,6 +37,16 @@ typedef void (*loom_from_float_fn)(const float *src, void *dst, int64_t n);
 /* *s = dot(w[0..n), a[0..n)) where w is a weight row of this type and a an activation row of vec_dot_type */
 typedef void (*loom_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 
+/* What a row validator found: the block (the element, for F32/F16/BF16) and what was wrong with it. */
+struct loom_row_fault {
+    int64_t index;     /* block or element index within the row */
+    const char *field; /* "value", "scale d", "scale dmin", "minimum m" */
+    const char *what;  /* "inf", "nan" */
+};
+/* 1 when the n_blocks blocks at row pass ggml_validate_row_data's rules for the type (finite values and
+ * block scales), else 0 with *fault describing the first failure. Reads only the bytes the rule checks. */
+typedef int (*loom_validate_fn)(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+
 struct loom_type_traits {
     const char *name;          /* "Q4_K" */
     int64_t block_size;        /* elements per block */
@@ -46,10 +56,18 @@ struct loom_type_traits {
     loom_from_float_fn from_float; /* activation quantization (set for F32/F16/BF16/Q8_0/Q8_K) */
     loom_vec_dot_fn vec_dot;
     loom_from_float_fn quantize; /* weight quantization, reference path (no imatrix) */
+    loom_validate_fn validate_row; /* NULL for Q8_1, a type ggml_validate_row_data rejects outright */
 };
 
 /* Traits of a type id, or NULL when loom does not know it (unknown ids are a format error upstream). */
 const struct loom_type_traits *loom_type_traits(uint32_t type);
+/* Validate n_rows rows of n elements each (n a multiple of the block size), back to back at data, with the
+ * type's validate_row. Returns -1 when all pass, else the index of the first failing row with *fault
+ * filled (a type without a validator fails at row 0, field "type", what "without a validation rule"). */
+int64_t loom_type_validate_rows(uint32_t type, const void *data, int64_t n, int64_t n_rows,
+                                struct loom_row_fault *fault);
+/* "block 3 scale d is inf" / "element 5 is nan" / "type Q8_1 has no validation rule" into buf[cap]. */
+void loom_row_fault_describe(uint32_t type, const struct loom_row_fault *fault, char *buf, size_t cap);
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block size or the type is unknown. */
 size_t loom_type_row_bytes(uint32_t type, int64_t n);
 

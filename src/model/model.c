@@ -1,6 +1,7 @@
 /* model.c — loading a model: open the GGUF (mmap), run qwen35 admission, bind every tensor to the
- * layer plan (struct loom_model / loom_layer as views into the map), repack the weights the active
- * kernel set multiplies faster in the X16 layout, and load the tokenizer. Also the public model queries
+ * layer plan (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
+ * data (check_tensors), repack the weights the active kernel set multiplies faster in the X16 layout,
+ * and load the tokenizer. Also the public model queries
  * and the tokenize/piece entry points. The model is immutable once returned. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,7 +212,28 @@ static int repack_weights(struct loom_model *m, loom_error *err)
     return LOOM_OK;
 }
 
-loom_model *loom_model_load(const char *path, loom_error *err)
+int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err)
+{
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct loom_gguf_tensor *t = &g->tensors[i];
+        size_t row_bytes = loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
+        struct loom_row_fault f;
+        int64_t r = row_bytes ? loom_type_validate_rows(t->type, t->data, (int64_t)t->ne[0],
+                                                        (int64_t)(t->nbytes / row_bytes), &f)
+                              : -1;
+        if (r >= 0) {
+            char what[160];
+            loom_row_fault_describe(t->type, &f, what, sizeof what);
+            return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' row %lld: %s, expected finite (tensor check)",
+                               (int)t->name.len, t->name.ptr, (long long)r, what);
+        }
+    }
+    return LOOM_OK;
+}
+
+loom_model *loom_model_load(const char *path, loom_error *err) { return loom_model_load_ex(path, NULL, err); }
+
+loom_model *loom_model_load_ex(const char *path, const loom_model_params *params, loom_error *err)
 {
     if (!path) {
         loom_errorf(err, LOOM_E_ARG, "model path: expected a file name, found NULL");
@@ -227,6 +249,8 @@ loom_model *loom_model_load(const char *path, loom_error *err)
         rc = loom_qwen35_admit(m->gguf, &m->hp, err);
     if (!rc)
         rc = bind_model(m, err);
+    if (!rc && params && params->check_tensors)
+        rc = loom_model_check_tensors(m->gguf, err);
     if (!rc)
         rc = repack_weights(m, err);
     if (!rc)

@@ -80,6 +80,11 @@ struct loom_model {
  * from the file if they are touched again). Nothing for other layouts. */
 void loom_weight_release_rows(const struct loom_weight *w);
 
+/* Validate every tensor of g, row by row, with its type's validate_row (ggml_validate_row_data's rules,
+ * what llama.cpp's check_tensors runs); reads all tensor data. LOOM_OK, or LOOM_E_FORMAT naming the first
+ * failing tensor (file order), its row, and the block or element and what was found. */
+int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err);
+
 /* Admission for qwen35: check every required key and its type, derive the hyper-parameters, check
  * every tensor's presence, name, shape and type against them, and reject extra tensors. Fills *hp.
  * Errors name the key or tensor, the expectation and the finding. Allocates nothing. */

@@ -1,6 +1,7 @@
 /* quantize.c — model quantization: llama.cpp's per-tensor type recipes (llama-quant.cpp
  * llama_tensor_get_type, without an importance matrix) and the conversion of a GGUF file, tensor by
- * tensor, through the atomic GGUF writer with each type's reference-path weight quantizer. */
+ * tensor, through the atomic GGUF writer with each type's reference-path weight quantizer, every source
+ * and output row validated as the reference does. */
 #include "model/quantize.h"
 
 #include <inttypes.h>
@@ -269,36 +270,89 @@ static int quant_key_replaced(const struct loom_gguf_str k)
     return 0;
 }
 
+/* The first invalid row one pool thread found in the current tensor (row INT64_MAX: none). */
+struct quant_fault {
+    int64_t row;
+    uint32_t type;  /* the type of the bytes that failed: the source's, or the quantized output's */
+    int quantized;  /* 0: the source row, 1: the row loom quantized */
+    struct loom_row_fault f;
+};
+
 struct quant_job {
     const struct loom_gguf *in;
     const uint32_t *types;
     struct loom_pool *pool;
     float *rows; /* one row of floats per pool thread */
     int64_t row_cap;
+    struct quant_fault *faults; /* one per pool thread */
+    int n_threads;
     loom_quant_progress_fn progress;
     void *progress_ctx;
     uint64_t done, total;
-    /* the tensor being quantized */
+    /* the tensor being converted */
     const struct loom_gguf_tensor *t;
     uint8_t *dst;
     size_t src_row, dst_row;
 };
 
-/* Rows [begin, end) of the current tensor: widen to F32 (exactly), then the target type's quantizer. */
+/* Validate one row; on failure keep it in the thread's slot when it is the thread's lowest so far. */
+static int quant_check(struct quant_job *j, int thread, int64_t r, uint32_t type, const void *row, int quantized)
+{
+    struct loom_row_fault f;
+    if (loom_type_validate_rows(type, row, (int64_t)j->t->ne[0], 1, &f) < 0)
+        return 1;
+    if (r < j->faults[thread].row)
+        j->faults[thread] = (struct quant_fault){r, type, quantized, f};
+    return 0;
+}
+
+/* Rows [begin, end) of the current tensor: validate the source row (as the reference's loader does with
+ * check_tensors, which llama_model_quantize turns on), then copy it, or widen it to F32 (exactly), run
+ * the target type's quantizer and validate what it wrote (llama_tensor_quantize_impl's check). */
 static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     struct quant_job *j = ctx;
     int64_t n = (int64_t)j->t->ne[0];
     float *row = j->rows + (int64_t)thread * j->row_cap;
-    const struct loom_type_traits *src = loom_type_traits(j->t->type), *dst = loom_type_traits(j->types[j->t - j->in->tensors]);
+    uint32_t src_type = j->t->type, dst_type = j->types[j->t - j->in->tensors];
+    const struct loom_type_traits *src = loom_type_traits(src_type), *dst = loom_type_traits(dst_type);
     for (int64_t r = begin; r < end; r++) {
         const uint8_t *s = (const uint8_t *)j->t->data + (size_t)r * j->src_row;
-        if (j->t->type == LOOM_TYPE_F32)
+        uint8_t *d = j->dst + (size_t)r * j->dst_row;
+        if (!quant_check(j, thread, r, src_type, s, 0))
+            continue;
+        if (src_type == dst_type) {
+            memcpy(d, s, j->src_row);
+            continue;
+        }
+        if (src_type == LOOM_TYPE_F32)
             memcpy(row, s, (size_t)n * sizeof(float));
         else
             src->to_float(s, row, n);
-        dst->quantize(row, j->dst + (size_t)r * j->dst_row, n);
+        dst->quantize(row, d, n);
+        quant_check(j, thread, r, dst_type, d, 1);
     }
+}
+
+/* The lowest invalid row of the current tensor as an error naming the tensor, the row and the finding. */
+static int quant_report(const struct quant_job *j, loom_error *err)
+{
+    const struct quant_fault *first = &j->faults[0];
+    for (int i = 1; i < j->n_threads; i++)
+        if (j->faults[i].row < first->row)
+            first = &j->faults[i];
+    if (first->row == INT64_MAX)
+        return LOOM_OK;
+    char what[160];
+    loom_row_fault_describe(first->type, &first->f, what, sizeof what);
+    const struct loom_gguf_str name = j->t->name;
+    if (first->quantized)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tensor '%.*s' row %" PRId64 ": quantized %s, expected finite (a value beyond the range "
+                           "of the type's F16 scales; llama.cpp's quantized data validation fails too)",
+                           (int)name.len, name.ptr, first->row, what);
+    return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' row %" PRId64 ": source %s, expected finite",
+                       (int)name.len, name.ptr, first->row, what);
 }
 
 static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
@@ -308,10 +362,6 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     if (j->progress)
         j->progress(j->progress_ctx, index, j->in->n_tensors, j->done, j->total, t->name.ptr);
     j->done += nbytes;
-    if (j->types[index] == t->type) {
-        memcpy(buf, t->data, (size_t)nbytes);
-        return LOOM_OK;
-    }
     uint64_t n_rows = t->nbytes / loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
     j->t = t;
     j->dst = buf;
@@ -320,8 +370,10 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     if (j->dst_row * n_rows != nbytes)
         return loom_errorf(err, LOOM_E_INTERNAL, "tensor '%.*s': %" PRIu64 " rows of %zu bytes, writer expects %" PRIu64,
                            (int)t->name.len, t->name.ptr, n_rows, j->dst_row, nbytes);
+    for (int i = 0; i < j->n_threads; i++)
+        j->faults[i].row = INT64_MAX;
     loom_pool_parallel_for(j->pool, (int64_t)n_rows, 1, quant_rows, j);
-    return LOOM_OK;
+    return quant_report(j, err);
 }
 
 /* Tensor descriptors (NUL-terminated names) of a reader. names holds the strings. */
@@ -401,10 +453,11 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
         for (size_t i = 0; i < n; i++)
             job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /
                          loom_type_row_bytes(d[i].type, (int64_t)d[i].ne[0]));
-        int n_threads = pool ? loom_pool_n_threads(pool) : 1;
-        job.rows = malloc((size_t)job.row_cap * (size_t)n_threads * sizeof(float));
-        if (!job.rows)
-            rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %d rows of %" PRId64 " floats", n_threads,
+        job.n_threads = pool ? loom_pool_n_threads(pool) : 1;
+        job.rows = malloc((size_t)job.row_cap * (size_t)job.n_threads * sizeof(float));
+        job.faults = malloc((size_t)job.n_threads * sizeof *job.faults);
+        if (!job.rows || !job.faults)
+            rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %d rows of %" PRId64 " floats", job.n_threads,
                              job.row_cap);
     }
     if (!rc)
@@ -412,6 +465,7 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     if (!rc && progress)
         progress(progress_ctx, n, n, job.total, job.total, "");
     free(job.rows);
+    free(job.faults);
     free(names);
     loom_gguf_writer_free(w);
     free(types);
