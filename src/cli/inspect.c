@@ -138,8 +138,10 @@ int loom_cli_inspect(int argc, char **argv)
     struct loom_hparams hp;
     loom_error err = {0};
     int rc = loom_gguf_open(path, &g, &err);
-    if (!rc)
+    if (!rc) {
+        loom_cli_gguf_warnings("inspect", path, g);
         rc = loom_qwen35_admit(g, &hp, &err);
+    }
     if (rc) {
         fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
         loom_gguf_close(g);
