@@ -62,12 +62,12 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/loom: $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/test.h
+$(BUILD)/tests/%: tests/%.c $(LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Itests $(LDFLAGS) -o $@ $< $(LIB) $(LIBS)
 
 # Parity tests and reference tools use the reference's headers and prebuilt libraries.
-$(BUILD)/tests/parity/%: tests/parity/%.c $(LIB) tests/test.h $(wildcard tests/parity/*.h)
+$(BUILD)/tests/parity/%: tests/parity/%.c $(LIB) $(wildcard tests/*.h) $(wildcard tests/parity/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Itests -Itests/parity $(REF_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(REF_LIBS) $(LIBS)
 $(BUILD)/tools/%: tools/%.c $(LIB)

@@ -64,6 +64,11 @@ int loom_model_n_logits(const loom_model *model);
 int loom_model_token_sampleable(const loom_model *model, int32_t tok);
 /* Nonzero when `tok` is in the end-of-generation set. */
 int loom_model_token_is_eog(const loom_model *model, int32_t tok);
+/* Warnings about the model file: what only the GGUF convention forbids, which the reference engine accepts
+ * (a key that is not lower_snake_case ASCII, a BOOL byte other than 0 or 1, ...). n_warnings counts them all;
+ * loom_model_warning returns the i-th message for the first 8, NULL past them. */
+int loom_model_n_warnings(const loom_model *model);
+const char *loom_model_warning(const loom_model *model, int i);
 
 /* Float order of a session's evaluation. CANONICAL (the default): every token row is computed in one
  * fixed order, each kernel's single-token (decode) order, however the tokens are split into requests

@@ -627,6 +627,7 @@ static int bench_model(const struct bench_opts *o, const struct bench_machine *m
     loom_model *model = loom_model_load_ex(o->model, &(loom_model_params){.check_tensors = o->check_tensors}, &err);
     if (!model)
         goto done;
+    loom_cli_model_warnings("bench", o->model, model);
     loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads,
                               .skip_prompt_checkpoints = 1}; /* every run starts empty: no prefix is reused */
     eng[0].ls = loom_session_new(model, &sp, &err);

@@ -497,6 +497,7 @@ int loom_cli_chat(int argc, char **argv)
         fprintf(stderr, "loom chat: %s: %s\n", o.model, err.msg);
         return 1;
     }
+    loom_cli_model_warnings("chat", o.model, c.m);
     int status = 1;
     if (chat_setup(&c, &err) != LOOM_OK) {
         fprintf(stderr, "loom chat: %s\n", err.msg);

@@ -1,5 +1,5 @@
-/* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check and
- * the kernel choice from the environment. */
+/* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check,
+ * the model file's warnings and the kernel choice from the environment. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "gguf/gguf.h"
 #include "loom.h"
 
 const struct loom_cli_command loom_cli_commands[] = {
@@ -36,6 +37,30 @@ void loom_cli_check_threads(const char *cmd, int n_threads)
                 "loom %s: warning: -t %d is more than the %ld online CPUs; threads that share cores make every step "
                 "wait for each other (expect a much slower run)\n",
                 cmd, n_threads, cpus);
+}
+
+/* n warnings of which the first `kept` are msg(src, i). */
+static void print_warnings(const char *cmd, const char *path, uint64_t n, uint64_t kept,
+                           const char *(*msg)(const void *src, uint64_t i), const void *src)
+{
+    for (uint64_t i = 0; i < kept && i < n; i++)
+        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, msg(src, i));
+    if (n > kept)
+        fprintf(stderr, "loom %s: warning: %s: %llu more warnings like these\n", cmd, path,
+                (unsigned long long)(n - kept));
+}
+
+static const char *model_warning(const void *m, uint64_t i) { return loom_model_warning(m, (int)i); }
+static const char *gguf_warning(const void *g, uint64_t i) { return loom_gguf_warning(g, i); }
+
+void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m)
+{
+    print_warnings(cmd, path, (uint64_t)loom_model_n_warnings(m), LOOM_GGUF_WARNINGS_KEPT, model_warning, m);
+}
+
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g)
+{
+    print_warnings(cmd, path, g->n_warnings, LOOM_GGUF_WARNINGS_KEPT, gguf_warning, g);
 }
 
 int loom_cli_select_kernels(void)

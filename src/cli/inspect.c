@@ -146,8 +146,10 @@ int loom_cli_inspect(int argc, char **argv)
     struct loom_hparams hp;
     loom_error err = {0};
     int rc = loom_gguf_open(path, &g, &err);
-    if (!rc)
+    if (!rc) {
+        loom_cli_gguf_warnings("inspect", path, g);
         rc = loom_qwen35_admit(g, &hp, &err);
+    }
     if (!rc && check)
         rc = loom_model_check_tensors(g, &err);
     if (rc) {

@@ -100,6 +100,7 @@ int loom_cli_quantize(int argc, char **argv)
         fprintf(stderr, "loom quantize: %s\n", err.msg);
         return 1;
     }
+    loom_cli_gguf_warnings("quantize", pos[0], in);
     struct loom_pool *pool = loom_pool_new(threads);
     struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
     prog.t0 = loom_cli_now();

@@ -386,6 +386,7 @@ int loom_cli_run(int argc, char **argv)
         fprintf(stderr, "loom run: %s: %s\n", o.model, err.msg);
         return 1;
     }
+    loom_cli_model_warnings("run", o.model, m);
     int rc = run_generate(m, &o, &err);
     loom_model_free(m);
     if (rc != LOOM_OK) {

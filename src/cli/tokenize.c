@@ -221,6 +221,7 @@ int loom_cli_tokenize(int argc, char **argv)
         loom_gguf_close(g);
         return 1;
     }
+    loom_cli_gguf_warnings("tokenize", o.model, g);
     size_t len = 0;
     char *text = read_stdin(&len);
     int rc = 1;

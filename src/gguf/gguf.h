@@ -18,7 +18,9 @@ enum loom_gguf_vtype {
 };
 
 #define LOOM_GGUF_MAX_DIMS 4
+#define LOOM_GGUF_MAX_NAME 64 /* tensor names are shorter: the reference's GGML_MAX_NAME, with its NUL */
 #define LOOM_GGUF_DEFAULT_ALIGNMENT 32
+#define LOOM_GGUF_WARNINGS_KEPT 8 /* warning messages a handle keeps (it counts them all) */
 
 /* A string inside the mapped file: not NUL-terminated. */
 struct loom_gguf_str {
@@ -57,14 +59,21 @@ struct loom_gguf {
     struct loom_gguf_tensor *tensors;
     uint64_t alignment;
     uint64_t data_offset; /* start of the tensor data section in the file */
+    /* What the GGUF convention forbids but the reference engine accepts (a key that is not lower_snake_case
+     * ASCII, a BOOL byte other than 0 or 1, ...): counted, the first LOOM_GGUF_WARNINGS_KEPT messages kept. */
+    uint64_t n_warnings;
+    char warnings[LOOM_GGUF_WARNINGS_KEPT][200];
 };
 
-/* Open and fully validate the container (header, every kv, every tensor info, extents inside the file,
- * alignment, non-overlap, unique names, known tensor types). Returns LOOM_OK and *out, or an error. */
+/* Open and fully validate the container: refuse what the reference engine refuses (every check of its
+ * reader and its loader's file bounds; docs/gguf-checks.md lists them), and warn (g->warnings) about what only
+ * the GGUF convention forbids. Returns LOOM_OK and *out, or an error naming the field. */
 int loom_gguf_open(const char *path, struct loom_gguf **out, loom_error *err);
 /* Same, over a caller-owned buffer (for tests); the buffer must outlive the handle. */
 int loom_gguf_open_buffer(const void *buf, size_t size, struct loom_gguf **out, loom_error *err);
 void loom_gguf_close(struct loom_gguf *g);
+/* The i-th kept warning, or NULL when i >= min(g->n_warnings, LOOM_GGUF_WARNINGS_KEPT). */
+const char *loom_gguf_warning(const struct loom_gguf *g, uint64_t i);
 
 const struct loom_gguf_kv *loom_gguf_find_kv(const struct loom_gguf *g, const char *key);
 const struct loom_gguf_tensor *loom_gguf_find_tensor(const struct loom_gguf *g, const char *name);
@@ -89,7 +98,9 @@ int loom_gguf_str_eq(struct loom_gguf_str s, const char *c);
 void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len);
 
 /* ---- writer ----------------------------------------------------------------------------------
- * Build a file: add metadata and tensor infos, then stream tensor data in the order added.
+ * Build a file: add metadata and tensor infos, then stream tensor data in the order added. Setters and
+ * add_tensor return LOOM_E_ARG for what the reader would refuse (an empty key, a tensor name of
+ * LOOM_GGUF_MAX_NAME bytes or more, a duplicate tensor, a partial block).
  * The file appears atomically (written to PATH.tmp, fsync, rename). */
 struct loom_gguf_writer;
 

@@ -1,9 +1,11 @@
 /* gguf_read.c — the GGUF reader: maps a file (or takes a buffer), walks the header, metadata and tensor
- * infos with a bounds-checked cursor, validates every count, size, offset and type with checked
- * arithmetic before allocating, and answers key/tensor look-ups by binary search over sorted indexes. */
+ * infos with a bounds-checked cursor, refuses what the reference engine's reader refuses (docs/gguf-checks.md
+ * lists every check) with checked arithmetic before allocating, warns about what only the GGUF convention
+ * forbids, and answers key/tensor look-ups by binary search over sorted indexes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,14 @@
 #include "util/error.h"
 
 #define GGUF_HEADER_BYTES 24    /* magic, version, n_tensors, n_kv */
-#define GGUF_MIN_KV_BYTES 13    /* key length 8, type 4, smallest value 1 */
-#define GGUF_MIN_TINFO_BYTES 32 /* name length 8, n_dims 4, one dim 8, type 4, offset 8 */
+#define GGUF_MIN_KV_BYTES 14    /* key length 8, key 1 (never empty), type 4, smallest value 1 */
+#define GGUF_MIN_TINFO_BYTES 24 /* name length 8, n_dims 4 (0 dims is a scalar), type 4, offset 8 */
 #define NAME_SHOWN 96           /* longest name quoted in a message */
+/* The reference reader's limits on any string (GGUF_MAX_STRING_LENGTH) and array (GGUF_MAX_ARRAY_ELEMENTS);
+ * tensor names are shorter than LOOM_GGUF_MAX_NAME. */
+#define GGUF_MAX_STRING_BYTES (1ull << 30)
+#define GGUF_MAX_ARRAY_N (1ull << 30)
+#define GGUF_CONVENTION_KEY_BYTES 65535 /* the GGUF convention's longest key (2^16 - 1) */
 
 /* The handle plus what only the reader needs: whether it owns the map and the sorted indexes. */
 struct gguf_impl {
@@ -28,12 +35,13 @@ struct gguf_impl {
     uint64_t *t_order;  /* tensor indices sorted by name */
 };
 
-/* A bounds-checked reading position over the whole file. */
+/* A bounds-checked reading position over the whole file; warnings go to g. */
 struct cursor {
     const uint8_t *p;
     size_t size;
     size_t pos;
     loom_error *err;
+    struct loom_gguf *g;
 };
 
 static const char *const vtype_names[] = {"UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
@@ -48,6 +56,63 @@ static const char *vtype_name(uint32_t t)
 static int shown_len(struct loom_gguf_str s)
 {
     return (int)(s.len < NAME_SHOWN ? s.len : NAME_SHOWN);
+}
+
+/* Count a warning and keep its message while there is room. */
+static void __attribute__((format(printf, 2, 3))) warnf(struct loom_gguf *g, const char *fmt, ...)
+{
+    if (g->n_warnings < LOOM_GGUF_WARNINGS_KEPT) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->warnings[g->n_warnings], sizeof g->warnings[0], fmt, ap);
+        va_end(ap);
+    }
+    g->n_warnings++;
+}
+
+/* s for a message: printable ASCII as is, other bytes as \xNN, at most 48 bytes of s then "...". */
+static const char *escaped(struct loom_gguf_str s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (uint64_t i = 0; i < s.len && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        if (i == 48) {
+            o += (size_t)snprintf(buf + o, cap - o, "...");
+            break;
+        }
+        o += (size_t)(ch >= 0x20 && ch < 0x7f ? snprintf(buf + o, cap - o, "%c", ch)
+                                              : snprintf(buf + o, cap - o, "\\x%02x", ch));
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* Offset of the first byte that breaks UTF-8 (RFC 3629: no overlong forms, surrogates or code points above
+ * U+10FFFF), or s.len when s is valid. */
+static uint64_t utf8_invalid_at(struct loom_gguf_str s)
+{
+    const unsigned char *p = (const unsigned char *)s.ptr;
+    for (uint64_t i = 0; i < s.len;) {
+        unsigned char b = p[i];
+        /* continuation bytes that follow b; 9 marks a byte that cannot start a sequence */
+        uint64_t n = b < 0x80 ? 0 : b < 0xc2 ? 9 : b <= 0xdf ? 1 : b <= 0xef ? 2 : b <= 0xf4 ? 3 : 9;
+        if (n == 9 || n > s.len - i - 1)
+            return i;
+        unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+        if (b == 0xe0)
+            lo = 0xa0;
+        else if (b == 0xed)
+            hi = 0x9f;
+        else if (b == 0xf0)
+            lo = 0x90;
+        else if (b == 0xf4)
+            hi = 0x8f;
+        for (uint64_t k = 1; k <= n; k++)
+            if (p[i + k] < (k == 1 ? lo : 0x80) || p[i + k] > (k == 1 ? hi : 0xbf))
+                return i;
+        i += n + 1;
+    }
+    return s.len;
 }
 
 static int cur_need(struct cursor *c, uint64_t n, const char *what, struct loom_gguf_str who)
@@ -87,6 +152,12 @@ static int cur_str(struct cursor *c, struct loom_gguf_str *s, const char *what, 
     int rc = cur_u64(c, &len, what, who);
     if (rc)
         return rc;
+    if (len > GGUF_MAX_STRING_BYTES)
+        return loom_errorf(c->err, LOOM_E_FORMAT,
+                           "%s%s%.*s%s has length %" PRIu64 " at offset %zu, expected at most %llu bytes (the "
+                           "reference's limit on a string)",
+                           what, who.len ? " of '" : "", shown_len(who), who.len ? who.ptr : "", who.len ? "'" : "",
+                           len, c->pos - 8, GGUF_MAX_STRING_BYTES);
     if (len > c->size - c->pos)
         return loom_errorf(c->err, LOOM_E_FORMAT,
                            "%s%s%.*s%s has length %" PRIu64 " at offset %zu, but only %zu bytes remain in the file",
@@ -100,7 +171,8 @@ static int cur_str(struct cursor *c, struct loom_gguf_str *s, const char *what, 
 
 static const struct loom_gguf_str no_name = {0, NULL};
 
-/* Skip `n` values of fixed-size type `t`, checking bools are 0 or 1. */
+/* Skip `n` values of fixed-size type `t`; a BOOL byte other than 0 or 1 is warned about (the reference reads
+ * it as true). */
 static int skip_fixed(struct cursor *c, uint32_t t, uint64_t n, struct loom_gguf_str key)
 {
     uint64_t bytes;
@@ -108,12 +180,13 @@ static int skip_fixed(struct cursor *c, uint32_t t, uint64_t n, struct loom_gguf
         return loom_errorf(c->err, LOOM_E_FORMAT,
                            "key '%.*s': %" PRIu64 " %s values need more bytes than the %zu left at offset %zu",
                            shown_len(key), key.ptr, n, vtype_name(t), c->size - c->pos, c->pos);
-    if (t == LOOM_GGUF_BOOL)
-        for (uint64_t i = 0; i < n; i++)
-            if (c->p[c->pos + i] > 1)
-                return loom_errorf(c->err, LOOM_E_FORMAT,
-                                   "key '%.*s': BOOL value %" PRIu64 " is %u, expected 0 or 1", shown_len(key),
-                                   key.ptr, i, c->p[c->pos + i]);
+    for (uint64_t i = 0; t == LOOM_GGUF_BOOL && i < n; i++)
+        if (c->p[c->pos + i] > 1) {
+            char shown[256];
+            warnf(c->g, "key '%s': BOOL value %" PRIu64 " is %u; the GGUF convention allows only 0 or 1 (read as true)",
+                  escaped(key, shown, sizeof shown), i, c->p[c->pos + i]);
+            break;
+        }
     c->pos += (size_t)bytes;
     return LOOM_OK;
 }
@@ -138,11 +211,41 @@ static int skip_values(struct cursor *c, uint32_t t, uint64_t n, struct loom_ggu
     return skip_fixed(c, t, n, key);
 }
 
+/* Why `s` breaks the GGUF convention for keys (at most 65535 bytes of ASCII, lower_snake_case segments
+ * [a-z0-9_]+ separated by '.'), written into why; "" when it follows it. The first segment may also hold '-':
+ * it is the architecture's name, and the reference names architectures so ("command-r", "gpt-oss"). */
+static const char *key_convention(struct loom_gguf_str s, char *why, size_t cap)
+{
+    uint64_t bad, seg = 0;
+    why[0] = 0;
+    if (s.len > GGUF_CONVENTION_KEY_BYTES)
+        snprintf(why, cap, "is %" PRIu64 " bytes long, more than %d", s.len, GGUF_CONVENTION_KEY_BYTES);
+    else if ((bad = utf8_invalid_at(s)) < s.len)
+        snprintf(why, cap, "is not valid UTF-8 (byte %" PRIu64 ")", bad);
+    for (uint64_t i = 0; !why[0] && i <= s.len; i++) {
+        char ch = i < s.len ? s.ptr[i] : '.';
+        if (ch == '.' && i == seg)
+            snprintf(why, cap, "has an empty segment at byte %" PRIu64, i);
+        else if (ch == '.')
+            seg = i + 1;
+        else if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || (ch == '-' && !seg)))
+            snprintf(why, cap, "has byte 0x%02x at %" PRIu64 ", outside [a-z0-9_.]", (unsigned char)ch, i);
+    }
+    return why;
+}
+
 static int parse_kv(struct cursor *c, uint64_t i, struct loom_gguf_kv *kv)
 {
     int rc = cur_str(c, &kv->key, "key name", no_name);
     if (rc)
         return rc;
+    if (!kv->key.len)
+        return loom_errorf(c->err, LOOM_E_FORMAT,
+                           "key #%" PRIu64 " at offset %zu: name is empty, expected 1 or more bytes", i, c->pos - 8);
+    char why[96], shown[256];
+    if (key_convention(kv->key, why, sizeof why)[0])
+        warnf(c->g, "key #%" PRIu64 " '%s' %s; the GGUF convention asks for lower_snake_case ASCII segments separated "
+              "by '.'", i, escaped(kv->key, shown, sizeof shown), why);
     if ((rc = cur_u32(c, &kv->type, "value type", kv->key)))
         return rc;
     if (kv->type > LOOM_GGUF_FLOAT64)
@@ -162,6 +265,10 @@ static int parse_kv(struct cursor *c, uint64_t i, struct loom_gguf_kv *kv)
     if (kv->arr_type > LOOM_GGUF_FLOAT64)
         return loom_errorf(c->err, LOOM_E_FORMAT, "key '%.*s': array element type %u is unknown (expected 0..12)",
                            shown_len(kv->key), kv->key.ptr, kv->arr_type);
+    if (kv->arr_n > GGUF_MAX_ARRAY_N)
+        return loom_errorf(c->err, LOOM_E_FORMAT,
+                           "key '%.*s': array length %" PRIu64 ", expected at most %llu (the reference's limit)",
+                           shown_len(kv->key), kv->key.ptr, kv->arr_n, GGUF_MAX_ARRAY_N);
     kv->data = c->p + c->pos;
     return skip_values(c, kv->arr_type, kv->arr_n, kv->key);
 }
@@ -196,13 +303,38 @@ static int tensor_geometry(struct cursor *c, struct loom_gguf_tensor *t)
     return LOOM_OK;
 }
 
-static int parse_tensor_info(struct cursor *c, struct loom_gguf_tensor *t)
+/* A tensor name: shorter than LOOM_GGUF_MAX_NAME (refused otherwise); one holding a NUL byte is read up to it, as
+ * the reference reads it, with a warning (as is one that is not valid UTF-8). */
+static int tensor_name(struct cursor *c, uint64_t i, struct loom_gguf_str *name)
 {
-    int rc = cur_str(c, &t->name, "tensor name", no_name);
+    int rc = cur_str(c, name, "tensor name", no_name);
+    if (rc)
+        return rc;
+    char shown[256];
+    if (name->len >= LOOM_GGUF_MAX_NAME)
+        return loom_errorf(c->err, LOOM_E_FORMAT,
+                           "tensor #%" PRIu64 " '%s': name is %" PRIu64 " bytes long, expected at most %d",
+                           i, escaped(*name, shown, sizeof shown), name->len, LOOM_GGUF_MAX_NAME - 1);
+    const char *nul = memchr(name->ptr, 0, (size_t)name->len);
+    if (nul) {
+        warnf(c->g, "tensor #%" PRIu64 " name '%s' holds a NUL byte at %td; read as '%.*s', as the reference does", i,
+              escaped(*name, shown, sizeof shown), nul - name->ptr, (int)(nul - name->ptr), name->ptr);
+        name->len = (uint64_t)(nul - name->ptr);
+    }
+    uint64_t bad = utf8_invalid_at(*name);
+    if (bad < name->len)
+        warnf(c->g, "tensor #%" PRIu64 " name '%s' is not valid UTF-8 (byte %" PRIu64 "), as GGUF strings should be",
+              i, escaped(*name, shown, sizeof shown), bad);
+    return LOOM_OK;
+}
+
+static int parse_tensor_info(struct cursor *c, uint64_t i, struct loom_gguf_tensor *t)
+{
+    int rc = tensor_name(c, i, &t->name);
     if (rc || (rc = cur_u32(c, &t->n_dims, "tensor n_dims", t->name)))
         return rc;
-    if (t->n_dims < 1 || t->n_dims > LOOM_GGUF_MAX_DIMS)
-        return loom_errorf(c->err, LOOM_E_FORMAT, "tensor '%.*s': n_dims is %u, expected 1..%d", shown_len(t->name),
+    if (t->n_dims > LOOM_GGUF_MAX_DIMS)
+        return loom_errorf(c->err, LOOM_E_FORMAT, "tensor '%.*s': n_dims is %u, expected 0..%d", shown_len(t->name),
                            t->name.ptr, t->n_dims, LOOM_GGUF_MAX_DIMS);
     for (uint32_t d = 0; d < LOOM_GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
@@ -235,13 +367,6 @@ static int cmp_t_idx(const void *a, const void *b, void *ctx)
 {
     const struct loom_gguf *g = ctx;
     return str_cmp(g->tensors[*(const uint64_t *)a].name, g->tensors[*(const uint64_t *)b].name);
-}
-
-static int cmp_t_offset(const void *a, const void *b, void *ctx)
-{
-    const struct loom_gguf *g = ctx;
-    uint64_t x = g->tensors[*(const uint64_t *)a].offset, y = g->tensors[*(const uint64_t *)b].offset;
-    return x < y ? -1 : x > y;
 }
 
 /* Indices 0..n-1 sorted by cmp; NULL when out of memory. */
@@ -301,20 +426,26 @@ static int read_alignment(struct loom_gguf *g, loom_error *err)
     if (a == 0 || (a & (a - 1)))
         return loom_errorf(err, LOOM_E_FORMAT,
                            "key 'general.alignment': expected a nonzero power of two, found %u", a);
+    if (a % 8)
+        warnf(g, "key 'general.alignment': %u is not a multiple of 8, as the GGUF convention asks", a);
     g->alignment = a;
     return LOOM_OK;
 }
 
-/* Every tensor aligned, inside the file and not overlapping another. */
-static int check_extents(struct loom_gguf *g, const uint64_t *by_offset, loom_error *err)
+/* The reference's layout: the tensors' data follow one another in file order from the data section's start,
+ * each padded to general.alignment, so each offset must be the sum of the padded sizes before it; and (its
+ * model loader's check) every tensor's data lies inside the file. */
+static int check_extents(struct loom_gguf *g, loom_error *err)
 {
+    uint64_t expected = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct loom_gguf_tensor *t = &g->tensors[i];
         uint64_t start, end;
-        if (t->offset % g->alignment)
+        if (t->offset != expected)
             return loom_errorf(err, LOOM_E_FORMAT,
-                               "tensor '%.*s': offset %" PRIu64 " is not a multiple of general.alignment %" PRIu64,
-                               shown_len(t->name), t->name.ptr, t->offset, g->alignment);
+                               "tensor '%.*s': offset %" PRIu64 ", expected %" PRIu64 " (tensor data follows in file "
+                               "order, each tensor padded to general.alignment %" PRIu64 ")",
+                               shown_len(t->name), t->name.ptr, t->offset, expected, g->alignment);
         if (__builtin_add_overflow(g->data_offset, t->offset, &start) ||
             __builtin_add_overflow(start, t->nbytes, &end) || end > g->size)
             return loom_errorf(err, LOOM_E_FORMAT,
@@ -322,15 +453,8 @@ static int check_extents(struct loom_gguf *g, const uint64_t *by_offset, loom_er
                                "(which starts at %" PRIu64 ") extends past the end of the file (%zu bytes)",
                                shown_len(t->name), t->name.ptr, t->offset, t->nbytes, g->data_offset, g->size);
         t->data = g->map + start;
-    }
-    for (uint64_t i = 1; i < g->n_tensors; i++) {
-        const struct loom_gguf_tensor *a = &g->tensors[by_offset[i - 1]], *b = &g->tensors[by_offset[i]];
-        if (a->offset + a->nbytes > b->offset)
-            return loom_errorf(err, LOOM_E_FORMAT,
-                               "tensor '%.*s': data [%" PRIu64 ", %" PRIu64 ") overlaps tensor '%.*s' at offset "
-                               "%" PRIu64,
-                               shown_len(b->name), b->name.ptr, b->offset, b->offset + b->nbytes, shown_len(a->name),
-                               a->name.ptr, a->offset);
+        /* offset + nbytes <= file size and alignment <= 2^31 here, so this does not overflow */
+        expected += (t->nbytes + g->alignment - 1) / g->alignment * g->alignment;
     }
     return LOOM_OK;
 }
@@ -367,7 +491,7 @@ static int parse_header(struct cursor *c, struct loom_gguf *g)
 static int parse_all(struct gguf_impl *im, loom_error *err)
 {
     struct loom_gguf *g = &im->pub;
-    struct cursor c = {g->map, g->size, 0, err};
+    struct cursor c = {g->map, g->size, 0, err, g};
     int rc = parse_header(&c, g);
     if (rc)
         return rc;
@@ -382,7 +506,7 @@ static int parse_all(struct gguf_impl *im, loom_error *err)
     if ((rc = build_kv_index(im, err)) || (rc = read_alignment(g, err)))
         return rc;
     for (uint64_t i = 0; i < g->n_tensors; i++)
-        if ((rc = parse_tensor_info(&c, &g->tensors[i])))
+        if ((rc = parse_tensor_info(&c, i, &g->tensors[i])))
             return rc;
     if ((rc = build_tensor_index(im, err)))
         return rc;
@@ -396,12 +520,7 @@ static int parse_all(struct gguf_impl *im, loom_error *err)
                            ", past the end of the file (%zu bytes)",
                            c.pos + (size_t)pad, g->alignment, c.size);
     g->data_offset = c.pos + pad;
-    uint64_t *by_offset = index_sorted(g, g->n_tensors, cmp_t_offset);
-    if (!by_offset)
-        return loom_errorf(err, LOOM_E_NOMEM, "out of memory sorting %" PRIu64 " tensors", g->n_tensors);
-    rc = check_extents(g, by_offset, err);
-    free(by_offset);
-    return rc;
+    return check_extents(g, err);
 }
 
 static int open_impl(struct gguf_impl *im, struct loom_gguf **out, loom_error *err)
@@ -475,6 +594,11 @@ void loom_gguf_close(struct loom_gguf *g)
     free(im->kv_order);
     free(im->t_order);
     free(im);
+}
+
+const char *loom_gguf_warning(const struct loom_gguf *g, uint64_t i)
+{
+    return i < g->n_warnings && i < LOOM_GGUF_WARNINGS_KEPT ? g->warnings[i] : NULL;
 }
 
 void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len)

@@ -81,10 +81,15 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size)
     return LOOM_OK;
 }
 
-/* Install key = (type, val); takes ownership of val (freed on failure). An existing key is replaced. */
+/* Install key = (type, val); takes ownership of val (freed on failure). An existing key is replaced; an
+ * empty key (which the reference refuses to read) is LOOM_E_ARG. */
 static int set_kv(struct loom_gguf_writer *w, const char *key, size_t key_len, uint32_t type, uint8_t *val,
                   size_t val_len)
 {
+    if (!key_len) {
+        free(val);
+        return LOOM_E_ARG;
+    }
     for (size_t i = 0; i < w->n_kv; i++) {
         struct wkv *kv = &w->kv[i];
         if (kv->key_len == key_len && !memcmp(kv->key, key, key_len)) {
@@ -249,7 +254,8 @@ int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, ui
                                 const uint64_t *ne)
 {
     const struct loom_type_traits *tr = loom_type_traits(type);
-    if (!w || !name || !ne || !tr || n_dims < 1 || n_dims > LOOM_GGUF_MAX_DIMS || ne[0] % (uint64_t)tr->block_size)
+    if (!w || !name || strlen(name) >= LOOM_GGUF_MAX_NAME || !ne || !tr || n_dims < 1 || n_dims > LOOM_GGUF_MAX_DIMS ||
+        ne[0] % (uint64_t)tr->block_size)
         return LOOM_E_ARG;
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name))

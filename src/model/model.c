@@ -285,6 +285,16 @@ int loom_model_token_sampleable(const loom_model *model, int32_t tok)
 
 int loom_model_token_is_eog(const loom_model *model, int32_t tok) { return loom_tokenizer_is_eog(model->tok, tok); }
 
+int loom_model_n_warnings(const loom_model *model)
+{
+    return model->gguf->n_warnings > INT32_MAX ? INT32_MAX : (int)model->gguf->n_warnings;
+}
+
+const char *loom_model_warning(const loom_model *model, int i)
+{
+    return i < 0 ? NULL : loom_gguf_warning(model->gguf, (uint64_t)i);
+}
+
 int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out, int cap,
                   loom_error *err)
 {

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
-# $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning and
-# the token-id message of `tokenize --decode`. Prints "N passed, N failed".
+# $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning, the
+# token-id message of `tokenize --decode`, and a metadata key the reference refuses (refused) or only the GGUF
+# convention forbids (warned about). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
 model=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35-tiny-Q4_K_M.gguf
 pass=0 fail=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+out=$(mktemp) err=$(mktemp) edited=$(mktemp)
+trap 'rm -f "$out" "$err" "$edited"' EXIT
 
 check() { # description, condition (evaluated)
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err"; fi
@@ -52,6 +53,30 @@ check "run -t 1 does not warn" '! grep -q "online CPUs" "$err"'
 echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
 check "tokenize --decode names the bad token" 'grep -q "expected a token id (an integer in \[0, [0-9]*)), found .x.$" "$err"'
+
+# metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
+# tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
+# loom refuses it; 'Bad.Key' only breaks the GGUF convention (lower_snake_case), so loom warns and runs.
+le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"; done; }
+with_key() { # KEY (at most 12 bytes): writes $edited
+    local n_kv vlen=$((12 - ${#1}))
+    n_kv=$(od -An -tu8 -j16 -N8 "$model" | tr -d ' ')
+    { head -c 16 "$model"; le64 $((n_kv + 1)); le64 ${#1}; printf '%s' "$1"; printf '\x08\0\0\0'; le64 $vlen
+      printf '%*s' $vlen ''; tail -c +25 "$model"; } >"$edited"
+}
+with_key ""
+for cmd in "inspect $edited" "run -m $edited -p hi -n 1 --temp 0 -t 1"; do
+    "$loom" $cmd >"$out" 2>"$err"; rc=$?
+    check "${cmd%% *} refuses an empty key" '[ $rc -eq 1 ] && grep -q "key #0 at offset 24: name is empty, expected 1 or more bytes" "$err"'
+done
+with_key "Bad.Key"
+for cmd in "inspect $edited" "run -m $edited -p hi -n 1 --temp 0 -t 1"; do
+    "$loom" $cmd >"$out" 2>"$err"; rc=$?
+    check "${cmd%% *} accepts key 'Bad.Key' with a warning" \
+        '[ $rc -eq 0 ] && grep -q "warning: $edited: key #0 .Bad.Key. has byte 0x42 at 0, outside" "$err"'
+done
+"$loom" inspect "$model" >"$out" 2>"$err"
+check "inspect of the tiny model warns about nothing" '! grep -q warning "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
