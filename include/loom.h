@@ -131,8 +131,9 @@ int loom_session_tokens(const loom_session *session, int32_t *out, int cap);
  * request of more than one token (a prompt; not with skip_prompt_checkpoints), when a request crosses a
  * multiple of checkpoint_every, and when asked here; within checkpoint_budget bytes, the oldest evicted
  * first. Without one at or before the target, rewinding and the prompt cache re-evaluate from the empty
- * state. Returns LOOM_OK, or LOOM_E_NOMEM when the budget holds no checkpoint or allocation fails (state
- * unchanged either way). */
+ * state (the prompt cache needs none to extend the live state: see loom_session_prefill_cached). Returns
+ * LOOM_OK, or LOOM_E_NOMEM when the budget holds no checkpoint or allocation fails (state unchanged either
+ * way). */
 int loom_session_checkpoint(loom_session *session, loom_error *err);
 /* Number of checkpoints held. */
 int loom_session_n_checkpoints(const loom_session *session);
@@ -144,9 +145,17 @@ int loom_session_n_checkpoints(const loom_session *session);
 int loom_session_rewind(loom_session *session, int pos, float *logits, loom_error *err);
 
 /* Prompt cache: make the session's sequence tokens[n] (n >= 1) reusing the longest common prefix with its
- * current history: restores the nearest checkpoint at or before that prefix (and before n) and evaluates
- * the rest, at least one token. logits: [n_logits] of the last token, may be NULL. Returns the number of
- * tokens reused (>= 0), or a negative code as loom_session_eval. */
+ * current history. When the whole history is a prefix of tokens (after a request, a decode turn, a rewind,
+ * a restore or a failed request alike), the live state is reused as it is and only tokens[pos..n) are
+ * evaluated; when tokens equal the history, nothing is evaluated and the held last logits are returned (if
+ * the session holds none, the last token is re-evaluated as below). Otherwise the live state cannot be
+ * rewound: the nearest checkpoint at or before the common prefix (and before n) is restored and the rest
+ * evaluated, at least one token. logits: [n_logits] of the last token, may be NULL. Returns the number of
+ * tokens reused (>= 0; n - reused were evaluated), or a negative code as loom_session_eval. In CANONICAL
+ * numerics the logits and state are bitwise those of a fresh session fed tokens[n]. In REFERENCE_BATCH
+ * numerics the reused prefix keeps the float order of the requests that evaluated it and the rest is
+ * evaluated as one request, so the result equals a fresh session fed the same requests, and equals one
+ * batch of tokens[n] only when nothing is reused (reset first to get that). */
 int loom_session_prefill_cached(loom_session *session, const int32_t *tokens, int n, float *logits,
                                 loom_error *err);
 
@@ -156,7 +165,8 @@ int loom_session_prefill_cached(loom_session *session, const int32_t *tokens, in
 int loom_session_save(const loom_session *session, const char *path, loom_error *err);
 /* Replace the session's sequence with the one saved in path. Refuses (LOOM_E_FORMAT, session unchanged) a
  * file that is not a loom state file, is damaged (checksum), was saved from another model, or does not fit
- * the session's context. Checkpoints are dropped. */
+ * the session's context. Checkpoints are dropped (loom_session_prefill_cached extends the restored state
+ * without one). */
 int loom_session_restore(loom_session *session, const char *path, loom_error *err);
 
 /* One decode step for n sequences of the same model at once: tokens[i] is evaluated as the next token of

@@ -2,8 +2,10 @@
  * tiny / 0.8b models when present): the state owner list and its bytes against the admission formula,
  * partition-invariant prefill in CANONICAL numerics (logits and digests bitwise equal for one chunk, token by
  * token, 1/2/1, 3/3/3/1, 7 and random splits), transactional requests under failure injection after every
- * stage, the context limit, save/restore (64 greedy tokens), checkpoints/rewind and the prompt cache, and
- * many sequences decoded together (each bitwise its solo run). LOOM_TEST_SKIP_08B skips the 0.8b model. */
+ * stage, the context limit, save/restore (64 greedy tokens), checkpoints/rewind and the prompt cache (which
+ * extends the live state without a checkpoint after a restore, a decode turn, a failure or a rewind, in both
+ * numerics), and many sequences decoded together (each bitwise its solo run). LOOM_TEST_SKIP_08B skips the
+ * 0.8b model. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,6 +521,177 @@ out:
     loom_session_free(f);
 }
 
+/* ---- the live state as a prefix ------------------------------------------------------------------------ */
+
+static loom_session *new_numerics(const loom_model *m, enum loom_numerics nm)
+{
+    loom_session_params p = {.n_ctx = 64, .n_threads = 1, .numerics = nm};
+    loom_error err = {0};
+    loom_session *s = loom_session_new(m, &p, &err);
+    CHECK(s != NULL, "session: %s", err.msg);
+    return s;
+}
+
+/* loom_session_prefill_cached with the tokens it embeds counted into *evaluated. */
+static int prefill_counted(loom_session *s, const int32_t *tokens, int n, float *logits, int64_t *evaluated,
+                           loom_error *err)
+{
+    struct embed_count ec = {0, s->model->hp.n_embd};
+    s->hook = count_embedded;
+    s->hook_ctx = &ec;
+    int reused = loom_session_prefill_cached(s, tokens, n, logits, err);
+    s->hook = NULL;
+    *evaluated = ec.tokens;
+    return reused;
+}
+
+/* s holds tokens[0..live) (its whole history). The prompt cache to tokens[n] (n >= live) must reuse the live
+ * state: return live, evaluate only tokens[live..n) (nothing when n == live and s holds logits), and give the
+ * logits and digest of a copy of s (saved and restored: no checkpoints) fed tokens[live..n) as one request,
+ * in CANONICAL numerics also those of a fresh session fed tokens[n] in one request. */
+static void expect_live(const char *name, const char *what, loom_session *s, const int32_t *tokens, int live, int n,
+                        const char *dir)
+{
+    const loom_model *m = s->model;
+    int nv = loom_model_n_logits(m);
+    char path[256];
+    snprintf(path, sizeof path, "%s/live.state", dir);
+    loom_session *copy = new_numerics(m, s->numerics), *fresh = new_numerics(m, LOOM_NUMERICS_CANONICAL);
+    float *got = malloc(sizeof(float) * (size_t)nv), *want = malloc(sizeof(float) * (size_t)nv);
+    loom_error err = {0};
+    int64_t evaluated = -1;
+    if (!copy || !fresh || !got || !want || loom_session_save(s, path, &err) ||
+        loom_session_restore(copy, path, &err) || loom_session_eval(copy, tokens + live, n - live, NULL,
+                                                                    LOOM_LOGITS_LAST, &err)) {
+        CHECK(0, "%s: %s: setup: %s", name, what, err.msg);
+        goto out;
+    }
+    int reused = prefill_counted(s, tokens, n, got, &evaluated, &err);
+    CHECK(reused == live && evaluated == n - live, "%s: %s: the prompt cache reused %d and evaluated %lld of %d "
+          "tokens, expected %d and %d (%s)", name, what, reused, (long long)evaluated, n, live, n - live, err.msg);
+    const float *last = loom_session_last_logits(copy);
+    CHECK(reused >= 0 && last && !memcmp(got, last, sizeof(float) * (size_t)nv) &&
+              loom_session_digest(s) == loom_session_digest(copy),
+          "%s: %s: logits or digest differ from the live state fed the rest", name, what);
+    if (s->numerics == LOOM_NUMERICS_CANONICAL) {
+        int rc = loom_session_eval(fresh, tokens, n, want, LOOM_LOGITS_LAST, &err);
+        CHECK(rc == LOOM_OK && !memcmp(got, want, sizeof(float) * (size_t)nv) &&
+                  loom_session_digest(s) == loom_session_digest(fresh),
+              "%s: %s: logits or digest differ from a fresh session fed all %d tokens (%s)", name, what, n, err.msg);
+    }
+out:
+    unlink(path);
+    free(got);
+    free(want);
+    loom_session_free(copy);
+    loom_session_free(fresh);
+}
+
+/* Rewind s to pos with the re-evaluation failing: s is left at the checkpoint it restored, without logits. */
+static int failed_rewind(loom_session *s, int pos)
+{
+    struct inject in = {0, 0, 0, LOOM_E_INTERNAL, "", 0};
+    loom_error err = {0};
+    s->hook = inject_hook;
+    s->hook_ctx = &in;
+    int rc = loom_session_rewind(s, pos, NULL, &err);
+    s->hook = NULL;
+    CHECK(rc == LOOM_E_INTERNAL, "the failing rewind returned %d", rc);
+    return loom_session_pos(s);
+}
+
+/* The live state counts as a reusable prefix without a checkpoint: after a restore, with the same tokens
+ * again, after a decode turn, after a failed request, after a rewind and after a failed rewind; tokens that
+ * diverge from the history (or stop inside it) do not reuse it. conv: the conversation so far, built up in
+ * place from tok (32 tokens). */
+static void check_live_prefix(const char *name, const loom_model *m, const int32_t *tok, enum loom_numerics nm,
+                              const char *dir)
+{
+    char label[96];
+    snprintf(label, sizeof label, "%s (%s)", name, nm == LOOM_NUMERICS_CANONICAL ? "canonical" : "reference batch");
+    int nv = loom_model_n_logits(m), p;
+    loom_session *s = new_numerics(m, nm), *f = new_numerics(m, LOOM_NUMERICS_CANONICAL);
+    float *a = malloc(sizeof(float) * 4 * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    int32_t conv[64];
+    char path[256];
+    loom_error err = {0};
+    int64_t evaluated = -1;
+    snprintf(path, sizeof path, "%s/conversation.state", dir);
+    memcpy(conv, tok, sizeof(int32_t) * 32);
+    if (!s || !f || !a || !b || loom_session_eval(f, conv, 9, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_save(f, path, &err) || loom_session_restore(s, path, &err)) {
+        CHECK(0, "%s: setup: %s", label, err.msg);
+        goto out;
+    }
+    expect_live(label, "restored 9 tokens + 3", s, conv, 9, 12, dir);
+    expect_live(label, "the same 12 tokens again", s, conv, 12, 12, dir);
+    if (generate(m, s, 3, conv + 12, a))
+        goto out;
+    if (nm == LOOM_NUMERICS_CANONICAL) { /* a step of many sequences appends to the history too */
+        conv[15] = greedy(m, loom_session_last_logits(s));
+        CHECK(loom_sessions_decode(&s, conv + 15, 1, NULL, &err) == LOOM_OK, "%s: decode: %s", label, err.msg);
+    } else if (generate(m, s, 1, conv + 15, a)) {
+        goto out;
+    }
+    expect_live(label, "a decode turn of 4 tokens + 2", s, conv, 16, 18, dir);
+    struct inject in = {0, 3, 0, LOOM_E_INTERNAL, "", 0};
+    s->hook = inject_hook;
+    s->hook_ctx = &in;
+    CHECK(loom_session_eval(s, conv + 18, 3, NULL, LOOM_LOGITS_LAST, &err) == LOOM_E_INTERNAL,
+          "%s: the injected failure did not fail the request", label);
+    s->hook = NULL;
+    expect_live(label, "a failed request, then 18 tokens + 3", s, conv, 18, 21, dir);
+    CHECK(loom_session_rewind(s, 14, NULL, &err) == LOOM_OK, "%s: rewind: %s", label, err.msg);
+    conv[14] = tok[31], conv[15] = tok[30];
+    expect_live(label, "a rewind to 14, then 2 other tokens", s, conv, 14, 16, dir);
+    /* a failed rewind to 17 leaves s at the explicit checkpoint it restored (16, without logits; at 18 with
+     * them were rewinding all or nothing): either way its history is a prefix to extend */
+    CHECK(loom_session_checkpoint(s, &err) == LOOM_OK, "%s: checkpoint: %s", label, err.msg);
+    p = loom_session_eval(s, conv + 16, 2, NULL, LOOM_LOGITS_LAST, &err) ? -1 : failed_rewind(s, 17);
+    CHECK(p == 16 || p == 18, "%s: the failed rewind left position %d", label, p);
+    if (p < 0)
+        goto out;
+    expect_live(label, "a failed rewind, then 2 tokens more", s, conv, p, p + 2, dir);
+    /* the same tokens again after a failed rewind: without held logits the last one is evaluated again */
+    p = failed_rewind(s, 17);
+    int held = loom_session_last_logits(s) != NULL;
+    int reused = prefill_counted(s, conv, p, a, &evaluated, &err);
+    loom_session_reset(f);
+    loom_session_eval(f, conv, p, b, LOOM_LOGITS_LAST, &err);
+    CHECK(reused >= 0 && (held ? reused == p : reused < p) && evaluated == p - reused,
+          "%s: the same %d tokens (logits held: %d): reused %d, evaluated %lld (%s)", label, p, held, reused,
+          (long long)evaluated, err.msg);
+    CHECK(nm != LOOM_NUMERICS_CANONICAL || (!memcmp(a, b, sizeof(float) * (size_t)nv) &&
+                                            loom_session_digest(s) == loom_session_digest(f)),
+          "%s: the same tokens after a failed rewind differ from a fresh run", label);
+    /* stopping at 12 inside the history, then diverging at 10: only checkpoints within the prefix are reused */
+    int32_t other = (conv[10] + 1) % (int32_t)m->tok_embd.n_out;
+    int32_t diverged[16];
+    memcpy(diverged, conv, sizeof diverged);
+    diverged[10] = other;
+    const int32_t *cases[2] = {conv, diverged};
+    const int lens[2] = {12, 16}, limits[2] = {11, 10};
+    for (int c = 0; c < 2; c++) {
+        reused = prefill_counted(s, cases[c], lens[c], a, &evaluated, &err);
+        loom_session_reset(f);
+        loom_session_eval(f, cases[c], lens[c], b, LOOM_LOGITS_LAST, &err);
+        CHECK(reused >= 0 && reused <= limits[c] && evaluated == lens[c] - reused,
+              "%s: %s: reused %d (at most %d expected), evaluated %lld (%s)", label,
+              c ? "diverging tokens" : "stopping inside the history", reused, limits[c], (long long)evaluated, err.msg);
+        CHECK(nm != LOOM_NUMERICS_CANONICAL || (!memcmp(a, b, sizeof(float) * (size_t)nv) &&
+                                                loom_session_digest(s) == loom_session_digest(f)),
+              "%s: the prompt cache on diverging tokens differs from a fresh run", label);
+    }
+    printf("%s: the live state reused after restore, decode, failure, rewind (evaluating only new tokens)\n",
+           label);
+out:
+    unlink(path);
+    free(a);
+    free(b);
+    loom_session_free(s);
+    loom_session_free(f);
+}
+
 /* Checkpoints every 2 positions within a budget of 2: the oldest are evicted, rewinding still equals a fresh
  * run (from the nearest checkpoint left, or the empty state), and a budget below one checkpoint refuses. */
 static void check_budget(const loom_model *m, const int32_t *tok)
@@ -703,8 +876,8 @@ static void test_micro(void)
     if (write_mini_vocab(vocab) || !(m = load_micro_model(vocab, path, LOOM_TYPE_F16, 7)) ||
         !(m2 = load_micro_model(vocab, path2, LOOM_TYPE_F16, 8)))
         goto out;
-    int32_t tok[NP + 8];
-    for (int i = 0; i < NP + 8; i++)
+    int32_t tok[64];
+    for (int i = 0; i < 64; i++)
         tok[i] = (int32_t)((i * 37 + 11) % MINI_TOKENS);
     test_owners(m);
     check_partitions("micro F16", m, tok, NP, 3);
@@ -718,6 +891,8 @@ static void test_micro(void)
     test_digest(m, tok);
     check_save_restore("micro F16", m, m2, tok, 9, 64, dir);
     check_rewind_cache("micro F16", m, tok);
+    check_live_prefix("micro F16", m, tok, LOOM_NUMERICS_CANONICAL, dir);
+    check_live_prefix("micro F16", m, tok, LOOM_NUMERICS_REFERENCE_BATCH, dir);
     check_many("micro F16", m, tok);
     check_budget(m, tok);
     check_skip_prompt_checkpoints(m, tok);
@@ -750,13 +925,14 @@ static void test_cached(const char *file, int n, int n_random, int n_gen)
     if (!m)
         return;
     int32_t tok[64];
-    for (int i = 0; i < n && i < 64; i++)
+    for (int i = 0; i < 64; i++)
         tok[i] = (int32_t)((i * 7919 + 101) % 150000);
     test_owners(m);
     check_partitions(file, m, tok, n, n_random);
     char dir[] = "/tmp/loom-test-state-XXXXXX"; /* private: other test runs may save at the same time */
     if (mkdtemp(dir)) {
         check_save_restore(file, m, NULL, tok, n, n_gen, dir);
+        check_live_prefix(file, m, tok, LOOM_NUMERICS_CANONICAL, dir);
         rmdir(dir);
     } else {
         CHECK(0, "mkdtemp failed");

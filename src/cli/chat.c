@@ -1,9 +1,9 @@
 /* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it in the Qwen3.5 chat
- * format with provenance (src/text/chat.h), evaluates only the new tokens when the render extends what the
- * session already holds (else the session's prompt cache restores a recurrent-state checkpoint inside the
- * common prefix: that state cannot be rewound otherwise), samples and streams the answer through the
- * streaming detokenizer until an end-of-generation token. Commands: /reset,
- * /system TEXT, /think on|off, /timing, /quit. When stdin is not a terminal, each line is one user message. */
+ * format with provenance (src/text/chat.h), brings the session to the render through its prompt cache (which
+ * evaluates only the tokens its history lacks, restoring the checkpoint kept at the last answer's start where
+ * the render diverges), samples and streams the answer through the streaming detokenizer until an
+ * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /quit. When stdin is not a
+ * terminal, each line is one user message. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@ struct chat_opts {
 
 /* Timing of one turn. */
 struct chat_turn_stats {
-    int n_reused, n_prefill, n_generated, reset; /* reset: turns that went through the prompt cache */
+    int n_reused, n_prefill, n_generated, reset; /* reset: turns that restored a checkpoint (render diverged) */
     double t_prefill, t_decode;
 };
 
@@ -47,8 +47,6 @@ struct chat {
     enum loom_chat_think think;
     struct loom_chat_message *msgs; /* user and assistant turns (role points at a literal, content owned) */
     size_t n_msgs, cap_msgs;
-    int32_t *hist; /* the tokens the session has evaluated, in order */
-    int n_hist, cap_hist;
     struct chat_turn_stats last, total;
     int interactive;
 };
@@ -162,29 +160,6 @@ static void chat_pop_message(struct chat *c)
     free((char *)c->msgs[--c->n_msgs].content);
 }
 
-static int chat_hist_push(struct chat *c, const int32_t *ids, int n)
-{
-    if (c->n_hist + n > c->cap_hist) {
-        int cap = c->cap_hist ? c->cap_hist : 1024;
-        while (cap < c->n_hist + n)
-            cap *= 2;
-        int32_t *v = realloc(c->hist, (size_t)cap * sizeof *v);
-        if (!v)
-            return LOOM_E_NOMEM;
-        c->hist = v;
-        c->cap_hist = cap;
-    }
-    memcpy(c->hist + c->n_hist, ids, (size_t)n * sizeof *ids);
-    c->n_hist += n;
-    return LOOM_OK;
-}
-
-static void chat_forget_session(struct chat *c)
-{
-    loom_session_reset(c->s);
-    c->n_hist = 0;
-}
-
 /* Render the conversation (system prompt first) with a generation prompt and tokenize it. */
 static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *err)
 {
@@ -219,45 +194,23 @@ static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
     return n - 1;
 }
 
-/* Evaluate ids[from, to) (logits of the last one into logits, may be NULL) and record them in the history. */
-static int chat_eval(struct chat *c, const int32_t *ids, int from, int to, float *logits, loom_error *err)
-{
-    int rc = loom_session_eval(c->s, ids + from, to - from, logits, LOOM_LOGITS_LAST, err);
-    if (rc == LOOM_OK && chat_hist_push(c, ids + from, to - from) != LOOM_OK)
-        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the token history to %d", to);
-    return rc;
-}
-
-/* Bring the session to ids[n] (n >= 2) and leave the last token's logits in c->logits. When the session's
- * tokens are a proper prefix of the shared part, only the new tokens are evaluated; otherwise the session's
- * prompt cache restores the nearest checkpoint within the common prefix (recurrent state cannot be rewound
- * any other way) and evaluates the rest. A checkpoint is then taken where the next turn's render diverges. */
+/* Bring the session to ids[n] (n >= 2) and leave the last token's logits in c->logits. The prompt cache
+ * evaluates only what the session's history (the last render and answer) lacks, or restores the nearest
+ * checkpoint where the render diverges from it; a checkpoint is then taken where the next turn's render will
+ * diverge. On failure the session holds a consistent prefix that the next turn's prompt cache reuses. */
 static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *err)
 {
-    int split = chat_turn_start(c, ids, n), common = 0, rc;
-    while (common < c->n_hist && common < split && c->hist[common] == ids[common])
-        common++;
+    int split = chat_turn_start(c, ids, n), held = loom_session_pos(c->s);
     double t0 = loom_cli_now();
-    if (common == c->n_hist && common < split) {
-        c->last.n_reused = common;
-        rc = chat_eval(c, ids, common, split, NULL, err);
-    } else {
-        int reused = loom_session_prefill_cached(c->s, ids, split, NULL, err);
-        c->last.reset = 1;
-        c->last.n_reused = reused > 0 ? reused : 0;
-        c->n_hist = 0;
-        rc = reused < 0 ? reused : chat_hist_push(c, ids, split) == LOOM_OK ? LOOM_OK : LOOM_E_NOMEM;
-        if (rc == LOOM_E_NOMEM)
-            loom_errorf(err, rc, "chat: could not grow the token history to %d", split);
-    }
+    int reused = loom_session_prefill_cached(c->s, ids, split, NULL, err), rc = reused < 0 ? reused : LOOM_OK;
     if (rc == LOOM_OK) {
+        c->last.n_reused = reused;
+        c->last.reset = reused < held;
         loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
-        rc = chat_eval(c, ids, split, n, c->logits, err);
+        rc = loom_session_eval(c->s, ids + split, n - split, c->logits, LOOM_LOGITS_LAST, err);
     }
     c->last.t_prefill = loom_cli_now() - t0;
     c->last.n_prefill = n - c->last.n_reused;
-    if (rc != LOOM_OK)
-        chat_forget_session(c); /* the session's state may no longer match the history */
     return rc;
 }
 
@@ -306,8 +259,6 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         if (rc != LOOM_OK || g + 1 == c->o->n_max || loom_session_pos(c->s) >= c->o->n_ctx)
             break;
         rc = loom_session_eval(c->s, &tok, 1, c->logits, LOOM_LOGITS_LAST, err);
-        if (rc == LOOM_OK && chat_hist_push(c, &tok, 1) != LOOM_OK)
-            rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the token history");
     }
     c->last.t_decode = loom_cli_now() - t0;
     int k = loom_detok_flush(&dt, text, (int)sizeof text);
@@ -357,12 +308,10 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
         rc = chat_push_message(c, "assistant", ans, ans_len) == LOOM_OK
                  ? LOOM_OK
                  : loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
-    if (rc != LOOM_OK) {
-        chat_pop_message(c);
-        chat_forget_session(c); /* a failed evaluation may have left the session ahead of the history */
-    } else {
+    if (rc != LOOM_OK)
+        chat_pop_message(c); /* the session keeps what it evaluated: the next turn's prompt cache sorts it out */
+    else
         chat_add_stats(&c->total, &c->last);
-    }
     free(ans);
     free(ids);
     return rc;
@@ -384,7 +333,7 @@ static int chat_command(struct chat *c, const char *line)
     if (!strcmp(line, "/reset")) {
         while (c->n_msgs)
             chat_pop_message(c);
-        chat_forget_session(c);
+        loom_session_reset(c->s);
         c->total = (struct chat_turn_stats){0};
         fprintf(stderr, "(conversation reset)\n");
     } else if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == '\0')) {
@@ -466,7 +415,6 @@ static void chat_teardown(struct chat *c)
     while (c->n_msgs)
         chat_pop_message(c);
     free(c->msgs);
-    free(c->hist);
     free(c->system);
     free(c->logits);
     loom_sampler_free(c->smp);

@@ -1,6 +1,7 @@
 /* checkpoint.c — checkpoints of a sequence's recurrent state within a memory budget, rewinding to an
  * earlier position (nearest checkpoint at or before it, then re-evaluating the history: never stale
- * logits), and the prompt cache that reuses the longest common prefix with the session's history. */
+ * logits), and the prompt cache that reuses the longest common prefix with the session's history: the live
+ * state when the whole history is a prefix of the new tokens, else the nearest checkpoint inside it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,8 +159,16 @@ int loom_session_prefill_cached(loom_session *s, const int32_t *tokens, int n, f
     int common = 0;
     while (common < s->pos && common < n && s->history[common] == tokens[common])
         common++;
-    restore_nearest(s, common < n ? common : n - 1);
+    /* The live state is itself a reusable prefix when the whole history is one (the recurrent state cannot
+     * be rewound without a checkpoint); when it is all of tokens, its held logits are the last token's. */
+    if (common < s->pos || (common == n && !s->has_logits))
+        restore_nearest(s, common < n ? common : n - 1);
     int reused = s->pos;
+    if (reused == n) {
+        if (logits)
+            memcpy(logits, s->logits, (size_t)s->n_logits * sizeof(float));
+        return reused;
+    }
     int rc = loom_session_eval(s, tokens + reused, n - reused, logits, LOOM_LOGITS_LAST, err);
     return rc ? rc : reused;
 }

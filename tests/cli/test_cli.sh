@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
 # $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning, the
-# token-id message of `tokenize --decode`, and a metadata key the reference refuses (refused) or only the GGUF
-# convention forbids (warned about). Prints "N passed, N failed".
+# token-id message of `tokenize --decode`, a chat's second turn reusing the first, and a metadata key the reference
+# refuses (refused) or only the GGUF convention forbids (warned about). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -40,6 +40,12 @@ check "run -t 100000 exits 2" '[ $rc -eq 2 ]'
 check "run -t 100000 names the range" 'grep -q -- "-t expects an integer in \[1, 1024\], found .100000." "$err"'
 "$loom" chat -m "$model" -c 0 </dev/null >"$out" 2>"$err"; rc=$?
 check "chat -c 0 names the range" '[ $rc -eq 2 ] && grep -q -- "-c expects an integer in \[1, " "$err"'
+
+# chat: the second turn reuses the tokens the session holds from the first (through its prompt cache)
+printf 'Hello there\nTell me more\n/timing\n' | "$loom" chat -m "$model" --temp 0 -n 8 -t 2 >"$out" 2>"$err"; rc=$?
+check "chat of two turns runs" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 2 ]'
+reuse='^last turn: prefill [0-9]* tokens .*, [1-9][0-9]* reused from the session'
+check "chat's second turn reuses the first" 'grep -q "$reuse" "$err"'
 
 # more threads than CPUs: allowed, with a warning
 cpus=$(getconf _NPROCESSORS_ONLN)
