@@ -16,6 +16,7 @@
 #include "gguf/gguf.h"
 #include "parity.h"
 #include "test.h"
+#include "vocab_fixture.h"
 #include "text/text_internal.h"
 #include "text/tokenizer.h"
 
@@ -199,7 +200,7 @@ static void print_mismatch(const char *what, const struct buf *b, const int32_t 
  * mode keeps it text (trusted text and parse_special = true still match it). CONTROL: USER_DEFINED in the
  * file but made CONTROL by its spelling at load (the reference's FIM and end-of-generation names, loom's
  * too), matched by neither. Source of the ids and spellings: each file's tokenizer.ggml.tokens and
- * token_type (listed with a GGUF reader); qwen35-markers is the fixture made by write_markers_vocab. The
+ * token_type (listed with a GGUF reader); qwen35-markers is the fixture of vocab_fixture.h. The
  * [PAD<id>] rows are placeholders older conversions typed USER_DEFINED (convert_hf_to_gguf.py now writes
  * UNUSED). llama-bpe, gpt-2, llama-spm and starcoder have none. check_user_defined verifies that the rows
  * cover exactly the tokens typed USER_DEFINED in the file or by the reference. */
@@ -519,66 +520,6 @@ static void run_vocab(const char *path, const char *name, int check_text)
         llama_model_free(model);
 }
 
-/* Qwen's added tokens as real Qwen3 and Qwen3.5 GGUFs type them (convert_hf_to_gguf.py: CONTROL when
- * special or "<|...|>"-shaped, else USER_DEFINED), at their Qwen3 ids; the reference's qwen35 test
- * vocabulary has [PAD] rows there instead. */
-static const struct {
-    int32_t id;
-    const char *text;
-    int32_t type;
-} k_qwen_added[] = {
-    {151646, "<|object_ref_start|>", 3}, {151647, "<|object_ref_end|>", 3}, {151648, "<|box_start|>", 3},
-    {151649, "<|box_end|>", 3}, {151650, "<|quad_start|>", 3}, {151651, "<|quad_end|>", 3},
-    {151652, "<|vision_start|>", 3}, {151653, "<|vision_end|>", 3}, {151654, "<|vision_pad|>", 3},
-    {151655, "<|image_pad|>", 3}, {151656, "<|video_pad|>", 3}, {151657, "<tool_call>", 4},
-    {151658, "</tool_call>", 4}, {151659, "<|fim_prefix|>", 3}, {151660, "<|fim_middle|>", 3},
-    {151661, "<|fim_suffix|>", 3}, {151662, "<|fim_pad|>", 3}, {151663, "<|repo_name|>", 3},
-    {151664, "<|file_sep|>", 3}, {151665, "<tool_response>", 4}, {151666, "</tool_response>", 4},
-    {151667, "<think>", 4}, {151668, "</think>", 4},
-};
-
-/* The fixture vocabulary qwen35-markers: the reference's qwen35 test vocabulary (every key copied) with
- * k_qwen_added written over its rows. Returns 0 on success. */
-static int write_markers_vocab(const char *src, const char *path)
-{
-    loom_error err = {0};
-    struct loom_gguf *g = NULL;
-    const struct loom_gguf_kv *toks, *types;
-    if (loom_gguf_open(src, &g, &err) != LOOM_OK ||
-        loom_gguf_get_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_STRING, 0, &toks, &err) != LOOM_OK ||
-        loom_gguf_get_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, 0, &types, &err) != LOOM_OK) {
-        loom_gguf_close(g);
-        return -1;
-    }
-    uint64_t n = toks->arr_n;
-    struct loom_gguf_str *str = calloc(n, sizeof *str);
-    int32_t *ty = malloc(n * sizeof *ty);
-    struct loom_gguf_writer *w = loom_gguf_writer_new();
-    int rc = !str || !ty || !w || types->arr_n != n || loom_gguf_kv_strings(toks, str, n, &err) != LOOM_OK;
-    if (!rc) {
-        memcpy(ty, types->data, n * sizeof *ty);
-        for (size_t i = 0; i < sizeof k_qwen_added / sizeof *k_qwen_added; i++) {
-            str[k_qwen_added[i].id] = (struct loom_gguf_str){strlen(k_qwen_added[i].text), k_qwen_added[i].text};
-            ty[k_qwen_added[i].id] = k_qwen_added[i].type;
-        }
-    }
-    for (uint64_t i = 0; !rc && i < g->n_kv; i++) {
-        const struct loom_gguf_kv *kv = &g->kv[i];
-        if (loom_gguf_str_eq(kv->key, "tokenizer.ggml.tokens"))
-            rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", str, n);
-        else if (loom_gguf_str_eq(kv->key, "tokenizer.ggml.token_type"))
-            rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, ty, n);
-        else
-            rc = loom_gguf_writer_copy_kv(w, kv);
-    }
-    rc = rc || loom_gguf_writer_write(w, path, NULL, NULL, &err);
-    loom_gguf_writer_free(w);
-    free(str);
-    free(ty);
-    loom_gguf_close(g);
-    return rc ? -1 : 0;
-}
-
 /* Caller text spelling Qwen's markers never becomes their ids in data mode; trusted text (ALL) and the
  * reference with parse_special = true give exactly those ids. */
 static void check_qwen_markers(const char *path)
@@ -672,7 +613,7 @@ int main(void)
     snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", dir);
     snprintf(fixture, sizeof fixture, "/tmp/loom-qwen35-markers-%d.gguf", (int)getpid());
     if (access(path, R_OK) == 0) {
-        CHECK(write_markers_vocab(path, fixture) == 0, "write the qwen35-markers fixture");
+        CHECK(write_qwen_markers_vocab(path, fixture) == 0, "write the qwen35-markers fixture");
         check_qwen_markers(fixture);
         run_vocab(fixture, "qwen35-markers", 1);
         unlink(fixture);
