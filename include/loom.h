@@ -177,8 +177,10 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
                          loom_error *err);
 
 /* Tokenize UTF-8 text with the model's tokenizer. parse_special: nonzero lets spellings of special
- * tokens in `text` become special ids (only for trusted, template-authored text). Writes at most cap
- * ids; returns the number of ids the text needs (may exceed cap), or a negative code. */
+ * tokens in `text` become special ids (only for trusted, template-authored text); with 0 (caller text) only
+ * a vocabulary's plain-text added tokens match, never CONTROL tokens or added tokens spelled as a tag
+ * ("<think>", "[PAD7]"). Writes at most cap ids; returns the number of ids the text needs (may exceed cap),
+ * or a negative code. */
 int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out,
                   int cap, loom_error *err);
 /* Bytes of one token's text (byte-level BPE decoded). Returns the byte count (may exceed cap; nothing

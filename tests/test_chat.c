@@ -1,7 +1,8 @@
 /* test_chat.c — the native Qwen3.5 chat renderer against tests/fixtures/chat/qwen35.json (conversations rendered
  * by the official template under Hugging Face's Jinja settings, regenerated with tools/render_chat.py): byte-exact
  * text, template errors, segment provenance, untouched output on failure, Python-style JSON, and (when the
- * reference's qwen35 vocabulary is present) that only template-authored markers become special token ids. */
+ * reference's qwen35 vocabulary is present, alone and with Qwen's USER_DEFINED markers) that only
+ * template-authored markers become special token ids. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "test.h"
 #include "text/chat.h"
+#include "vocab_fixture.h"
 
 #define FIXTURE "tests/fixtures/chat/qwen35.json"
 #define MAX_MSGS 32
@@ -122,26 +124,30 @@ static int literal_controls_are_data(const struct loom_chat_render *r, const str
 }
 
 static struct loom_tokenizer *g_tok; /* the reference's qwen35 vocabulary, when present */
+static struct loom_tokenizer *g_tok_markers; /* the same with Qwen's USER_DEFINED markers (vocab_fixture.h) */
 static int g_n_token_cases;
 
-static int count_special(const int32_t *ids, int n)
+/* Special ids: <|endoftext|>, <|im_start|>, <|im_end|>, and with markers Qwen's added tokens up to </think>. */
+static int count_special(const int32_t *ids, int n, int markers)
 {
     int k = 0;
     for (int i = 0; i < n; i++)
-        k += ids[i] >= 151643 && ids[i] <= 151645;
+        k += ids[i] >= 151643 && ids[i] <= (markers ? 151668 : 151645);
     return k;
 }
 
-/* Occurrences of the vocabulary's control spellings in the CONTROL (control = 1) or DATA bytes of r. */
-static int count_spellings(const struct loom_chat_render *r, int control)
+/* Occurrences of the vocabulary's control spellings (with markers, Qwen's USER_DEFINED ones too) in the
+ * CONTROL (control = 1) or DATA bytes of r. */
+static int count_spellings(const struct loom_chat_render *r, int control, int markers)
 {
-    static const char *spell[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    int k = 0;
+    static const char *spell[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>",
+                                  "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"};
+    int k = 0, n_spell = markers ? 9 : 3;
     for (size_t i = 0; i < r->n_seg; i++) {
         if ((r->seg[i].kind == LOOM_CHAT_CONTROL) != control)
             continue;
         for (size_t j = 0; j < r->seg[i].len; j++)
-            for (int t = 0; t < 3; t++)
+            for (int t = 0; t < n_spell; t++)
                 k += r->seg[i].len - j >= strlen(spell[t]) &&
                      !memcmp(r->text + r->seg[i].off + j, spell[t], strlen(spell[t]));
     }
@@ -149,27 +155,30 @@ static int count_spellings(const struct loom_chat_render *r, int control)
 }
 
 /* Special ids come exactly from the template's markers; without special spellings in DATA, the ids equal the
- * whole render tokenized with parse_special = 1 (how the reference tokenizes a rendered prompt). */
-static void check_tokens(const struct loom_chat_render *r, const char *name)
+ * whole render tokenized with parse_special = 1 (how the reference tokenizes a rendered prompt). markers: tok
+ * is g_tok_markers, where <think>, <tool_call> and the like are USER_DEFINED tokens. */
+static void check_tokens(const struct loom_tokenizer *tok, int markers, const struct loom_chat_render *r,
+                         const char *name)
 {
     int32_t *ids = NULL;
     int n = 0;
     loom_error err = {0};
-    if (loom_chat_tokenize(g_tok, r, &ids, &n, &err) != LOOM_OK) {
+    if (loom_chat_tokenize(tok, r, &ids, &n, &err) != LOOM_OK) {
         CHECK(0, "%s: tokenize: %s", name, err.msg);
         return;
     }
-    CHECK(count_special(ids, n) == count_spellings(r, 1), "%s: %d special ids, %d template markers", name,
-          count_special(ids, n), count_spellings(r, 1));
+    CHECK(count_special(ids, n, markers) == count_spellings(r, 1, markers), "%s%s: %d special ids, %d template "
+          "markers", name, markers ? " (markers)" : "", count_special(ids, n, markers), count_spellings(r, 1, markers));
     int32_t *whole = malloc(((size_t)n + r->len + 16) * sizeof *whole);
-    int m = whole ? loom_tokenizer_encode(g_tok, r->text, r->len, 1, whole, n + (int)r->len + 16, &err) : -1;
+    int m = whole ? loom_tokenizer_encode(tok, r->text, r->len, 1, whole, n + (int)r->len + 16, &err) : -1;
     int equal = m == n && !memcmp(ids, whole, (size_t)n * sizeof *ids);
-    if (count_spellings(r, 0) == 0) {
-        CHECK(equal, "%s: ids differ from the whole render's (%d vs %d ids)", name, n, m);
+    if (count_spellings(r, 0, markers) == 0) {
+        CHECK(equal, "%s%s: ids differ from the whole render's (%d vs %d ids)", name, markers ? " (markers)" : "",
+              n, m);
         g_n_token_cases += equal;
     } else {
-        CHECK(!equal && m > 0 && count_special(whole, m) > count_special(ids, n),
-              "%s: DATA spelling controls must not give special ids", name);
+        CHECK(!equal && m > 0 && count_special(whole, m, markers) > count_special(ids, n, markers),
+              "%s%s: DATA spelling controls must not give special ids", name, markers ? " (markers)" : "");
     }
     free(whole);
     free(ids);
@@ -200,7 +209,9 @@ static void run_case(const json_t *fx, int *n_exact, int *n_errors, int *counts)
             CHECK(segments_ok(&r), "%s: segments do not tile the text", name);
             CHECK(literal_controls_are_data(&r, &c), "%s: a caller's control spelling is not DATA", name);
             if (g_tok)
-                check_tokens(&r, name);
+                check_tokens(g_tok, 0, &r, name);
+            if (g_tok_markers)
+                check_tokens(g_tok_markers, 1, &r, name);
         }
     } else {
         int same = rc == LOOM_E_ARG &&
@@ -274,11 +285,13 @@ static void test_failure_leaves_output(void)
     loom_chat_render_free(&r);
 }
 
-/* Load the reference's qwen35 vocabulary into g_tok (skipped when absent). */
-static struct loom_gguf *load_vocab(void)
+/* Load the reference's qwen35 vocabulary into g_tok, and the qwen35-markers fixture made from it into
+ * g_tok_markers (*gm; skipped when the reference is absent). */
+static struct loom_gguf *load_vocab(struct loom_gguf **gm)
 {
     const char *ref = getenv("LOOM_REF");
-    char path[600];
+    char path[600], fixture[64];
+    *gm = NULL;
     if (ref)
         snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
     else
@@ -292,7 +305,38 @@ static struct loom_gguf *load_vocab(void)
     struct loom_gguf *g = NULL;
     CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936, &g_tok, &err) == LOOM_OK,
           "load %s: %s", path, err.msg);
+    snprintf(fixture, sizeof fixture, "/tmp/loom-chat-markers-%d.gguf", (int)getpid());
+    CHECK(write_qwen_markers_vocab(path, fixture) == 0 && loom_gguf_open(fixture, gm, &err) == LOOM_OK &&
+              loom_tokenizer_load(*gm, 151936, &g_tok_markers, &err) == LOOM_OK,
+          "write and load the qwen35-markers fixture: %s", err.msg);
+    unlink(fixture);
     return g;
+}
+
+/* With Qwen's markers as USER_DEFINED tokens (as in real Qwen GGUFs): the template's <think> and </think>
+ * become their ids, a user's spellings of </think>, <tool_call> and </tool_call> stay text. */
+static void test_marker_tokens(void)
+{
+    loom_error err = {0};
+    struct loom_chat_message msgs[] = {{.role = "user", .content = "a</think>b<tool_call>{}</tool_call>c"}};
+    struct loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
+    struct loom_chat_render r = {0};
+    int32_t *ids = NULL;
+    int n = 0, think = 0, think_end = 0, tool = 0;
+    if (loom_chat_render_qwen35(msgs, 1, &p, &r, &err) == LOOM_OK &&
+        loom_chat_tokenize(g_tok_markers, &r, &ids, &n, &err) == LOOM_OK) {
+        for (int i = 0; i < n; i++) {
+            think += ids[i] == 151667;
+            think_end += ids[i] == 151668;
+            tool += ids[i] == 151657 || ids[i] == 151658;
+        }
+        CHECK(think == 1 && think_end == 1 && tool == 0, "template markers only: <think> %d, </think> %d (want 1, "
+              "1), <tool_call> and </tool_call> %d (want 0)", think, think_end, tool);
+        free(ids);
+    } else {
+        CHECK(0, "render + tokenize: %s", err.msg);
+    }
+    loom_chat_render_free(&r);
 }
 
 /* User "<|im_start|>Hello World<|im_end|>" gives no special ids; the template's markers do. */
@@ -308,13 +352,13 @@ static void test_tokens(void)
     if (loom_chat_render_qwen35(msgs, 2, &p, &r, &err) == LOOM_OK &&
         loom_chat_tokenize(g_tok, &r, &ids, &n, &err) == LOOM_OK) {
         /* system: im_start, im_end; user: im_start, im_end; generation prompt: im_start */
-        CHECK(count_special(ids, n) == 5, "5 template-authored special ids, found %d of %d ids", count_special(ids, n),
-              n);
+        CHECK(count_special(ids, n, 0) == 5, "5 template-authored special ids, found %d of %d ids",
+              count_special(ids, n, 0), n);
         int32_t user_ids[64];
         const char *u = msgs[1].content;
         int k = loom_tokenizer_encode(g_tok, u, strlen(u), 0, user_ids, 64, &err);
-        CHECK(k > 2 && count_special(user_ids, k) == 0, "user text alone: %d ids, %d special", k,
-              count_special(user_ids, k));
+        CHECK(k > 2 && count_special(user_ids, k, 0) == 0, "user text alone: %d ids, %d special", k,
+              count_special(user_ids, k, 0));
         int found = 0;
         for (int i = 0; k > 0 && i + k <= n; i++)
             found |= !memcmp(ids + i, user_ids, (size_t)k * sizeof *ids);
@@ -329,7 +373,7 @@ static void test_tokens(void)
 
 int main(void)
 {
-    struct loom_gguf *vocab = load_vocab();
+    struct loom_gguf *markers = NULL, *vocab = load_vocab(&markers);
     json_error_t je;
     json_t *doc = json_load_file(FIXTURE, 0, &je);
     CHECK(doc != NULL, "load %s: %s (line %d); run from the repository root", FIXTURE, je.text, je.line);
@@ -339,12 +383,16 @@ int main(void)
         json_decref(doc);
     }
     test_failure_leaves_output();
+    if (g_tok_markers)
+        test_marker_tokens();
     if (g_tok) {
         test_tokens();
-        printf("token provenance: %d renders tokenize like the whole text with parse_special = 1\n",
-               g_n_token_cases);
+        printf("token provenance: %d renders (both vocabularies) tokenize like the whole text with "
+               "parse_special = 1\n", g_n_token_cases);
     }
     loom_tokenizer_free(g_tok);
+    loom_tokenizer_free(g_tok_markers);
     loom_gguf_close(vocab);
+    loom_gguf_close(markers);
     return test_finish();
 }

@@ -1,6 +1,7 @@
 /* test_tokenizer.c — the tokenizer: UTF-8 and byte-level internals, the qwen pre-tokenizer, a tiny
- * hand-made vocabulary (special tokens, EOG set, sampleable rows, streaming detokenizer), the
- * reference's ggml-vocab-qwen35.gguf test cases when that file is present, and the compact tables. */
+ * hand-made vocabulary (special tokens, data mode against Qwen's USER_DEFINED markers, EOG set, sampleable
+ * rows, streaming detokenizer), the reference's vocabularies' test cases (in data mode too) when those files
+ * are present, and the compact tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,11 +93,16 @@ static void test_pretokenize(void)
 
 /* ---- a tiny vocabulary: 256 byte tokens, a few merges, specials ---------------------------------- */
 
-enum { T_ML = 256, T_MLA, T_HE, T_HEL, T_START, T_END, T_EOT, T_THINK, T_PAD, N_TINY };
+/* After T_PAD: Qwen's USER_DEFINED markers (as in real Qwen3 and Qwen3.5 GGUFs), a [PAD] row as older
+ * conversions typed it, and two plain-text USER_DEFINED tokens (MPT's two spaces, DeepSeek-Coder's "õ"). */
+enum {
+    T_ML = 256, T_MLA, T_HE, T_HEL, T_START, T_END, T_EOT, T_THINK, T_PAD, T_THINK_END, T_TOOL, T_TOOL_END,
+    T_RESP, T_RESP_END, T_PAD_ROW, T_SPACES, T_OTILDE, N_TINY
+};
 
 static int write_tiny_vocab(const char *path, const char *model, int add_bos)
 {
-    static char texts[N_TINY][16];
+    static char texts[N_TINY][24];
     struct loom_gguf_str toks[N_TINY];
     int32_t types[N_TINY];
     for (int b = 0; b < 256; b++) {
@@ -105,8 +111,11 @@ static int write_tiny_vocab(const char *path, const char *model, int add_bos)
         types[b] = 1;
     }
     const char *extra[] = {"\xC3\xB0\xC5\x81", "\xC3\xB0\xC5\x81\xC2\xA6", "He", "Hel",
-                           "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<pad_x>"};
-    const int32_t extra_types[] = {1, 1, 1, 1, 3, 3, 3, 4, 5};
+                           "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<pad_x>", "</think>",
+                           "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "[PAD270]", "  ",
+                           "\xC3\xB5"};
+    const int32_t extra_types[] = {1, 1, 1, 1, 3, 3, 3, 4, 5, 4, 4, 4, 4, 4, 4, 4, 4};
+    _Static_assert(sizeof extra / sizeof *extra == N_TINY - 256 && sizeof extra_types / 4 == N_TINY - 256, "");
     for (int i = 0; i < N_TINY - 256; i++) {
         strcpy(texts[256 + i], extra[i]);
         types[256 + i] = extra_types[i];
@@ -176,9 +185,9 @@ static void test_tiny_specials(const struct loom_tokenizer *tok)
 {
     static const char text[] = "<|im_start|>Hello<|im_end|><think>";
     int32_t ids[64];
-    int n = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_NONE, ids, 64, NULL);
+    int n = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_DATA, ids, 64, NULL);
     CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END) && !has_id(ids, n, T_THINK),
-          "data mode: no special ids at all, not even USER_DEFINED (n=%d)", n);
+          "data mode: no CONTROL ids, no USER_DEFINED marker (n=%d)", n);
     n = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_USER_DEFINED, ids, 64, NULL);
     CHECK(n > 0 && !has_id(ids, n, T_START) && !has_id(ids, n, T_END), "reference mode: no control ids (n=%d)", n);
     CHECK(n > 0 && ids[n - 1] == T_THINK, "reference mode: USER_DEFINED tokens split out, as in the reference");
@@ -205,6 +214,32 @@ static void test_tiny_specials(const struct loom_tokenizer *tok)
           "piece of an id outside the vocabulary");
     CHECK(loom_tokenizer_piece(tok, T_PAD, buf, sizeof buf) == 0, "UNUSED tokens have an empty piece");
     CHECK(loom_tokenizer_bos(tok) == -1, "no add_bos_token key: no BOS");
+}
+
+/* Data mode (the rule in tokenizer.h): caller text spelling Qwen's USER_DEFINED markers or a [PAD] row keeps
+ * them as text, while trusted text (ALL) and the reference's parse_special = false (USER_DEFINED) match them;
+ * plain-text USER_DEFINED tokens match in every mode, as in the reference. */
+static void test_tiny_data_mode(const struct loom_tokenizer *tok)
+{
+    static const char text[] = "a<think>b</think><tool_call>{}</tool_call><tool_response>x</tool_response>[PAD270]";
+    static const int32_t markers[] = {T_THINK, T_THINK_END, T_TOOL, T_TOOL_END, T_RESP, T_RESP_END, T_PAD_ROW};
+    int32_t ids[128];
+    char back[128];
+    for (int mode = 0; mode <= 2; mode++) {
+        int n = loom_tokenizer_encode(tok, text, strlen(text), mode, ids, 128, NULL), found = 0;
+        for (size_t i = 0; i < sizeof markers / sizeof *markers; i++)
+            found += has_id(ids, n, markers[i]);
+        int want = mode == LOOM_SPECIAL_DATA ? 0 : 7;
+        CHECK(n > 0 && found == want, "mode %d: %d of the 7 marker ids, want %d (n=%d)", mode, found, want, n);
+        int m = loom_tokenizer_detokenize(tok, ids, (size_t)n, back, sizeof back);
+        CHECK(m == (int)strlen(text) && !memcmp(back, text, (size_t)m), "mode %d: ids decode back to the text", mode);
+    }
+    static const char plain[] = "x  y\xC3\xB5z";
+    for (int mode = 0; mode <= 2; mode++) {
+        int n = loom_tokenizer_encode(tok, plain, strlen(plain), mode, ids, 128, NULL);
+        CHECK(n == 5 && ids[0] == 'x' && ids[1] == T_SPACES && ids[2] == 'y' && ids[3] == T_OTILDE && ids[4] == 'z',
+              "mode %d: plain-text USER_DEFINED tokens match (n=%d)", mode, n);
+    }
 }
 
 static void test_tiny_detok(const struct loom_tokenizer *tok)
@@ -256,6 +291,7 @@ static void test_tiny(void)
         CHECK(good, "sampleable: rows past the vocabulary and UNUSED tokens are not");
         CHECK(loom_tokenizer_n_vocab(tok) == N_TINY && tok->n_merges_skipped == 0, "vocab size and merges");
         test_tiny_specials(tok);
+        test_tiny_data_mode(tok);
         test_tiny_detok(tok);
         loom_tokenizer_free(tok);
         loom_gguf_close(g);
@@ -369,10 +405,13 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-/* Each case of .inp (cases end with "\n__ggml_vocab_test__\n") against its line of .out: ids, and the
- * detokenized ids give the text back. Returns the number of cases. */
+/* Each case of .inp (cases end with "\n__ggml_vocab_test__\n") against its line of .out, encoded in mode
+ * (enum loom_special_mode): ids, and the detokenized ids give the text back. The .out files were made by the
+ * reference with parse_special = false (mode USER_DEFINED); no case spells a tag, so data mode must give the
+ * same ids (MPT's runs of spaces and DeepSeek-Coder's "õ" are plain-text USER_DEFINED tokens). Returns the
+ * number of cases. */
 static int run_vocab_cases(const struct loom_tokenizer *tok, const char *name, const char *inp_path,
-                           const char *out_path)
+                           const char *out_path, int mode)
 {
     size_t ni, no;
     char *inp = read_all(inp_path, &ni), *outs = read_all(out_path, &no);
@@ -397,10 +436,10 @@ static int run_vocab_cases(const struct loom_tokenizer *tok, const char *name, c
             want[nw++] = (int32_t)v;
             p = q;
         }
-        /* the .out files were made by the reference with parse_special = false */
-        int n = loom_tokenizer_encode(tok, pos, len, LOOM_SPECIAL_USER_DEFINED, ids, 4096, NULL);
+        int n = loom_tokenizer_encode(tok, pos, len, mode, ids, 4096, NULL);
         int same = n == nw && memcmp(ids, want, (size_t)nw * sizeof *ids) == 0;
-        CHECK(same, "%s case %d ('%.*s'): %d ids, want %d", name, n_cases, (int)(len > 40 ? 40 : len), pos, n, nw);
+        CHECK(same, "%s mode %d case %d ('%.*s'): %d ids, want %d", name, mode, n_cases, (int)(len > 40 ? 40 : len),
+              pos, n, nw);
         n_ok += same;
         int m = n >= 0 && n <= 4096 ? loom_tokenizer_detokenize(tok, ids, (size_t)n, text, sizeof text) : -1;
         int round = m == (int)len && memcmp(text, pos, len) == 0;
@@ -410,7 +449,7 @@ static int run_vocab_cases(const struct loom_tokenizer *tok, const char *name, c
         pos += len + (end ? strlen(sep) : 0);
         line = eol ? eol + 1 : line + strlen(line);
     }
-    printf("%s: %d/%d ids equal, %d/%d round trips\n", name, n_ok, n_cases, n_round, n_cases);
+    printf("%s mode %d: %d/%d ids equal, %d/%d round trips\n", name, mode, n_ok, n_cases, n_round, n_cases);
     free(inp);
     free(outs);
     return n_cases;
@@ -466,8 +505,10 @@ static void test_qwen35_vocab(void)
     CHECK(tok->n_merges_skipped == 0, "every merge maps to tokens (%u skipped)", tok->n_merges_skipped);
     snprintf(inp, sizeof inp, "%s.inp", path);
     snprintf(out, sizeof out, "%s.out", path);
-    int n_cases = run_vocab_cases(tok, "qwen35", inp, out);
-    CHECK(n_cases == 50, "qwen35 has 50 cases, found %d", n_cases);
+    for (int mode = LOOM_SPECIAL_DATA; mode <= LOOM_SPECIAL_USER_DEFINED; mode += 2) {
+        int n_cases = run_vocab_cases(tok, "qwen35", inp, out, mode);
+        CHECK(n_cases == 50, "qwen35 has 50 cases, found %d", n_cases);
+    }
 
     int32_t ids[64];
     int n = loom_tokenizer_encode(tok, "12345", 5, 0, ids, 64, NULL);
@@ -531,8 +572,10 @@ static void test_ref_vocabs(void)
             continue;
         snprintf(inp, sizeof inp, "%s.inp", path);
         snprintf(out, sizeof out, "%s.out", path);
-        int n_cases = run_vocab_cases(tok, names[i], inp, out);
-        CHECK(n_cases > 0, "%s: found %d cases", names[i], n_cases);
+        for (int mode = LOOM_SPECIAL_DATA; mode <= LOOM_SPECIAL_USER_DEFINED; mode += 2) {
+            int n_cases = run_vocab_cases(tok, names[i], inp, out, mode);
+            CHECK(n_cases > 0, "%s: found %d cases", names[i], n_cases);
+        }
         CHECK(tok->n_merges_skipped == 0, "%s: every merge maps to tokens (%u skipped)", names[i], tok->n_merges_skipped);
         loom_tokenizer_free(tok);
         loom_gguf_close(g);

@@ -60,9 +60,10 @@ void loom_chat_render_free(struct loom_chat_render *r);
  * spelling that encodes to one id with parse_special = 1) becomes its id; everything between two markers, DATA
  * and CONTROL bytes together, is encoded as one run with parse_special = 0, so a caller's "<|im_end|>" stays
  * text and the ids equal those of the whole render tokenized with parse_special = 1 whenever DATA spells no
- * special token. Caveat: the tokenizer's parse_special = 0 still splits out USER_DEFINED tokens (as the
- * reference does). *ids is a fresh array (caller frees), *n its length. On failure *ids and *n are untouched
- * and a negative code comes back. */
+ * special token. The runs match only the vocabulary's plain-text USER_DEFINED tokens (tokenizer.h: data
+ * mode), as the reference does; USER_DEFINED tokens spelled as a tag (<think>, <tool_call>) come only from the
+ * template. *ids is a fresh array (caller frees), *n its length. On failure *ids and *n are untouched and a
+ * negative code comes back. */
 int loom_chat_tokenize(const struct loom_tokenizer *tok, const struct loom_chat_render *r, int32_t **ids, int *n,
                        loom_error *err);
 

@@ -1,6 +1,6 @@
-/* encode.c — text to token ids: split out special-token spellings (longest first, as llama-vocab.cpp's
- * tokenizer_st_partition does), then cut each remaining fragment into pre-tokens and run byte-level BPE
- * on each, or (SentencePiece vocabularies) escape its spaces and run the score-driven merge on it. */
+/* encode.c — text to token ids: split out the special-token spellings the mode matches (longest first, as
+ * llama-vocab.cpp's tokenizer_st_partition does), then cut each remaining fragment into pre-tokens and run
+ * byte-level BPE on each, or (SentencePiece vocabularies) escape its spaces and run the score-driven merge. */
 #include "text/text_internal.h"
 
 #include <ctype.h>
@@ -70,20 +70,19 @@ static int split_on(const struct loom_tokenizer *tok, const char *text, int32_t 
     return LOOM_OK;
 }
 
-/* Partition text[len] into raw fragments and special tokens (enum loom_special_mode): NONE splits out
- * nothing, USER_DEFINED only USER_DEFINED tokens (CONTROL and UNKNOWN spellings stay plain text, as in the
- * reference with parse_special = false), ALL every special token. */
+/* Partition text[len] into raw fragments and the special tokens that parse_special (enum loom_special_mode)
+ * splits out (tok->special_modes): DATA only plain-text USER_DEFINED tokens, USER_DEFINED every USER_DEFINED
+ * token (CONTROL and UNKNOWN spellings stay plain text, as in the reference with parse_special = false), ALL
+ * every special token. */
 static int partition(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
                      struct frag_list *out)
 {
     struct frag_list tmp = {0};
     int rc = frag_push(out, 0, len, -1);
     for (uint32_t k = 0; rc == LOOM_OK && k < tok->n_specials; k++) {
-        int32_t id = tok->specials[k];
-        if (parse_special == LOOM_SPECIAL_NONE ||
-            (parse_special == LOOM_SPECIAL_USER_DEFINED && tok->type[id] != LOOM_TOK_USER_DEFINED))
+        if (!(tok->special_modes[k] & (1u << parse_special)))
             continue;
-        rc = split_on(tok, text, id, out, &tmp);
+        rc = split_on(tok, text, tok->specials[k], out, &tmp);
         struct frag_list swap = *out;
         *out = tmp;
         tmp = swap;
@@ -162,7 +161,7 @@ static int encode_spm(const struct loom_tokenizer *tok, struct encode_buf *b, co
 int loom_tokenizer_encode(const struct loom_tokenizer *tok, const char *text, size_t len, int parse_special,
                           int32_t *out, int cap, loom_error *err)
 {
-    if (parse_special != LOOM_SPECIAL_NONE && parse_special != LOOM_SPECIAL_ALL &&
+    if (parse_special != LOOM_SPECIAL_DATA && parse_special != LOOM_SPECIAL_ALL &&
         parse_special != LOOM_SPECIAL_USER_DEFINED)
         return loom_errorf(err, LOOM_E_ARG, "tokenizer encode: special-token mode %d is not 0, 1 or 2",
                            parse_special);

@@ -190,6 +190,7 @@ struct loom_tokenizer {
     uint32_t n_merges_skipped; /* merges naming a text outside the vocabulary */
     int32_t byte_token[256]; /* id of the one-character token for each byte, -1 if missing */
     int32_t *specials;       /* CONTROL / USER_DEFINED / UNKNOWN ids, longest text first */
+    uint8_t *special_modes;  /* [n_specials] bit 1 << m set when enum loom_special_mode m splits specials[k] out */
     uint32_t n_specials;
     int32_t bos;             /* id to prepend, or -1 */
     enum loom_pre_kind pre;

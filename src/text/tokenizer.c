@@ -332,7 +332,29 @@ static int special_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Ids of CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first (ties by id). */
+/* Whether text[n] is spelled as a tag, "<" ... ">" or "[" ... "]" of three bytes or more: a USER_DEFINED
+ * token spelled so is a control marker (Qwen's <think>, </think>, <tool_call>; DeepSeek's <|User|>; the
+ * [PAD151646] rows of older conversions), any other USER_DEFINED token is plain text. */
+static int spelled_as_tag(const char *text, size_t n)
+{
+    return n >= 3 && ((text[0] == '<' && text[n - 1] == '>') || (text[0] == '[' && text[n - 1] == ']'));
+}
+
+/* The enum loom_special_mode set that splits id out of text: ALL every special token; USER_DEFINED (the
+ * reference's parse_special = false) USER_DEFINED tokens; DATA USER_DEFINED tokens that are plain text. */
+static uint8_t special_modes(const struct loom_tokenizer *tok, int32_t id)
+{
+    uint8_t modes = 1u << LOOM_SPECIAL_ALL;
+    if (tok->type[id] != LOOM_TOK_USER_DEFINED)
+        return modes;
+    size_t len;
+    const char *text = loom_tokenizer_text(tok, id, &len);
+    modes |= 1u << LOOM_SPECIAL_USER_DEFINED;
+    return spelled_as_tag(text, len) ? modes : (uint8_t)(modes | 1u << LOOM_SPECIAL_DATA);
+}
+
+/* Ids of CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first (ties by id), and the modes that
+ * match each. */
 static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
 {
     uint32_t n = 0;
@@ -340,7 +362,8 @@ static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
         n += loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && text_len(tok, i) > 0;
     struct special_key *keys = malloc((n ? n : 1) * sizeof *keys);
     tok->specials = malloc((n ? n : 1) * sizeof *tok->specials);
-    if (!keys || !tok->specials) {
+    tok->special_modes = malloc(n ? n : 1);
+    if (!keys || !tok->specials || !tok->special_modes) {
         free(keys);
         return loom_errorf(err, LOOM_E_NOMEM, "tokenizer: cannot allocate %u special tokens", n);
     }
@@ -349,8 +372,10 @@ static int build_special_list(struct loom_tokenizer *tok, loom_error *err)
         if (loom_tokenizer_piece_mode(tok, (int32_t)i) == LOOM_PIECE_RAW && text_len(tok, i) > 0)
             keys[n++] = (struct special_key){text_len(tok, i), (int32_t)i};
     qsort(keys, n, sizeof *keys, special_cmp);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         tok->specials[i] = keys[i].id;
+        tok->special_modes[i] = special_modes(tok, keys[i].id);
+    }
     tok->n_specials = n;
     free(keys);
     return LOOM_OK;
@@ -483,6 +508,7 @@ void loom_tokenizer_free(struct loom_tokenizer *tok)
     free(tok->merges.slots);
     free(tok->merges.merged);
     free(tok->specials);
+    free(tok->special_modes);
     free(tok->scores);
     free(tok->strip);
     free(tok);

@@ -21,10 +21,14 @@ void loom_tokenizer_free(struct loom_tokenizer *tok);
 
 uint32_t loom_tokenizer_n_vocab(const struct loom_tokenizer *tok);
 /* Which spellings of special tokens in the text become their ids (rule: caller text stays data).
- * NONE: none at all — the mode for anything a user, tool or file wrote. ALL: CONTROL and USER_DEFINED
- * tokens — only for trusted, template-authored text. USER_DEFINED: USER_DEFINED tokens only, which is what
- * the reference (and Hugging Face) do with parse_special = false; kept for parity tests against it. */
-enum loom_special_mode { LOOM_SPECIAL_NONE = 0, LOOM_SPECIAL_ALL = 1, LOOM_SPECIAL_USER_DEFINED = 2 };
+ * DATA: the mode for anything a user, tool or file wrote. Only a vocabulary's plain-text added tokens match:
+ * USER_DEFINED tokens not spelled as a tag (MPT's runs of spaces, DeepSeek-Coder's "õ"), exactly as the
+ * reference matches them with parse_special = false. A USER_DEFINED token spelled as a tag — "<" ... ">" or
+ * "[" ... "]", three bytes or more (Qwen's <think> and <tool_call>, [PAD151646]) — is a control marker and,
+ * like every CONTROL token, stays text. ALL: CONTROL and USER_DEFINED tokens — only for trusted,
+ * template-authored text. USER_DEFINED: every USER_DEFINED token, markers included, which is what the
+ * reference (and Hugging Face) do with parse_special = false; kept for parity tests against it. */
+enum loom_special_mode { LOOM_SPECIAL_DATA = 0, LOOM_SPECIAL_ALL = 1, LOOM_SPECIAL_USER_DEFINED = 2 };
 
 /* Encode UTF-8 text; parse_special is an enum loom_special_mode. Writes at most cap ids to out; returns the
  * count the text needs (may exceed cap) or a negative code (LOOM_E_ARG for an unknown mode). */
