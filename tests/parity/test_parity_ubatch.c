@@ -190,7 +190,7 @@ static void tally(struct sweep *w, int len, int eq)
         w->first_bad[w->n_bad++] = len;
 }
 
-/* Whole-prompt evaluation of lengths[n_len] with n_threads on both sides: equal to each other and to the
+/* Whole-prompt evaluation of lengths[n_lengths] with n_threads on both sides: equal to each other and to the
  * restored-prefix form (so the sweep's shortcut computes what one llama_decode of the prompt computes). */
 static void check_whole(struct sweep *w, const int *lengths, int n_lengths, int n_threads)
 {
