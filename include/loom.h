@@ -74,14 +74,20 @@ const char *loom_model_warning(const loom_model *model, int i);
  * fixed order, each kernel's single-token (decode) order, however the tokens are split into requests
  * and chunks, so logits and state are bitwise partition invariant and equal to token-by-token
  * evaluation (and to the reference engine fed token by token). REFERENCE_BATCH: mirror llama.cpp's
- * ubatch-dependent kernel choice (batched orders for chunks of >= 2 tokens, ubatch 512), bitwise equal
- * to the reference's batched logits; results then depend on how a prompt is chunked. */
+ * ubatch-dependent kernel choice: each request is split into micro-batches of n_ubatch tokens, as one
+ * llama_decode call is, and each micro-batch runs in the orders the reference picks for its size (e.g.
+ * batched orders for >= 2 tokens), bitwise equal to the reference's logits when n_ubatch is the reference
+ * context's; results then depend on how a prompt is split into requests and micro-batches. */
 enum loom_numerics { LOOM_NUMERICS_CANONICAL = 0, LOOM_NUMERICS_REFERENCE_BATCH = 1 };
 
 typedef struct loom_session_params {
     int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096); at most the model context */
     int n_threads; /* worker threads; 0 = number of online CPUs */
     enum loom_numerics numerics; /* 0 = LOOM_NUMERICS_CANONICAL */
+    int n_ubatch;  /* REFERENCE_BATCH: tokens per micro-batch, the reference context's effective n_ubatch (what
+                    * llama_n_ubatch returns: min(n_ubatch, n_batch, n_ctx padded to 256)); 0 = 512, the
+                    * reference's default; values above n_ctx act as n_ctx. CANONICAL ignores it (chunking
+                    * changes no bit there). */
     int checkpoint_every;        /* also checkpoint when a request crosses a multiple of this many positions; 0 = off */
     uint64_t checkpoint_budget;  /* bytes all checkpoints may hold; 0 = 4 checkpoints' worth */
     int skip_prompt_checkpoints; /* nonzero: keep no checkpoint at a prompt's end, for one-shot use that never

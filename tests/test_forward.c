@@ -1,7 +1,7 @@
 /* test_forward.c — the forward pass: each op of kernels/ops.h against a plain double-precision version
  * written here, then whole-model properties on a synthetic micro model written by the test (batch vs
- * token-by-token, chunked prefill, thread-count independence, reset, and state published only on
- * success). Bit-exact agreement with llama.cpp is checked by the parity harness, not here. */
+ * token-by-token, chunked prefill, micro-batch size, thread-count independence, reset, and state published
+ * only on success). Bit-exact agreement with llama.cpp is checked by the parity harness, not here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,6 +471,36 @@ out:
     loom_session_free(s2);
 }
 
+/* REFERENCE_BATCH splits a request into micro-batches of n_ubatch tokens, as llama_decode does: 12 tokens at
+ * n_ubatch 11 run as 11 + 1, bitwise what two requests of 11 and 1 give at the default n_ubatch (512, here
+ * the 64-position context), and the last row differs from one micro-batch of 12 (its token takes the
+ * single-token orders). A negative n_ubatch is rejected. */
+static void test_ubatch_split(const loom_model *m, const int32_t *tok, int nv)
+{
+    loom_error err = {0};
+    loom_session_params p = {.n_ctx = 64, .n_threads = 1, .numerics = LOOM_NUMERICS_REFERENCE_BATCH, .n_ubatch = 11};
+    loom_session *u = loom_session_new(m, &p, &err);
+    CHECK(u != NULL, "session with n_ubatch 11: %s", err.msg);
+    loom_session *d = new_session_numerics(m, 64, 1, LOOM_NUMERICS_REFERENCE_BATCH);
+    float *a = malloc(sizeof(float) * (size_t)NT * nv), *b = malloc(sizeof(float) * (size_t)NT * nv);
+    if (u && d && a && b && !eval(u, tok, NT, a, LOOM_LOGITS_ALL) && !eval(d, tok, 11, b, LOOM_LOGITS_ALL) &&
+        !eval(d, tok + 11, NT - 11, b + (size_t)11 * nv, LOOM_LOGITS_ALL)) {
+        CHECK(memcmp(a, b, sizeof(float) * (size_t)NT * nv) == 0, "n_ubatch 11: 12 tokens differ from requests 11 + 1");
+        loom_session_reset(d);
+        if (!eval(d, tok, NT, b, LOOM_LOGITS_ALL))
+            CHECK(memcmp(a + (size_t)11 * nv, b + (size_t)11 * nv, sizeof(float) * (size_t)nv) != 0,
+                  "n_ubatch 11: the 12th row equals one micro-batch of 12 (n_ubatch ignored?)");
+    }
+    p.n_ubatch = -1;
+    loom_session *bad = loom_session_new(m, &p, &err);
+    CHECK(!bad && err.code == LOOM_E_ARG && strstr(err.msg, "n_ubatch"), "n_ubatch -1 rejected: %s", err.msg);
+    loom_session_free(bad);
+    free(a);
+    free(b);
+    loom_session_free(u);
+    loom_session_free(d);
+}
+
 /* A request that fails leaves every byte of state and the position as they were. */
 static void test_publish_on_success(const loom_model *m, const int32_t *tok, int nv)
 {
@@ -547,6 +577,7 @@ static void test_model(void)
     test_batch_vs_sequential(m, tok, nv, batch);
     test_chunks_threads_reset(m, tok, nv, batch);
     test_publish_on_success(m, tok, nv);
+    test_ubatch_split(m, tok, nv);
 out:
     free(batch);
     loom_model_free(m);

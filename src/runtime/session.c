@@ -89,10 +89,11 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         return NULL;
     }
     int n_ctx = params ? params->n_ctx : 0, n_threads = params ? params->n_threads : 0;
+    int n_ubatch = params ? params->n_ubatch : 0;
     enum loom_numerics numerics = params ? params->numerics : LOOM_NUMERICS_CANONICAL;
-    if (n_ctx < 0 || n_threads < 0) {
-        loom_errorf(err, LOOM_E_ARG, "session params: expected n_ctx >= 0 and n_threads >= 0, found %d and %d",
-                    n_ctx, n_threads);
+    if (n_ctx < 0 || n_threads < 0 || n_ubatch < 0) {
+        loom_errorf(err, LOOM_E_ARG, "session params: expected n_ctx >= 0, n_threads >= 0 and n_ubatch >= 0, found "
+                    "%d, %d and %d", n_ctx, n_threads, n_ubatch);
         return NULL;
     }
     if (numerics != LOOM_NUMERICS_CANONICAL && numerics != LOOM_NUMERICS_REFERENCE_BATCH) {
@@ -134,7 +135,9 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->layers = layers;
     s->ckpt = ckpt;
     s->pending_pos = -1;
-    int chunk = numerics == LOOM_NUMERICS_CANONICAL ? LOOM_CHUNK_TOKENS_CANONICAL : LOOM_CHUNK_TOKENS;
+    int chunk = numerics == LOOM_NUMERICS_CANONICAL ? LOOM_CHUNK_TOKENS_CANONICAL
+                : n_ubatch > 0                        ? n_ubatch
+                                                      : LOOM_CHUNK_TOKENS;
     s->sc.n_chunk = n_ctx < chunk ? n_ctx : chunk;
     s->arena_bytes = plan_arena(s, NULL);
     s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);

@@ -12,8 +12,9 @@
 #include "loom.h"
 #include "model/model.h"
 
-/* Tokens per forward chunk: a longer request runs as consecutive chunks of at most this many tokens, as
- * the reference splits a batch into micro-batches of n_ubatch = 512. */
+/* Tokens per forward chunk in REFERENCE_BATCH numerics unless the session asks for another n_ubatch: a
+ * longer request runs as consecutive chunks of at most this many tokens, as the reference splits one
+ * llama_decode batch into micro-batches of n_ubatch (default 512). */
 #define LOOM_CHUNK_TOKENS 512
 /* Tokens per chunk in CANONICAL numerics, where chunking does not change a bit: smaller chunks keep the
  * per-chunk scratch (activations of every row) small at the same prefill speed. */

@@ -58,6 +58,21 @@ static inline double parity_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* LOOM_PARITY_MODELS: comma-separated substrings of model file names (e.g. "tiny-F32,0.8b") restricting the
+ * models a parity test runs on while developing; unset = every model. Nonzero when `file` is selected. */
+static inline int parity_model_selected(const char *file)
+{
+    const char *list = getenv("LOOM_PARITY_MODELS");
+    if (!list || !*list)
+        return 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (*tok && strstr(file, tok))
+            return 1;
+    return 0;
+}
+
 /* ---- the reference engine ----------------------------------------------------------------------------- */
 
 /* Reference log sink: only errors reach stderr (the model loader is chatty at INFO). */
@@ -98,7 +113,8 @@ static inline struct llama_model *parity_ref_load(const char *path, int extra_bu
 }
 
 /* A reference context for one sequence: n_ctx positions, batches up to n_batch tokens in one ubatch, logits for
- * every token the batch marks, F16 K/V cache, flash attention on or off (explicitly, never AUTO). */
+ * every token the batch marks, F16 K/V cache, flash attention on or off (explicitly, never AUTO). A loom
+ * session in REFERENCE_BATCH numerics mirrors it with n_ubatch = llama_n_ubatch(context). */
 static inline struct llama_context *parity_ref_context(struct llama_model *model, int n_ctx, int n_batch,
                                                        int n_threads, int flash_attn)
 {

@@ -50,20 +50,6 @@ static const struct {
     {"qwen35-0.8b-Q4_K_M.gguf", TOL_QUANT},
 };
 
-/* LOOM_PARITY_MODELS: comma-separated substrings of file names (e.g. "tiny-F32,0.8b"); unset = every model. */
-static int model_selected(const char *file)
-{
-    const char *list = getenv("LOOM_PARITY_MODELS");
-    if (!list || !*list)
-        return 1;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        if (*tok && strstr(file, tok))
-            return 1;
-    return 0;
-}
-
 static void make_continuation(int32_t *ids)
 {
     uint64_t st = CONT_SEED;
@@ -337,7 +323,8 @@ static void compare_model(struct run *r, const int32_t *cont)
     r->loom_logits = malloc(rows * sizeof(float));
     r->ref_logits = malloc(rows * sizeof(float));
     r->ref_fa = malloc(rows * sizeof(float));
-    loom_session_params sp = {.n_ctx = N_CTX, .n_threads = N_THREADS, .numerics = LOOM_NUMERICS_REFERENCE_BATCH};
+    loom_session_params sp = {.n_ctx = N_CTX, .n_threads = N_THREADS, .numerics = LOOM_NUMERICS_REFERENCE_BATCH,
+                              .n_ubatch = N_CTX}; /* the reference contexts' (parity_ref_context: n_ubatch = n_batch) */
     r->ls = loom_session_new(r->lm, &sp, &err);
     CHECK(r->ls && r->loom_logits && r->ref_logits && r->ref_fa, "%s: session/buffers: %s", r->name, err.msg);
     if (!r->ls || !r->loom_logits || !r->ref_logits || !r->ref_fa || compare_forced(r, tokens) != 0)
@@ -358,7 +345,7 @@ int main(void)
     make_continuation(cont);
     parity_cache_dir(cache, sizeof cache);
     for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
-        if (!model_selected(MODELS[m].file))
+        if (!parity_model_selected(MODELS[m].file))
             continue;
         snprintf(path, sizeof path, "%s/models/%s", cache, MODELS[m].file);
         CHECK(access(path, R_OK) == 0, "model %s is missing (scripts/prepare-models.sh makes it)", path);
