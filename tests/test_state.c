@@ -4,8 +4,9 @@
  * token, 1/2/1, 3/3/3/1, 7 and random splits), transactional requests under failure injection after every
  * stage, the context limit, save/restore (64 greedy tokens), checkpoints/rewind and the prompt cache (which
  * extends the live state without a checkpoint after a restore, a decode turn, a failure or a rewind, in both
- * numerics), and many sequences decoded together (each bitwise its solo run). LOOM_TEST_SKIP_08B skips the
- * 0.8b model. */
+ * numerics), rewind and the prompt cache all or nothing under failure injection after every stage, and many
+ * sequences decoded together (each bitwise its solo run; a step failing at any stage changes no session).
+ * LOOM_TEST_SKIP_08B skips the 0.8b model. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -587,7 +588,8 @@ out:
     loom_session_free(fresh);
 }
 
-/* Rewind s to pos with the re-evaluation failing: s is left at the checkpoint it restored, without logits. */
+/* Rewind s to pos with the request failing at its first stage: s stays as it was (rewinding is all or
+ * nothing); returns its position. */
 static int failed_rewind(loom_session *s, int pos)
 {
     struct inject in = {0, 0, 0, LOOM_E_INTERNAL, "", 0};
@@ -596,7 +598,7 @@ static int failed_rewind(loom_session *s, int pos)
     s->hook_ctx = &in;
     int rc = loom_session_rewind(s, pos, NULL, &err);
     s->hook = NULL;
-    CHECK(rc == LOOM_E_INTERNAL, "the failing rewind returned %d", rc);
+    CHECK(rc < 0, "the failing rewind returned %d", rc);
     return loom_session_pos(s);
 }
 
@@ -644,23 +646,21 @@ static void check_live_prefix(const char *name, const loom_model *m, const int32
     CHECK(loom_session_rewind(s, 14, NULL, &err) == LOOM_OK, "%s: rewind: %s", label, err.msg);
     conv[14] = tok[31], conv[15] = tok[30];
     expect_live(label, "a rewind to 14, then 2 other tokens", s, conv, 14, 16, dir);
-    /* a failed rewind to 17 leaves s at the explicit checkpoint it restored (16, without logits; at 18 with
-     * them were rewinding all or nothing): either way its history is a prefix to extend */
+    /* a failed rewind to 17 (from the explicit checkpoint at 16) leaves s at 18 with its logits: its history
+     * is a prefix to extend */
     CHECK(loom_session_checkpoint(s, &err) == LOOM_OK, "%s: checkpoint: %s", label, err.msg);
     p = loom_session_eval(s, conv + 16, 2, NULL, LOOM_LOGITS_LAST, &err) ? -1 : failed_rewind(s, 17);
-    CHECK(p == 16 || p == 18, "%s: the failed rewind left position %d", label, p);
+    CHECK(p == 18 && loom_session_last_logits(s) != NULL, "%s: the failed rewind left position %d", label, p);
     if (p < 0)
         goto out;
     expect_live(label, "a failed rewind, then 2 tokens more", s, conv, p, p + 2, dir);
-    /* the same tokens again after a failed rewind: without held logits the last one is evaluated again */
+    /* the same tokens again after a failed rewind: the held logits are returned, nothing is evaluated */
     p = failed_rewind(s, 17);
-    int held = loom_session_last_logits(s) != NULL;
     int reused = prefill_counted(s, conv, p, a, &evaluated, &err);
     loom_session_reset(f);
     loom_session_eval(f, conv, p, b, LOOM_LOGITS_LAST, &err);
-    CHECK(reused >= 0 && (held ? reused == p : reused < p) && evaluated == p - reused,
-          "%s: the same %d tokens (logits held: %d): reused %d, evaluated %lld (%s)", label, p, held, reused,
-          (long long)evaluated, err.msg);
+    CHECK(reused == p && evaluated == 0, "%s: the same %d tokens after a failed rewind: reused %d, evaluated %lld "
+          "(%s)", label, p, reused, (long long)evaluated, err.msg);
     CHECK(nm != LOOM_NUMERICS_CANONICAL || (!memcmp(a, b, sizeof(float) * (size_t)nv) &&
                                             loom_session_digest(s) == loom_session_digest(f)),
           "%s: the same tokens after a failed rewind differ from a fresh run", label);
@@ -774,6 +774,169 @@ out:
     loom_session_free(f);
 }
 
+/* ---- transactional rewind and prompt cache ----------------------------------------------------------- */
+
+/* Everything a failed request must leave as it was: position, digest, history, held logits, checkpoints. */
+struct snapshot {
+    int pos, n_ckpt, has_logits;
+    uint64_t digest;
+    int32_t hist[64];
+    int ckpt_pos[LOOM_MAX_CHECKPOINTS];
+    float *logits;
+};
+
+static void take_snapshot(const loom_session *s, struct snapshot *sn)
+{
+    sn->pos = loom_session_pos(s);
+    sn->digest = loom_session_digest(s);
+    loom_session_tokens(s, sn->hist, 64);
+    sn->n_ckpt = loom_session_n_checkpoints(s);
+    for (int i = 0; i < sn->n_ckpt; i++)
+        sn->ckpt_pos[i] = s->ckpt[i].pos;
+    const float *last = loom_session_last_logits(s);
+    sn->has_logits = last != NULL;
+    if (last)
+        memcpy(sn->logits, last, sizeof(float) * (size_t)s->n_logits);
+}
+
+static int same_snapshot(const struct snapshot *a, const struct snapshot *b, int nv)
+{
+    return a->pos == b->pos && a->digest == b->digest && a->n_ckpt == b->n_ckpt && a->has_logits == b->has_logits &&
+           !memcmp(a->hist, b->hist, sizeof(int32_t) * (size_t)a->pos) &&
+           !memcmp(a->ckpt_pos, b->ckpt_pos, sizeof(int) * (size_t)a->n_ckpt) &&
+           (!a->has_logits || !memcmp(a->logits, b->logits, sizeof(float) * (size_t)nv));
+}
+
+/* The session every case starts from: a 9-token prompt (prompt checkpoint), then 5 single tokens (checkpoint
+ * at 12 with checkpoint_every 4): position 14. */
+static loom_session *restore_base(const loom_model *m, const int32_t *tok, enum loom_numerics nm)
+{
+    loom_session_params p = {.n_ctx = 64, .n_threads = 2, .numerics = nm, .checkpoint_every = 4};
+    loom_error err = {0};
+    loom_session *s = loom_session_new(m, &p, &err);
+    int rc = s ? loom_session_eval(s, tok, 9, NULL, LOOM_LOGITS_LAST, &err) : LOOM_E_NOMEM;
+    for (int i = 9; i < 14 && !rc; i++)
+        rc = loom_session_eval(s, tok + i, 1, NULL, LOOM_LOGITS_LAST, &err);
+    CHECK(!rc, "restore base: %s", err.msg);
+    if (rc)
+        loom_session_free(s);
+    return rc ? NULL : s;
+}
+
+/* One request on the base session: rewind (tokens NULL, to n) or the prompt cache to tokens[n]. */
+static int restore_request(loom_session *s, const int32_t *tokens, int n, float *logits, loom_error *err)
+{
+    return tokens ? loom_session_prefill_cached(s, tokens, n, logits, err) : loom_session_rewind(s, n, logits, err);
+}
+
+/* A rewind or prompt-cache request on the base session with a failure injected at every stage in turn (and
+ * at the allocation before it): each fails and leaves the session exactly as it was (position, digest,
+ * history, held logits, checkpoint set) and the caller's buffer untouched; the same request afterwards gives
+ * what it gives on a session that never failed. */
+static void check_restore_injection(const loom_model *m, const int32_t *tok, enum loom_numerics nm,
+                                    const char *what, const int32_t *tokens, int n, int poison)
+{
+    int nv = loom_model_n_logits(m);
+    size_t bytes = sizeof(float) * (size_t)nv;
+    float *out = malloc(bytes), *want = malloc(bytes), *l0 = malloc(bytes), *l1 = malloc(bytes);
+    struct snapshot before = {.logits = l0}, after = {.logits = l1};
+    loom_session *s = restore_base(m, tok, nm), *ref = restore_base(m, tok, nm);
+    loom_error err = {0};
+    struct inject in = {0, -1, poison, LOOM_E_INTERNAL, "", 0};
+    int rc = s && ref && out && want && l0 && l1 ? restore_request(ref, tokens, n, want, &err) : LOOM_E_NOMEM;
+    if (rc < 0) {
+        CHECK(0, "%s: setup: %s", what, err.msg);
+        goto out;
+    }
+    loom_session *count = restore_base(m, tok, nm);
+    if (count) {
+        count->hook = inject_hook;
+        count->hook_ctx = &in;
+        restore_request(count, tokens, n, NULL, &err);
+        loom_session_free(count);
+    }
+    int n_stages = in.calls, failures = 0;
+    take_snapshot(s, &before);
+    for (int k = 0; k < n_stages; k++) {
+        memset(out, 0xA5, bytes);
+        in = (struct inject){0, k, poison, LOOM_E_INTERNAL, "", 0};
+        s->hook = inject_hook;
+        s->hook_ctx = &in;
+        rc = restore_request(s, tokens, n, out, &err);
+        s->hook = NULL;
+        if (rc >= 0 && poison) { /* a NaN that cannot reach the checked rows: start again */
+            loom_session_free(s);
+            if (!(s = restore_base(m, tok, nm)))
+                goto out;
+            continue;
+        }
+        failures++;
+        int untouched = 1;
+        for (size_t i = 0; i < bytes; i++)
+            untouched &= ((unsigned char *)out)[i] == 0xA5;
+        take_snapshot(s, &after);
+        CHECK(rc < 0, "%s: injection at stage %d (%s, layer %d) did not fail", what, k, in.stage, in.layer);
+        CHECK(untouched, "%s: injection at %s layer %d: the caller's buffer changed", what, in.stage, in.layer);
+        CHECK(same_snapshot(&before, &after, nv), "%s: injection at %s layer %d: the session changed (position %d, "
+              "%d checkpoints, logits held %d; before %d, %d, %d)", what, in.stage, in.layer, after.pos, after.n_ckpt,
+              after.has_logits, before.pos, before.n_ckpt, before.has_logits);
+    }
+    CHECK(failures > 0, "%s: no injection failed", what);
+    rc = restore_request(s, tokens, n, out, &err);
+    CHECK(rc >= 0 && !memcmp(out, want, bytes) && loom_session_digest(s) == loom_session_digest(ref) &&
+              loom_session_n_checkpoints(s) == loom_session_n_checkpoints(ref),
+          "%s: the request after the failures differs from one on a session that never failed (%s)", what, err.msg);
+    printf("%s (%s, %s): %d stages, %d failed requests, session unchanged\n", what,
+           nm == LOOM_NUMERICS_CANONICAL ? "canonical" : "reference batch", poison ? "NaN" : "error", n_stages,
+           failures);
+out:
+    free(out);
+    free(want);
+    free(l0);
+    free(l1);
+    loom_session_free(s);
+    loom_session_free(ref);
+}
+
+/* Rewind and the prompt cache, on both paths (a checkpoint restored; the live state extended), are all or
+ * nothing; so is a refused request (bad position, bad token). */
+static void check_restore_transactions(const loom_model *m, const int32_t *tok)
+{
+    int32_t diverged[16], inside[12], longer[17];
+    memcpy(diverged, tok, sizeof diverged);
+    diverged[10] = tok[40], diverged[11] = tok[41];
+    memcpy(inside, tok, sizeof inside);
+    memcpy(longer, tok, sizeof longer);
+    for (int nm = 0; nm < 2; nm++)
+        for (int poison = 0; poison < 2; poison++) {
+            check_restore_injection(m, tok, nm, "rewind 14 -> 11", NULL, 11, poison);
+            check_restore_injection(m, tok, nm, "rewind 14 -> 14", NULL, 14, poison);
+            check_restore_injection(m, tok, nm, "prompt cache diverging at 10", diverged, 16, poison);
+            check_restore_injection(m, tok, nm, "prompt cache stopping at 12", inside, 12, poison);
+            check_restore_injection(m, tok, nm, "prompt cache extending the live 14", longer, 17, poison);
+        }
+    loom_session *s = restore_base(m, tok, LOOM_NUMERICS_CANONICAL);
+    float *l0 = malloc(sizeof(float) * (size_t)loom_model_n_logits(m));
+    float *l1 = malloc(sizeof(float) * (size_t)loom_model_n_logits(m));
+    struct snapshot before = {.logits = l0}, after = {.logits = l1};
+    loom_error err = {0};
+    if (s && l0 && l1) {
+        take_snapshot(s, &before);
+        int32_t bad[16];
+        memcpy(bad, diverged, sizeof bad);
+        bad[15] = -1;
+        CHECK(loom_session_rewind(s, 15, NULL, &err) == LOOM_E_ARG &&
+                  loom_session_prefill_cached(s, bad, 16, NULL, &err) == LOOM_E_ARG &&
+                  loom_session_prefill_cached(s, bad, 0, NULL, &err) == LOOM_E_ARG,
+              "refused rewind / prompt cache requests: %s", err.msg);
+        take_snapshot(s, &after);
+        CHECK(same_snapshot(&before, &after, loom_model_n_logits(m)), "a refused request changed the session");
+    }
+    free(l0);
+    free(l1);
+    loom_session_free(s);
+}
+
 /* ---- many sequences --------------------------------------------------------------------------------- */
 
 /* Solo reference: prompt then `steps` greedy tokens; step logits into rows[steps][nv]; returns the digest. */
@@ -859,6 +1022,86 @@ static void check_many(const char *name, const loom_model *m, const int32_t *tok
     free(got);
 }
 
+/* Three sessions (contexts 32/64/48, prompts of 5/9/2 tokens) for a step of many sequences. */
+static int many_base(const loom_model *m, const int32_t *tok, loom_session **ss)
+{
+    const int ctx[3] = {32, 64, 48}, len[3] = {5, 9, 2}, at[3] = {0, 3, 11};
+    loom_error err = {0};
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        ss[i] = new_session(m, ctx[i], 1);
+        ok &= ss[i] && !loom_session_eval(ss[i], tok + at[i], len[i], NULL, LOOM_LOGITS_LAST, &err);
+    }
+    return ok;
+}
+
+/* A step of three sequences with a failure injected at every stage (an error, or a NaN in the last row: one
+ * sequence failing) fails for all and changes none; the next step equals one on sessions that never failed. */
+static void check_many_injection(const loom_model *m, const int32_t *tok, int poison)
+{
+    int nv = loom_model_n_logits(m);
+    size_t bytes = sizeof(float) * 3 * (size_t)nv;
+    loom_session *ss[3] = {0}, *ref[3] = {0}, *count[3] = {0};
+    float *out = malloc(bytes), *want = malloc(bytes), *held[3] = {0};
+    struct snapshot before[3], after = {0};
+    const int32_t next[3] = {tok[20], tok[21], tok[22]};
+    loom_error err = {0};
+    struct inject in = {0, -1, poison, LOOM_E_INTERNAL, "", 0};
+    int ok = out && want && many_base(m, tok, ss) && many_base(m, tok, ref) && many_base(m, tok, count) &&
+             (after.logits = malloc(sizeof(float) * (size_t)nv)) != NULL;
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = (held[i] = malloc(sizeof(float) * (size_t)nv)) != NULL;
+        before[i].logits = held[i];
+        if (ok)
+            take_snapshot(ss[i], &before[i]);
+        count[i]->hook = inject_hook;
+        count[i]->hook_ctx = &in;
+    }
+    if (!ok || loom_sessions_decode(ref, next, 3, want, &err) || loom_sessions_decode(count, next, 3, NULL, &err)) {
+        CHECK(0, "many-sequence injection setup: %s", err.msg);
+        goto out;
+    }
+    int n_stages = in.calls, failures = 0;
+    for (int k = 0; k < n_stages; k++) {
+        memset(out, 0xA5, bytes);
+        in = (struct inject){0, k, poison, LOOM_E_INTERNAL, "", 0};
+        for (int i = 0; i < 3; i++)
+            ss[i]->hook = inject_hook, ss[i]->hook_ctx = &in;
+        int rc = loom_sessions_decode(ss, next, 3, out, &err);
+        for (int i = 0; i < 3; i++)
+            ss[i]->hook = NULL;
+        CHECK(rc != LOOM_OK, "many sequences: injection at stage %d (%s, layer %d) did not fail", k, in.stage,
+              in.layer);
+        failures += rc != LOOM_OK;
+        int untouched = 1;
+        for (size_t i = 0; i < bytes; i++)
+            untouched &= ((unsigned char *)out)[i] == 0xA5;
+        CHECK(untouched, "many sequences: injection at %s layer %d: the caller's buffer changed", in.stage, in.layer);
+        for (int i = 0; i < 3; i++) {
+            take_snapshot(ss[i], &after);
+            CHECK(same_snapshot(&before[i], &after, nv), "many sequences: injection at %s layer %d: session %d "
+                  "changed", in.stage, in.layer, i);
+        }
+    }
+    int rc = loom_sessions_decode(ss, next, 3, out, &err);
+    CHECK(rc == LOOM_OK && !memcmp(out, want, bytes), "many sequences: the step after the failures: %s", err.msg);
+    for (int i = 0; i < 3; i++)
+        CHECK(loom_session_digest(ss[i]) == loom_session_digest(ref[i]), "many sequences: session %d differs from "
+              "one that never failed", i);
+    printf("many sequences (%s): %d stages, %d failed steps, no session changed\n", poison ? "NaN" : "error",
+           n_stages, failures);
+out:
+    for (int i = 0; i < 3; i++) {
+        loom_session_free(ss[i]);
+        loom_session_free(ref[i]);
+        loom_session_free(count[i]);
+        free(held[i]);
+    }
+    free(after.logits);
+    free(out);
+    free(want);
+}
+
 /* ---- models ------------------------------------------------------------------------------------------ */
 
 static void test_micro(void)
@@ -896,6 +1139,9 @@ static void test_micro(void)
     check_many("micro F16", m, tok);
     check_budget(m, tok);
     check_skip_prompt_checkpoints(m, tok);
+    check_restore_transactions(m, tok);
+    check_many_injection(m, tok, 0);
+    check_many_injection(m, tok, 1);
 out:
     loom_model_free(m);
     loom_model_free(m2);

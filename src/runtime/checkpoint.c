@@ -1,7 +1,8 @@
 /* checkpoint.c — checkpoints of a sequence's recurrent state within a memory budget, rewinding to an
  * earlier position (nearest checkpoint at or before it, then re-evaluating the history: never stale
  * logits), and the prompt cache that reuses the longest common prefix with the session's history: the live
- * state when the whole history is a prefix of the new tokens, else the nearest checkpoint inside it. */
+ * state when the whole history is a prefix of the new tokens, else the nearest checkpoint inside it. Both
+ * are all or nothing: a checkpoint is restored into the request's private copy, never the public one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,24 +115,21 @@ void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens)
         loom_session_checkpoint(s, NULL); /* a cache: failing to keep one is not an error */
 }
 
-/* Restore the nearest checkpoint at or before `limit` (or the empty state); drops later checkpoints, as
- * the history past the restored position is about to be rewritten. The session has no logits after. */
-static void restore_nearest(struct loom_session *s, int limit)
+/* Put the nearest checkpoint at or before `limit` (or the empty state) into the private recurrent copy
+ * cur ^ 1, where a request re-evaluating from it starts; returns its position. The public state stays as it
+ * is until that request publishes (which drops the checkpoints past it), so a failure changes nothing. */
+static int stage_nearest(struct loom_session *s, int limit)
 {
     int best = -1;
     for (int i = 0; i < s->n_ckpt; i++)
         if (s->ckpt[i].pos <= limit && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos))
             best = i;
-    int pos = best >= 0 ? s->ckpt[best].pos : 0;
-    if (best >= 0)
-        loom_session_copy_recurrent(s, s->cur, s->ckpt[best].data, 1);
-    else {
-        loom_session_reset(s);
-        return;
+    if (best < 0) {
+        loom_session_clear_recurrent(s, s->cur ^ 1);
+        return 0;
     }
-    loom_session_drop_checkpoints(s, pos);
-    s->pos = pos;
-    s->has_logits = 0;
+    loom_session_copy_recurrent(s, s->cur ^ 1, s->ckpt[best].data, 1);
+    return s->ckpt[best].pos;
 }
 
 int loom_session_rewind(loom_session *s, int pos, float *logits, loom_error *err)
@@ -142,8 +140,8 @@ int loom_session_rewind(loom_session *s, int pos, float *logits, loom_error *err
         loom_session_reset(s);
         return LOOM_OK;
     }
-    restore_nearest(s, pos - 1);
-    return loom_session_eval(s, s->history + s->pos, pos - s->pos, logits, LOOM_LOGITS_LAST, err);
+    int from = stage_nearest(s, pos - 1);
+    return loom_session_request(s, from, s->cur ^ 1, s->history + from, pos - from, logits, 0, err);
 }
 
 int loom_session_prefill_cached(loom_session *s, const int32_t *tokens, int n, float *logits, loom_error *err)
@@ -161,14 +159,15 @@ int loom_session_prefill_cached(loom_session *s, const int32_t *tokens, int n, f
         common++;
     /* The live state is itself a reusable prefix when the whole history is one (the recurrent state cannot
      * be rewound without a checkpoint); when it is all of tokens, its held logits are the last token's. */
-    if (common < s->pos || (common == n && !s->has_logits))
-        restore_nearest(s, common < n ? common : n - 1);
-    int reused = s->pos;
-    if (reused == n) {
+    int reused = s->pos, src = s->cur;
+    if (common < s->pos || (common == n && !s->has_logits)) {
+        reused = stage_nearest(s, common < n ? common : n - 1);
+        src = s->cur ^ 1;
+    } else if (reused == n) {
         if (logits)
             memcpy(logits, s->logits, (size_t)s->n_logits * sizeof(float));
         return reused;
     }
-    int rc = loom_session_eval(s, tokens + reused, n - reused, logits, LOOM_LOGITS_LAST, err);
+    int rc = loom_session_request(s, reused, src, tokens + reused, n - reused, logits, 0, err);
     return rc ? rc : reused;
 }

@@ -1,7 +1,8 @@
 /* session.c — the public session API: creation (state owners sized from the model's layer plan, the
  * thread pool, and one arena holding all state and the scratch plan), reset, and eval, which checks a
  * request completely, runs it chunk by chunk against private state and publishes the recurrent owners,
- * the frontier and the logits together, or nothing. */
+ * the frontier and the logits together, or nothing (the request core that rewind and the prompt cache
+ * share). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,18 +169,23 @@ void loom_session_free(loom_session *session)
     free(session);
 }
 
+void loom_session_clear_recurrent(struct loom_session *s, int copy)
+{
+    const struct loom_hparams *hp = &s->model->hp;
+    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct loom_layer_state *ls = &s->layers[il];
+        if (s->model->layers[il].kind != LOOM_LAYER_RECURRENT)
+            continue;
+        memset(ls->conv[copy], 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
+        memset(ls->rec[copy], 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
+    }
+}
+
 /* Only the public recurrent state needs clearing: KV rows at or past the position are never read. */
 void loom_session_reset(loom_session *session)
 {
-    const struct loom_hparams *hp = &session->model->hp;
-    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct loom_layer_state *ls = &session->layers[il];
-        if (session->model->layers[il].kind != LOOM_LAYER_RECURRENT)
-            continue;
-        memset(ls->conv[session->cur], 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
-        memset(ls->rec[session->cur], 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
-    }
+    loom_session_clear_recurrent(session, session->cur);
     session->pos = 0;
     session->has_logits = 0;
     loom_session_drop_checkpoints(session, -1);
@@ -212,12 +218,14 @@ static int all_finite(const float *x, int64_t n)
     return ok;
 }
 
-/* Run tokens[0..n) on private state: the recurrent owners in copy cur ^ 1, K/V rows past the frontier,
- * the final rows in s->stage (all) or the last token's logits in s->logits_work. Publishes nothing. In
+/* Run tokens[0..n) at positions pos0.. on private state: the recurrent owners read from copy src and
+ * updated in copy cur ^ 1, K/V rows from pos0 on, the final rows in s->stage (all) or the last token's
+ * logits in s->logits_work. Publishes nothing. In
  * CANONICAL numerics (where chunking does not change a bit) with prompt checkpoints, a prompt's last token
  * runs as its own chunk and the state before it is snapshotted: rewinding to the prompt end then
  * re-evaluates one token. */
-static int run_private(struct loom_session *s, const int32_t *tokens, int n_tokens, int all, loom_error *err)
+static int run_private(struct loom_session *s, int pos0, int src, const int32_t *tokens, int n_tokens, int all,
+                       loom_error *err)
 {
     int64_t E = s->model->hp.n_embd;
     int work = s->cur ^ 1;
@@ -226,13 +234,13 @@ static int run_private(struct loom_session *s, const int32_t *tokens, int n_toke
     for (int done = 0; done < n_tokens;) {
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
         n = done < split && done + n > split ? split - done : n;
-        int rc = loom_qwen35_forward(s, tokens + done, n, s->pos + done, done == 0 ? s->cur : work, work);
+        int rc = loom_qwen35_forward(s, tokens + done, n, pos0 + done, done == 0 ? src : work, work);
         if (rc)
             return loom_errorf(err, rc, "eval: the request failed in chunk at position %d (stage hook code %d); "
-                               "nothing was published", s->pos + done, rc);
+                               "nothing was published", pos0 + done, rc);
         done += n;
         if (done == split)
-            loom_session_snapshot_work(s, s->pos + done);
+            loom_session_snapshot_work(s, pos0 + done);
         float *rows = all ? s->stage + (int64_t)(done - n) * E : s->sc.xn;
         int first = all ? 0 : n - 1, m = all ? n : 1;
         loom_qwen35_output_norm(s, s->sc.x + (int64_t)first * E, m, rows);
@@ -241,7 +249,7 @@ static int run_private(struct loom_session *s, const int32_t *tokens, int n_toke
             rc = LOOM_E_INTERNAL;
         if (rc)
             return loom_errorf(err, rc, "eval: non-finite or rejected hidden state in the chunk at position %d; "
-                               "nothing was published", s->pos + done - n);
+                               "nothing was published", pos0 + done - n);
     }
     if (all)
         return LOOM_OK;
@@ -251,18 +259,21 @@ static int run_private(struct loom_session *s, const int32_t *tokens, int n_toke
         rc = LOOM_E_INTERNAL;
     if (rc)
         return loom_errorf(err, rc, "eval: non-finite or rejected logits at position %d; nothing was published",
-                           s->pos + n_tokens - 1);
+                           pos0 + n_tokens - 1);
     return LOOM_OK;
 }
 
-/* Make the request's private state public: the recurrent copy, the frontier and the logits together.
- * Cannot fail. LOGITS_ALL rows (all: logits non-NULL) are computed here from the staged rows, chunk by
- * chunk as evaluated, straight into the caller's buffer. */
-static void publish(struct loom_session *s, const int32_t *tokens, int n_tokens, float *logits, int all)
+/* Make the request's private state public: the recurrent copy, the frontier (pos0 + n_tokens), the history
+ * and the logits together; checkpoints past pos0 go (their history changed). Cannot fail. LOGITS_ALL rows
+ * (all: logits non-NULL) are computed here from the staged rows, chunk by chunk as evaluated, straight into
+ * the caller's buffer. */
+static void publish(struct loom_session *s, int pos0, const int32_t *tokens, int n_tokens, float *logits, int all)
 {
-    memmove(s->history + s->pos, tokens, (size_t)n_tokens * sizeof(int32_t));
+    if (pos0 < s->pos)
+        loom_session_drop_checkpoints(s, pos0);
+    memmove(s->history + pos0, tokens, (size_t)n_tokens * sizeof(int32_t));
     s->cur ^= 1;
-    s->pos += n_tokens;
+    s->pos = pos0 + n_tokens;
     s->has_logits = 1;
     if (all) {
         int64_t E = s->model->hp.n_embd, nl = s->n_logits;
@@ -299,15 +310,44 @@ int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens
                                (long long)n_rows, tokens[i]);
     if (n_tokens == 0)
         return LOOM_OK;
-    int all = mode == LOOM_LOGITS_ALL && logits;
-    int rc = all ? reserve_stage(session, n_tokens, err) : LOOM_OK;
+    return loom_session_request(session, session->pos, session->cur, tokens, n_tokens, logits,
+                                mode == LOOM_LOGITS_ALL && logits, err);
+}
+
+/* The public K/V rows of [lo, hi) saved before a request rewrites them (NULL when there are none). */
+static int save_kv_rows(struct loom_session *s, int lo, int hi, uint16_t **saved, loom_error *err)
+{
+    *saved = NULL;
+    if (lo >= hi)
+        return LOOM_OK;
+    uint64_t bytes = (uint64_t)(hi - lo) * loom_qwen35_kv_bytes_per_token(&s->model->hp);
+    int rc = s->hook ? s->hook(s->hook_ctx, -1, "alloc", NULL, 0) : 0;
+    if (rc || !(*saved = malloc(bytes ? bytes : 1)))
+        return loom_errorf(err, LOOM_E_NOMEM, "eval: allocating %llu bytes to keep the K/V rows of positions "
+                           "%d..%d until the request publishes failed", (unsigned long long)bytes, lo, hi - 1);
+    loom_session_copy_kv_rows(s, lo, hi, *saved, 0);
+    return LOOM_OK;
+}
+
+int loom_session_request(struct loom_session *s, int pos0, int src, const int32_t *tokens, int n, float *logits,
+                         int all, loom_error *err)
+{
+    int hi = pos0 + n < s->pos ? pos0 + n : s->pos; /* public rows the request rewrites: [pos0, hi) */
+    uint16_t *saved = NULL;
+    int rc = all ? reserve_stage(s, n, err) : LOOM_OK;
     if (!rc)
-        rc = run_private(session, tokens, n_tokens, all, err);
+        rc = save_kv_rows(s, pos0, hi, &saved, err);
+    if (!rc)
+        rc = run_private(s, pos0, src, tokens, n, all, err);
     if (rc) {
-        session->pending_pos = -1; /* the failed request's snapshot never becomes a checkpoint */
+        s->pending_pos = -1; /* the failed request's snapshot never becomes a checkpoint */
+        if (saved)
+            loom_session_copy_kv_rows(s, pos0, hi, saved, 1);
+        free(saved);
         return rc;
     }
-    publish(session, tokens, n_tokens, logits, all);
-    loom_session_auto_checkpoint(session, n_tokens);
+    free(saved);
+    publish(s, pos0, tokens, n, logits, all);
+    loom_session_auto_checkpoint(s, n);
     return LOOM_OK;
 }

@@ -48,7 +48,8 @@ struct loom_state_owner {
 int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap);
 
 /* Test hook, called after every stage of a request (layer -1 outside the layers; stage names are the
- * step just finished: "alloc" before the staging buffer grows, "embed", per layer "norm", "proj", "conv",
+ * step just finished: "alloc" before the staging buffer grows or the K/V rows a rewind rewrites are kept
+ * aside, "embed", per layer "norm", "proj", "conv",
  * "delta", "gated_norm", "kv_write", "attend", "gate", "out", "residual", "post_norm", "mlp", "residual2",
  * then "output_norm", "logits"). x is the chunk's residual stream [n_values] which the hook may overwrite
  * (e.g. with NaN). A nonzero return fails the request with that code (at "alloc": as a failed allocation). */
@@ -63,6 +64,19 @@ struct loom_checkpoint {
     float *data;  /* loom_qwen35_recurrent_state_bytes */
 };
 
+/* Copy the K/V rows of positions [lo, hi) of every attention layer to buf (to_state 0) or buf to them (1);
+ * buf holds (hi - lo) * loom_qwen35_kv_bytes_per_token bytes. (src/runtime/state.c) */
+void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t *buf, int to_state);
+/* Set recurrent owner copy `copy` to the empty state (zeros). */
+void loom_session_clear_recurrent(struct loom_session *s, int copy);
+/* Run tokens[0..n) (checked by the caller, pos0 + n <= n_ctx) as one request starting at position pos0 <=
+ * s->pos from recurrent copy src (s->cur, or the private copy cur ^ 1 holding a restored checkpoint) and
+ * publish it: position pos0 + n, the history, the logits (LOGITS_ALL rows into logits when all), the
+ * checkpoints past pos0 dropped. On any error the session is as it was: the public recurrent copy is never
+ * written, and the public K/V rows of [pos0, s->pos) the request overwrites are saved first and put back.
+ * (src/runtime/session.c) */
+int loom_session_request(struct loom_session *s, int pos0, int src, const int32_t *tokens, int n, float *logits,
+                         int all, loom_error *err);
 /* Copy recurrent owner copy `copy` (s->cur: the public one) to buf (to_state 0) or buf to it (to_state 1). */
 void loom_session_copy_recurrent(struct loom_session *s, int copy, float *buf, int to_state);
 /* Snapshot the private recurrent copy of a running request at position pos (s->pending), to become a

@@ -1,6 +1,7 @@
 /* state.c — the one list of a sequence's persistent state owners (per recurrent layer its conv state and
  * recurrent matrices, per attention layer its K and V rows with their positions: shape, dtype, bytes) and
- * the XXH3 digest over all public state of a sequence (frontier, every owner, last logits). */
+ * the XXH3 digest over all public state of a sequence (frontier, every owner, last logits), and copies of
+ * the K/V rows of a range of positions (a request that rewrites public rows saves them first). */
 #define XXH_STATIC_LINKING_ONLY
 #include <string.h>
 #include <xxhash.h>
@@ -34,6 +35,28 @@ int loom_session_state_owners(const struct loom_session *s, struct loom_state_ow
                 owners[n] = o[i];
     }
     return n;
+}
+
+void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t *buf, int to_state)
+{
+    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
+    int n = loom_session_state_owners(s, owners, 2 * LOOM_MAX_LAYERS);
+    size_t rows = (size_t)(hi - lo);
+    for (int i = 0; i < n; i++) {
+        const struct loom_state_owner *o = &owners[i];
+        const struct loom_layer_state *ls = &s->layers[o->layer];
+        /* K: one run of positions; V (transposed): one run per (head, dim) row */
+        int64_t runs = o->kind == LOOM_OWNER_V ? o->shape[0] * o->shape[1] : o->kind == LOOM_OWNER_K ? 1 : 0;
+        size_t width = o->kind == LOOM_OWNER_K ? o->bytes_per_pos / sizeof(uint16_t) : 1;
+        for (int64_t r = 0; r < runs; r++) {
+            uint16_t *at = o->kind == LOOM_OWNER_K ? ls->k + (size_t)lo * width : ls->v + r * s->n_ctx + lo;
+            if (to_state)
+                memcpy(at, buf, rows * width * sizeof(uint16_t));
+            else
+                memcpy(buf, at, rows * width * sizeof(uint16_t));
+            buf += rows * width;
+        }
+    }
 }
 
 int loom_session_n_ctx(const loom_session *session) { return session->n_ctx; }
