@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "runtime/pool.h"
 #include "runtime/session.h"
+#include "util/cpu.h"
 #include "util/error.h"
 
 #define BENCH_MAX_REPS 100
@@ -280,13 +281,12 @@ static int bench_mem(int n_threads, struct bench_machine *m)
 {
     struct bench_probe p = {.read = bench_read_scalar};
     int lanes = 0;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
+    unsigned cpu = loom_cpu_features(); /* the probes are built with the kernel sets' flags: they need those sets */
+    if ((cpu & LOOM_CPU_AVX512_SET) == LOOM_CPU_AVX512_SET) {
         *m = (struct bench_machine){.isa = "AVX-512"};
         p.read = loom_bench_read_avx512, p.fma = loom_bench_fma_avx512, lanes = 16;
-        if (__builtin_cpu_supports("avx512vnni"))
-            p.dot_i8 = loom_bench_dot_i8_avx512;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        p.dot_i8 = loom_bench_dot_i8_avx512;
+    } else if ((cpu & LOOM_CPU_AVX2_SET) == LOOM_CPU_AVX2_SET) {
         *m = (struct bench_machine){.isa = "AVX2"};
         p.read = loom_bench_read_avx2, p.fma = loom_bench_fma_avx2, lanes = 8;
     } else {
