@@ -333,10 +333,11 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
 {
     const struct loom_gguf *g = model->gguf;
     uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
-    const char *base = strrchr(path, '/');
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     struct stat st;
     memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "%s", base ? base + 1 : path);
+    size_t len = strlen(base); /* copied, not snprintf'd: GCC's UBSan build warned of a NULL %s argument */
+    memcpy(w->name, base, len < sizeof w->name ? len : sizeof w->name - 1);
     w->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const struct loom_gguf_tensor *t = &g->tensors[i];
