@@ -9,7 +9,7 @@ REF=$LOOM_CACHE/ref
 NLC_VERSION=3.22.1
 
 packages=(build-essential make git ca-certificates libutf8proc-dev libxxhash-dev libjansson-dev
-          python3 python3-numpy python3-jinja2)
+          clang libclang-rt-dev python3 python3-numpy python3-jinja2)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,6 +19,11 @@ static int test_passed, test_failed;
         }                                                                                  \
     } while (0)
 
+#ifdef LOOM_SANITIZED
+/* Read by the UBSan runtime (GCC's and clang's) at start: the first report fails the test. */
+const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
+#endif
+
 static inline int test_finish(void)
 {
     printf("%d passed, %d failed\n", test_passed, test_failed);

@@ -588,17 +588,25 @@ out:
 
 int main(void)
 {
-    printf("per-head kernels: %s\n", loom_ops_kernels_active()->name);
     test_reductions();
-    test_elementwise();
     test_norms();
     test_rope();
     test_softmax();
-    test_conv1d();
-    check_delta_rule(16);
-    check_delta_rule(32);
-    check_delta_rule(80);
-    test_attention();
+    const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) { /* each per-head variant the CPU runs */
+        loom_error err;
+        if (loom_kernels_select(modes[m], &err) != LOOM_OK)
+            continue;
+        printf("per-head kernels: %s\n", loom_ops_kernels_active()->name);
+        test_elementwise();
+        test_conv1d();
+        check_delta_rule(16);
+        check_delta_rule(32);
+        check_delta_rule(80);
+        test_attention();
+    }
+    loom_error err;
+    CHECK(loom_kernels_select(LOOM_KERNELS_AUTO, &err) == LOOM_OK, "auto kernels: %s", err.msg);
     test_model();
     return test_finish();
 }

@@ -240,10 +240,13 @@ static void test_norm_rows(void)
 
 int main(void)
 {
-    const enum loom_kernel_mode modes[] = {LOOM_KERNELS_AUTO, LOOM_KERNELS_SCALAR};
+    const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         loom_error err;
-        CHECK(loom_kernels_select(modes[m], &err) == LOOM_OK, "kernel mode %d: %s", (int)modes[m], err.msg);
+        if (loom_kernels_select(modes[m], &err) != LOOM_OK) {
+            printf("kernel mode %d: not on this CPU (%s)\n", (int)modes[m], err.msg);
+            continue;
+        }
         printf("kernel set: %s\n", loom_ops_kernels_active()->name);
         test_conv1d_chunk();
         test_delta_rule_chunk();

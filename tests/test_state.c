@@ -1190,7 +1190,7 @@ static void test_cached(const char *file, int n, int n_random, int n_gen)
 
 int main(void)
 {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef LOOM_SANITIZED /* the Makefile's SAN=1 */
     const int sanitized = 1; /* the 0.8b model is too slow under ASan; tiny runs shorter */
 #else
     const int sanitized = 0;

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "runtime/pool.h"
 #include "runtime/session.h"
+#include "util/cpu.h"
 #include "util/error.h"
 
 #define BENCH_MAX_REPS 100
@@ -283,13 +284,12 @@ static int bench_mem(int n_threads, struct bench_machine *m)
 {
     struct bench_probe p = {.read = bench_read_scalar};
     int lanes = 0;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
+    unsigned cpu = loom_cpu_features(); /* the probes are built with the kernel sets' flags: they need those sets */
+    if ((cpu & LOOM_CPU_AVX512_SET) == LOOM_CPU_AVX512_SET) {
         *m = (struct bench_machine){.isa = "AVX-512"};
         p.read = loom_bench_read_avx512, p.fma = loom_bench_fma_avx512, lanes = 16;
-        if (__builtin_cpu_supports("avx512vnni"))
-            p.dot_i8 = loom_bench_dot_i8_avx512;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        p.dot_i8 = loom_bench_dot_i8_avx512;
+    } else if ((cpu & LOOM_CPU_AVX2_SET) == LOOM_CPU_AVX2_SET) {
         *m = (struct bench_machine){.isa = "AVX2"};
         p.read = loom_bench_read_avx2, p.fma = loom_bench_fma_avx2, lanes = 8;
     } else {
@@ -336,10 +336,11 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
 {
     const struct loom_gguf *g = model->gguf;
     uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
-    const char *base = strrchr(path, '/');
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     struct stat st;
     memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "%s", base ? base + 1 : path);
+    size_t len = strlen(base); /* copied, not snprintf'd: GCC's UBSan build warned of a NULL %s argument */
+    memcpy(w->name, base, len < sizeof w->name ? len : sizeof w->name - 1);
     w->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const struct loom_gguf_tensor *t = &g->tensors[i];

@@ -117,7 +117,7 @@ static int chat_set_option(struct chat_opts *o, const char *opt, const char *val
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
         if (!strcmp(argv[i], "--check-tensors")) {
@@ -130,7 +130,6 @@ static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
         }
         if (chat_set_option(o, argv[i], argv[i + 1]) != 0)
             return -1;
-        i++;
     }
     return 0;
 }

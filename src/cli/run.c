@@ -161,7 +161,7 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
     int have_n = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
         if (!strcmp(argv[i], "--check-tensors")) {
@@ -179,7 +179,6 @@ static int run_parse_args(int argc, char **argv, struct run_opts *o)
         have_n |= !strcmp(argv[i], "-n");
         if (run_set_option(o, argv[i], argv[i + 1]) != 0)
             return -1;
-        i++;
     }
     if (!o->prompt || !have_n) {
         fprintf(stderr, "loom run: -p TEXT and -n N are required\n");

@@ -53,7 +53,7 @@ int loom_cli_synth(int argc, char **argv)
 {
     const char *preset = NULL, *out = NULL, *vocab = NULL;
     struct loom_synth_params par = {.wtype = LOOM_TYPE_F16, .seed = LOOM_SYNTH_DEFAULT_SEED};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--generator-version")) {
             printf("%d\n", LOOM_SYNTH_VERSION);
@@ -88,7 +88,6 @@ int loom_cli_synth(int argc, char **argv)
             synth_usage(stderr);
             return 2;
         }
-        i++;
     }
     if (!preset || !out) {
         fprintf(stderr, "loom synth: --preset and -o are required\n");

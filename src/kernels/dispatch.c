@@ -4,6 +4,7 @@
 
 #include "kernels/kernels_internal.h"
 #include "loom.h"
+#include "util/cpu.h"
 #include "util/error.h"
 
 static enum loom_kernel_mode active = LOOM_KERNELS_SCALAR;
@@ -13,16 +14,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 /* The AVX2 set needs AVX2, FMA, F16C and BMI2; the AVX-512 set adds F, BW, VL, DQ, VNNI and BF16. */
 static int cpu_has(enum loom_kernel_mode mode)
 {
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
-    if (mode == LOOM_KERNELS_AVX2)
-        return avx2;
-    if (mode == LOOM_KERNELS_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
-    return 1;
+    unsigned need = mode == LOOM_KERNELS_AVX2     ? LOOM_CPU_AVX2_SET
+                    : mode == LOOM_KERNELS_AVX512 ? LOOM_CPU_AVX512_SET
+                                                  : 0u;
+    return (loom_cpu_features() & need) == need;
 }
 
 static enum loom_kernel_mode best_mode(void)
@@ -64,8 +59,7 @@ int loom_kernels_q4_k_repacked(void) { return q4_k_repacked; }
 
 int loom_kernels_cpu_avx512(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
+    return (loom_cpu_features() & LOOM_CPU_AVX512F) != 0;
 }
 
 const char *loom_kernels_name(void)

@@ -2,9 +2,9 @@
  * SiLU/SwiGLU/sigmoid/softplus, the causal conv1d over a conv state, the gated delta rule step and
  * causal GQA attention over an F16 KV cache. Every reduction has one documented order, chosen to be the
  * order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
- * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c;
- * AVX-512 variants of the hot ones (x86/ops_avx512.c) give bitwise the same results. None allocates or
- * spawns threads. */
+ * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c
+ * and ops_impl.h (whose C x86/ops_avx2.c builds again for AVX2); AVX-512 variants of the hot ones
+ * (x86/ops_avx512.c) give bitwise the same results. None allocates or spawns threads. */
 #ifndef LOOM_KERNELS_OPS_H
 #define LOOM_KERNELS_OPS_H
 
@@ -187,8 +187,32 @@ struct loom_ops_kernels {
                        int64_t out_stride);
 };
 
-/* The variant for the active kernel set (loom_kernels_name(): "avx512" selects AVX-512, others scalar). */
+/* The variant for the active kernel set (loom_kernels_name(): "avx512", "avx2" or "scalar"). */
 const struct loom_ops_kernels *loom_ops_kernels_active(void);
+
+/* AVX2 variants (src/kernels/x86/ops_avx2.c: the scalar C built for AVX2 + FMA); call only where the CPU
+ * has the AVX2 set. */
+void loom_ops_silu_avx2(int64_t n, const float *x, float *y);
+void loom_ops_swiglu_avx2(int64_t n, const float *g, const float *u, float *y);
+void loom_ops_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+void loom_ops_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
+                                   float beta, float *out);
+void loom_ops_rmsnorm_rows_avx2(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w,
+                                float eps, float *y, int64_t y_stride);
+void loom_ops_l2norm_rows_avx2(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                               int64_t y_stride);
+void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                int64_t x_stride, float *y, int64_t y_stride);
+void loom_ops_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                    const float *v, int64_t qkv_stride, const float *g, const float *beta,
+                                    int64_t gb_stride, float *out, int64_t out_stride);
+void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                             enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                              const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                              int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                              uint16_t *probs16, int64_t stride, float *out, int64_t out_stride);
 
 /* AVX-512 variants (src/kernels/x86/ops_avx512.c); call only where the CPU has AVX-512 F/BW/VL/DQ. */
 void loom_ops_silu_avx512(int64_t n, const float *x, float *y);

@@ -55,7 +55,12 @@ static void futex_wake_all(_Atomic uint32_t *addr)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 
+/* The spin-wait hint (PAUSE) where there is one; elsewhere an empty step. */
+#if defined(__x86_64__) || defined(__i386__)
 static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+#else
+static inline void cpu_relax(void) {}
+#endif
 
 /* Sleep until *addr != value, counted in sleepers so wakers can skip the syscall when nobody sleeps.
  * The seq_cst re-check pairs with the waker's update-then-check (wake): either the sleeper's increment
