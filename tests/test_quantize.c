@@ -284,7 +284,7 @@ static void test_end_to_end(const char *dir)
     struct loom_gguf *g = 0, *o = 0;
     loom_error err = {0};
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s: %s", in, err.msg);
-    int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, &err);
+    int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, NULL, NULL, &err);
     CHECK(rc == LOOM_OK, "quantize: %s", err.msg);
     if (rc == LOOM_OK && loom_gguf_open(out, &o, &err) == LOOM_OK) {
         CHECK(o->n_tensors == 3 && o->n_kv == 6, "%llu tensors, %llu keys", (unsigned long long)o->n_tensors,
@@ -315,7 +315,7 @@ static void test_end_to_end(const char *dir)
     mkdir(sub, 0755);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
-    rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), sub, NULL, NULL, NULL, &err);
+    rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), sub, NULL, NULL, NULL, NULL, NULL, &err);
     CHECK(rc != LOOM_OK && access(tmp, F_OK) != 0, "rename onto a directory: rc %d, temporary %s", rc,
           access(tmp, F_OK) == 0 ? "left behind" : "removed");
     loom_gguf_close(g);
@@ -325,12 +325,62 @@ static void test_end_to_end(const char *dir)
     CHECK(write_src(in, 128) == LOOM_OK, "writing %s", in);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
-    rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, &err);
+    rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, NULL, NULL, &err);
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "blk.0.ffn_down.weight") && access(out, F_OK) != 0 &&
               access(tmp, F_OK) != 0,
           "bad geometry: rc %d '%s'; output must not exist", rc, err.msg);
     loom_gguf_close(g);
+    unlink(in);
+}
+
+/* An abort callback that asks to stop from its poll number stop_at on, counting its polls. */
+struct abort_at {
+    int polls, stop_at;
+};
+
+static int abort_at(void *ctx)
+{
+    struct abort_at *a = ctx;
+    return a->polls++ >= a->stop_at;
+}
+
+/* Cancelled at each poll (before each of the 3 tensors; tensors of 1024 rows or fewer are not polled within):
+ * LOOM_E_CANCELLED, no poll after the one that asked, no temporary file, an existing output untouched. */
+static void test_cancel(const char *dir)
+{
+    char in[600], out[600], tmp[620], old[8] = {0};
+    snprintf(in, sizeof in, "%s/in.gguf", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    struct loom_gguf *g = 0;
+    loom_error err = {0};
+    FILE *f = fopen(out, "w");
+    if (f)
+        fputs("old", f), fclose(f);
+    if (write_src(in, 512) != LOOM_OK || loom_gguf_open(in, &g, &err) != LOOM_OK || !f) {
+        CHECK(0, "cancel setup: %s", err.msg);
+        return;
+    }
+    for (int k = 0; k <= 3; k++) {
+        struct abort_at a = {0, k};
+        int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, abort_at, &a, &err);
+        f = fopen(out, "r");
+        size_t got = f ? fread(old, 1, sizeof old - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (k == 3) {
+            CHECK(rc == LOOM_OK && a.polls == 3, "not cancelled: rc %d after %d polls, expected 3 (%s)", rc, a.polls,
+                  err.msg);
+            break;
+        }
+        CHECK(rc == LOOM_E_CANCELLED && a.polls == k + 1 && strstr(err.msg, "cancelled"),
+              "cancel at poll %d: rc %d after %d polls (%s)", k, rc, a.polls, err.msg);
+        CHECK(access(tmp, F_OK) != 0 && got == 3 && !memcmp(old, "old", 3),
+              "cancel at poll %d: a temporary file left or the existing output changed", k);
+    }
+    loom_gguf_close(g);
+    unlink(out);
     unlink(in);
 }
 
@@ -342,6 +392,7 @@ int main(void)
     char dir[] = "/tmp/loom-test-quantize-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_end_to_end(dir);
+    test_cancel(dir);
     rmdir(dir);
     return test_finish();
 }

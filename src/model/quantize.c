@@ -277,21 +277,29 @@ struct quant_job {
     int64_t row_cap;
     loom_quant_progress_fn progress;
     void *progress_ctx;
+    loom_abort_fn abort;
+    void *abort_ctx;
     uint64_t done, total;
-    /* the tensor being quantized */
+    /* the tensor being quantized, and the first row of the slice in progress */
     const struct loom_gguf_tensor *t;
     uint8_t *dst;
     size_t src_row, dst_row;
+    int64_t row0;
 };
 
-/* Rows [begin, end) of the current tensor: widen to F32 (exactly), then the target type's quantizer. */
+/* Rows quantized between two polls of the abort callback. */
+#define QUANT_SLICE_ROWS 1024
+
+static int quant_cancelled(const struct quant_job *j) { return j->abort && j->abort(j->abort_ctx); }
+
+/* Rows row0 + [begin, end) of the current tensor: widen to F32 (exactly), then the target type's quantizer. */
 static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     struct quant_job *j = ctx;
     int64_t n = (int64_t)j->t->ne[0];
     float *row = j->rows + (int64_t)thread * j->row_cap;
     const struct loom_type_traits *src = loom_type_traits(j->t->type), *dst = loom_type_traits(j->types[j->t - j->in->tensors]);
-    for (int64_t r = begin; r < end; r++) {
+    for (int64_t r = j->row0 + begin; r < j->row0 + end; r++) {
         const uint8_t *s = (const uint8_t *)j->t->data + (size_t)r * j->src_row;
         if (j->t->type == LOOM_TYPE_F32)
             memcpy(row, s, (size_t)n * sizeof(float));
@@ -307,6 +315,9 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     const struct loom_gguf_tensor *t = &j->in->tensors[index];
     if (j->progress)
         j->progress(j->progress_ctx, index, j->in->n_tensors, j->done, j->total, t->name.ptr);
+    if (quant_cancelled(j))
+        return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback before tensor '%.*s'",
+                           (int)t->name.len, t->name.ptr);
     j->done += nbytes;
     if (j->types[index] == t->type) {
         memcpy(buf, t->data, (size_t)nbytes);
@@ -320,7 +331,13 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     if (j->dst_row * n_rows != nbytes)
         return loom_errorf(err, LOOM_E_INTERNAL, "tensor '%.*s': %" PRIu64 " rows of %zu bytes, writer expects %" PRIu64,
                            (int)t->name.len, t->name.ptr, n_rows, j->dst_row, nbytes);
-    loom_pool_parallel_for(j->pool, (int64_t)n_rows, 1, quant_rows, j);
+    for (j->row0 = 0; j->row0 < (int64_t)n_rows; j->row0 += QUANT_SLICE_ROWS) {
+        if (j->row0 > 0 && quant_cancelled(j))
+            return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback in tensor '%.*s'",
+                               (int)t->name.len, t->name.ptr);
+        int64_t n = (int64_t)n_rows - j->row0 < QUANT_SLICE_ROWS ? (int64_t)n_rows - j->row0 : QUANT_SLICE_ROWS;
+        loom_pool_parallel_for(j->pool, n, 1, quant_rows, j);
+    }
     return LOOM_OK;
 }
 
@@ -375,7 +392,8 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
 }
 
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_error *err)
+                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     void *abort_ctx, loom_error *err)
 {
     if (!in || !r || !out_path)
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing input, recipe or output path");
@@ -388,7 +406,8 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     uint32_t *types = malloc((n ? n : 1) * sizeof *types);
     struct loom_gguf_writer *w = loom_gguf_writer_new();
     char *names = 0;
-    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx};
+    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx,
+                            .abort = abort, .abort_ctx = abort_ctx};
     if (!d || !types || !w)
         rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);
     if (!rc)

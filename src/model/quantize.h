@@ -56,9 +56,11 @@ typedef void (*loom_quant_progress_fn)(void *ctx, uint64_t index, uint64_t n_ten
  * appended last as the reference does, and split.* keys, which are dropped; tensors in the input's order,
  * 32-byte aligned. The file appears atomically (temporary file, fsync, rename) and nothing is left behind
  * on failure. Rows are quantized in parallel over pool (may be NULL: the caller's thread); the bytes do
- * not depend on the thread count. Errors: as loom_quant_choose_types; LOOM_E_ARG when a chosen type has
- * no quantizer yet or the model lacks <arch>.block_count; LOOM_E_IO, LOOM_E_NOMEM. */
+ * not depend on the thread count. abort (may be NULL) is polled before each tensor and every 1024 rows.
+ * Errors: as loom_quant_choose_types; LOOM_E_ARG when a chosen type has no quantizer yet or the model lacks
+ * <arch>.block_count; LOOM_E_IO, LOOM_E_NOMEM; LOOM_E_CANCELLED when abort asked (out_path untouched). */
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_error *err);
+                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     void *abort_ctx, loom_error *err);
 
 #endif

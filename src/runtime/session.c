@@ -184,6 +184,12 @@ void loom_session_reset(loom_session *session)
 
 int loom_session_pos(const loom_session *session) { return session->pos; }
 
+void loom_session_set_abort(loom_session *session, loom_abort_fn fn, void *ctx)
+{
+    session->abort = fn;
+    session->abort_ctx = ctx;
+}
+
 /* Room for n rows of final hidden states (a LOGITS_ALL request keeps them until it publishes). Grows
  * only; a failure leaves the session as it was. */
 static int reserve_stage(struct loom_session *s, int64_t n, loom_error *err)
@@ -224,6 +230,9 @@ static int run_private(struct loom_session *s, const int32_t *tokens, int n_toke
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
         n = done < split && done + n > split ? split - done : n;
         int rc = loom_qwen35_forward(s, tokens + done, n, s->pos + done, done == 0 ? s->cur : work, work);
+        if (rc == LOOM_E_CANCELLED)
+            return loom_errorf(err, rc, "eval: cancelled by the abort callback in the chunk at position %d; nothing "
+                               "was published", s->pos + done);
         if (rc)
             return loom_errorf(err, rc, "eval: the request failed in chunk at position %d (stage hook code %d); "
                                "nothing was published", s->pos + done, rc);
