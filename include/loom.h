@@ -21,6 +21,7 @@ enum {
     LOOM_E_ARG = -4,      /* invalid argument from the caller */
     LOOM_E_RANGE = -5,    /* request exceeds a limit (context length, buffer size) */
     LOOM_E_INTERNAL = -6, /* broken invariant inside loom */
+    LOOM_E_CANCELLED = -7, /* stopped because the caller's abort callback (loom_abort_fn) asked */
 };
 
 typedef struct loom_error {
@@ -30,6 +31,13 @@ typedef struct loom_error {
 
 typedef struct loom_model loom_model;
 typedef struct loom_session loom_session;
+
+/* Cancellation of long operations (a session's requests, synthesis, quantization): fn(ctx) is polled between
+ * steps and returns nonzero to stop; the operation then returns LOOM_E_CANCELLED and leaves what any failure of
+ * it leaves (a request publishes nothing, a file writer leaves no file). Polled from the thread that started the
+ * operation, often (every layer of a request), so it must be cheap and must not call into loom: reading a flag
+ * that a signal handler sets is the intended use. */
+typedef int (*loom_abort_fn)(void *ctx);
 
 /* Kernel selection: AUTO picks the widest SIMD the CPU has; SCALAR forces the reference kernels. */
 enum loom_kernel_mode { LOOM_KERNELS_AUTO = 0, LOOM_KERNELS_SCALAR = 1, LOOM_KERNELS_AVX2 = 2, LOOM_KERNELS_AVX512 = 3 };
@@ -100,6 +108,11 @@ void loom_session_free(loom_session *session);
 void loom_session_reset(loom_session *session);
 /* Number of tokens evaluated so far (the next token's position). */
 int loom_session_pos(const loom_session *session);
+/* Poll fn(ctx) during this session's requests: before each layer of each chunk of tokens and after the chunk's
+ * last layer (fn NULL, the default: never cancelled). A cancelled request returns LOOM_E_CANCELLED and, like any
+ * failed request, changes nothing (loom_session_eval, rewind, prefill_cached; loom_sessions_decode stops when
+ * the callback of any of its sessions asks). */
+void loom_session_set_abort(loom_session *session, loom_abort_fn fn, void *ctx);
 
 enum loom_logits_mode { LOOM_LOGITS_LAST = 0, LOOM_LOGITS_ALL = 1 };
 
@@ -147,7 +160,7 @@ int loom_session_n_checkpoints(const loom_session *session);
 /* Rewind to position pos (1 <= pos <= current position): restores the nearest checkpoint at or before
  * pos - 1 (or the empty state) and re-evaluates the history from there to pos, so at least one token is
  * evaluated and the logits are fresh (never reused). logits: [n_logits] of the token at pos - 1, may be
- * NULL. pos 0 is loom_session_reset. Errors as loom_session_eval; LOOM_E_ARG for pos out of range. All or
+ * NULL. pos 0 is loom_session_reset. Errors as loom_session_eval (LOOM_E_CANCELLED included); LOOM_E_ARG for pos out of range. All or
  * nothing: the checkpoint is restored into the request's private state, and the K/V rows below the current
  * position that the re-evaluation rewrites are kept aside (a transient (pos - checkpoint) *
  * kv_bytes_per_token allocation, LOOM_E_NOMEM if it fails) and put back on failure, so an error leaves the

@@ -1,6 +1,10 @@
 /* test_pool.c — the worker pool: every index of a parallel_for is visited exactly once, for ranges
- * smaller and larger than the thread count, many back-to-back jobs, grains, nesting and the NULL pool. */
+ * smaller and larger than the thread count, many back-to-back jobs, grains, nesting and the NULL pool; workers
+ * block signals, the caller's mask stays as it was. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,11 +69,49 @@ static void outer_fn(void *ctx, int64_t begin, int64_t end, int thread)
         loom_pool_parallel_for(n->pool, 10, 1, inner_fn, n);
 }
 
+/* Per invocation: whether SIGINT and SIGTERM are blocked on the running thread (workers: must be; caller: not). */
+struct masks {
+    _Atomic int worker_calls, worker_unblocked, caller_blocked;
+};
+
+static void mask_fn(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct masks *m = ctx;
+    sigset_t cur;
+    pthread_sigmask(SIG_SETMASK, NULL, &cur);
+    int blocked = sigismember(&cur, SIGINT) && sigismember(&cur, SIGTERM);
+    if (thread == 0) {
+        atomic_fetch_add(&m->caller_blocked, blocked);
+    } else {
+        atomic_fetch_add(&m->worker_calls, 1);
+        atomic_fetch_add(&m->worker_unblocked, !blocked);
+    }
+    nanosleep(&(struct timespec){0, 200000 * (end - begin)}, NULL); /* long enough for workers to join */
+}
+
+static void test_signal_masks(void)
+{
+    sigset_t before, after;
+    pthread_sigmask(SIG_SETMASK, NULL, &before);
+    struct loom_pool *pool = loom_pool_new(4);
+    pthread_sigmask(SIG_SETMASK, NULL, &after);
+    CHECK(pool && sigismember(&after, SIGINT) == sigismember(&before, SIGINT),
+          "creating a pool changed the caller's signal mask");
+    struct masks m = {0};
+    loom_pool_parallel_for(pool, 64, 1, mask_fn, &m);
+    CHECK(atomic_load(&m.worker_unblocked) == 0, "%d worker calls ran with SIGINT or SIGTERM deliverable",
+          atomic_load(&m.worker_unblocked));
+    CHECK(atomic_load(&m.caller_blocked) == 0, "the caller's signals were blocked in its tasks");
+    printf("signal masks: %d worker calls, all with SIGINT and SIGTERM blocked\n", atomic_load(&m.worker_calls));
+    loom_pool_free(pool);
+}
+
 int main(void)
 {
     CHECK(loom_pool_new(0) == NULL, "zero threads must fail");
     CHECK(run_once(NULL, 100, 1), "NULL pool runs inline");
     CHECK(loom_pool_n_threads(NULL) == 1, "NULL pool has one thread");
+    test_signal_masks();
 
     for (int nt = 1; nt <= 4; nt++) {
         struct loom_pool *pool = loom_pool_new(nt);

@@ -285,7 +285,7 @@ static void test_end_to_end(const char *dir)
     struct loom_gguf *g = 0, *o = 0;
     loom_error err = {0};
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s: %s", in, err.msg);
-    int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, &err);
+    int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, NULL, NULL, &err);
     CHECK(rc == LOOM_OK, "quantize: %s", err.msg);
     if (rc == LOOM_OK && loom_gguf_open(out, &o, &err) == LOOM_OK) {
         CHECK(o->n_tensors == 3 && o->n_kv == 6, "%llu tensors, %llu keys", (unsigned long long)o->n_tensors,
@@ -316,7 +316,7 @@ static void test_end_to_end(const char *dir)
     mkdir(sub, 0755);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
-    rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), sub, NULL, NULL, NULL, &err);
+    rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), sub, NULL, NULL, NULL, NULL, NULL, &err);
     CHECK(rc != LOOM_OK && access(tmp, F_OK) != 0, "rename onto a directory: rc %d, temporary %s", rc,
           access(tmp, F_OK) == 0 ? "left behind" : "removed");
     loom_gguf_close(g);
@@ -326,7 +326,7 @@ static void test_end_to_end(const char *dir)
     CHECK(write_src(in, 128) == LOOM_OK, "writing %s", in);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
-    rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, &err);
+    rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, NULL, NULL, &err);
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "blk.0.ffn_down.weight") && access(out, F_OK) != 0 &&
               access(tmp, F_OK) != 0,
@@ -381,7 +381,7 @@ static void expect_refused(const char *in, const char *out, const char *recipe, 
     char tmp[720];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s: %s", in, err.msg);
-    int rc = g ? loom_quant_write(g, loom_quant_find_recipe(recipe), out, NULL, NULL, NULL, &err) : LOOM_E_IO;
+    int rc = g ? loom_quant_write(g, loom_quant_find_recipe(recipe), out, NULL, NULL, NULL, NULL, NULL, &err) : LOOM_E_IO;
     CHECK(rc != LOOM_OK, "%s: quantizing must fail", recipe);
     int named = rc != LOOM_OK;
     for (int i = 0; want[i] && named; i++)
@@ -435,6 +435,55 @@ static void test_non_finite_source(const char *dir)
     const char *want_nan[] = {"tensor 'blk.0.attn_norm.weight' row 0", "source F32 element 7 is nan",
                               "expected finite", NULL};
     expect_refused(in, out, "Q4_K_M", want_nan);
+}
+
+/* An abort callback that asks to stop from its poll number stop_at on, counting its polls. */
+struct abort_at {
+    int polls, stop_at;
+};
+
+static int abort_at(void *ctx)
+{
+    struct abort_at *a = ctx;
+    return a->polls++ >= a->stop_at;
+}
+
+/* Cancelled at each poll (before each of the 3 tensors; tensors of 1024 rows or fewer are not polled within):
+ * LOOM_E_CANCELLED, no poll after the one that asked, no temporary file, an existing output untouched. */
+static void test_cancel(const char *dir)
+{
+    char in[600], out[600], tmp[620], old[8] = {0};
+    snprintf(in, sizeof in, "%s/in.gguf", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    struct loom_gguf *g = 0;
+    loom_error err = {0};
+    FILE *f = fopen(out, "w");
+    if (f)
+        fputs("old", f), fclose(f);
+    if (write_src(in, 512) != LOOM_OK || loom_gguf_open(in, &g, &err) != LOOM_OK || !f) {
+        CHECK(0, "cancel setup: %s", err.msg);
+        return;
+    }
+    for (int k = 0; k <= 3; k++) {
+        struct abort_at a = {0, k};
+        int rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, abort_at, &a, &err);
+        f = fopen(out, "r");
+        size_t got = f ? fread(old, 1, sizeof old - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (k == 3) {
+            CHECK(rc == LOOM_OK && a.polls == 3, "not cancelled: rc %d after %d polls, expected 3 (%s)", rc, a.polls,
+                  err.msg);
+            break;
+        }
+        CHECK(rc == LOOM_E_CANCELLED && a.polls == k + 1 && strstr(err.msg, "cancelled"),
+              "cancel at poll %d: rc %d after %d polls (%s)", k, rc, a.polls, err.msg);
+        CHECK(access(tmp, F_OK) != 0 && got == 3 && !memcmp(old, "old", 3),
+              "cancel at poll %d: a temporary file left or the existing output changed", k);
+    }
+    loom_gguf_close(g);
+    unlink(out);
     unlink(in);
 }
 
@@ -448,6 +497,7 @@ int main(void)
     test_end_to_end(dir);
     test_huge_values(dir);
     test_non_finite_source(dir);
+    test_cancel(dir);
     rmdir(dir);
     return test_finish();
 }

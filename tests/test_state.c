@@ -2,11 +2,11 @@
  * tiny / 0.8b models when present): the state owner list and its bytes against the admission formula,
  * partition-invariant prefill in CANONICAL numerics (logits and digests bitwise equal for one chunk, token by
  * token, 1/2/1, 3/3/3/1, 7 and random splits), transactional requests under failure injection after every
- * stage, the context limit, save/restore (64 greedy tokens), checkpoints/rewind and the prompt cache (which
- * extends the live state without a checkpoint after a restore, a decode turn, a failure or a rewind, in both
- * numerics), rewind and the prompt cache all or nothing under failure injection after every stage, and many
- * sequences decoded together (each bitwise its solo run; a step failing at any stage changes no session).
- * LOOM_TEST_SKIP_08B skips the 0.8b model. */
+ * stage and cancellation at every poll of the abort callback, the context limit, save/restore (64 greedy
+ * tokens), checkpoints/rewind and the prompt cache (which extends the live state without a checkpoint after a
+ * restore, a decode turn, a failure or a rewind, in both numerics), rewind and the prompt cache all or nothing
+ * under failure injection after every stage, and many sequences decoded together (each bitwise its solo run;
+ * a step failing at any stage changes no session). LOOM_TEST_SKIP_08B skips the 0.8b model. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +278,147 @@ static void check_alloc_failure(const loom_model *m, const int32_t *tokens)
 out:
     free(out);
     loom_session_free(s);
+}
+
+/* ---- cancellation ------------------------------------------------------------------------------------ */
+
+/* An abort callback that asks to stop from its poll number stop_at on (-1: never), counting its polls. */
+struct abort_at {
+    int polls;
+    int stop_at;
+};
+
+static int abort_at(void *ctx)
+{
+    struct abort_at *a = ctx;
+    int poll = a->polls++;
+    return a->stop_at >= 0 && poll >= a->stop_at;
+}
+
+/* A request of tokens[p0..p0+n) in `mode` on a session at p0, cancelled at each poll of the abort callback in
+ * turn: LOOM_E_CANCELLED, no poll after the one that asked, and the digest, the position and the caller's buffer
+ * as they were. The callback is polled before each layer of each chunk and after its last layer (a prompt of
+ * n > 1 tokens runs as two chunks in CANONICAL numerics: its last token alone). The next request, not
+ * cancelled, gives what a fresh session gives. */
+static void check_cancel(const loom_model *m, const int32_t *tokens, int p0, int n, enum loom_logits_mode mode)
+{
+    int nv = loom_model_n_logits(m), rows = mode == LOOM_LOGITS_ALL ? n : 1;
+    int want_polls = (n > 1 ? 2 : 1) * ((int)m->hp.n_layer + 1);
+    size_t bytes = sizeof(float) * (size_t)rows * (size_t)nv;
+    loom_session *s = new_session(m, 64, 2), *fresh = new_session(m, 64, 1);
+    float *out = malloc(bytes), *want = malloc(bytes);
+    loom_error err = {0};
+    struct abort_at a = {0, -1};
+    if (!s || !fresh || !out || !want || loom_session_eval(s, tokens, p0, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(fresh, tokens, p0, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(fresh, tokens + p0, n, want, mode, &err)) {
+        CHECK(0, "cancel setup: %s", err.msg);
+        goto out;
+    }
+    uint64_t before = loom_session_digest(s);
+    loom_session_set_abort(s, abort_at, &a);
+    int rc = loom_session_eval(s, tokens + p0, n, out, mode, &err);
+    CHECK(rc == LOOM_OK && a.polls == want_polls, "cancel: an uncancelled request: rc %d, %d polls, expected %d", rc,
+          a.polls, want_polls);
+    loom_session_reset(s);
+    loom_session_eval(s, tokens, p0, NULL, LOOM_LOGITS_LAST, &err);
+    for (int k = 0; k < want_polls; k++) {
+        memset(out, 0xA5, bytes);
+        a = (struct abort_at){0, k};
+        rc = loom_session_eval(s, tokens + p0, n, out, mode, &err);
+        int untouched = 1;
+        for (size_t i = 0; i < bytes; i++)
+            untouched &= ((unsigned char *)out)[i] == 0xA5;
+        CHECK(rc == LOOM_E_CANCELLED && strstr(err.msg, "cancelled"), "cancel at poll %d: rc %d (%s)", k, rc, err.msg);
+        CHECK(a.polls == k + 1, "cancel at poll %d: polled %d times, expected no poll after the one that asked", k,
+              a.polls);
+        CHECK(untouched, "cancel at poll %d: the caller's buffer changed", k);
+        CHECK(loom_session_digest(s) == before && loom_session_pos(s) == p0,
+              "cancel at poll %d: public state changed (pos %d)", k, loom_session_pos(s));
+    }
+    a = (struct abort_at){0, -1};
+    if (loom_session_eval(s, tokens + p0, n, out, mode, &err) == LOOM_OK) {
+        CHECK(!memcmp(out, want, bytes), "after cancels: logits differ from a fresh session");
+        CHECK(loom_session_digest(s) == loom_session_digest(fresh), "after cancels: digest differs from fresh");
+    } else {
+        CHECK(0, "request after cancels: %s", err.msg);
+    }
+    printf("cancel (%s, %d tokens at %d): cancelled at each of %d polls, state untouched\n",
+           mode == LOOM_LOGITS_ALL ? "all" : "last", n, p0, want_polls);
+out:
+    free(out);
+    free(want);
+    loom_session_free(s);
+    loom_session_free(fresh);
+}
+
+/* A multi-sequence step stops when any session's callback asks, and changes no session. */
+static void check_cancel_many(const loom_model *m, const int32_t *tok)
+{
+    loom_session *ss[2] = {new_session(m, 32, 1), new_session(m, 48, 2)};
+    loom_error err = {0};
+    struct abort_at a = {0, -1};
+    if (!ss[0] || !ss[1] || loom_session_eval(ss[0], tok, 3, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(ss[1], tok + 5, 4, NULL, LOOM_LOGITS_LAST, &err)) {
+        CHECK(0, "cancel many setup: %s", err.msg);
+        goto out;
+    }
+    uint64_t d0 = loom_session_digest(ss[0]), d1 = loom_session_digest(ss[1]);
+    int32_t next[2] = {tok[1], tok[2]};
+    loom_session_set_abort(ss[1], abort_at, &a);
+    for (int k = 0; k <= (int)m->hp.n_layer; k++) {
+        a = (struct abort_at){0, k};
+        int rc = loom_sessions_decode(ss, next, 2, NULL, &err);
+        CHECK(rc == LOOM_E_CANCELLED && loom_session_digest(ss[0]) == d0 && loom_session_digest(ss[1]) == d1,
+              "batched decode cancelled at poll %d: rc %d, or a session changed", k, rc);
+    }
+    a = (struct abort_at){0, -1};
+    CHECK(loom_sessions_decode(ss, next, 2, NULL, &err) == LOOM_OK && loom_session_pos(ss[1]) == 5,
+          "batched decode after cancels: %s", err.msg);
+out:
+    loom_session_free(ss[0]);
+    loom_session_free(ss[1]);
+}
+
+/* The prompt cache cancelled while it evaluates: all or nothing, the session is as before (position, history,
+ * held logits); the same request then equals a fresh run. Likewise a cancelled rewind. */
+static void check_cancel_cached(const loom_model *m, const int32_t *P)
+{
+    int nv = loom_model_n_logits(m);
+    loom_session_params sp = {.n_ctx = 64, .n_threads = 1, .checkpoint_every = 4};
+    loom_error err = {0};
+    loom_session *s = loom_session_new(m, &sp, &err), *g = new_session(m, 64, 1);
+    float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+    int32_t Q[9], hist[9];
+    memcpy(Q, P, sizeof Q);
+    Q[6] = P[7], Q[7] = P[6], Q[8] = P[0]; /* shares 6 tokens with P */
+    struct abort_at ab = {0, 0};
+    /* P in two requests: the first ends at 4, a multiple of checkpoint_every, where it keeps a checkpoint */
+    if (!s || !g || !a || !b || loom_session_eval(s, P, 4, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(s, P + 4, 5, NULL, LOOM_LOGITS_LAST, &err) ||
+        loom_session_eval(g, Q, 9, b, LOOM_LOGITS_LAST, &err)) {
+        CHECK(0, "cancel cached setup: %s", err.msg);
+        goto out;
+    }
+    loom_session_set_abort(s, abort_at, &ab);
+    int rc = loom_session_prefill_cached(s, Q, 9, a, &err), pos = loom_session_pos(s);
+    CHECK(rc == LOOM_E_CANCELLED && pos == 9 && loom_session_last_logits(s),
+          "cancelled prompt cache: rc %d, position %d, expected 9 with the logits held", rc, pos);
+    CHECK(loom_session_tokens(s, hist, 9) == 9 && !memcmp(hist, P, sizeof hist),
+          "cancelled prompt cache: the history changed");
+    ab = (struct abort_at){0, -1};
+    rc = loom_session_prefill_cached(s, Q, 9, a, &err);
+    CHECK(rc == 4 && !memcmp(a, b, sizeof(float) * (size_t)nv) && loom_session_digest(s) == loom_session_digest(g),
+          "prompt cache after a cancel: reused %d, or differs from a fresh run (%s)", rc, err.msg);
+    ab = (struct abort_at){0, 0};
+    rc = loom_session_rewind(s, 7, NULL, &err);
+    CHECK(rc == LOOM_E_CANCELLED && loom_session_pos(s) == 9 && loom_session_digest(s) == loom_session_digest(g),
+          "cancelled rewind: rc %d, position %d, expected 9 and the state unchanged", rc, loom_session_pos(s));
+out:
+    free(a);
+    free(b);
+    loom_session_free(s);
+    loom_session_free(g);
 }
 
 /* ---- context length ---------------------------------------------------------------------------------- */
@@ -1130,6 +1271,11 @@ static void test_micro(void)
         check_injection(m, tok, 0, 6, LOOM_LOGITS_ALL, poison);
     }
     check_alloc_failure(m, tok);
+    check_cancel(m, tok, 4, 5, LOOM_LOGITS_LAST);
+    check_cancel(m, tok, 4, 1, LOOM_LOGITS_LAST);
+    check_cancel(m, tok, 0, 6, LOOM_LOGITS_ALL);
+    check_cancel_many(m, tok);
+    check_cancel_cached(m, tok);
     test_context(m, tok);
     test_digest(m, tok);
     check_save_restore("micro F16", m, m2, tok, 9, 64, dir);

@@ -20,7 +20,7 @@ static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, fo
 
 static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
 {
-    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL};
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL};
     loom_error err = {0};
     int rc = loom_synth_write(&p, out, &err);
     CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
@@ -241,7 +241,8 @@ static void test_errors(const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
-    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab, NULL, NULL};
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab,
+                                  NULL, NULL, NULL, NULL};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_E_ARG, "Q4_K weight type accepted");
     p.wtype = LOOM_TYPE_F16;
@@ -249,6 +250,41 @@ static void test_errors(const char *dir)
     CHECK(loom_synth_write(&p, path, &err) != LOOM_OK, "missing vocab accepted");
     CHECK(access(path, F_OK) != 0, "output written despite error");
     CHECK(loom_synth_find_preset("nope") == NULL, "unknown preset found");
+}
+
+/* An abort callback that asks to stop from its poll number stop_at on, counting its polls. */
+struct abort_at {
+    int polls, stop_at;
+};
+
+static int abort_at(void *ctx)
+{
+    struct abort_at *a = ctx;
+    return a->polls++ >= a->stop_at;
+}
+
+/* Cancelled at the first, a middle and the last poll (before each tensor and every 64 rows): LOOM_E_CANCELLED, no
+ * poll after the one that asked, no output and no temporary file. */
+static void test_cancel(const char *dir)
+{
+    char path[4200], tmp[4220];
+    snprintf(path, sizeof path, "%s/cancel.gguf", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    struct abort_at a = {0, 1 << 30};
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 1, mini_vocab, NULL, NULL, abort_at,
+                                  &a};
+    loom_error err = {0};
+    CHECK(loom_synth_write(&p, path, &err) == LOOM_OK, "uncancelled synth: %s", err.msg);
+    unlink(path);
+    int n_polls = a.polls;
+    const int at[3] = {0, n_polls / 2, n_polls - 1};
+    for (int i = 0; i < 3; i++) {
+        a = (struct abort_at){0, at[i]};
+        int rc = loom_synth_write(&p, path, &err);
+        CHECK(rc == LOOM_E_CANCELLED && a.polls == at[i] + 1 && access(path, F_OK) != 0 && access(tmp, F_OK) != 0,
+              "cancel at poll %d of %d: rc %d after %d polls, or a file left (%s)", at[i], n_polls, rc, a.polls,
+              err.msg);
+    }
 }
 
 int main(void)
@@ -265,6 +301,7 @@ int main(void)
         test_determinism(dir);
         test_admit(dir, mini_vocab, MINI_TOKENS, "micro", LOOM_TYPE_F32);
         test_errors(dir);
+        test_cancel(dir);
         unlink(mini_vocab);
     }
     test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);

@@ -199,7 +199,7 @@ static void test_load_check(const char *dir)
     struct loom_gguf *g = 0;
     int rc = loom_gguf_open(f16, &g, &err);
     if (!rc)
-        rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), q8, NULL, NULL, NULL, &err);
+        rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), q8, NULL, NULL, NULL, NULL, NULL, &err);
     loom_gguf_close(g);
     CHECK(rc == LOOM_OK, "quantize micro to Q8_0: %s", err.msg);
     CHECK(damage(q8, "blk.1.ffn_up.weight", 3 * 4 * 34 + 34, 0x7e00) == 0, "damaging %s", q8);

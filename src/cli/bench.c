@@ -1,7 +1,8 @@
 /* bench.c — `loom bench`: prefill (ppN) and decode (tgN) speed of a model in tokens/s, with repetitions and
  * spread, in a table shaped like llama-bench's; --ref runs the reference engine (loaded at run time, see
  * refengine.h) on the same file in the same process, alternating A/B/B/A, and prints loom/ref ratios; --mem
- * measures the machine's streaming read bandwidth and FP32 FMA and int8 dot peaks, the rooflines the figures are set against. */
+ * measures the machine's streaming read bandwidth and FP32 FMA and int8 dot peaks, the rooflines the figures are
+ * set against. Ctrl+C or SIGTERM stops it: the table of the runs measured so far (nothing during the warm-ups), status 130 / 143. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -249,17 +250,20 @@ static void bench_dot_i8_task(void *ctx, int64_t begin, int64_t end, int thread)
         p->sink[thread] += p->dot_i8(BENCH_FMA_ITERS);
 }
 
-/* Read passes over the 1 GiB buffer for BENCH_MEM_SECONDS; best and median GB/s (1e9 bytes/s). */
+/* Read passes over the 1 GiB buffer for BENCH_MEM_SECONDS; best and median GB/s (1e9 bytes/s). A signal
+ * stops the passes (nothing is then reported). */
 static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct bench_machine *m)
 {
     static double rates[BENCH_MEM_MAX_PASSES];
     int n = 0;
     double start = loom_cli_now();
-    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || loom_cli_now() - start < BENCH_MEM_SECONDS)) {
+    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || loom_cli_now() - start < BENCH_MEM_SECONDS) && !loom_cli_signal()) {
         double t0 = loom_cli_now();
         loom_pool_parallel_for(pool, (int64_t)(BENCH_MEM_BYTES / BENCH_MEM_CHUNK), 1, bench_read_task, p);
         rates[n++] = (double)BENCH_MEM_BYTES / (loom_cli_now() - t0) / 1e9;
     }
+    if (n == 0)
+        return;
     m->read_median = bench_median(rates, n);
     m->read_best = rates[n - 1];
 }
@@ -271,7 +275,7 @@ static double bench_mem_peak(struct loom_pool *pool, struct bench_probe *p, int 
 {
     int64_t items = 16 * (int64_t)n_threads;
     double best = 0;
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 3 && !loom_cli_signal(); round++) {
         double t0 = loom_cli_now();
         loom_pool_parallel_for(pool, items, 1, task, p);
         double g = (double)items * ops_per_item / (loom_cli_now() - t0) / 1e9;
@@ -311,6 +315,10 @@ static int bench_mem(int n_threads, struct bench_machine *m)
         m->fma_peak = bench_mem_peak(pool, &p, n_threads, per_item * lanes * 2, bench_fma_task);
     if (p.dot_i8)
         m->dot_i8_peak = bench_mem_peak(pool, &p, n_threads, per_item * 64 * 2, bench_dot_i8_task);
+    if (loom_cli_signal()) { /* stopped: nothing measured to print */
+        loom_pool_free(pool), free(p.sink), free(buf);
+        return -1;
+    }
     printf("machine: %d threads, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
            n_threads, m->isa, m->read_best, m->read_median, BENCH_MEM_SECONDS);
     if (p.fma)
@@ -386,7 +394,7 @@ static int bench_engine_eval(struct bench_engine *e, int32_t *tokens, int n, loo
 }
 
 /* One run of a test from an empty context: prefill tokens[n] as one batch (TEST_PP) or decode them one by one
- * (TEST_TG). Stores tokens/s in *rate. */
+ * (TEST_TG). Stores tokens/s in *rate. LOOM_E_CANCELLED when a signal came during the run. */
 static int bench_engine_run(struct bench_engine *e, int test, int32_t *tokens, int n, double *rate, loom_error *err)
 {
     if (e->ref)
@@ -397,9 +405,11 @@ static int bench_engine_run(struct bench_engine *e, int test, int32_t *tokens, i
     int rc = LOOM_OK;
     if (test == TEST_PP)
         rc = bench_engine_eval(e, tokens, n, err);
-    for (int i = 0; test == TEST_TG && rc == LOOM_OK && i < n; i++)
+    for (int i = 0; test == TEST_TG && rc == LOOM_OK && i < n && !loom_cli_signal(); i++)
         rc = bench_engine_eval(e, tokens + i, 1, err);
     *rate = n / (loom_cli_now() - t0);
+    if (rc == LOOM_OK && loom_cli_signal()) /* also after the reference's prefill, which does not poll */
+        rc = loom_errorf(err, LOOM_E_CANCELLED, "stopped by %s", loom_cli_signal_name());
     return rc;
 }
 
@@ -462,6 +472,8 @@ static void bench_print_table(const struct bench_work *w, const struct bench_eng
         for (int k = 0; n[test] > 0 && k < n_eng; k++) {
             const struct bench_engine *e = &eng[k];
             char size[32], params[32], name[16], ts[48];
+            if (e->n_runs[test] == 0)
+                continue; /* stopped before its first run */
             bench_fmt_size(size, sizeof size, e->size);
             bench_fmt_params(params, sizeof params, e->params);
             snprintf(name, sizeof name, "%s%d", test == TEST_PP ? "pp" : "tg", n[test]);
@@ -571,6 +583,18 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
     return 0;
 }
 
+/* After a signal stopped the measurement: the table of the runs completed, if any. */
+static void bench_print_stopped(const struct bench_opts *o, const struct bench_work *w, const struct bench_engine *eng,
+                                const int n[2])
+{
+    int runs = eng[0].n_runs[TEST_PP] + eng[0].n_runs[TEST_TG] + eng[1].n_runs[TEST_PP] + eng[1].n_runs[TEST_TG];
+    if (runs == 0)
+        return;
+    printf("loom bench: %s, %d threads, stopped by %s after %d runs (rows show the repetitions completed)\n\n",
+           o->model, o->n_threads, loom_cli_signal_name(), runs);
+    bench_print_table(w, eng, o->ref ? 2 : 1, n, o->n_threads);
+}
+
 /* Everything after loom's session exists: warm-ups, the reference, the measurement and the report. */
 static int bench_run_engines(const struct bench_opts *o, const struct bench_machine *m, const loom_model *model,
                              double rss_start, struct bench_engine eng[2], struct loom_ref *ref,
@@ -594,8 +618,11 @@ static int bench_run_engines(const struct bench_opts *o, const struct bench_mach
     if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], tok, n, err)))
         goto done;
     double load0 = bench_load_average();
-    if (bench_measure(eng, o->ref ? 2 : 1, tok, n, o->reps, err))
+    if (bench_measure(eng, o->ref ? 2 : 1, tok, n, o->reps, err)) {
+        if (err->code == LOOM_E_CANCELLED)
+            bench_print_stopped(o, &w, eng, n);
         goto done;
+    }
     if (!o->ref)
         rss_loom = bench_peak_rss();
     double load1 = bench_load_average();
@@ -634,10 +661,15 @@ static int bench_model(const struct bench_opts *o, const struct bench_machine *m
     eng[0].ls = loom_session_new(model, &sp, &err);
     if (!eng[0].ls)
         goto done;
+    loom_session_set_abort(eng[0].ls, loom_cli_abort, NULL);
     rc = bench_run_engines(o, m, model, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
 done:
-    if (rc)
+    if (rc && err.code == LOOM_E_CANCELLED) {
+        fprintf(stderr, "loom bench: interrupted (%s)\n", loom_cli_signal_name());
+        rc = loom_cli_stopped_status();
+    } else if (rc) {
         fprintf(stderr, "loom bench: %s: %s\n", o->model, err.msg);
+    }
     if (eng[1].rc)
         ref.free(eng[1].rc);
     if (rm)
@@ -649,7 +681,8 @@ done:
 }
 
 /* bench_mem in a child process, so that its 1 GiB buffer does not count in this process's peak RSS; the
- * child prints its line and sends *m back through a pipe. */
+ * child prints its line and sends *m back through a pipe. Returns 0, -1 when it failed, 1 when a signal stopped
+ * it (passed on to the child, which SIGTERM need not reach as Ctrl+C does). */
 static int bench_mem_forked(int n_threads, struct bench_machine *m)
 {
     int fd[2];
@@ -666,11 +699,19 @@ static int bench_mem_forked(int n_threads, struct bench_machine *m)
         _exit(ok ? 0 : 1); /* the child ends here: it owns nothing the parent must release */
     }
     close(fd[1]);
-    int status = 0;
-    ssize_t got = pid > 0 ? read(fd[0], m, sizeof *m) : -1;
+    int status = 0, sig = pid > 0 ? loom_cli_wait_readable(fd[0]) : 0;
+    if (sig)
+        kill(pid, sig);
+    ssize_t got = -1;
+    while (pid > 0 && (got = read(fd[0], m, sizeof *m)) < 0 && errno == EINTR)
+        ;
     close(fd[0]);
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        got != (ssize_t)sizeof *m) {
+    pid_t w = -1;
+    while (pid > 0 && (w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (loom_cli_signal())
+        return 1;
+    if (pid < 0 || w != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof *m) {
         fprintf(stderr, "loom bench --mem: the measuring process failed\n");
         return -1;
     }
@@ -685,7 +726,9 @@ int loom_cli_bench(int argc, char **argv)
     if (rc)
         return rc < 0 ? 2 : 0;
     loom_cli_check_threads("bench", o.n_threads);
-    if (o.mem && bench_mem_forked(o.n_threads, &m))
-        return 1;
+    loom_cli_signals_install();
+    rc = o.mem ? bench_mem_forked(o.n_threads, &m) : 0;
+    if (rc)
+        return rc > 0 ? loom_cli_stopped_status() : 1;
     return o.model ? bench_model(&o, &m) : 0;
 }

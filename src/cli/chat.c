@@ -2,9 +2,12 @@
  * format with provenance (src/text/chat.h), brings the session to the render through its prompt cache (which
  * evaluates only the tokens its history lacks, restoring the checkpoint kept at the last answer's start where
  * the render diverges), samples and streams the answer through the streaming detokenizer until an
- * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /quit. When stdin is not a
- * terminal, each line is one user message. */
+ * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
+ * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
+ * conversation; a turn stopped before its answer began is dropped) and returns to the prompt; a second Ctrl+C,
+ * one at the prompt, or SIGTERM ends the chat. */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,8 @@ struct chat {
     size_t n_msgs, cap_msgs;
     struct chat_turn_stats last, total;
     int interactive;
+    int answer_begun; /* the turn reached generation, which ends the answer line */
+    int turn_kept;    /* the turn's messages stayed in the conversation */
 };
 
 static const char CHAT_SYNOPSIS[] =
@@ -66,7 +71,11 @@ static void chat_usage(FILE *f)
                "  --check-tensors  validate every tensor's data at load (finite values and block scales, as\n"
                "             llama.cpp's --check-tensors; reads the whole file)\n"
                "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
-               "removes it), /think on|off (thinking in answers), /timing (last and total timing), /quit.\n"
+               "removes it), /think on|off (thinking in answers), /timing (last and total timing), /history\n"
+               "(the conversation so far, on stderr), /quit.\n"
+               "Ctrl+C stops an answer: the text printed so far stays in the conversation (a turn stopped before\n"
+               "its answer began is dropped) and the prompt returns; Ctrl+C at the prompt, a second Ctrl+C or\n"
+               "SIGTERM ends the chat (status 130 / 143).\n"
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
                "answer is printed per line.\n",
             CHAT_SYNOPSIS);
@@ -232,7 +241,8 @@ static int chat_answer_put(char **ans, size_t *len, size_t *cap, const char *s, 
 }
 
 /* Sample and stream up to -n tokens (until an end-of-generation token or the end of the context); the answer
- * text goes to *ans (fresh, caller frees). */
+ * text goes to *ans (fresh, caller frees). A signal stops it with LOOM_E_CANCELLED: *ans then holds what was
+ * printed (whole UTF-8 characters: an incomplete tail is dropped). */
 static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error *err)
 {
     struct loom_detok dt;
@@ -242,6 +252,10 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
     loom_detok_init(&dt, c->m->tok);
     double t0 = loom_cli_now();
     for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
+        if (loom_cli_signal()) {
+            rc = LOOM_E_CANCELLED;
+            break;
+        }
         int32_t tok = loom_sampler_sample(c->smp, c->logits);
         if (tok < 0)
             rc = loom_errorf(err, LOOM_E_INTERNAL, "sampler: no sampleable token in the logits row");
@@ -260,7 +274,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         rc = loom_session_eval(c->s, &tok, 1, c->logits, LOOM_LOGITS_LAST, err);
     }
     c->last.t_decode = loom_cli_now() - t0;
-    int k = loom_detok_flush(&dt, text, (int)sizeof text);
+    int k = rc == LOOM_E_CANCELLED ? 0 : loom_detok_flush(&dt, text, (int)sizeof text);
     if (k > 0 && rc == LOOM_OK && chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
         rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
     if (k > 0)
@@ -282,7 +296,9 @@ static void chat_add_stats(struct chat_turn_stats *t, const struct chat_turn_sta
     t->t_decode += s->t_decode;
 }
 
-/* One user message: render, prefill, generate, keep the answer. On failure the user message is dropped. */
+/* One user message: render, prefill, generate, keep the answer. On failure the user message is dropped. A
+ * signal stops the turn (LOOM_E_CANCELLED): an answer that has begun (some text printed) stays in the
+ * conversation as far as it got; a turn stopped before that is dropped, user message included. */
 static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *err)
 {
     int32_t *ids = NULL;
@@ -290,6 +306,7 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
     char *ans = NULL;
     size_t ans_len = 0;
     c->last = (struct chat_turn_stats){0};
+    c->answer_begun = c->turn_kept = 0;
     int rc = chat_push_message(c, "user", line, len);
     if (rc != LOOM_OK)
         return loom_errorf(err, rc, "chat: could not store the message");
@@ -301,19 +318,33 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
                          n, c->o->n_ctx);
     if (rc == LOOM_OK)
         rc = chat_prefill(c, ids, n, err);
-    if (rc == LOOM_OK)
+    if (rc == LOOM_OK) {
+        c->answer_begun = 1;
         rc = chat_generate(c, &ans, &ans_len, err);
-    if (rc == LOOM_OK)
-        rc = chat_push_message(c, "assistant", ans, ans_len) == LOOM_OK
-                 ? LOOM_OK
-                 : loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
-    if (rc != LOOM_OK)
-        chat_pop_message(c); /* the session keeps what it evaluated: the next turn's prompt cache sorts it out */
+    }
+    int keep = rc == LOOM_OK || (rc == LOOM_E_CANCELLED && ans_len > 0);
+    if (keep && chat_push_message(c, "assistant", ans, ans_len) != LOOM_OK) {
+        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
+        keep = 0;
+    }
+    if (!keep)
+        chat_pop_message(c);
     else
         chat_add_stats(&c->total, &c->last);
+    c->turn_kept = keep; /* the session keeps what it evaluated: the next turn's prompt cache sorts it out */
     free(ans);
     free(ids);
     return rc;
+}
+
+/* /history: the conversation the next turn renders, one "[role] content" block per message, on stderr. */
+static void chat_print_history(const struct chat *c)
+{
+    if (c->system)
+        fprintf(stderr, "[system] %s\n", c->system);
+    for (size_t i = 0; i < c->n_msgs; i++)
+        fprintf(stderr, "[%s] %s\n", c->msgs[i].role, c->msgs[i].content);
+    fprintf(stderr, "(%zu messages)\n", c->n_msgs + (c->system != NULL));
 }
 
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
@@ -351,14 +382,34 @@ static int chat_command(struct chat *c, const char *line)
     } else if (!strcmp(line, "/timing")) {
         chat_print_stats("last turn", &c->last);
         chat_print_stats("conversation", &c->total);
+    } else if (!strcmp(line, "/history")) {
+        chat_print_history(c);
     } else {
-        fprintf(stderr, "unknown command '%s' (commands: /reset, /system TEXT, /think on|off, /timing, /quit)\n",
-                line);
+        fprintf(stderr, "unknown command '%s' (commands: /reset, /system TEXT, /think on|off, /timing, /history, "
+                        "/quit)\n", line);
     }
     return 0;
 }
 
-/* Read lines until /quit or the end of input. Returns 0 or 1 (an answer failed). */
+/* After a turn: a failure's message, or what a signal stopped. Returns 1 when the chat is to end: a second
+ * signal during the turn or SIGTERM (one Ctrl+C only ends the turn, even one that came as it finished). */
+static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
+{
+    if (rc == LOOM_E_CANCELLED)
+        fprintf(stderr, c->turn_kept ? "(stopped: the answer so far stays in the conversation)\n"
+                                     : "(stopped before the answer began: the message was dropped)\n");
+    else if (rc != LOOM_OK)
+        fprintf(stderr, "loom chat: %s\n", err->msg);
+    if (!loom_cli_signal())
+        return 0;
+    if (loom_cli_signal() == SIGTERM || loom_cli_signal_count() > 1)
+        return 1;
+    loom_cli_signals_clear();
+    return 0;
+}
+
+/* Read lines until /quit, the end of input or a signal at the prompt. Returns 0, 1 (an answer failed) or the
+ * status of a signal that ended the chat. stdin is unbuffered, so that waiting for it sees every line. */
 static int chat_loop(struct chat *c)
 {
     char *line = NULL;
@@ -369,9 +420,12 @@ static int chat_loop(struct chat *c)
             fputs("> ", stdout);
             fflush(stdout);
         }
-        ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0)
+        ssize_t len = loom_cli_wait_readable(STDIN_FILENO) ? -1 : getline(&line, &cap, stdin);
+        if (len < 0) {
+            if (loom_cli_signal())
+                status = loom_cli_stopped_status();
             break;
+        }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
         if (len == 0)
@@ -382,11 +436,14 @@ static int chat_loop(struct chat *c)
             continue;
         }
         loom_error err = {0};
-        if (chat_turn(c, line, (size_t)len, &err) != LOOM_OK) {
-            fprintf(stderr, "loom chat: %s\n", err.msg);
+        int rc = chat_turn(c, line, (size_t)len, &err);
+        if (rc != LOOM_OK && !c->answer_begun && (!c->interactive || rc == LOOM_E_CANCELLED))
+            fputc('\n', stdout); /* still one answer line per input line; after a ^C echo, a fresh line */
+        if (rc != LOOM_OK && rc != LOOM_E_CANCELLED)
             status = 1;
-            if (!c->interactive)
-                fputc('\n', stdout); /* still one answer line per input line */
+        if (chat_after_turn(c, rc, &err)) {
+            status = loom_cli_stopped_status();
+            break;
         }
     }
     if (c->interactive)
@@ -405,6 +462,7 @@ static int chat_setup(struct chat *c, loom_error *err)
     c->s = loom_session_new(c->m, &sp, err);
     if (!c->s)
         return err->code ? err->code : LOOM_E_NOMEM;
+    loom_session_set_abort(c->s, loom_cli_abort, NULL);
     c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->m->tok));
     return c->smp ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "sampler: allocation failed");
 }
@@ -429,12 +487,15 @@ int loom_cli_chat(int argc, char **argv)
         return a > 0 ? 0 : 2;
     }
     loom_cli_check_threads("chat", o.n_threads);
+    loom_cli_signals_install();
+    setvbuf(stdin, NULL, _IONBF, 0); /* chat_loop waits for the descriptor: no lines may wait in a buffer */
     loom_error err = {0};
     char path[4096];
     if (!o.model) {
-        if (loom_cli_default_model(path, sizeof path, &err) != LOOM_OK) {
+        int rc = loom_cli_default_model(path, sizeof path, &err);
+        if (rc != LOOM_OK) {
             fprintf(stderr, "loom chat: default model: %s\n", err.msg);
-            return 1;
+            return rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
         }
         o.model = path;
     }
@@ -450,8 +511,8 @@ int loom_cli_chat(int argc, char **argv)
         fprintf(stderr, "loom chat: %s\n", err.msg);
     } else {
         if (c.interactive)
-            fprintf(stderr, "loom chat: %s (type /quit to leave; /reset, /system TEXT, /think on|off, /timing)\n",
-                    o.model);
+            fprintf(stderr, "loom chat: %s (Ctrl+C stops an answer; /quit or Ctrl+C at the prompt leaves; /reset, "
+                            "/system TEXT, /think on|off, /timing, /history)\n", o.model);
         status = chat_loop(&c);
     }
     chat_teardown(&c);

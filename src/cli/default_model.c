@@ -1,6 +1,6 @@
 /* default_model.c — finding, and preparing once, the default model of `loom run`: synthesize the 0.8b
  * preset in F16, quantize it to Q4_K_M with loom's quantizer (as `loom quantize`), and publish it
- * atomically in $LOOM_CACHE/models, in a child process. */
+ * atomically in $LOOM_CACHE/models, in a child process, which a signal stops with its temporary files removed. */
 #include "cli/default_model.h"
 
 #include <dirent.h>
@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "cli/cli.h"
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
@@ -75,7 +78,7 @@ static int default_quantize(const char *in, const char *out, loom_error *err)
         return rc;
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     struct loom_pool *pool = loom_pool_new(n_cpu > 0 ? (int)n_cpu : 1);
-    rc = pool ? loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, pool, 0, 0, err)
+    rc = pool ? loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, pool, 0, 0, loom_cli_abort, 0, err)
               : loom_errorf(err, LOOM_E_NOMEM, "cannot start the quantizer's threads");
     loom_pool_free(pool);
     loom_gguf_close(g);
@@ -134,7 +137,7 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     int last = -1;
     struct loom_synth_params par = {
         .preset = loom_synth_find_preset("0.8b"), .wtype = LOOM_TYPE_F16, .seed = LOOM_SYNTH_DEFAULT_SEED,
-        .vocab_path = vocab, .progress = default_progress, .progress_ctx = &last,
+        .vocab_path = vocab, .progress = default_progress, .progress_ctx = &last, .abort = loom_cli_abort,
     };
     rc = loom_synth_write(&par, f16, err);
     if (rc == LOOM_OK) {
@@ -152,9 +155,29 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     return LOOM_OK;
 }
 
+/* Wait for the child pid; a signal to this process (SIGTERM need not reach the child as Ctrl+C does) is
+ * passed on to it, which then stops and removes its temporary files. */
+static int default_wait(pid_t pid, int *status, loom_error *err)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        int sig = loom_cli_wait_readable(pidfd); /* readable once the child has ended */
+        if (sig)
+            kill(pid, sig);
+        close(pidfd);
+    } else if (loom_cli_signal()) {
+        kill(pid, loom_cli_signal());
+    }
+    while (waitpid(pid, status, 0) < 0)
+        if (errno != EINTR)
+            return loom_errorf(err, LOOM_E_IO, "preparing the default model: waiting for its process: %s",
+                               strerror(errno));
+    return LOOM_OK;
+}
+
 /* default_prepare in a child process, so that its memory (the F16 model of ~1.5 GB paged through, the
- * quantizer's buffers) is not part of the caller's peak RSS; the child prints its own error. In this
- * process if fork fails. */
+ * quantizer's buffers) is not part of the caller's peak RSS; the child prints its own error and exits with
+ * status 128 + the signal when one stopped it. In this process if fork fails. */
 static int default_prepare_forked(const char *path, const char *dir, loom_error *err)
 {
     fflush(NULL);
@@ -164,17 +187,18 @@ static int default_prepare_forked(const char *path, const char *dir, loom_error 
     if (pid == 0) {
         loom_error e = {0};
         int rc = default_prepare(path, dir, &e);
-        if (rc != LOOM_OK)
+        if (rc != LOOM_OK && rc != LOOM_E_CANCELLED)
             fprintf(stderr, "loom: %s\n", e.msg);
-        _exit(rc == LOOM_OK ? 0 : 1);
+        _exit(rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return loom_errorf(err, LOOM_E_IO, "preparing the default model: waiting for its process: %s",
-                               strerror(errno));
+    int status, rc = default_wait(pid, &status, err);
+    if (rc != LOOM_OK)
+        return rc;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return LOOM_OK;
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM))
+        return loom_errorf(err, LOOM_E_CANCELLED, "preparing %s was interrupted (%s); its temporary files were removed",
+                           path, WEXITSTATUS(status) == 128 + SIGINT ? "SIGINT" : "SIGTERM");
     if (WIFSIGNALED(status))
         return loom_errorf(err, LOOM_E_IO, "preparing the default model %s: its process ended by signal %d", path,
                            WTERMSIG(status));

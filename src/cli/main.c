@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))
-            return loom_cli_select_kernels() ? 2 : c->main(argc - 1, argv + 1);
+            return loom_cli_select_kernels() ? 2 : loom_cli_signal_exit(c->main(argc - 1, argv + 1));
     fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1,6 +1,6 @@
 /* quantize.c — `loom quantize [-t N] IN.gguf OUT.gguf TYPE`: convert an F32/F16/BF16 model with one of
  * llama.cpp's recipes (src/model/quantize.h), with a progress bar on stderr; the output appears
- * atomically (temporary file, fsync, rename). */
+ * atomically (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing written. */
 #include "model/quantize.h"
 
 #include <inttypes.h>
@@ -94,6 +94,7 @@ int loom_cli_quantize(int argc, char **argv)
         quantize_usage(stderr);
         return 2;
     }
+    loom_cli_signals_install();
     loom_error err = {0};
     struct loom_gguf *in = 0;
     if (loom_gguf_open(pos[0], &in, &err) != LOOM_OK) {
@@ -104,16 +105,19 @@ int loom_cli_quantize(int argc, char **argv)
     struct loom_pool *pool = loom_pool_new(threads);
     struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
     prog.t0 = loom_cli_now();
-    rc = pool ? loom_quant_write(in, r, pos[1], pool, quantize_progress, &prog, &err) : LOOM_E_NOMEM;
+    rc = pool ? loom_quant_write(in, r, pos[1], pool, quantize_progress, &prog, loom_cli_abort, NULL, &err)
+              : LOOM_E_NOMEM;
     if (prog.tty && rc != LOOM_OK)
         fputc('\n', stderr);
     if (!pool)
         fprintf(stderr, "loom quantize: cannot start %d threads\n", threads);
+    else if (rc == LOOM_E_CANCELLED)
+        fprintf(stderr, "loom quantize: interrupted (%s): %s not written\n", loom_cli_signal_name(), pos[1]);
     else if (rc != LOOM_OK)
         fprintf(stderr, "loom quantize: %s -> %s (%s): %s\n", pos[0], pos[1], r->name, err.msg);
     else
         fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], r->name, loom_cli_now() - prog.t0);
     loom_pool_free(pool);
     loom_gguf_close(in);
-    return rc == LOOM_OK ? 0 : 1;
+    return rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
 }

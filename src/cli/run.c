@@ -1,7 +1,7 @@
 /* run.c — `loom run`: generate text from a prompt with one model and one session. The prompt is user data
  * (no special tokens), prefilled in one batch; then tokens are sampled and decoded one by one, streamed as text,
  * until N tokens, an end-of-generation token, a stop string or the end of the context. Timing and peak RSS go
- * to stderr. */
+ * to stderr. Ctrl+C or SIGTERM stops it at the next layer: the text so far, the timing line, status 130 / 143. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -228,12 +228,12 @@ static int run_emit(struct loom_stop *stop, const char *text, int len, loom_erro
     return stopped;
 }
 
-/* End of generation without a stop string: the detokenizer's and the stop matcher's held text.
- * Returns LOOM_OK or a negative code. */
+/* End of generation without a stop string: the detokenizer's (unless dt is NULL) and the stop matcher's held
+ * text. Returns LOOM_OK or a negative code. */
 static int run_flush(struct loom_detok *dt, struct loom_stop *stop, loom_error *err)
 {
     char text[RUN_TEXT_MAX];
-    int k = loom_detok_flush(dt, text, (int)sizeof text);
+    int k = dt ? loom_detok_flush(dt, text, (int)sizeof text) : 0;
     int rc = k > 0 ? run_emit(stop, text, k, err) : LOOM_OK;
     if (rc == 1)
         return LOOM_OK;
@@ -244,7 +244,8 @@ static int run_flush(struct loom_detok *dt, struct loom_stop *stop, loom_error *
 }
 
 /* Sample, stream and decode up to n_gen tokens after the prefill left its logits in logits[n_rows].
- * Allocates nothing. Returns LOOM_OK or a negative code. */
+ * Allocates nothing. Returns LOOM_OK, LOOM_E_CANCELLED when a signal stopped it (the text so far printed, an
+ * incomplete UTF-8 tail dropped), or a negative code. */
 static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sampler *smp, struct loom_stop *stop,
                            float *logits, int n_gen, struct run_stats *st, loom_error *err)
 {
@@ -254,6 +255,10 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
     double t0 = loom_cli_now();
     int rc = LOOM_OK;
     for (int g = 0; g < n_gen; g++) {
+        if (loom_cli_signal()) {
+            rc = LOOM_E_CANCELLED;
+            break;
+        }
         int32_t tok = loom_sampler_sample(smp, logits);
         if (tok < 0) {
             rc = loom_errorf(err, LOOM_E_INTERNAL, "sampler: no sampleable token in the logits row");
@@ -279,6 +284,8 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
     st->t_decode = loom_cli_now() - t0;
     if (rc == LOOM_OK)
         rc = run_flush(&dt, stop, err);
+    else if (rc == LOOM_E_CANCELLED)
+        run_flush(NULL, stop, err);
     fputc('\n', stdout);
     fflush(stdout);
     return rc < 0 ? rc : LOOM_OK;
@@ -341,13 +348,16 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
             loom_sampler_accept(smp, prompt[i]); /* the prompt is in the penalty window, as in llama-completion */
     }
     if (rc >= 0) {
+        loom_session_set_abort(s, loom_cli_abort, NULL);
         double t0 = loom_cli_now();
         rc = loom_session_eval(s, prompt, st.n_prompt, logits, LOOM_LOGITS_LAST, err);
         st.t_prefill = loom_cli_now() - t0;
+        if (rc == LOOM_E_CANCELLED)
+            st.n_prompt = 0; /* not evaluated: no prompt speed to report */
     }
     if (rc >= 0)
         rc = run_decode_loop(m, s, smp, &stop, logits, n_gen, &st, err);
-    if (rc >= 0)
+    if (rc >= 0 || rc == LOOM_E_CANCELLED)
         run_print_stats(&st);
     loom_sampler_free(smp);
     loom_stop_free(&stop);
@@ -371,12 +381,14 @@ int loom_cli_run(int argc, char **argv)
         return 2;
     }
     loom_cli_check_threads("run", o.n_threads);
+    loom_cli_signals_install();
     loom_error err = {0};
     char path[4096];
     if (!o.model) {
-        if (loom_cli_default_model(path, sizeof path, &err) != LOOM_OK) {
+        int rc = loom_cli_default_model(path, sizeof path, &err);
+        if (rc != LOOM_OK) {
             fprintf(stderr, "loom run: default model: %s\n", err.msg);
-            return 1;
+            return rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
         }
         o.model = path;
     }
@@ -386,8 +398,12 @@ int loom_cli_run(int argc, char **argv)
         return 1;
     }
     loom_cli_model_warnings("run", o.model, m);
-    int rc = run_generate(m, &o, &err);
+    int rc = loom_cli_signal() ? LOOM_E_CANCELLED : run_generate(m, &o, &err);
     loom_model_free(m);
+    if (rc == LOOM_E_CANCELLED) {
+        fprintf(stderr, "loom run: interrupted (%s)\n", loom_cli_signal_name());
+        return loom_cli_stopped_status();
+    }
     if (rc != LOOM_OK) {
         fprintf(stderr, "loom run: %s\n", err.msg);
         return 1;

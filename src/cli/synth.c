@@ -1,5 +1,6 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 GGUF model of a preset geometry
- * (test models; see src/model/synth.h), printing progress on stderr. */
+ * (test models; see src/model/synth.h), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
+ * written. */
 #include "model/synth.h"
 
 #include <inttypes.h>
@@ -112,9 +113,16 @@ int loom_cli_synth(int argc, char **argv)
     prog.t0 = loom_cli_now();
     par.progress = synth_cli_progress;
     par.progress_ctx = &prog;
+    par.abort = loom_cli_abort;
+    loom_cli_signals_install();
     fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", preset,
             par.wtype == LOOM_TYPE_F32 ? "F32" : par.wtype == LOOM_TYPE_F16 ? "F16" : "BF16", (unsigned long long)par.seed, vocab, out);
-    if (loom_synth_write(&par, out, &err) != LOOM_OK) {
+    int rc = loom_synth_write(&par, out, &err);
+    if (rc == LOOM_E_CANCELLED) {
+        fprintf(stderr, "loom synth: interrupted (%s): %s not written\n", loom_cli_signal_name(), out);
+        return loom_cli_stopped_status();
+    }
+    if (rc != LOOM_OK) {
         fprintf(stderr, "loom synth: %s\n", err.msg);
         return 1;
     }

@@ -288,12 +288,20 @@ struct quant_job {
     int n_threads;
     loom_quant_progress_fn progress;
     void *progress_ctx;
+    loom_abort_fn abort;
+    void *abort_ctx;
     uint64_t done, total;
-    /* the tensor being converted */
+    /* the tensor being converted, and the first row of the slice in progress */
     const struct loom_gguf_tensor *t;
     uint8_t *dst;
     size_t src_row, dst_row;
+    int64_t row0;
 };
+
+/* Rows converted between two polls of the abort callback. */
+#define QUANT_SLICE_ROWS 1024
+
+static int quant_cancelled(const struct quant_job *j) { return j->abort && j->abort(j->abort_ctx); }
 
 /* Validate one row; on failure keep it in the thread's slot when it is the thread's lowest so far. */
 static int quant_check(struct quant_job *j, int thread, int64_t r, uint32_t type, const void *row, int quantized)
@@ -306,8 +314,8 @@ static int quant_check(struct quant_job *j, int thread, int64_t r, uint32_t type
     return 0;
 }
 
-/* Rows [begin, end) of the current tensor: validate the source row (as the reference's loader does with
- * check_tensors, which llama_model_quantize turns on), then copy it, or widen it to F32 (exactly), run
+/* Rows row0 + [begin, end) of the current tensor: validate the source row (as the reference's loader does
+ * with check_tensors, which llama_model_quantize turns on), then copy it, or widen it to F32 (exactly), run
  * the target type's quantizer and validate what it wrote (llama_tensor_quantize_impl's check). */
 static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
@@ -316,7 +324,7 @@ static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
     float *row = j->rows + (int64_t)thread * j->row_cap;
     uint32_t src_type = j->t->type, dst_type = j->types[j->t - j->in->tensors];
     const struct loom_type_traits *src = loom_type_traits(src_type), *dst = loom_type_traits(dst_type);
-    for (int64_t r = begin; r < end; r++) {
+    for (int64_t r = j->row0 + begin; r < j->row0 + end; r++) {
         const uint8_t *s = (const uint8_t *)j->t->data + (size_t)r * j->src_row;
         uint8_t *d = j->dst + (size_t)r * j->dst_row;
         if (!quant_check(j, thread, r, src_type, s, 0))
@@ -361,6 +369,9 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     const struct loom_gguf_tensor *t = &j->in->tensors[index];
     if (j->progress)
         j->progress(j->progress_ctx, index, j->in->n_tensors, j->done, j->total, t->name.ptr);
+    if (quant_cancelled(j))
+        return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback before tensor '%.*s'",
+                           (int)t->name.len, t->name.ptr);
     j->done += nbytes;
     uint64_t n_rows = t->nbytes / loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
     j->t = t;
@@ -372,7 +383,13 @@ static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
                            (int)t->name.len, t->name.ptr, n_rows, j->dst_row, nbytes);
     for (int i = 0; i < j->n_threads; i++)
         j->faults[i].row = INT64_MAX;
-    loom_pool_parallel_for(j->pool, (int64_t)n_rows, 1, quant_rows, j);
+    for (j->row0 = 0; j->row0 < (int64_t)n_rows; j->row0 += QUANT_SLICE_ROWS) {
+        if (j->row0 > 0 && quant_cancelled(j))
+            return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback in tensor '%.*s'",
+                               (int)t->name.len, t->name.ptr);
+        int64_t n = (int64_t)n_rows - j->row0 < QUANT_SLICE_ROWS ? (int64_t)n_rows - j->row0 : QUANT_SLICE_ROWS;
+        loom_pool_parallel_for(j->pool, n, 1, quant_rows, j);
+    }
     return quant_report(j, err);
 }
 
@@ -427,7 +444,8 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
 }
 
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_error *err)
+                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     void *abort_ctx, loom_error *err)
 {
     if (!in || !r || !out_path)
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing input, recipe or output path");
@@ -440,7 +458,8 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     uint32_t *types = malloc((n ? n : 1) * sizeof *types);
     struct loom_gguf_writer *w = loom_gguf_writer_new();
     char *names = 0;
-    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx};
+    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx,
+                            .abort = abort, .abort_ctx = abort_ctx};
     if (!d || !types || !w)
         rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);
     if (!rc)

@@ -139,7 +139,19 @@ struct synth {
     struct synth_tensor *t;
     uint32_t n_t;
     uint64_t done_bytes, total_bytes;
+    int cancelled;    /* the abort callback asked to stop (synth_poll) */
 };
+
+/* Rows or columns generated between two polls of the abort callback. */
+#define SYNTH_POLL_ROWS 64
+
+/* Poll the abort callback at every SYNTH_POLL_ROWS-th row i; nonzero (and s->cancelled set) when it asks to stop. */
+static int synth_poll(struct synth *s, uint64_t i)
+{
+    if (i % SYNTH_POLL_ROWS == 0 && s->par->abort && s->par->abort(s->par->abort_ctx))
+        s->cancelled = 1;
+    return s->cancelled;
+}
 
 /* x <- B x / basis_norm (caller folds basis_norm into its scale). */
 static void synth_basis_apply(const struct synth *s, float *x)
@@ -293,7 +305,7 @@ static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct
     float scale = s->c_in * t->gain / sqrtf((float)E) * s->basis_norm;
     float rho = SYNTH_QK_CORR, rc = sqrtf(1.0f - SYNTH_QK_CORR * SYNTH_QK_CORR);
     float *g = s->vec;
-    for (uint64_t i = 0; i < t->ne[1]; i++) {
+    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i); i++) {
         synth_rng_normal(r, g, E);
         if (t->kind == SYNTH_QKV && i < key_dim) {
             memcpy(s->scratch + i * E, g, E * sizeof(float));
@@ -318,6 +330,8 @@ static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struc
     float scale = t->gain / sqrtf((float)n_in) * s->basis_norm;
     float *h = s->vec;
     for (uint64_t j = 0; j < n_in; j++) {
+        if (synth_poll(s, j))
+            return;
         synth_rng_normal(r, h, E);
         for (uint32_t i = 0; i < E; i++)
             h[i] *= s->prof[i];
@@ -333,7 +347,7 @@ static void synth_gen_embd(struct synth *s, const struct synth_tensor *t, struct
 {
     uint32_t E = s->E;
     float *z = s->vec;
-    for (uint64_t i = 0; i < t->ne[1]; i++) {
+    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i); i++) {
         synth_rng_normal(r, z, E);
         if (i < s->n_tok) {
             for (uint32_t j = 0; j < E; j++)
@@ -410,6 +424,9 @@ static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
                            t->name, (unsigned long long)nbytes, (unsigned long long)synth_tensor_bytes(t));
     if (s->par->progress)
         s->par->progress(s->par->progress_ctx, index, s->n_t, s->done_bytes, s->total_bytes, t->name);
+    if (synth_poll(s, 0))
+        return loom_errorf(err, LOOM_E_CANCELLED, "synth: cancelled by the abort callback before tensor '%s'",
+                           t->name);
     struct synth_rng r = synth_rng_stream(s->par->seed, index + 1);
     switch (t->kind) {
     case SYNTH_EMBD: synth_gen_embd(s, t, &r, buf); break;
@@ -422,6 +439,8 @@ static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     case SYNTH_DT: synth_gen_dt(t, &r, buf); break;
     case SYNTH_A: synth_gen_a(t, &r, buf); break;
     }
+    if (s->cancelled)
+        return loom_errorf(err, LOOM_E_CANCELLED, "synth: cancelled by the abort callback in tensor '%s'", t->name);
     s->done_bytes += nbytes;
     return LOOM_OK;
 }

@@ -42,12 +42,15 @@ struct loom_synth_params {
     const char *vocab_path;  /* a GGUF with tokenizer.ggml.* keys (e.g. ggml-vocab-qwen35.gguf) */
     loom_synth_progress_fn progress; /* may be NULL */
     void *progress_ctx;
+    loom_abort_fn abort;     /* polled before each tensor and every 64 rows; NULL = never cancelled */
+    void *abort_ctx;
 };
 
 /* Write the model to out_path (atomically: the GGUF writer renames a temporary file into place).
  * Deterministic: the same params give the same bytes. Norm weights are stored as llama.cpp's converter
  * stores them (1 + w for the zero-centred RMSNorms; ssm_norm as is); ssm_a holds -A. Returns LOOM_OK, or
- * LOOM_E_ARG for a bad type/preset, LOOM_E_IO / LOOM_E_FORMAT for the vocab file, LOOM_E_NOMEM. */
+ * LOOM_E_ARG for a bad type/preset, LOOM_E_IO / LOOM_E_FORMAT for the vocab file, LOOM_E_NOMEM, LOOM_E_CANCELLED
+ * when the abort callback asked (no file left behind: the temporary file is removed, out_path untouched). */
 int loom_synth_write(const struct loom_synth_params *params, const char *out_path, loom_error *err);
 
 #endif

@@ -50,6 +50,8 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
     for (int i = 0; i < n; i++)
         rows[i].s = sessions[i];
     rc = loom_qwen35_forward_rows(lead, tokens, n, rows);
+    if (rc == LOOM_E_CANCELLED)
+        return loom_errorf(err, rc, "decode: cancelled by an abort callback; nothing was published");
     if (rc)
         return loom_errorf(err, rc, "decode: the step failed (stage hook code %d); nothing was published", rc);
     int64_t E = lead->model->hp.n_embd, nl = lead->n_logits;

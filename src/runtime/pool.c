@@ -4,6 +4,7 @@
  * delays the caller. One job at a time; nested calls from a task run inline. */
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -148,18 +149,28 @@ struct loom_pool *loom_pool_new(int n_threads)
         free(pool);
         return NULL;
     }
-    for (int i = 1; i < n_threads; i++) {
+    /* workers inherit a mask blocking every signal: the application's own threads take Ctrl+C and the like, so
+     * that a blocking call there (reading input, waiting for a child) is interrupted */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = 1;
+    for (; started < n_threads; started++) {
         struct worker_arg *arg = malloc(sizeof *arg);
         if (arg) {
             arg->pool = pool;
-            arg->index = i;
+            arg->index = started;
         }
-        if (!arg || pthread_create(&pool->threads[i], NULL, worker_main, arg) != 0) {
+        if (!arg || pthread_create(&pool->threads[started], NULL, worker_main, arg) != 0) {
             free(arg);
-            pool->n_threads = i; /* shut down only the workers that started */
-            loom_pool_free(pool);
-            return NULL;
+            break;
         }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started < n_threads) {
+        pool->n_threads = started; /* shut down only the workers that started */
+        loom_pool_free(pool);
+        return NULL;
     }
     return pool;
 }

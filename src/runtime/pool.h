@@ -10,7 +10,8 @@ struct loom_pool;
 /* fn processes items [begin, end); thread is the worker index in [0, n_threads). */
 typedef void (*loom_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 
-/* Start n_threads - 1 workers (the caller is worker 0). NULL on failure. */
+/* Start n_threads - 1 workers (the caller is worker 0), with every signal blocked in them (signals go to the
+ * application's threads). NULL on failure. */
 struct loom_pool *loom_pool_new(int n_threads);
 void loom_pool_free(struct loom_pool *pool);
 int loom_pool_n_threads(const struct loom_pool *pool);

@@ -425,17 +425,32 @@ static void embed_task(void *ctx, int64_t begin, int64_t end, int thread)
         loom_weight_get_row(&j->c->m->tok_embd, j->tokens[t], j->c->s->sc.x + t * E);
 }
 
+/* Nonzero when the request is to stop: the session's abort callback asks (in a multi-sequence step, any row's). */
+static int cancelled(const struct chunk *c)
+{
+    if (!c->rows)
+        return c->s->abort && c->s->abort(c->s->abort_ctx);
+    for (int t = 0; t < c->n; t++) {
+        const struct loom_session *s = c->rows[t].s;
+        if (s->abort && s->abort(s->abort_ctx))
+            return 1;
+    }
+    return 0;
+}
+
 static int forward(struct chunk c, const int32_t *tokens)
 {
     struct embed_job ej = {&c, tokens};
     for_tokens(&c, embed_task, &ej);
     STAGE(&c, "embed");
     for (uint32_t il = 0; il < c.hp->n_layer; il++) {
+        if (cancelled(&c))
+            return LOOM_E_CANCELLED;
         int rc = layer_forward(&c, il);
         if (rc)
             return rc;
     }
-    return 0;
+    return cancelled(&c) ? LOOM_E_CANCELLED : 0;
 }
 
 void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows)

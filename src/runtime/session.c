@@ -193,6 +193,12 @@ void loom_session_reset(loom_session *session)
 
 int loom_session_pos(const loom_session *session) { return session->pos; }
 
+void loom_session_set_abort(loom_session *session, loom_abort_fn fn, void *ctx)
+{
+    session->abort = fn;
+    session->abort_ctx = ctx;
+}
+
 /* Room for n rows of final hidden states (a LOGITS_ALL request keeps them until it publishes). Grows
  * only; a failure leaves the session as it was. */
 static int reserve_stage(struct loom_session *s, int64_t n, loom_error *err)
@@ -235,6 +241,9 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
         n = done < split && done + n > split ? split - done : n;
         int rc = loom_qwen35_forward(s, tokens + done, n, pos0 + done, done == 0 ? src : work, work);
+        if (rc == LOOM_E_CANCELLED)
+            return loom_errorf(err, rc, "eval: cancelled by the abort callback in the chunk at position %d; nothing "
+                               "was published", pos0 + done);
         if (rc)
             return loom_errorf(err, rc, "eval: the request failed in chunk at position %d (stage hook code %d); "
                                "nothing was published", pos0 + done, rc);

@@ -137,6 +137,8 @@ struct loom_session {
     int pending_pos;    /* its position, or -1 */
     loom_stage_hook_fn hook; /* tests only; NULL in normal use */
     void *hook_ctx;
+    loom_abort_fn abort;     /* loom_session_set_abort; NULL = never cancelled */
+    void *abort_ctx;
     void *arena; /* one allocation holding state and scratch */
     size_t arena_bytes;
 };
@@ -144,7 +146,8 @@ struct loom_session {
 /* One chunk of a request: tokens[0..n) at positions pos0..pos0+n-1 (1 <= n <= sc.n_chunk, pos0 + n <=
  * n_ctx, ids checked by the caller). Reads the recurrent owners from copy `src` and leaves the updated
  * ones in copy `dst` (src may equal dst), writes K/V rows at pos0.. in place, leaves the final residual
- * rows in sc.x. Returns LOOM_OK or the code a stage hook returned. (src/runtime/qwen35.c) */
+ * rows in sc.x. Returns LOOM_OK, the code a stage hook returned, or LOOM_E_CANCELLED when the abort
+ * callback, polled before each layer and after the last, asked to stop. (src/runtime/qwen35.c) */
 int loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst);
 
 /* One row of a multi-sequence step: the sequence whose next token (at its position) the row is. */
@@ -154,7 +157,8 @@ struct loom_row {
 
 /* One decode step for n sequences at once (src/runtime/batch.c checks them): row t is the next token of
  * rows[t].s at its position, read from its public recurrent copy and written to the other; lead provides
- * the scratch, pool and hook and has the largest context. (src/runtime/qwen35.c) */
+ * the scratch, pool and hook and has the largest context; every row's abort callback is polled.
+ * (src/runtime/qwen35.c) */
 int loom_qwen35_forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows);
 
 /* out[n][n_logits] = output head of rows[n][n_embd] (already output-normalized), n <= sc.n_chunk, in the

@@ -175,7 +175,7 @@ static void test_model(const char *model, const char *tag, const char *name, con
     int rc = loom_gguf_open(model, &in, &err);
     CHECK(rc == LOOM_OK, "open %s: %s", model, err.msg);
     if (rc == LOOM_OK) {
-        rc = loom_quant_write(in, r, loom_path, pool, progress_none, 0, &err);
+        rc = loom_quant_write(in, r, loom_path, pool, progress_none, 0, NULL, NULL, &err);
         CHECK(rc == LOOM_OK, "%s %s: loom_quant_write: %s", tag, name, err.msg);
     }
     double t2 = parity_now();

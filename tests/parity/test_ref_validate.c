@@ -174,7 +174,7 @@ static void compare_recipe(const char *in, const char *recipe, const char *dir, 
     loom_error err = {0};
     int rc = loom_gguf_open(in, &g, &err);
     if (!rc)
-        rc = loom_quant_write(g, r, loom_path, pool, NULL, NULL, &err);
+        rc = loom_quant_write(g, r, loom_path, pool, NULL, NULL, NULL, NULL, &err);
     CHECK((ref_rc == 0) == (rc == LOOM_OK), "%s %s: reference %s, loom %s (%s)", what, recipe,
           ref_rc ? "refuses" : "accepts", rc ? "refuses" : "accepts", rc ? err.msg : "");
     if (rc)

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# test_signals.sh BUILD — Ctrl+C (SIGINT) and SIGTERM in every long-running `loom` command, on the cached tiny
+# models: run stops with its text and timing line (status 130 / 143); chat stops an answer and keeps the part
+# printed (a turn stopped before its answer began is dropped), and leaves on a signal at the prompt or a second
+# one; bench, quantize, synth and the default model's preparation stop with no temporary or half-written file.
+# Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
+# prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
+set -uo pipefail
+set -m # background jobs in their own process groups: SIGINT not ignored, and `kill -INT -PID` reaches a group
+build=${1:-build}
+loom=$(realpath "$build/loom")
+cache=${LOOM_CACHE:-$HOME/.cache/loom}
+tiny=$cache/models/qwen35-tiny-Q4_K_M.gguf tiny_f16=$cache/models/qwen35-tiny-F16.gguf
+ref=${LOOM_REF:-$cache/ref}
+vocab=$ref/src/models/ggml-vocab-qwen35.gguf
+pass=0 fail=0
+tmp=$(mktemp -d /tmp/loom-test-signals-XXXXXX)
+out=$tmp/out err=$tmp/err fifo=$tmp/fifo
+trap '[ $BASHPID = $$ ] && rm -rf "$tmp"' EXIT # the main shell only: not a job's fork signalled before its exec
+
+check() { # description, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err"; fi
+}
+
+# wait_until CONDITION: poll it (every 20 ms, for at most 60 s); false on timeout
+wait_until() {
+    local end=$((SECONDS + 60))
+    until eval "$1"; do
+        if [ $SECONDS -ge $end ]; then
+            echo "timed out waiting for: $1"
+            return 1
+        fi
+        sleep 0.02
+    done
+}
+
+# finish PID: its exit status, once it ends (killed after 60 s: status 137)
+finish() {
+    wait_until "! kill -0 $1 2>/dev/null" || kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+
+# rchar PID: bytes the process has read through read() so far
+rchar() { awk '/^rchar:/ {print $2}' "/proc/$1/io"; }
+
+# ---- run ----------------------------------------------------------------------------------------------------
+for sig in INT TERM; do
+    rm -f "$out" "$err"
+    "$loom" run -m "$tiny" -p "The quick brown fox" -n 4000 --temp 0 -t 1 >"$out" 2>"$err" &
+    pid=$!
+    wait_until "[ -s '$out' ]"
+    kill -$sig $pid
+    finish $pid; rc=$?
+    want=$([ $sig = INT ] && echo 130 || echo 143)
+    check "run: SIG$sig during generation exits $want" '[ $rc -eq $want ]'
+    check "run: SIG$sig prints the timing line" 'grep -q "^loom run: prompt .* generated) | peak RSS" "$err"'
+    check "run: SIG$sig says it was interrupted" 'grep -q "^loom run: interrupted (SIG$sig)" "$err"'
+    check "run: SIG$sig ends the text with a newline" '[ "$(tail -c 1 "$out" | od -An -c | tr -d " ")" = "\n" ]'
+    check "run: SIG$sig stopped early" '[ $(grep -o "decode [0-9]*" "$err" | cut -d" " -f2) -lt 3999 ]'
+done
+
+# during the prompt: a long prompt's prefill stops at the next layer, with a timing line of no prompt tokens
+long=$(for i in $(seq 4000); do printf 'word%d ' $i; done)
+rm -f "$out" "$err"
+"$loom" run -m "$tiny" -p "$long" -n 4 --temp 0 -t 1 >"$out" 2>"$err" &
+pid=$!
+wait_until "grep -q '^loom run: context' '$err'"
+kill -INT $pid
+finish $pid; rc=$?
+check "run: SIGINT during the prompt exits 130" '[ $rc -eq 130 ]'
+check "run: SIGINT during the prompt prints the timing line" 'grep -q "^loom run: prompt 0 tokens, .* decode 0 tokens" "$err"'
+check "run: SIGINT during the prompt prints no text" '[ ! -s "$out" ]'
+
+# ---- chat (piped stdin, fed line by line through a FIFO) -------------------------------------------------
+# start_chat: loom chat on the FIFO, which this script holds open read-write on fd 3 (so that writing never
+# blocks); closing fd 3 is the end of input
+start_chat() {
+    rm -f "$fifo" "$out" "$err" && mkfifo "$fifo" && exec 3<>"$fifo"
+    "$loom" chat -m "$tiny" --temp 0 -t 1 -n 4000 -c 32768 <"$fifo" >"$out" 2>"$err" 3>&- &
+    pid=$!
+}
+stop_chat() { exec 3>&-; finish $pid; }
+
+# mid-answer: the part printed stays in the conversation, the next message is answered after it (and stopped too)
+start_chat
+echo "hello there" >&3
+wait_until "[ -s '$out' ]"
+kill -INT $pid
+wait_until "grep -q '^(stopped' '$err'"
+partial=$(cat "$out")
+echo "/history" >&3
+wait_until "grep -q '^(2 messages)' '$err'"
+echo "and then?" >&3
+wait_until "[ \$(wc -c <'$out') -gt $(wc -c <"$out") ]"
+kill -INT $pid
+wait_until "[ \$(grep -c '^(stopped' '$err') -eq 2 ]"
+echo "/history" >&3
+wait_until "grep -q '^(4 messages)' '$err'"
+stop_chat; rc=$?
+check "chat: SIGINT mid-answer is reported as kept" 'grep -q "^(stopped: the answer so far stays in the conversation)" "$err"'
+check "chat: the partial answer is printed and in the history" '[ -n "$partial" ] && [[ "$(cat "$err")" == *"[assistant] $partial"* ]]'
+check "chat: the conversation continues after the partial answer" 'grep -q "^\[user\] and then?" "$err"'
+check "chat: SIGINT mid-answer, then end of input: status 0" '[ $rc -eq 0 ]'
+
+# during the prefill of a long message: the turn is dropped, the chat goes on
+start_chat
+echo "/history" >&3
+wait_until "grep -q '^(0 messages)' '$err'"
+read0=$(rchar $pid)
+printf '%s\n' "$long" >&3
+wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ]" # the whole line is read: the turn has begun
+kill -INT $pid
+wait_until "grep -q '^(stopped' '$err'"
+echo "/history" >&3
+wait_until "[ \$(grep -c '^(0 messages)' '$err') -eq 2 ]"
+stop_chat; rc=$?
+check "chat: SIGINT during the prefill drops the turn" 'grep -q "^(stopped before the answer began: the message was dropped)" "$err"'
+check "chat: SIGINT during the prefill, then end of input: status 0" '[ $rc -eq 0 ]'
+
+# at the prompt: ends the chat
+start_chat
+echo "/history" >&3
+wait_until "grep -q '^(0 messages)' '$err'"
+kill -INT $pid
+stop_chat; rc=$?
+check "chat: SIGINT at the prompt exits 130" '[ $rc -eq 130 ]'
+
+# SIGTERM during an answer: ends the chat once the answer has stopped
+start_chat
+echo "hello there" >&3
+wait_until "[ -s '$out' ]"
+kill -TERM $pid
+stop_chat; rc=$?
+check "chat: SIGTERM during an answer exits 143" '[ $rc -eq 143 ]'
+check "chat: SIGTERM during an answer stops it first" 'grep -q "^(stopped: the answer so far" "$err"'
+
+# a real terminal: Ctrl+C (^C through a pty) stops the answer, the prompt returns, ^C at the prompt leaves
+python3 - "$loom" "$tiny" >"$err" 2>&1 <<'EOF'
+import os, pty, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "chat", "-m", sys.argv[2], "--temp", "0", "-t", "1", "-n", "4000"])
+seen = b""
+def wait_for(marker, after=0):  # the end of marker's first occurrence at or past `after`; b"": any new byte
+    global seen
+    end = time.time() + 60
+    while marker not in seen[after:] or len(seen) <= after:
+        if time.time() > end:
+            sys.exit("timed out waiting for %r; seen %r" % (marker, seen[-300:]))
+        try:
+            seen += os.read(fd, 4096)
+        except OSError:
+            sys.exit("the chat ended early; seen %r" % seen[-300:])
+    return seen.index(marker, after) + len(marker) if marker else len(seen)
+at = wait_for(b"> ")
+os.write(fd, b"hello there\r")
+at = wait_for(b"hello there\r\n", at)
+at = wait_for(b"", at)             # the answer is streaming
+os.write(fd, b"\x03")
+at = wait_for(b"(stopped: the answer so far stays in the conversation)", at)
+at = wait_for(b"> ", at)
+os.write(fd, b"\x03")
+_, status = os.waitpid(pid, 0)
+print("pty: exit signal %d" % (os.WTERMSIG(status) if os.WIFSIGNALED(status) else -1))
+EOF
+check "chat on a terminal: ^C stops the answer, ^C at the prompt leaves (by SIGINT)" 'grep -q "^pty: exit signal 2$" "$err"'
+
+# ---- bench ----------------------------------------------------------------------------------------------------
+rm -f "$out" "$err"
+"$loom" bench -m "$tiny" -p 16 -n 256 -r 100 -t 1 >"$out" 2>"$err" &
+pid=$!
+sleep 1 # any point of a run of minutes: warm-up or measurement
+kill -INT $pid
+finish $pid; rc=$?
+check "bench: SIGINT exits 130" '[ $rc -eq 130 ]'
+check "bench: SIGINT says it was interrupted" 'grep -q "^loom bench: interrupted (SIGINT)" "$err"'
+check "bench: prints nothing or the rows measured" '[ ! -s "$out" ] || grep -q "^| model" "$out"'
+
+# ---- quantize and synth: no output, no temporary file -----------------------------------------------------
+mkdir "$tmp/q"
+echo old >"$tmp/q/existing.gguf"
+for target in new existing; do
+    rm -f "$out" "$err"
+    "$loom" quantize -t 1 "$tiny_f16" "$tmp/q/$target.gguf" Q4_K_M >"$out" 2>"$err" &
+    pid=$!
+    wait_until "grep -q '^quantize: ' '$err'"
+    kill -INT $pid
+    finish $pid; rc=$?
+    check "quantize to a $target file: SIGINT exits 130" '[ $rc -eq 130 ]'
+    check "quantize to a $target file: says nothing was written" 'grep -q "^loom quantize: interrupted (SIGINT): .* not written" "$err"'
+done
+check "quantize: no temporary file, no new output, the existing file untouched" \
+    '[ "$(ls -A "$tmp/q")" = existing.gguf ] && [ "$(cat "$tmp/q/existing.gguf")" = old ]'
+
+mkdir "$tmp/s"
+rm -f "$out" "$err"
+"$loom" synth --preset tiny --vocab "$vocab" -o "$tmp/s/tiny.gguf" >"$out" 2>"$err" &
+pid=$!
+wait_until "grep -q '^synth:   0%' '$err'"
+kill -TERM $pid
+finish $pid; rc=$?
+check "synth: SIGTERM exits 143" '[ $rc -eq 143 ]'
+check "synth: says nothing was written" 'grep -q "^loom synth: interrupted (SIGTERM): .* not written" "$err"'
+check "synth: no temporary file, no output" '[ -z "$(ls -A "$tmp/s")" ]'
+
+# ---- the default model's preparation (a child process): Ctrl+C to the group, SIGTERM to loom alone --------
+for how in group parent; do
+    mkdir -p "$tmp/cache-$how/models"
+    rm -f "$out" "$err"
+    LOOM_CACHE=$tmp/cache-$how LOOM_REF=$ref "$loom" run -p hi -n 1 >"$out" 2>"$err" &
+    pid=$!
+    wait_until "grep -q '^loom: synthesizing default model' '$err'"
+    if [ $how = group ]; then kill -INT -- -$pid; want=130; else kill -TERM $pid; want=143; fi
+    finish $pid; rc=$?
+    check "default model ($how signalled): exits $want" '[ $rc -eq $want ]'
+    check "default model ($how signalled): says its temporary files were removed" \
+        'grep -q "^loom run: default model: preparing .* was interrupted (SIG.*); its temporary files were removed" "$err"'
+    check "default model ($how signalled): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-$how/models")" ]'
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
