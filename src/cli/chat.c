@@ -126,11 +126,12 @@ static int chat_set_option(struct chat_opts *o, const char *opt, const char *val
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
 {
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
         if (!strcmp(argv[i], "--check-tensors")) {
             o->check_tensors = 1;
+            i--; /* no value follows */
             continue;
         }
         if (i + 1 >= argc) {

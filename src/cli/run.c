@@ -161,11 +161,12 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
     int have_n = 0;
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
         if (!strcmp(argv[i], "--check-tensors")) {
             o->check_tensors = 1;
+            i--; /* no value follows */
             continue;
         }
         if (argv[i][0] != '-') {
