@@ -13,6 +13,7 @@
 #include "kernels/types.h"
 #include "model/quantize.h"
 #include "test.h"
+#include "test_abort.h"
 #include "util/fp16.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -435,17 +436,6 @@ static void test_non_finite_source(const char *dir)
     const char *want_nan[] = {"tensor 'blk.0.attn_norm.weight' row 0", "source F32 element 7 is nan",
                               "expected finite", NULL};
     expect_refused(in, out, "Q4_K_M", want_nan);
-}
-
-/* An abort callback that asks to stop from its poll number stop_at on, counting its polls. */
-struct abort_at {
-    int polls, stop_at;
-};
-
-static int abort_at(void *ctx)
-{
-    struct abort_at *a = ctx;
-    return a->polls++ >= a->stop_at;
 }
 
 /* Cancelled at each poll (before each of the 3 tensors; tensors of 1024 rows or fewer are not polled within):

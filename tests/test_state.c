@@ -16,6 +16,7 @@
 #include "kernels/types.h"
 #include "runtime/session.h"
 #include "test.h"
+#include "test_abort.h"
 #include "model_fixture.h"
 #include "util/error.h"
 
@@ -281,19 +282,6 @@ out:
 }
 
 /* ---- cancellation ------------------------------------------------------------------------------------ */
-
-/* An abort callback that asks to stop from its poll number stop_at on (-1: never), counting its polls. */
-struct abort_at {
-    int polls;
-    int stop_at;
-};
-
-static int abort_at(void *ctx)
-{
-    struct abort_at *a = ctx;
-    int poll = a->polls++;
-    return a->stop_at >= 0 && poll >= a->stop_at;
-}
 
 /* A request of tokens[p0..p0+n) in `mode` on a session at p0, cancelled at each poll of the abort callback in
  * turn: LOOM_E_CANCELLED, no poll after the one that asked, and the digest, the position and the caller's buffer

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "test.h"
+#include "test_abort.h"
 #include "util/error.h"
 
 static char vocab[4096];      /* the real Qwen3.5 vocabulary (151936 tokens) */
@@ -250,17 +251,6 @@ static void test_errors(const char *dir)
     CHECK(loom_synth_write(&p, path, &err) != LOOM_OK, "missing vocab accepted");
     CHECK(access(path, F_OK) != 0, "output written despite error");
     CHECK(loom_synth_find_preset("nope") == NULL, "unknown preset found");
-}
-
-/* An abort callback that asks to stop from its poll number stop_at on, counting its polls. */
-struct abort_at {
-    int polls, stop_at;
-};
-
-static int abort_at(void *ctx)
-{
-    struct abort_at *a = ctx;
-    return a->polls++ >= a->stop_at;
 }
 
 /* Cancelled at the first, a middle and the last poll (before each tensor and every 64 rows): LOOM_E_CANCELLED, no
