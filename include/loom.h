@@ -160,11 +160,11 @@ int loom_session_n_checkpoints(const loom_session *session);
 /* Rewind to position pos (1 <= pos <= current position): restores the nearest checkpoint at or before
  * pos - 1 (or the empty state) and re-evaluates the history from there to pos, so at least one token is
  * evaluated and the logits are fresh (never reused). logits: [n_logits] of the token at pos - 1, may be
- * NULL. pos 0 is loom_session_reset. Errors as loom_session_eval (LOOM_E_CANCELLED included); LOOM_E_ARG for pos out of range. All or
- * nothing: the checkpoint is restored into the request's private state, and the K/V rows below the current
- * position that the re-evaluation rewrites are kept aside (a transient (pos - checkpoint) *
- * kv_bytes_per_token allocation, LOOM_E_NOMEM if it fails) and put back on failure, so an error leaves the
- * position, history, state, held logits, checkpoints and the caller's buffer as they were. */
+ * NULL. pos 0 is loom_session_reset. Errors as loom_session_eval (LOOM_E_CANCELLED included); LOOM_E_ARG for
+ * pos out of range. All or nothing: the checkpoint is restored into the request's private state, and the K/V
+ * rows below the current position that the re-evaluation rewrites are kept aside (a transient
+ * (pos - checkpoint) * kv_bytes_per_token allocation, LOOM_E_NOMEM if it fails) and put back on failure, so an
+ * error leaves the position, history, state, held logits, checkpoints and the caller's buffer as they were. */
 int loom_session_rewind(loom_session *session, int pos, float *logits, loom_error *err);
 
 /* Prompt cache: make the session's sequence tokens[n] (n >= 1) reusing the longest common prefix with its
@@ -176,11 +176,10 @@ int loom_session_rewind(loom_session *session, int pos, float *logits, loom_erro
  * evaluated, at least one token. logits: [n_logits] of the last token, may be NULL. Returns the number of
  * tokens reused (>= 0; n - reused were evaluated), or a negative code as loom_session_eval, all or nothing
  * as loom_session_rewind (the K/V rows kept aside are those of the restored checkpoint up to the smaller of
- * n and the current position). In CANONICAL
- * numerics the logits and state are bitwise those of a fresh session fed tokens[n]. In REFERENCE_BATCH
- * numerics the reused prefix keeps the float order of the requests that evaluated it and the rest is
- * evaluated as one request, so the result equals a fresh session fed the same requests, and equals one
- * batch of tokens[n] only when nothing is reused (reset first to get that). */
+ * n and the current position). In CANONICAL numerics the logits and state are bitwise those of a fresh
+ * session fed tokens[n]. In REFERENCE_BATCH numerics the reused prefix keeps the float order of the requests
+ * that evaluated it and the rest is evaluated as one request, so the result equals a fresh session fed the
+ * same requests, and equals one batch of tokens[n] only when nothing is reused (reset first to get that). */
 int loom_session_prefill_cached(loom_session *session, const int32_t *tokens, int n, float *logits,
                                 loom_error *err);
 
