@@ -42,11 +42,11 @@ static void print_hparams(const struct loom_hparams *hp, uint64_t n_tokens)
     printf("  output head                        %s\n", hp->tied_output ? "tied to token_embd" : "output.weight");
 }
 
-static void print_layer_plan(const struct loom_hparams *hp)
+static void print_layer_plan(const struct loom_hparams *hp, const struct loom_geometry *geo)
 {
-    uint64_t d = hp->ssm_head_dim, chan = 2 * d * hp->ssm_n_k_heads + hp->ssm_inner;
-    uint64_t conv = (uint64_t)(hp->ssm_conv_kernel - 1) * chan * 4, mat = (uint64_t)hp->ssm_n_v_heads * d * d * 4;
-    uint64_t kv = (uint64_t)hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v) * 2;
+    uint64_t d = hp->ssm_head_dim, chan = geo->conv_channels;
+    uint64_t conv = geo->owner[LOOM_OWNER_CONV].bytes, mat = geo->owner[LOOM_OWNER_RECURRENT].bytes;
+    uint64_t kv = geo->owner[LOOM_OWNER_K].bytes + geo->owner[LOOM_OWNER_V].bytes;
     uint32_t n_attn = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++)
         n_attn += (il + 1) % hp->full_attn_interval == 0;
@@ -97,9 +97,9 @@ static uint64_t print_tensors(const struct loom_gguf *g)
     return total;
 }
 
-static void print_memory(const struct loom_hparams *hp, uint64_t weights)
+static void print_memory(const struct loom_geometry *geo, uint64_t weights)
 {
-    uint64_t kv = loom_qwen35_kv_bytes_per_token(hp), rec = loom_qwen35_recurrent_state_bytes(hp);
+    uint64_t kv = geo->kv_bytes_per_token, rec = geo->recurrent_state_bytes;
     char label[64];
     printf("\nmemory:\n");
     print_bytes("weights (mapped)", weights);
@@ -109,7 +109,8 @@ static void print_memory(const struct loom_hparams *hp, uint64_t weights)
     print_bytes(label, weights + (uint64_t)INSPECT_CTX * kv + rec);
 }
 
-static void print_model(const char *path, const struct loom_gguf *g, const struct loom_hparams *hp)
+static void print_model(const char *path, const struct loom_gguf *g, const struct loom_hparams *hp,
+                        const struct loom_geometry *geo)
 {
     const struct loom_gguf_kv *tokens = loom_gguf_find_kv(g, "tokenizer.ggml.tokens");
     uint32_t n_nextn = 0;
@@ -120,9 +121,9 @@ static void print_model(const char *path, const struct loom_gguf *g, const struc
     if (n_nextn)
         printf("nextn (multi-token prediction) layers: %u, present in the file and not run by loom\n", n_nextn);
     print_hparams(hp, tokens ? tokens->arr_n : 0);
-    print_layer_plan(hp);
+    print_layer_plan(hp, geo);
     uint64_t weights = print_tensors(g);
-    print_memory(hp, weights);
+    print_memory(geo, weights);
 }
 
 static const char INSPECT_USAGE[] =
@@ -143,12 +144,14 @@ int loom_cli_inspect(int argc, char **argv)
     }
     const char *path = argv[1 + check];
     struct loom_gguf *g = NULL;
+    const struct loom_arch *arch;
     struct loom_hparams hp;
+    struct loom_geometry geo;
     loom_error err = {0};
     int rc = loom_gguf_open(path, &g, &err);
     if (!rc) {
         loom_cli_gguf_warnings("inspect", path, g);
-        rc = loom_qwen35_admit(g, &hp, &err);
+        rc = loom_arch_admit(g, &arch, &hp, &geo, &err);
     }
     if (!rc && check)
         rc = loom_model_check_tensors(g, &err);
@@ -157,7 +160,7 @@ int loom_cli_inspect(int argc, char **argv)
         loom_gguf_close(g);
         return 1;
     }
-    print_model(path, g, &hp);
+    print_model(path, g, &hp, &geo);
     loom_gguf_close(g);
     return fflush(stdout) ? 1 : 0;
 }
