@@ -287,22 +287,29 @@ static void test_failure_leaves_output(void)
     loom_chat_render_free(&r);
 }
 
+/* Write to path[cap] $ENV/FILE, or ~/.cache/loom/DIR/FILE when ENV is unset (LOOM_REF: the reference's folder,
+ * DIR "ref"; LOOM_CACHE: the cache, DIR ""). Returns 1 when it is readable; else says which tests are skipped. */
+static int cached_file(char *path, size_t cap, const char *env, const char *dir, const char *file, const char *what)
+{
+    const char *root = getenv(env), *home = getenv("HOME");
+    if (root && *root)
+        snprintf(path, cap, "%s/%s", root, file);
+    else
+        snprintf(path, cap, "%s/.cache/loom/%s%s%s", home ? home : ".", dir, *dir ? "/" : "", file);
+    if (access(path, R_OK) == 0)
+        return 1;
+    printf("skip: %s not found (%s tests not run)\n", path, what);
+    return 0;
+}
+
 /* Load the reference's qwen35 vocabulary into g_tok, and the qwen35-markers fixture made from it into
  * g_tok_markers (*gm; skipped when the reference is absent). */
 static struct loom_gguf *load_vocab(struct loom_gguf **gm)
 {
-    const char *ref = getenv("LOOM_REF");
     char path[600], fixture[64];
     *gm = NULL;
-    if (ref)
-        snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
-    else
-        snprintf(path, sizeof path, "%s/.cache/loom/ref/src/models/ggml-vocab-qwen35.gguf",
-                 getenv("HOME") ? getenv("HOME") : ".");
-    if (access(path, R_OK) != 0) {
-        printf("skip: %s not found (token provenance tests not run)\n", path);
+    if (!cached_file(path, sizeof path, "LOOM_REF", "ref", "src/models/ggml-vocab-qwen35.gguf", "token provenance"))
         return NULL;
-    }
     loom_error err = {0};
     struct loom_gguf *g = NULL;
     CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936, &g_tok, &err) == LOOM_OK,
@@ -400,19 +407,12 @@ static void test_template_choice(void)
 static void test_model_metadata(void)
 {
     char path[600];
-    const char *cache = getenv("LOOM_CACHE");
-    if (cache)
-        snprintf(path, sizeof path, "%s/models/qwen35-tiny-F32.gguf", cache);
-    else
-        snprintf(path, sizeof path, "%s/.cache/loom/models/qwen35-tiny-F32.gguf",
-                 getenv("HOME") ? getenv("HOME") : ".");
-    if (access(path, R_OK) != 0) {
-        printf("skip: %s not found (model metadata tests not run)\n", path);
-        return;
-    }
     loom_error err = {0};
-    loom_model *m = loom_model_load(path, &err);
-    CHECK(m != NULL, "load %s: %s", path, err.msg);
+    loom_model *m = NULL;
+    if (cached_file(path, sizeof path, "LOOM_CACHE", "", "models/qwen35-tiny-F32.gguf", "model metadata")) {
+        m = loom_model_load(path, &err);
+        CHECK(m != NULL, "load %s: %s", path, err.msg);
+    }
     if (!m)
         return;
     char name[4];
