@@ -250,9 +250,9 @@ static void test_tiny_specials(const struct loom_tokenizer *tok)
     CHECK(loom_tokenizer_bos(tok) == -1, "no add_bos_token key: no BOS");
 }
 
-/* Data mode (the rule in tokenizer.h): caller text spelling Qwen's USER_DEFINED markers or a [PAD] row keeps
- * them as text, while trusted text (ALL) and the reference's parse_special = false (USER_DEFINED) match them;
- * plain-text USER_DEFINED tokens match in every mode, as in the reference. */
+/* Data mode (the rule at loom_special_mode in loom.h): caller text spelling Qwen's USER_DEFINED markers or a [PAD]
+ * row keeps them as text, while trusted text (ALL) and the reference's parse_special = false (USER_DEFINED) match
+ * them; plain-text USER_DEFINED tokens match in every mode, as in the reference. */
 static void test_tiny_data_mode(const struct loom_tokenizer *tok)
 {
     static const char text[] = "a<think>b</think><tool_call>{}</tool_call><tool_response>x</tool_response>[PAD270]";

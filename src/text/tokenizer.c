@@ -1,6 +1,7 @@
 /* tokenizer.c — loading a vocabulary from GGUF tokenizer.ggml.* metadata (byte-level BPE: token texts,
- * types, merges; SentencePiece: texts, types, scores; special ids and flags), the end-of-generation set
- * and sampleable rows, token pieces and detokenization. Semantics follow llama-vocab.cpp. */
+ * types, merges; SentencePiece: texts, types, scores; special ids and flags; the chat template), from a
+ * model's open GGUF or a file of its own (loom_tokenizer_open), the end-of-generation set and sampleable rows,
+ * the public per-token queries, token pieces and detokenization. Semantics follow llama-vocab.cpp. */
 #include "text/text_internal.h"
 
 #include <ctype.h>
