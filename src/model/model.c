@@ -1,8 +1,8 @@
 /* model.c — loading a model: open the GGUF (mmap), run qwen35 admission, bind every tensor to the
  * layer plan (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
  * data (check_tensors), repack the weights the active kernel set multiplies faster in the X16 layout,
- * and load the tokenizer. Also the public model queries
- * and the tokenize/piece entry points. The model is immutable once returned. */
+ * and load the tokenizer. Also the model file's warnings (the text-side queries are in src/api/model_info.c).
+ * The model is immutable once returned. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -274,17 +274,6 @@ void loom_model_free(loom_model *model)
     free(model);
 }
 
-int loom_model_n_logits(const loom_model *model) { return (int)model->output.n_out; }
-
-int loom_model_token_sampleable(const loom_model *model, int32_t tok)
-{
-    if (tok < 0 || (int64_t)tok >= model->output.n_out)
-        return 0;
-    return loom_tokenizer_sampleable(model->tok)[tok] != 0;
-}
-
-int loom_model_token_is_eog(const loom_model *model, int32_t tok) { return loom_tokenizer_is_eog(model->tok, tok); }
-
 int loom_model_n_warnings(const loom_model *model)
 {
     return model->gguf->n_warnings > INT32_MAX ? INT32_MAX : (int)model->gguf->n_warnings;
@@ -293,15 +282,4 @@ int loom_model_n_warnings(const loom_model *model)
 const char *loom_model_warning(const loom_model *model, int i)
 {
     return i < 0 ? NULL : loom_gguf_warning(model->gguf, (uint64_t)i);
-}
-
-int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out, int cap,
-                  loom_error *err)
-{
-    return loom_tokenizer_encode(model->tok, text, len, parse_special, out, cap, err);
-}
-
-int loom_token_to_piece(const loom_model *model, int32_t tok, char *buf, int cap)
-{
-    return loom_tokenizer_piece(model->tok, tok, buf, cap);
 }
