@@ -6,8 +6,6 @@
 
 #include "loom.h"
 
-struct loom_gguf;
-
 struct loom_cli_command {
     const char *name;
     int (*main)(int argc, char **argv); /* argv[0] is the subcommand name; returns the exit status */
@@ -33,7 +31,11 @@ void loom_cli_check_threads(const char *cmd, int n_threads);
 /* Print a model file's warnings (what only the GGUF convention forbids) on stderr as `loom CMD: warning: PATH:
  * MSG`, then how many more were counted than kept: from a loaded model, or from an open GGUF. commands.c. */
 void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m);
-void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g);
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g);
+
+/* Nonzero when name is one of the names list(0), list(1), ... (up to the first NULL), such as
+ * loom_quantize_recipe or loom_synth_preset. commands.c. */
+int loom_cli_listed(const char *name, const char *(*list)(int i));
 
 /* Apply $LOOM_KERNELS (auto, scalar, avx2 or avx512) if set: the kernel set for every model loaded after.
  * Returns 0, or -1 with a message on stderr for an unknown value or one the CPU cannot run. commands.c. */
