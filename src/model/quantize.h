@@ -56,7 +56,8 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
  * (ggml_validate_row_data's rules), as llama_model_quantize does: each source row as read (it loads with
  * check_tensors) and each quantized row as written; the first invalid row (lowest index in the first
  * such tensor) fails the conversion before the file appears. abort (may be NULL) is polled before each
- * tensor and every 1024 rows; progress (loom.h; may be NULL) before each tensor. Errors: as loom_quant_choose_types;
+ * tensor and every 1024 rows; progress (loom.h; may be NULL) before each tensor. Errors: as
+ * loom_quant_choose_types;
  * LOOM_E_ARG when a chosen type has no quantizer yet or the model lacks <arch>.block_count;
  * LOOM_E_FORMAT naming the tensor, the row, the block or element and what was found ("tensor 'X' row 17:
  * quantized Q4_0 block 3 scale d is inf, ..."), for a NaN or inf source value or a quantized block whose

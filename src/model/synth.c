@@ -678,6 +678,7 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
         if (o->type && !strcmp(o->type, types[i].name))
             par.wtype = types[i].type;
     if (par.wtype == LOOM_TYPE_COUNT)
-        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16 or BF16, found '%s'", o->type ? o->type : "(null)");
+        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16 or BF16, found '%s'",
+                           o->type ? o->type : "(null)");
     return loom_synth_write(&par, out_path, err);
 }
