@@ -29,9 +29,15 @@ typedef struct loom_error {
     char msg[512];
 } loom_error;
 
-/* Fill err (when non-NULL) with code and a printf-style message, and return code: how loom reports a failure,
- * for clients that report their own in the same shape (`return loom_errorf(err, LOOM_E_ARG, "-n: ...");`). */
-int loom_errorf(loom_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#if defined(__GNUC__) || defined(__clang__)
+#define LOOM_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define LOOM_PRINTF_FORMAT(fmt, args)
+#endif
+/* Format a message (printf) into err, when non-NULL, set err->code, and return code, so that a caller writes
+ * `return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected ..., found ...", name);`. loom fills every
+ * loom_error this way; clients use it to report their own steps in the same form. */
+int loom_errorf(loom_error *err, int code, const char *fmt, ...) LOOM_PRINTF_FORMAT(3, 4);
 
 typedef struct loom_model loom_model;
 typedef struct loom_session loom_session;
@@ -131,6 +137,9 @@ int loom_session_n_ctx(const loom_session *session);
  * loom_qwen35_recurrent_state_bytes + n_ctx * loom_qwen35_kv_bytes_per_token (what `loom inspect`
  * prints). */
 uint64_t loom_session_state_bytes(const loom_session *session);
+/* Bytes of the one allocation a session makes when created (its state, scratch and staging buffers), which it
+ * holds until freed: with the model file, what a session costs in memory. */
+uint64_t loom_session_arena_bytes(const loom_session *session);
 /* XXH3-64 digest of all public state of the sequence: the position, every state owner (conv state,
  * recurrent matrices, the K/V rows of positions < pos) and the last logits row (or their absence). Two
  * sessions of the same model have equal digests iff (up to hash collisions) they would continue
@@ -466,6 +475,205 @@ const char *loom_chat_template_name(const loom_chat_template *t);
  * special token. */
 int loom_chat_template_apply(const loom_chat_template *t, const loom_chat_message *msgs, size_t n,
                              const loom_chat_params *p, int32_t **ids, int *n_ids, loom_error *err);
+
+/* ---- GGUF files ---------------------------------------------------------------------------------------------
+ * A read-only view of a GGUF file (v2 or v3; the format of ggml's docs/gguf.md as the reference's gguf.cpp reads
+ * it): its header, its metadata keys with typed values, its tensor table and its warnings. Opening checks the
+ * whole container (every count, size, offset and tensor type) and loads no model. */
+typedef struct loom_gguf loom_gguf;
+
+/* Metadata value types, numbered as in the GGUF specification. */
+enum loom_gguf_vtype {
+    LOOM_GGUF_UINT8 = 0, LOOM_GGUF_INT8 = 1, LOOM_GGUF_UINT16 = 2, LOOM_GGUF_INT16 = 3,
+    LOOM_GGUF_UINT32 = 4, LOOM_GGUF_INT32 = 5, LOOM_GGUF_FLOAT32 = 6, LOOM_GGUF_BOOL = 7,
+    LOOM_GGUF_STRING = 8, LOOM_GGUF_ARRAY = 9, LOOM_GGUF_UINT64 = 10, LOOM_GGUF_INT64 = 11,
+    LOOM_GGUF_FLOAT64 = 12,
+};
+
+#define LOOM_GGUF_MAX_DIMS 4
+#define LOOM_GGUF_MAX_NAME 64     /* tensor names are shorter: the reference's GGML_MAX_NAME, with its NUL */
+#define LOOM_GGUF_WARNINGS_KEPT 8 /* warning messages a handle keeps (it counts them all) */
+#define LOOM_GGUF_TYPE_LIMIT 64   /* tensor type ids (ggml's, as GGUF stores them) that loom knows are below this */
+
+/* Open path (mmap) and validate the container: refuse what the reference engine refuses (docs/gguf-checks.md
+ * lists every check), and warn about what only the GGUF convention forbids. Returns LOOM_OK and *out, or
+ * LOOM_E_IO / LOOM_E_FORMAT / LOOM_E_NOMEM naming the field, what was expected and what was found. */
+int loom_gguf_open(const char *path, loom_gguf **out, loom_error *err);
+void loom_gguf_close(loom_gguf *g);
+/* The file a loaded model was read from; valid while the model lives. */
+const loom_gguf *loom_model_gguf(const loom_model *model);
+
+typedef struct loom_gguf_info {
+    uint64_t file_bytes;  /* size of the file */
+    uint32_t version;     /* GGUF version: 2 or 3 */
+    uint64_t n_kv;        /* metadata keys */
+    uint64_t n_tensors;
+    uint64_t alignment;   /* of every tensor's data, bytes (general.alignment, default 32) */
+    uint64_t data_offset; /* file offset of the tensor data section */
+    uint64_t n_warnings;  /* what only the GGUF convention forbids (a key that is not lower_snake_case ASCII, a
+                           * BOOL byte other than 0 or 1, ...): all counted, the first LOOM_GGUF_WARNINGS_KEPT kept */
+} loom_gguf_info;
+void loom_gguf_get_info(const loom_gguf *g, loom_gguf_info *out);
+/* The i-th kept warning message, or NULL when i >= min(n_warnings, LOOM_GGUF_WARNINGS_KEPT). */
+const char *loom_gguf_warning(const loom_gguf *g, uint64_t i);
+
+/* One metadata key and its value. Strings point into the file's map (valid until loom_gguf_close) and are not
+ * NUL-terminated. The value field that holds it follows the type: u64 for UINT8/16/32/64 and BOOL (the byte
+ * as stored), i64 for INT8/16/32/64, f64 for FLOAT32/64, str/str_len for STRING, arr_type/arr_n for ARRAY (the
+ * elements are not exposed here). */
+typedef struct loom_gguf_kv_info {
+    const char *key;
+    uint64_t key_len;
+    uint32_t type; /* enum loom_gguf_vtype */
+    uint64_t u64;
+    int64_t i64;
+    double f64;
+    const char *str;
+    uint64_t str_len;
+    uint32_t arr_type; /* enum loom_gguf_vtype of the elements */
+    uint64_t arr_n;    /* element count */
+} loom_gguf_kv_info;
+/* Key i (0 <= i < n_kv, file order) into *out. LOOM_E_RANGE naming i and n_kv when out of range. */
+int loom_gguf_kv_at(const loom_gguf *g, uint64_t i, loom_gguf_kv_info *out, loom_error *err);
+/* Index of the key spelled `key` (NUL-terminated), or -1 when the file has none. */
+int64_t loom_gguf_find_key(const loom_gguf *g, const char *key);
+
+typedef struct loom_gguf_tensor_info {
+    char name[LOOM_GGUF_MAX_NAME]; /* NUL-terminated copy */
+    uint32_t type;                 /* ggml type id as stored, < LOOM_GGUF_TYPE_LIMIT */
+    const char *type_name;         /* "Q4_K", static */
+    uint32_t n_dims;               /* 1..LOOM_GGUF_MAX_DIMS */
+    uint64_t ne[LOOM_GGUF_MAX_DIMS]; /* shape in ggml order: ne[0] is the contiguous (row) dimension; unused = 1 */
+    uint64_t n_elements;           /* product of ne */
+    uint64_t n_bytes;              /* bytes of its data (from type and shape) */
+    uint64_t file_offset;          /* file offset of its data (data_offset + the offset the file stores) */
+} loom_gguf_tensor_info;
+/* Tensor i (0 <= i < n_tensors, file order) into *out. LOOM_E_RANGE naming i and n_tensors when out of range. */
+int loom_gguf_tensor_at(const loom_gguf *g, uint64_t i, loom_gguf_tensor_info *out, loom_error *err);
+
+/* Validate every tensor's data, row by row, by the rules of llama.cpp's check_tensors (ggml_validate_row_data,
+ * as loom_model_params.check_tensors does); reads all tensor data. LOOM_OK, or LOOM_E_FORMAT naming the first
+ * failing tensor (file order), its row, the block or element and what was found. */
+int loom_gguf_check_tensors(const loom_gguf *g, loom_error *err);
+
+/* ---- Model files ---------------------------------------------------------------------------------------------
+ * What a GGUF model file holds, read without loading its weights: admission (every key, tensor name, shape and
+ * type checked as loom_model_load checks them) and a description in the architecture's own terms. */
+#define LOOM_DESC_MAX_HPARAMS 24
+#define LOOM_DESC_MAX_KINDS 4
+#define LOOM_DESC_MAX_LAYERS 256
+
+/* A named item of a description: a hyper-parameter (name as the file's keys say it, value as text) or a layer
+ * kind (its name and the state one such layer owns: shapes, element types, bytes). */
+typedef struct loom_desc_item {
+    char name[40];
+    char value[200];
+} loom_desc_item;
+
+typedef struct loom_model_desc {
+    char arch[32];                  /* general.architecture */
+    uint32_t n_layer;               /* layers loom runs */
+    uint32_t n_nextn;               /* nextn (multi-token prediction) layers in the file, which loom does not run */
+    uint64_t n_tokens;              /* tokenizer vocabulary (tokenizer.ggml.tokens) */
+    uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position */
+    uint64_t recurrent_state_bytes; /* conv and recurrent state of every recurrent layer, per sequence */
+    char plan[128];                 /* the layer plan in words: "24 layers (18 Gated DeltaNet recurrent, 6 ...)" */
+    int n_hparams;
+    loom_desc_item hparams[LOOM_DESC_MAX_HPARAMS];
+    int n_kinds;
+    loom_desc_item kinds[LOOM_DESC_MAX_KINDS];
+    uint8_t layer_kind[LOOM_DESC_MAX_LAYERS]; /* kinds[] index of each of the n_layer layers */
+} loom_model_desc;
+
+/* Admit g as a model of an architecture loom runs and describe it into *out. Returns LOOM_OK, or LOOM_E_FORMAT
+ * naming the key or tensor, what was expected and what was found (what loom_model_load refuses). */
+int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *err);
+
+/* ---- Synthetic models ----------------------------------------------------------------------------------------
+ * Random-weight qwen35 models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
+ * well-conditioned recipe: test models only (no trained weights are reachable offline). */
+
+/* Bumped whenever the bytes written for a given (preset, type, seed, vocabulary) change. */
+#define LOOM_SYNTH_VERSION 2
+#define LOOM_SYNTH_DEFAULT_SEED 1234u
+
+/* Progress of a file writer (synthesis, quantization): called before each tensor with its index, the tensor
+ * count, the data bytes written so far, the total data bytes and the tensor's name. */
+typedef void (*loom_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
+                                 uint64_t total_bytes, const char *name);
+
+/* The presets' names, i = 0, 1, ... ("micro", "tiny", "0.8b"); NULL past the last. */
+const char *loom_synth_preset(int i);
+
+typedef struct loom_synth_options {
+    const char *preset;     /* a name loom_synth_preset lists */
+    const char *type;       /* storage of the 2-D matrices: "F32", "F16" or "BF16" */
+    uint64_t seed;          /* e.g. LOOM_SYNTH_DEFAULT_SEED */
+    const char *vocab_path; /* a GGUF with tokenizer.ggml.* keys (e.g. the reference's ggml-vocab-qwen35.gguf) */
+    loom_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
+    void *abort_ctx;
+} loom_synth_options;
+
+/* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options
+ * give the same bytes. Returns LOOM_OK, or LOOM_E_ARG for an unknown preset or type, LOOM_E_IO / LOOM_E_FORMAT
+ * for the vocabulary file, LOOM_E_NOMEM, LOOM_E_CANCELLED when abort asked (no file left, out_path untouched). */
+int loom_synthesize(const loom_synth_options *options, const char *out_path, loom_error *err);
+
+/* ---- Quantization --------------------------------------------------------------------------------------------
+ * llama.cpp's quantization recipes without an importance matrix: per-tensor types as llama_tensor_get_type
+ * chooses them, tensor data bytewise equal to llama_model_quantize's. */
+
+/* The recipes' names, i = 0, 1, ... ("Q8_0", "Q6_K", "Q5_K_M", ...); NULL past the last. */
+const char *loom_quantize_recipe(int i);
+
+typedef struct loom_quantize_options {
+    int n_threads;             /* rows are quantized in parallel; 0 = number of online CPUs. The bytes written do
+                                * not depend on it. */
+    loom_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    loom_abort_fn abort;       /* polled before each tensor and every 1024 rows; NULL = never cancelled */
+    void *abort_ctx;
+} loom_quantize_options;
+
+/* Quantize the F32/F16/BF16 model `in` with the recipe named `recipe` (case-sensitive, as loom_quantize_recipe
+ * lists) into out_path: metadata copied in order (general.quantization_version and general.file_type appended
+ * last, split.* dropped), the file written atomically, nothing left behind on failure. Every source row and
+ * every quantized row is validated as llama_model_quantize does. options may be NULL (all defaults). Returns
+ * LOOM_OK, or LOOM_E_ARG for an unknown recipe or a tensor the recipe cannot take, LOOM_E_FORMAT naming the
+ * tensor, row, block and what was found for a value the type cannot hold ("tensor 'X' row 17: quantized Q4_0
+ * block 3 scale d is inf, expected finite"), LOOM_E_IO, LOOM_E_NOMEM (also when the threads cannot start),
+ * LOOM_E_CANCELLED when abort asked (out_path untouched). */
+int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path, const loom_quantize_options *options,
+                  loom_error *err);
+
+/* ---- Machine probes ------------------------------------------------------------------------------------------
+ * The rooflines a benchmark sets its figures against: streaming read bandwidth (what decode is bound by) and
+ * the arithmetic peaks of FP32 fused multiply-adds and of int8 dot products (what prefill is bound by), run with
+ * the widest instruction set of the CPU among AVX-512 (with VNNI for the int8 peak), AVX2 + FMA, and plain C
+ * (the read only). */
+typedef struct loom_probe_options {
+    int n_threads;       /* threads that run the probes together; 0 = number of online CPUs */
+    loom_abort_fn abort; /* polled between passes and rounds; NULL = never cancelled */
+    void *abort_ctx;
+} loom_probe_options;
+
+typedef struct loom_machine_probe {
+    const char *isa;        /* "AVX-512", "AVX2" or "scalar" (static) */
+    uint64_t read_bytes;    /* size of the buffer read (1 GiB), resident before the first pass */
+    double read_seconds;    /* time given to read passes (2 s; at least 3 passes, at most 400) */
+    double read_best;       /* streaming read, GB/s (1e9 bytes/s): the fastest pass */
+    double read_median;     /* and the median pass */
+    double fma_peak;        /* FP32 FMA peak, GFLOP/s (2 FLOP per FMA), best of 3 rounds; 0 without AVX2 */
+    double dot_i8_peak;     /* int8 multiply-add peak through AVX-512 VNNI (vpdpbusd, the K-quant prefill
+                             * kernels' instruction), GOP/s (2 ops each), best of 3 rounds; 0 without VNNI */
+} loom_machine_probe;
+
+/* Measure into *out (options may be NULL: all defaults). Allocates the 1 GiB buffer and n_threads - 1 worker
+ * threads for the call. Returns LOOM_OK, LOOM_E_NOMEM when the buffer or threads cannot be had, LOOM_E_CANCELLED
+ * when abort asked (nothing measured is returned). */
+int loom_probe_machine(const loom_probe_options *options, loom_machine_probe *out, loom_error *err);
 
 #ifdef __cplusplus
 }

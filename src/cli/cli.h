@@ -6,8 +6,6 @@
 
 #include "loom.h"
 
-struct loom_gguf;
-
 struct loom_cli_command {
     const char *name;
     int (*main)(int argc, char **argv); /* argv[0] is the subcommand name; returns the exit status */
@@ -35,7 +33,11 @@ void loom_cli_check_threads(const char *cmd, int n_threads);
  * commands.c. */
 void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m);
 void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_tokenizer *tok);
-void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g);
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g);
+
+/* Nonzero when name is one of the names list(0), list(1), ... (up to the first NULL), such as
+ * loom_quantize_recipe or loom_synth_preset. commands.c. */
+int loom_cli_listed(const char *name, const char *(*list)(int i));
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
  * buf[cap] and *path pointed there). Loads it (check_tensors as --check-tensors) and prints its warnings. NULL

@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
-#include "gguf/gguf.h"
 #include "loom.h"
 
 const struct loom_cli_command loom_cli_commands[] = {
@@ -41,31 +40,29 @@ void loom_cli_check_threads(const char *cmd, int n_threads)
                 cmd, n_threads, cpus);
 }
 
-/* n warnings of which the first `kept` are msg(src, i). */
-static void print_warnings(const char *cmd, const char *path, uint64_t n, uint64_t kept,
-                           const char *(*msg)(const void *src, uint64_t i), const void *src)
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g)
 {
-    for (uint64_t i = 0; i < kept && i < n; i++)
-        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, msg(src, i));
-    if (n > kept)
+    loom_gguf_info info;
+    loom_gguf_get_info(g, &info);
+    for (uint64_t i = 0; i < info.n_warnings && i < LOOM_GGUF_WARNINGS_KEPT; i++)
+        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, loom_gguf_warning(g, i));
+    if (info.n_warnings > LOOM_GGUF_WARNINGS_KEPT)
         fprintf(stderr, "loom %s: warning: %s: %llu more warnings like these\n", cmd, path,
-                (unsigned long long)(n - kept));
+                (unsigned long long)(info.n_warnings - LOOM_GGUF_WARNINGS_KEPT));
 }
-
-static const char *model_warning(const void *m, uint64_t i) { return loom_model_warning(m, (int)i); }
-static const char *gguf_warning(const void *g, uint64_t i) { return loom_gguf_warning(g, i); }
 
 void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m)
 {
-    print_warnings(cmd, path, (uint64_t)loom_model_n_warnings(m), LOOM_GGUF_WARNINGS_KEPT, model_warning, m);
+    loom_cli_gguf_warnings(cmd, path, loom_model_gguf(m));
 }
-
-static const char *tokenizer_warning(const void *t, uint64_t i) { return loom_tokenizer_warning(t, (int)i); }
 
 void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_tokenizer *tok)
 {
-    print_warnings(cmd, path, (uint64_t)loom_tokenizer_n_warnings(tok), LOOM_GGUF_WARNINGS_KEPT, tokenizer_warning,
-                   tok);
+    int n = loom_tokenizer_n_warnings(tok);
+    for (int i = 0; i < n && i < LOOM_GGUF_WARNINGS_KEPT; i++)
+        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, loom_tokenizer_warning(tok, i));
+    if (n > LOOM_GGUF_WARNINGS_KEPT)
+        fprintf(stderr, "loom %s: warning: %s: %d more warnings like these\n", cmd, path, n - LOOM_GGUF_WARNINGS_KEPT);
 }
 
 loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap, int check_tensors,
@@ -127,9 +124,12 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
     return 1;
 }
 
-void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g)
+int loom_cli_listed(const char *name, const char *(*list)(int i))
 {
-    print_warnings(cmd, path, g->n_warnings, LOOM_GGUF_WARNINGS_KEPT, gguf_warning, g);
+    for (int i = 0; list(i); i++)
+        if (!strcmp(name, list(i)))
+            return 1;
+    return 0;
 }
 
 int loom_cli_select_kernels(void)

@@ -94,5 +94,13 @@ int loom_qwen35_admit(const struct loom_gguf *g, struct loom_hparams *hp, loom_e
  * layer K and V rows (F16) per position. */
 uint64_t loom_qwen35_recurrent_state_bytes(const struct loom_hparams *hp);
 uint64_t loom_qwen35_kv_bytes_per_token(const struct loom_hparams *hp);
+/* Channels of a recurrent layer's causal convolution (q and k, n_k_heads * head_dim each, then v, inner): the
+ * rows of its conv state, into *chan. Nonzero when it overflows 64 bits. */
+int loom_qwen35_conv_channels(const struct loom_hparams *hp, uint64_t *chan);
+/* One layer's state: a recurrent layer's conv state [channels][conv_kernel - 1] and recurrent matrices
+ * [n_v_heads][head_dim][head_dim] (F32), an attention layer's K and V rows at one position (F16). Nonzero when
+ * a size overflows 64 bits. */
+int loom_qwen35_layer_state_bytes(const struct loom_hparams *hp, uint64_t *conv, uint64_t *recurrent,
+                                  uint64_t *kv_per_token);
 
 #endif

@@ -240,16 +240,28 @@ static int layer_is_attention(const struct loom_hparams *hp, uint32_t il)
     return (il + 1) % hp->full_attn_interval == 0;
 }
 
+int loom_qwen35_conv_channels(const struct loom_hparams *hp, uint64_t *chan)
+{
+    int ovf = __builtin_mul_overflow(2 * (uint64_t)hp->ssm_head_dim, (uint64_t)hp->ssm_n_k_heads, chan);
+    return ovf | __builtin_add_overflow(*chan, (uint64_t)hp->ssm_inner, chan);
+}
+
+int loom_qwen35_layer_state_bytes(const struct loom_hparams *hp, uint64_t *conv, uint64_t *mat, uint64_t *kv)
+{
+    uint64_t d = hp->ssm_head_dim, chan;
+    int ovf = loom_qwen35_conv_channels(hp, &chan);
+    ovf |= __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, conv);
+    ovf |= __builtin_mul_overflow(d * d, (uint64_t)hp->ssm_n_v_heads * 4, mat);
+    *kv = (uint64_t)hp->n_head_kv * ((uint64_t)hp->head_dim_k + hp->head_dim_v) * 2;
+    return ovf;
+}
+
 /* Per-sequence state bytes; nonzero when a size overflows 64 bits. */
 static int state_bytes(const struct loom_hparams *hp, uint64_t *rec, uint64_t *kv)
 {
-    uint64_t d = hp->ssm_head_dim, chan, conv, mat, kv_layer;
-    int ovf = __builtin_mul_overflow(2 * d, (uint64_t)hp->ssm_n_k_heads, &chan);
-    ovf |= __builtin_add_overflow(chan, (uint64_t)hp->ssm_inner, &chan);
-    ovf |= __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, &conv);
-    ovf |= __builtin_mul_overflow(d * d, (uint64_t)hp->ssm_n_v_heads * 4, &mat);
+    uint64_t conv, mat, kv_layer;
+    int ovf = loom_qwen35_layer_state_bytes(hp, &conv, &mat, &kv_layer);
     ovf |= __builtin_add_overflow(conv, mat, &mat);
-    kv_layer = (uint64_t)hp->n_head_kv * ((uint64_t)hp->head_dim_k + hp->head_dim_v) * 2;
     *rec = *kv = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         if (layer_is_attention(hp, il))
