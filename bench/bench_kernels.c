@@ -15,7 +15,7 @@
 #include "ggml.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "util/fp16.h"
 
 #define N_OUT 1024

@@ -8,7 +8,7 @@
 
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
 #include "util/fp16.h"

@@ -6,7 +6,7 @@
 
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;

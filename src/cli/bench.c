@@ -19,7 +19,7 @@
 #include "cli/refengine.h"
 #include "loom.h"
 #include "model/model.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/cpu.h"
 #include "util/error.h"

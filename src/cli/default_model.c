@@ -20,7 +20,7 @@
 #include "kernels/types.h"
 #include "model/quantize.h"
 #include "model/synth.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "util/error.h"
 
 #define DEFAULT_MODEL_NAME "qwen35-0.8b-synth-Q4_K_M.gguf"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 
 static void quantize_usage(FILE *f)
 {

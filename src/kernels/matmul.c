@@ -6,7 +6,7 @@
 #include "kernels/matmul.h"
 
 #include "kernels/kernels_internal.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 
 /* Prefill blocking: TOKEN_TILE tokens' converted rows are used against each weight row in turn (they
  * stay in L1), and a block of weight rows of about ROW_BLOCK_BYTES stays in L2 while all tiles pass. */

@@ -10,7 +10,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/fp16.h"
 

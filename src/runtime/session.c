@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/error.h"
 

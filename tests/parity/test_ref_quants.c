@@ -13,7 +13,7 @@
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 #include "parity.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "util/fp16.h"
 
