@@ -124,7 +124,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         return NULL;
     }
     s->model = model;
-    s->ops = loom_ops_kernels_active();
+    s->ops = &model->kernels->ops;
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
     s->numerics = numerics;
