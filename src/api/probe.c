@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "api/probe.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "util/cpu.h"
 #include "util/error.h"
 

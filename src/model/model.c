@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -26,7 +27,7 @@ static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, 
     const struct loom_type_traits *tr = loom_type_traits(t->type);
     if (!tr || !tr->to_float)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': type %u is not supported for matrices", name, t->type);
-    if (matmul && !tr->vec_dot)
+    if (matmul && !loom_kernels_active()->types[t->type].vec_dot.row)
         return loom_errorf(err, LOOM_E_FORMAT,
                            "tensor '%s': expected a weight type with a dot product, found %s (an activation type)",
                            name, tr->name);
@@ -183,7 +184,7 @@ static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
     return n;
 }
 
-/* Repack every weight the active kernel set has X16 kernels for (loom_weight_x16_bytes) into one 64-byte
+/* Repack every weight the model's kernel set has x16 kernels for (loom_weight_x16_bytes) into one 64-byte
  * aligned allocation, releasing each tensor's file pages once it is copied: the peak during load is about
  * the final resident size plus one tensor. */
 static int repack_weights(struct loom_model *m, loom_error *err)
@@ -194,14 +195,14 @@ static int repack_weights(struct loom_model *m, loom_error *err)
     int n = matmul_weights(m, ws);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += loom_weight_x16_bytes(ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
+        total += loom_weight_x16_bytes(m->kernels, ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
     if (total && !(m->x16_store = aligned_alloc(64, total))) {
         free(ws);
         return loom_errorf(err, LOOM_E_NOMEM, "repacked weights: allocating %zu bytes failed", total);
     }
     char *at = m->x16_store;
     for (int i = 0; i < n; i++) {
-        size_t bytes = loom_weight_x16_bytes(ws[i]);
+        size_t bytes = loom_weight_x16_bytes(m->kernels, ws[i]);
         if (!bytes)
             continue;
         loom_weight_repack_x16(ws[i], at);
@@ -244,6 +245,7 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         loom_errorf(err, LOOM_E_NOMEM, "model: allocating %zu bytes failed", sizeof *m);
         return NULL;
     }
+    m->kernels = loom_kernels_active();
     int rc = loom_gguf_open(path, &m->gguf, err);
     if (!rc)
         rc = loom_qwen35_admit(m->gguf, &m->hp, err);

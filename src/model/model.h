@@ -73,6 +73,7 @@ struct loom_model {
     struct loom_layer layers[LOOM_MAX_LAYERS];
     struct loom_tokenizer *tok;
     void *x16_store;               /* the X16 copies of the weights repacked at load (one allocation), or NULL */
+    const struct loom_kernel_set *kernels; /* the kernel set chosen when it was loaded (loom_kernels_active) */
 };
 
 /* Give back the file-map pages that lie wholly inside the part of an X16 weight's GGUF bytes (w->rows)

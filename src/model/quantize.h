@@ -9,7 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "loom.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 
 /* A recipe: its name, the llama_ftype number stored in general.file_type, and the default tensor type. */
 struct loom_quant_recipe {

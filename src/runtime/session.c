@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/error.h"
 
@@ -124,7 +124,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         return NULL;
     }
     s->model = model;
-    s->ops = loom_ops_kernels_active();
+    s->ops = &model->kernels->ops;
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
     s->numerics = numerics;

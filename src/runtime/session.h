@@ -111,7 +111,7 @@ struct loom_scratch {
 
 struct loom_session {
     const struct loom_model *model;
-    const struct loom_ops_kernels *ops; /* per-head kernels of the active kernel set */
+    const struct loom_ops_kernels *ops; /* per-head kernels of the model's kernel set */
     struct loom_pool *pool;
     int n_threads;
     int n_ctx;
