@@ -13,9 +13,11 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "util/fp16.h"
 
 #define N_OUT 1024
@@ -62,7 +64,7 @@ static void run_once(struct run *r, int mm)
     if (r->backend)
         ggml_backend_graph_compute(r->backend, r->graph[mm]);
     else
-        (r->rowwise ? loom_matmul_rowwise : loom_matmul)(r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
+        (r->rowwise ? loom_matmul_rowwise : loom_matmul)(loom_kernels_active(), r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
 }
 
 /* Seconds per call, timed over ~CELL_SECONDS (or one call when that takes longer). */
@@ -99,7 +101,7 @@ static void bench_q4_k_canonical(struct run *r, const char *best)
     rr.w = &w;
     rr.rowwise = 1;
     print_row("Q4_K", "rows canon", &rr, w.row_bytes * (size_t)w.n_out);
-    size_t bytes = loom_weight_x16_bytes(&w);
+    size_t bytes = loom_weight_x16_bytes(loom_kernels_active(), &w);
     void *x16 = bytes ? aligned_alloc(64, bytes) : NULL;
     if (!x16)
         return;
@@ -202,7 +204,7 @@ int main(int argc, char **argv)
         size_t rb = loom_type_row_bytes(types[i], N_IN);
         uint8_t *wd = malloc(rb * N_OUT);
         fill(types[i], wd, rb * N_OUT);
-        struct loom_weight w = {types[i], N_IN, N_OUT, rb, wd, LOOM_WEIGHT_ROWS, 0};
+        struct loom_weight w = {types[i], N_IN, N_OUT, rb, wd, LOOM_WEIGHT_ROWS, 0, 0};
         size_t sb = loom_matmul_scratch_bytes(types[i], N_IN, N_TOK_MM);
         struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}, 0};
         const char *name = loom_type_traits(types[i])->name;

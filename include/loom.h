@@ -29,6 +29,16 @@ typedef struct loom_error {
     char msg[512];
 } loom_error;
 
+#if defined(__GNUC__) || defined(__clang__)
+#define LOOM_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define LOOM_PRINTF_FORMAT(fmt, args)
+#endif
+/* Format a message (printf) into err, when non-NULL, set err->code, and return code, so that a caller writes
+ * `return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected ..., found ...", name);`. loom fills every
+ * loom_error this way; clients use it to report their own steps in the same form. */
+int loom_errorf(loom_error *err, int code, const char *fmt, ...) LOOM_PRINTF_FORMAT(3, 4);
+
 typedef struct loom_model loom_model;
 typedef struct loom_session loom_session;
 
@@ -66,12 +76,6 @@ typedef struct loom_model_params {
 loom_model *loom_model_load_ex(const char *path, const loom_model_params *params, loom_error *err);
 void loom_model_free(loom_model *model);
 
-/* Width of a logits row (rows of the output head; may exceed the tokenizer's real vocabulary). */
-int loom_model_n_logits(const loom_model *model);
-/* Nonzero when token id `tok` may ever be sampled (inside the vocabulary and not UNUSED). */
-int loom_model_token_sampleable(const loom_model *model, int32_t tok);
-/* Nonzero when `tok` is in the end-of-generation set. */
-int loom_model_token_is_eog(const loom_model *model, int32_t tok);
 /* Warnings about the model file: what only the GGUF convention forbids, which the reference engine accepts
  * (a key that is not lower_snake_case ASCII, a BOOL byte other than 0 or 1, ...). n_warnings counts them all;
  * loom_model_warning returns the i-th message for the first 8, NULL past them. */
@@ -130,9 +134,12 @@ int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens
 int loom_session_n_ctx(const loom_session *session);
 /* Bytes of one sequence's public state at the session's context length: the recurrent layers' conv
  * state and recurrent matrices plus n_ctx positions of K and V rows in the attention layers. Equals
- * loom_qwen35_recurrent_state_bytes + n_ctx * loom_qwen35_kv_bytes_per_token (what `loom inspect`
- * prints). */
+ * recurrent_state_bytes + n_ctx * kv_bytes_per_token of the model's description (loom_model_describe, what
+ * `loom inspect` prints). */
 uint64_t loom_session_state_bytes(const loom_session *session);
+/* Bytes of the one allocation a session makes when created (its state, scratch and staging buffers), which it
+ * holds until freed: with the model file, what a session costs in memory. */
+uint64_t loom_session_arena_bytes(const loom_session *session);
 /* XXH3-64 digest of all public state of the sequence: the position, every state owner (conv state,
  * recurrent matrices, the K/V rows of positions < pos) and the last logits row (or their absence). Two
  * sessions of the same model have equal digests iff (up to hash collisions) they would continue
@@ -200,16 +207,473 @@ int loom_session_restore(loom_session *session, const char *path, loom_error *er
 int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, int n, float *logits,
                          loom_error *err);
 
-/* Tokenize UTF-8 text with the model's tokenizer. parse_special: nonzero lets spellings of special
- * tokens in `text` become special ids (only for trusted, template-authored text); with 0 (caller text) only
- * a vocabulary's plain-text added tokens match, never CONTROL tokens or added tokens spelled as a tag
- * ("<think>", "[PAD7]"). Writes at most cap ids; returns the number of ids the text needs (may exceed cap),
- * or a negative code. */
-int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out,
-                  int cap, loom_error *err);
-/* Bytes of one token's text (byte-level BPE decoded). Returns the byte count (may exceed cap; nothing
- * past cap is written), or a negative code for an invalid id. */
-int loom_token_to_piece(const loom_model *model, int32_t tok, char *buf, int cap);
+/* ---- Text: model metadata ---------------------------------------------------------------------------------
+ * What a client needs to know about a loaded model besides its weights. Strings returned here live as long as
+ * the model. */
+
+/* general.architecture, e.g. "qwen35". */
+const char *loom_model_arch(const loom_model *model);
+/* {arch}.context_length: the positions the model was trained for (loom_session_params.n_ctx's upper bound). */
+int loom_model_n_ctx_train(const loom_model *model);
+/* Width of a logits row (rows of the output head; may exceed the tokenizer's real vocabulary: rows past it, and
+ * rows of UNUSED tokens, are never sampleable). */
+int loom_model_n_logits(const loom_model *model);
+/* The value of a string metadata key of the model's file (e.g. "general.name"), NUL-terminated into buf[cap]
+ * (truncated to cap - 1 bytes when longer; nothing written when cap is 0). Returns the value's length in bytes
+ * (>= cap means truncated), or LOOM_E_ARG when the key is absent or not a string. As llama_model_meta_val_str. */
+int loom_model_meta_str(const loom_model *model, const char *key, char *buf, size_t cap);
+/* Nonzero when token id `tok` may ever be sampled (inside the vocabulary and not UNUSED): the model's
+ * tokenizer's LOOM_TOKEN_SAMPLEABLE attribute, 0 for ids outside [0, n_logits). */
+int loom_model_token_sampleable(const loom_model *model, int32_t tok);
+/* Nonzero when `tok` is in the end-of-generation set (loom_tokenizer_is_eog of the model's tokenizer). */
+int loom_model_token_is_eog(const loom_model *model, int32_t tok);
+
+/* ---- Text: tokenizer ---------------------------------------------------------------------------------------
+ * The tokenizer of a GGUF file, built from its tokenizer.ggml.* metadata: byte-level BPE with the qwen35, qwen2,
+ * llama-bpe, gpt-2, starcoder or deepseek-coder pre-tokenizer, or a SentencePiece vocabulary; token ids and
+ * pieces equal llama.cpp's (llama-vocab.cpp). Immutable once made: share it freely between threads. */
+typedef struct loom_tokenizer loom_tokenizer;
+
+/* The model's tokenizer, owned by the model (valid until loom_model_free; never pass it to loom_tokenizer_free).
+ * Its rows (loom_tokenizer_n_rows) are the model's logits rows. */
+const loom_tokenizer *loom_model_tokenizer(const loom_model *model);
+/* The tokenizer of any GGUF file with tokenizer.ggml.* metadata, vocabulary-only files included (no tensors are
+ * read or checked); its rows are its tokens. NULL on failure with err filled (LOOM_E_IO, LOOM_E_FORMAT naming
+ * the key, LOOM_E_NOMEM). The file stays mapped until loom_tokenizer_free. */
+loom_tokenizer *loom_tokenizer_open(const char *path, loom_error *err);
+/* Free a tokenizer from loom_tokenizer_open (NULL is a no-op). */
+void loom_tokenizer_free(loom_tokenizer *tok);
+/* Warnings about the file of a tokenizer from loom_tokenizer_open (what only the GGUF convention forbids, as
+ * loom_model_n_warnings): the count, and the i-th message for the first 8 (NULL past them). A model's tokenizer
+ * reports its model file's. */
+int loom_tokenizer_n_warnings(const loom_tokenizer *tok);
+const char *loom_tokenizer_warning(const loom_tokenizer *tok, int i);
+
+/* Tokens in the vocabulary (tokenizer.ggml.tokens); ids are [0, n_vocab). */
+uint32_t loom_tokenizer_n_vocab(const loom_tokenizer *tok);
+/* Rows of a logits row this tokenizer masks (>= n_vocab): the model's n_logits, or n_vocab for a file's. */
+uint32_t loom_tokenizer_n_rows(const loom_tokenizer *tok);
+/* Per-row flags [n_rows]: 1 where the row may be sampled (inside the vocabulary, not UNUSED, not a CONTROL
+ * token spelling "unused"), 0 elsewhere. The mask loom_sampler_new takes. */
+const uint8_t *loom_tokenizer_sampleable(const loom_tokenizer *tok);
+
+/* Token attributes (bits). One type bit (tokenizer.ggml.token_type after llama.cpp's name-based fixes, e.g.
+ * "<|im_end|>" is CONTROL; none for a type outside GGUF's 1..6) for an id inside the vocabulary; EOG and
+ * SAMPLEABLE may be added. */
+enum loom_token_attr {
+    LOOM_TOKEN_NORMAL = 1 << 0,
+    LOOM_TOKEN_UNKNOWN = 1 << 1,
+    LOOM_TOKEN_CONTROL = 1 << 2,
+    LOOM_TOKEN_USER_DEFINED = 1 << 3,
+    LOOM_TOKEN_UNUSED = 1 << 4,
+    LOOM_TOKEN_BYTE = 1 << 5,
+    LOOM_TOKEN_EOG = 1 << 8,        /* in the end-of-generation set */
+    LOOM_TOKEN_SAMPLEABLE = 1 << 9, /* loom_tokenizer_sampleable(tok)[id] */
+};
+/* The attribute bits of id; 0 for an id outside the vocabulary. */
+unsigned loom_tokenizer_token_attr(const loom_tokenizer *tok, int32_t id);
+
+/* Special tokens a file declares by id (tokenizer.ggml.<name>_token_id, as llama-vocab.cpp reads them; an id
+ * outside the vocabulary counts as absent). */
+enum loom_special_token {
+    LOOM_SPECIAL_ID_BOS = 0, /* bos_token_id */
+    LOOM_SPECIAL_ID_EOS,     /* eos_token_id */
+    LOOM_SPECIAL_ID_EOT,     /* eot_token_id */
+    LOOM_SPECIAL_ID_EOM,     /* eom_token_id */
+    LOOM_SPECIAL_ID_UNK,     /* unknown_token_id */
+    LOOM_SPECIAL_ID_SEP,     /* seperator_token_id (the key's spelling) */
+    LOOM_SPECIAL_ID_PAD,     /* padding_token_id */
+    LOOM_SPECIAL_ID_MASK,    /* mask_token_id */
+    LOOM_SPECIAL_ID_COUNT
+};
+/* The id the file declares for `which`, or -1 when it declares none (or `which` is out of range). */
+int32_t loom_tokenizer_special(const loom_tokenizer *tok, enum loom_special_token which);
+/* Beginning-of-sequence id to prepend to a prompt, or -1 when the vocabulary adds none
+ * (tokenizer.ggml.add_bos_token; default on for SentencePiece and llama3 vocabularies, as the reference). */
+int32_t loom_tokenizer_bos(const loom_tokenizer *tok);
+/* Nonzero when id is in the end-of-generation set: the eos, eot and eom ids, the FIM ids that end a
+ * generation, and the tokens whose spelling llama-vocab.cpp treats as end of generation ("<|im_end|>",
+ * "<|endoftext|>", "<end_of_turn>", ...). */
+int loom_tokenizer_is_eog(const loom_tokenizer *tok, int32_t id);
+/* The end-of-generation set: writes at most cap ids to out, returns its size (at most 40). */
+int loom_tokenizer_eog(const loom_tokenizer *tok, int32_t *out, int cap);
+/* The file's chat template (tokenizer.chat_template, a Jinja text), NUL-terminated; NULL when absent. */
+const char *loom_tokenizer_chat_template(const loom_tokenizer *tok);
+
+/* Which spellings of special tokens in a text become their ids (rule: caller text stays data).
+ * DATA: for anything a user, tool or file wrote. Only a vocabulary's plain-text added tokens match:
+ * USER_DEFINED tokens not spelled as a tag (MPT's runs of spaces, DeepSeek-Coder's "õ"), exactly as the
+ * reference matches them with parse_special = false. A USER_DEFINED token spelled as a tag — "<" ... ">" or
+ * "[" ... "]", three bytes or more (Qwen's <think> and <tool_call>, [PAD151646]) — is a control marker and,
+ * like every CONTROL token, stays text. ALL: CONTROL and USER_DEFINED tokens — only for trusted,
+ * template-authored text (the reference's parse_special = true). USER_DEFINED: every USER_DEFINED token,
+ * markers included, which is what the reference (and Hugging Face) do with parse_special = false; kept for
+ * parity tests against it. */
+enum loom_special_mode { LOOM_SPECIAL_DATA = 0, LOOM_SPECIAL_ALL = 1, LOOM_SPECIAL_USER_DEFINED = 2 };
+
+/* Encode UTF-8 text[len] (invalid bytes read as U+FFFD, as the reference) into ids, no BOS added; mode is an
+ * enum loom_special_mode. Writes at most cap ids to out (out may be NULL when cap is 0); returns the number of
+ * ids the text needs (may exceed cap: call again with that much room), or a negative code (LOOM_E_ARG for an
+ * unknown mode, LOOM_E_NOMEM). Semantics: llama_tokenize (llama-vocab.cpp) without add_special. */
+int loom_tokenizer_encode(const loom_tokenizer *tok, const char *text, size_t len, int mode, int32_t *out, int cap,
+                          loom_error *err);
+/* Raw bytes of one token (byte-level BPE decoded; SentencePiece spaces and <0xXX> bytes decoded; control tokens
+ * give their spelling; UNUSED tokens nothing): llama_token_to_piece with special = true. Writes at most cap
+ * bytes (no NUL); returns the byte count (may exceed cap), or LOOM_E_ARG for an id outside the vocabulary. */
+int loom_tokenizer_piece(const loom_tokenizer *tok, int32_t id, char *buf, int cap);
+/* Text of ids[n]: the pieces back to back, less the one leading space a SentencePiece vocabulary's space prefix
+ * added (llama_detokenize without its clean-up of spaces). Writes at most cap bytes (no NUL); returns the byte
+ * count the text needs (may exceed cap), LOOM_E_ARG for an id outside the vocabulary. */
+int loom_tokenizer_detokenize(const loom_tokenizer *tok, const int32_t *ids, size_t n, char *out, size_t cap);
+
+/* ---- Text: streaming detokenizer ---------------------------------------------------------------------------
+ * Feed generated ids one by one; only complete UTF-8 characters come out, an incomplete tail is held back until
+ * it completes, and bytes that can never form a valid character come out as U+FFFD (one per maximal invalid
+ * subpart, as Unicode recommends). A plain value owned by the caller (one per sequence; copy it to snapshot
+ * it): no allocation, ever. The fields are private. */
+typedef struct loom_detok {
+    const loom_tokenizer *tok;
+    unsigned char pending[8];
+    int n_pending;
+} loom_detok;
+
+void loom_detok_init(loom_detok *d, const loom_tokenizer *tok);
+/* Write to out[cap] the text that id completes. Returns the bytes written (>= 0), LOOM_E_ARG for an id outside
+ * the vocabulary, LOOM_E_RANGE when cap is too small (nothing consumed; 3 x (the piece's length + 4) bytes always
+ * suffice, every byte at worst becoming a U+FFFD). */
+int loom_detok_push(loom_detok *d, int32_t id, char *out, int cap);
+/* End of generation: whatever is held back comes out as U+FFFD (3 bytes; out needs cap >= 3 then, else
+ * LOOM_E_RANGE). Returns the bytes written. */
+int loom_detok_flush(loom_detok *d, char *out, int cap);
+
+/* ---- Text: sampler chain -----------------------------------------------------------------------------------
+ * The next token from a logits row. The stages run in llama.cpp's default order (common/common.h,
+ * common_params_sampling::samplers): logit bias, repetition / presence / frequency penalties over a window of
+ * accepted tokens, top-k, top-p, min-p, temperature, then a draw from a seeded xoshiro256** generator; greedy
+ * (argmax) when the temperature is 0. Only sampleable rows are ever candidates. One sampler per sequence (a
+ * server holds one per request): it carries the penalty window and the generator. */
+typedef struct loom_sampler loom_sampler;
+
+/* Added to one row's logit before every other stage; -INFINITY bans the token. */
+typedef struct loom_logit_bias {
+    int32_t id;
+    float bias;
+} loom_logit_bias;
+
+/* Zero-initialised fields beyond seed switch their stage off, so `{temp, top_k, top_p, seed}` describes the
+ * plain chain. */
+typedef struct loom_sampler_params {
+    float temp;   /* <= 0: greedy (argmax of the biased, penalized logits) */
+    int top_k;    /* 0: no limit */
+    float top_p;  /* in [0, 1]; 1: no limit; 0: the argmax only */
+    uint64_t seed;
+    float min_p;             /* in [0, 1]; keep logits >= max + ln(min_p); 0: off */
+    float repeat_penalty;    /* divides positive, multiplies non-positive logits of tokens in the window; 0, 1: off */
+    int repeat_last_n;       /* the penalty window: the last N accepted tokens (at most 2^20); 0: penalties off */
+    float presence_penalty;  /* subtracted once from a logit whose token is in the window */
+    float frequency_penalty; /* subtracted once per occurrence in the window */
+    const loom_logit_bias *bias; /* [n_bias], copied by loom_sampler_new; ids repeat: biases add up */
+    int n_bias;
+} loom_sampler_params;
+
+/* A sampler for logits rows of n_rows floats; sampleable[n_rows] (1 where a row may be chosen; usually
+ * loom_tokenizer_sampleable of the model's tokenizer, n_rows = loom_model_n_logits) must outlive it. Allocates
+ * its scratch (about 12 bytes per row) once here: sampling and accepting never allocate. NULL with err filled:
+ * LOOM_E_ARG naming the parameter out of range (a range above, a bias id outside [0, n_rows), a NaN, a bias of
+ * +INFINITY), LOOM_E_NOMEM. */
+loom_sampler *loom_sampler_new(const loom_sampler_params *p, int n_rows, const uint8_t *sampleable,
+                               loom_error *err);
+/* An independent copy of s: parameters, penalty window and generator state (the copy draws what s would). NULL
+ * on LOOM_E_NOMEM. */
+loom_sampler *loom_sampler_clone(const loom_sampler *s, loom_error *err);
+void loom_sampler_free(loom_sampler *s);
+/* Pick a token from logits[n_rows] (left unchanged); returns its id, or -1 when no row is sampleable. If every
+ * sampleable logit is infinite or NaN after the bias and penalties, the greedy choice is returned. Advances the
+ * generator (when temp > 0); does not accept the token. */
+int32_t loom_sampler_sample(loom_sampler *s, const float *logits);
+/* The token was accepted (generated, or a prompt token): it enters the penalty window and the oldest leaves once
+ * the window holds repeat_last_n. Ids outside [0, n_rows) are ignored. */
+void loom_sampler_accept(loom_sampler *s, int32_t token);
+/* Empty the penalty window (a new conversation). The generator's state is kept. */
+void loom_sampler_reset(loom_sampler *s);
+/* Restart the generator from seed (as loom_sampler_new seeds it: splitmix64 of the seed fills the state). */
+void loom_sampler_seed(loom_sampler *s, uint64_t seed);
+
+/* ---- Text: stop strings ------------------------------------------------------------------------------------
+ * Stop strings that may span tokens: a matcher fed each token's text holds back the bytes that could still
+ * become a stop string, releases held text exactly once when it cannot, and reports the stop. (The
+ * end-of-generation token set is checked on ids with loom_tokenizer_is_eog; this is the text side.) */
+typedef struct loom_stop loom_stop;
+
+/* Copy stops[n_stops] (non-empty NUL-terminated strings; n_stops may be 0: every feed passes its text
+ * through). NULL with err filled: LOOM_E_ARG for an empty or NULL string, LOOM_E_NOMEM. */
+loom_stop *loom_stop_new(const char *const *stops, int n_stops, loom_error *err);
+void loom_stop_free(loom_stop *m);
+/* Forget held text and a seen stop (a new generation). */
+void loom_stop_reset(loom_stop *m);
+/* Length of the longest stop string: held text is always shorter, so out_cap >= len + this always suffices. */
+size_t loom_stop_max_len(const loom_stop *m);
+/* Bytes held back now (text that may still begin a stop string). */
+size_t loom_stop_n_held(const loom_stop *m);
+/* Feed one token's text[len]. Writes the text that can no longer be part of a stop string to out and returns
+ * its length (>= 0). When a stop string is complete, *stopped = 1 and out gets exactly the text before it (the
+ * stop string and anything after it are dropped; later feeds release nothing until loom_stop_reset); otherwise
+ * *stopped = 0. The earliest-starting complete stop string wins. Needs out_cap >= held + len (LOOM_E_RANGE
+ * otherwise, nothing consumed) and out apart from text. Never allocates. */
+int loom_stop_feed(loom_stop *m, const char *text, size_t len, char *out, size_t out_cap, int *stopped,
+                   loom_error *err);
+/* End of generation without a stop: write the held text to out (LOOM_E_RANGE when out_cap is below it) and
+ * return its length. */
+int loom_stop_flush(loom_stop *m, char *out, size_t out_cap, loom_error *err);
+
+/* ---- Text: chat rendering ----------------------------------------------------------------------------------
+ * A conversation becomes token ids with provenance: the caller's text (contents, reasoning, tool names and
+ * arguments, tool descriptions) is always data, encoded with LOOM_SPECIAL_DATA, so a "<|im_end|>" a user typed
+ * stays text; only markers the template itself writes become special token ids. A chat template object is made
+ * once per tokenizer and is immutable (share it). */
+typedef struct loom_chat_template loom_chat_template;
+
+typedef struct loom_chat_tool_call {
+    const char *name;      /* function name (required) */
+    const char *arguments; /* JSON text: an object, or a JSON string whose content is an object; NULL = none */
+} loom_chat_tool_call;
+
+typedef struct loom_chat_message {
+    const char *role;              /* "system", "user", "assistant" or "tool" */
+    const char *content;           /* NULL = no content (renders as empty) */
+    const char *reasoning_content; /* assistant only; NULL = not given (then <think>..</think> in content counts) */
+    const loom_chat_tool_call *tool_calls; /* assistant only: [n_tool_calls] */
+    size_t n_tool_calls;
+} loom_chat_message;
+
+/* enable_thinking: UNSET renders as the template does when the variable is undefined. */
+enum loom_chat_think { LOOM_CHAT_THINK_UNSET = 0, LOOM_CHAT_THINK_ON = 1, LOOM_CHAT_THINK_OFF = 2 };
+
+typedef struct loom_chat_params {
+    const char *tools;          /* JSON array of tool descriptions; NULL or an empty array = no tools */
+    int add_generation_prompt;  /* nonzero: end with the opening of an assistant turn */
+    enum loom_chat_think think;
+} loom_chat_params;
+
+/* The renderer for tok. tmpl names a built-in format or is a template's text; NULL means the file's own
+ * template (loom_tokenizer_chat_template). Built-in today: "qwen35", the Qwen3.5 chat format, rendered byte for
+ * byte as the official template (llama.cpp's models/templates/Qwen3.5-4B.jinja) renders under Hugging Face's
+ * Jinja settings (trim_blocks, lstrip_blocks, tojson = json.dumps(ensure_ascii=False)); a template text is
+ * accepted when it is that template (compared by XXH3-64 digest) and renders the same. Any other template is
+ * refused with LOOM_E_FORMAT naming it (loom has no Jinja engine yet), as is NULL when the file has none. tok
+ * must outlive the template. */
+loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char *tmpl, loom_error *err);
+void loom_chat_template_free(loom_chat_template *t);
+/* The built-in format it renders ("qwen35"). */
+const char *loom_chat_template_name(const loom_chat_template *t);
+/* Render msgs[n] with params p (NULL: all zero) and tokenize the result: *ids becomes a fresh array of *n_ids
+ * ids (caller frees with free()). Text content only (no images or videos). Where the template raises, returns
+ * LOOM_E_ARG with the template's message ("No messages provided.", "No user query found in messages.", "System
+ * message must be at the beginning.", "Unexpected message role.") or a message naming the malformed field
+ * (tool-call name or arguments, tools JSON); LOOM_E_NOMEM. On failure *ids and *n_ids are untouched. The ids
+ * equal those of the whole rendered text tokenized with LOOM_SPECIAL_ALL whenever the caller's text spells no
+ * special token. */
+int loom_chat_template_apply(const loom_chat_template *t, const loom_chat_message *msgs, size_t n,
+                             const loom_chat_params *p, int32_t **ids, int *n_ids, loom_error *err);
+
+/* ---- GGUF files ---------------------------------------------------------------------------------------------
+ * A read-only view of a GGUF file (v2 or v3; the format of ggml's docs/gguf.md as the reference's gguf.cpp reads
+ * it): its header, its metadata keys with typed values, its tensor table and its warnings. Opening checks the
+ * whole container (every count, size, offset and tensor type) and loads no model. */
+typedef struct loom_gguf loom_gguf;
+
+/* Metadata value types, numbered as in the GGUF specification. */
+enum loom_gguf_vtype {
+    LOOM_GGUF_UINT8 = 0, LOOM_GGUF_INT8 = 1, LOOM_GGUF_UINT16 = 2, LOOM_GGUF_INT16 = 3,
+    LOOM_GGUF_UINT32 = 4, LOOM_GGUF_INT32 = 5, LOOM_GGUF_FLOAT32 = 6, LOOM_GGUF_BOOL = 7,
+    LOOM_GGUF_STRING = 8, LOOM_GGUF_ARRAY = 9, LOOM_GGUF_UINT64 = 10, LOOM_GGUF_INT64 = 11,
+    LOOM_GGUF_FLOAT64 = 12,
+};
+
+#define LOOM_GGUF_MAX_DIMS 4
+#define LOOM_GGUF_MAX_NAME 64     /* tensor names are shorter: the reference's GGML_MAX_NAME, with its NUL */
+#define LOOM_GGUF_WARNINGS_KEPT 8 /* warning messages a handle keeps (it counts them all) */
+#define LOOM_GGUF_TYPE_LIMIT 64   /* tensor type ids (ggml's, as GGUF stores them) that loom knows are below this */
+
+/* Open path (mmap) and validate the container: refuse what the reference engine refuses (docs/gguf-checks.md
+ * lists every check), and warn about what only the GGUF convention forbids. Returns LOOM_OK and *out, or
+ * LOOM_E_IO / LOOM_E_FORMAT / LOOM_E_NOMEM naming the field, what was expected and what was found. */
+int loom_gguf_open(const char *path, loom_gguf **out, loom_error *err);
+void loom_gguf_close(loom_gguf *g);
+/* The file a loaded model was read from; valid while the model lives. */
+const loom_gguf *loom_model_gguf(const loom_model *model);
+
+typedef struct loom_gguf_info {
+    uint64_t file_bytes;  /* size of the file */
+    uint32_t version;     /* GGUF version: 2 or 3 */
+    uint64_t n_kv;        /* metadata keys */
+    uint64_t n_tensors;
+    uint64_t alignment;   /* of every tensor's data, bytes (general.alignment, default 32) */
+    uint64_t data_offset; /* file offset of the tensor data section */
+    uint64_t n_warnings;  /* what only the GGUF convention forbids (a key that is not lower_snake_case ASCII, a
+                           * BOOL byte other than 0 or 1, ...): all counted, the first LOOM_GGUF_WARNINGS_KEPT kept */
+} loom_gguf_info;
+void loom_gguf_get_info(const loom_gguf *g, loom_gguf_info *out);
+/* The i-th kept warning message, or NULL when i >= min(n_warnings, LOOM_GGUF_WARNINGS_KEPT). */
+const char *loom_gguf_warning(const loom_gguf *g, uint64_t i);
+
+/* One metadata key and its value. Strings point into the file's map (valid until loom_gguf_close) and are not
+ * NUL-terminated. The value field that holds it follows the type: u64 for UINT8/16/32/64 and BOOL (the byte
+ * as stored), i64 for INT8/16/32/64, f64 for FLOAT32/64, str/str_len for STRING, arr_type/arr_n for ARRAY (the
+ * elements are not exposed here). */
+typedef struct loom_gguf_kv_info {
+    const char *key;
+    uint64_t key_len;
+    uint32_t type; /* enum loom_gguf_vtype */
+    uint64_t u64;
+    int64_t i64;
+    double f64;
+    const char *str;
+    uint64_t str_len;
+    uint32_t arr_type; /* enum loom_gguf_vtype of the elements */
+    uint64_t arr_n;    /* element count */
+} loom_gguf_kv_info;
+/* Key i (0 <= i < n_kv, file order) into *out. LOOM_E_RANGE naming i and n_kv when out of range. */
+int loom_gguf_kv_at(const loom_gguf *g, uint64_t i, loom_gguf_kv_info *out, loom_error *err);
+/* Index of the key spelled `key` (NUL-terminated), or -1 when the file has none. */
+int64_t loom_gguf_find_key(const loom_gguf *g, const char *key);
+
+typedef struct loom_gguf_tensor_info {
+    char name[LOOM_GGUF_MAX_NAME]; /* NUL-terminated copy */
+    uint32_t type;                 /* ggml type id as stored, < LOOM_GGUF_TYPE_LIMIT */
+    const char *type_name;         /* "Q4_K", static */
+    uint32_t n_dims;               /* 1..LOOM_GGUF_MAX_DIMS */
+    uint64_t ne[LOOM_GGUF_MAX_DIMS]; /* shape in ggml order: ne[0] is the contiguous (row) dimension; unused = 1 */
+    uint64_t n_elements;           /* product of ne */
+    uint64_t n_bytes;              /* bytes of its data (from type and shape) */
+    uint64_t file_offset;          /* file offset of its data (data_offset + the offset the file stores) */
+} loom_gguf_tensor_info;
+/* Tensor i (0 <= i < n_tensors, file order) into *out. LOOM_E_RANGE naming i and n_tensors when out of range. */
+int loom_gguf_tensor_at(const loom_gguf *g, uint64_t i, loom_gguf_tensor_info *out, loom_error *err);
+
+/* Validate every tensor's data, row by row, by the rules of llama.cpp's check_tensors (ggml_validate_row_data,
+ * as loom_model_params.check_tensors does); reads all tensor data. LOOM_OK, or LOOM_E_FORMAT naming the first
+ * failing tensor (file order), its row, the block or element and what was found. */
+int loom_gguf_check_tensors(const loom_gguf *g, loom_error *err);
+
+/* ---- Model files ---------------------------------------------------------------------------------------------
+ * What a GGUF model file holds, read without loading its weights: admission (every key, tensor name, shape and
+ * type checked as loom_model_load checks them) and a description in the architecture's own terms. */
+#define LOOM_DESC_MAX_HPARAMS 24
+#define LOOM_DESC_MAX_KINDS 4
+#define LOOM_DESC_MAX_LAYERS 256
+
+/* A named item of a description: a hyper-parameter (name as the file's keys say it, value as text) or a layer
+ * kind (its name and the state one such layer owns: shapes, element types, bytes). */
+typedef struct loom_desc_item {
+    char name[40];
+    char value[200];
+} loom_desc_item;
+
+typedef struct loom_model_desc {
+    char arch[32];                  /* general.architecture */
+    uint32_t n_layer;               /* layers loom runs */
+    uint32_t n_nextn;               /* nextn (multi-token prediction) layers in the file, which loom does not run */
+    uint64_t n_tokens;              /* tokenizer vocabulary (tokenizer.ggml.tokens) */
+    uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position */
+    uint64_t recurrent_state_bytes; /* conv and recurrent state of every recurrent layer, per sequence */
+    char plan[128];                 /* the layer plan in words: "24 layers (18 Gated DeltaNet recurrent, 6 ...)" */
+    int n_hparams;
+    loom_desc_item hparams[LOOM_DESC_MAX_HPARAMS];
+    int n_kinds;
+    loom_desc_item kinds[LOOM_DESC_MAX_KINDS];
+    uint8_t layer_kind[LOOM_DESC_MAX_LAYERS]; /* kinds[] index of each of the n_layer layers */
+} loom_model_desc;
+
+/* Admit g as a model of an architecture loom runs and describe it into *out. Returns LOOM_OK, or LOOM_E_FORMAT
+ * naming the key or tensor, what was expected and what was found (what loom_model_load refuses). */
+int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *err);
+
+/* ---- Synthetic models ----------------------------------------------------------------------------------------
+ * Random-weight qwen35 models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
+ * well-conditioned recipe: test models only (no trained weights are reachable offline). */
+
+/* Bumped whenever the bytes written for a given (preset, type, seed, vocabulary) change. */
+#define LOOM_SYNTH_VERSION 2
+#define LOOM_SYNTH_DEFAULT_SEED 1234u
+
+/* Progress of a file writer (synthesis, quantization): called before each tensor with its index, the tensor
+ * count, the data bytes written so far, the total data bytes and the tensor's name. */
+typedef void (*loom_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
+                                 uint64_t total_bytes, const char *name);
+
+/* The presets' names, i = 0, 1, ... ("micro", "tiny", "0.8b"); NULL past the last. */
+const char *loom_synth_preset(int i);
+
+typedef struct loom_synth_options {
+    const char *preset;     /* a name loom_synth_preset lists */
+    const char *type;       /* storage of the 2-D matrices: "F32", "F16" or "BF16" */
+    uint64_t seed;          /* e.g. LOOM_SYNTH_DEFAULT_SEED */
+    const char *vocab_path; /* a GGUF with tokenizer.ggml.* keys (e.g. the reference's ggml-vocab-qwen35.gguf) */
+    loom_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
+    void *abort_ctx;
+} loom_synth_options;
+
+/* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options
+ * give the same bytes. Returns LOOM_OK, or LOOM_E_ARG for an unknown preset or type, LOOM_E_IO / LOOM_E_FORMAT
+ * for the vocabulary file, LOOM_E_NOMEM, LOOM_E_CANCELLED when abort asked (no file left, out_path untouched). */
+int loom_synthesize(const loom_synth_options *options, const char *out_path, loom_error *err);
+
+/* ---- Quantization --------------------------------------------------------------------------------------------
+ * llama.cpp's quantization recipes without an importance matrix: per-tensor types as llama_tensor_get_type
+ * chooses them, tensor data bytewise equal to llama_model_quantize's. */
+
+/* The recipes' names, i = 0, 1, ... ("Q8_0", "Q6_K", "Q5_K_M", ...); NULL past the last. */
+const char *loom_quantize_recipe(int i);
+
+typedef struct loom_quantize_options {
+    int n_threads;             /* rows are quantized in parallel; 0 = number of online CPUs. The bytes written do
+                                * not depend on it. */
+    loom_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    loom_abort_fn abort;       /* polled before each tensor and every 1024 rows; NULL = never cancelled */
+    void *abort_ctx;
+} loom_quantize_options;
+
+/* Quantize the F32/F16/BF16 model `in` with the recipe named `recipe` (case-sensitive, as loom_quantize_recipe
+ * lists) into out_path: metadata copied in order (general.quantization_version and general.file_type appended
+ * last, split.* dropped), the file written atomically, nothing left behind on failure. Every source row and
+ * every quantized row is validated as llama_model_quantize does. options may be NULL (all defaults). Returns
+ * LOOM_OK, or LOOM_E_ARG for an unknown recipe or a tensor the recipe cannot take, LOOM_E_FORMAT naming the
+ * tensor, row, block and what was found for a value the type cannot hold ("tensor 'X' row 17: quantized Q4_0
+ * block 3 scale d is inf, expected finite"), LOOM_E_IO, LOOM_E_NOMEM (also when the threads cannot start),
+ * LOOM_E_CANCELLED when abort asked (out_path untouched). */
+int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path, const loom_quantize_options *options,
+                  loom_error *err);
+
+/* ---- Machine probes ------------------------------------------------------------------------------------------
+ * The rooflines a benchmark sets its figures against: streaming read bandwidth (what decode is bound by) and
+ * the arithmetic peaks of FP32 fused multiply-adds and of int8 dot products (what prefill is bound by), run with
+ * the widest instruction set of the CPU among AVX-512 (with VNNI for the int8 peak), AVX2 + FMA, and plain C
+ * (the read only). */
+typedef struct loom_probe_options {
+    int n_threads;       /* threads that run the probes together; 0 = number of online CPUs */
+    loom_abort_fn abort; /* polled between passes and rounds; NULL = never cancelled */
+    void *abort_ctx;
+} loom_probe_options;
+
+typedef struct loom_machine_probe {
+    const char *isa;        /* "AVX-512", "AVX2" or "scalar" (static) */
+    uint64_t read_bytes;    /* size of the buffer read (1 GiB), resident before the first pass */
+    double read_seconds;    /* time given to read passes (2 s; at least 3 passes, at most 400) */
+    double read_best;       /* streaming read, GB/s (1e9 bytes/s): the fastest pass */
+    double read_median;     /* and the median pass */
+    double fma_peak;        /* FP32 FMA peak, GFLOP/s (2 FLOP per FMA), best of 3 rounds; 0 without AVX2 */
+    double dot_i8_peak;     /* int8 multiply-add peak through AVX-512 VNNI (vpdpbusd, the K-quant prefill
+                             * kernels' instruction), GOP/s (2 ops each), best of 3 rounds; 0 without VNNI */
+} loom_machine_probe;
+
+/* Measure into *out (options may be NULL: all defaults). Allocates the 1 GiB buffer and n_threads - 1 worker
+ * threads for the call. Returns LOOM_OK, LOOM_E_NOMEM when the buffer or threads cannot be had, LOOM_E_CANCELLED
+ * when abort asked (nothing measured is returned). */
+int loom_probe_machine(const loom_probe_options *options, loom_machine_probe *out, loom_error *err);
 
 #ifdef __cplusplus
 }

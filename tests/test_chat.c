@@ -2,7 +2,8 @@
  * by the official template under Hugging Face's Jinja settings, regenerated with tools/render_chat.py): byte-exact
  * text, template errors, segment provenance, untouched output on failure, Python-style JSON, and (when the
  * reference's qwen35 vocabulary is present, alone and with Qwen's USER_DEFINED markers) that only
- * template-authored markers become special token ids. */
+ * template-authored markers become special token ids, through the public loom_chat_template too; and the public
+ * model metadata on the prepared tiny model. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "test.h"
 #include "text/chat.h"
+#include "text/tokenizer.h"
 #include "vocab_fixture.h"
 
 #define FIXTURE "tests/fixtures/chat/qwen35.json"
@@ -285,22 +287,29 @@ static void test_failure_leaves_output(void)
     loom_chat_render_free(&r);
 }
 
+/* Write to path[cap] $ENV/FILE, or ~/.cache/loom/DIR/FILE when ENV is unset (LOOM_REF: the reference's folder,
+ * DIR "ref"; LOOM_CACHE: the cache, DIR ""). Returns 1 when it is readable; else says which tests are skipped. */
+static int cached_file(char *path, size_t cap, const char *env, const char *dir, const char *file, const char *what)
+{
+    const char *root = getenv(env), *home = getenv("HOME");
+    if (root && *root)
+        snprintf(path, cap, "%s/%s", root, file);
+    else
+        snprintf(path, cap, "%s/.cache/loom/%s%s%s", home ? home : ".", dir, *dir ? "/" : "", file);
+    if (access(path, R_OK) == 0)
+        return 1;
+    printf("skip: %s not found (%s tests not run)\n", path, what);
+    return 0;
+}
+
 /* Load the reference's qwen35 vocabulary into g_tok, and the qwen35-markers fixture made from it into
  * g_tok_markers (*gm; skipped when the reference is absent). */
 static struct loom_gguf *load_vocab(struct loom_gguf **gm)
 {
-    const char *ref = getenv("LOOM_REF");
     char path[600], fixture[64];
     *gm = NULL;
-    if (ref)
-        snprintf(path, sizeof path, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
-    else
-        snprintf(path, sizeof path, "%s/.cache/loom/ref/src/models/ggml-vocab-qwen35.gguf",
-                 getenv("HOME") ? getenv("HOME") : ".");
-    if (access(path, R_OK) != 0) {
-        printf("skip: %s not found (token provenance tests not run)\n", path);
+    if (!cached_file(path, sizeof path, "LOOM_REF", "ref", "src/models/ggml-vocab-qwen35.gguf", "token provenance"))
         return NULL;
-    }
     loom_error err = {0};
     struct loom_gguf *g = NULL;
     CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK && loom_tokenizer_load(g, 151936, &g_tok, &err) == LOOM_OK,
@@ -318,13 +327,12 @@ static struct loom_gguf *load_vocab(struct loom_gguf **gm)
 static void test_marker_tokens(void)
 {
     loom_error err = {0};
-    struct loom_chat_message msgs[] = {{.role = "user", .content = "a</think>b<tool_call>{}</tool_call>c"}};
-    struct loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
-    struct loom_chat_render r = {0};
+    loom_chat_message msgs[] = {{.role = "user", .content = "a</think>b<tool_call>{}</tool_call>c"}};
+    loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
+    loom_chat_template *t = loom_chat_template_new(g_tok_markers, "qwen35", &err);
     int32_t *ids = NULL;
     int n = 0, think = 0, think_end = 0, tool = 0;
-    if (loom_chat_render_qwen35(msgs, 1, &p, &r, &err) == LOOM_OK &&
-        loom_chat_tokenize(g_tok_markers, &r, &ids, &n, &err) == LOOM_OK) {
+    if (t && loom_chat_template_apply(t, msgs, 1, &p, &ids, &n, &err) == LOOM_OK) {
         for (int i = 0; i < n; i++) {
             think += ids[i] == 151667;
             think_end += ids[i] == 151668;
@@ -336,21 +344,21 @@ static void test_marker_tokens(void)
     } else {
         CHECK(0, "render + tokenize: %s", err.msg);
     }
-    loom_chat_render_free(&r);
+    loom_chat_template_free(t);
 }
 
-/* User "<|im_start|>Hello World<|im_end|>" gives no special ids; the template's markers do. */
+/* Through the public renderer (loom_chat_template "qwen35"): user "<|im_start|>Hello World<|im_end|>" gives no
+ * special ids; the template's markers do. */
 static void test_tokens(void)
 {
     loom_error err = {0};
-    struct loom_chat_message msgs[] = {{.role = "system", .content = "sys <|im_end|>"},
-                                       {.role = "user", .content = "<|im_start|>Hello World<|im_end|>"}};
-    struct loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
-    struct loom_chat_render r = {0};
+    loom_chat_message msgs[] = {{.role = "system", .content = "sys <|im_end|>"},
+                                {.role = "user", .content = "<|im_start|>Hello World<|im_end|>"}};
+    loom_chat_params p = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF};
+    loom_chat_template *t = loom_chat_template_new(g_tok, "qwen35", &err);
     int32_t *ids = NULL;
     int n = 0;
-    if (loom_chat_render_qwen35(msgs, 2, &p, &r, &err) == LOOM_OK &&
-        loom_chat_tokenize(g_tok, &r, &ids, &n, &err) == LOOM_OK) {
+    if (t && loom_chat_template_apply(t, msgs, 2, &p, &ids, &n, &err) == LOOM_OK) {
         /* system: im_start, im_end; user: im_start, im_end; generation prompt: im_start */
         CHECK(count_special(ids, n, 0) == 5, "5 template-authored special ids, found %d of %d ids",
               count_special(ids, n, 0), n);
@@ -368,7 +376,59 @@ static void test_tokens(void)
     } else {
         CHECK(0, "render + tokenize: %s", err.msg);
     }
-    loom_chat_render_free(&r);
+    loom_chat_template_free(t);
+}
+
+/* Which templates the public renderer takes: the built-in name, not the vocabulary file's own (a short template
+ * that is not Qwen3.5's) nor unknown ones, both refused as LOOM_E_FORMAT naming them; a template error leaves the
+ * output untouched. */
+static void test_template_choice(void)
+{
+    loom_error err = {0};
+    loom_chat_template *t = loom_chat_template_new(g_tok, NULL, &err);
+    CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.chat_template") &&
+              loom_tokenizer_chat_template(g_tok),
+          "the vocabulary's own template is not one loom renders: %s", err.msg);
+    t = loom_chat_template_new(g_tok, "{{ messages }}", &err);
+    CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "{{ messages }}"), "an unknown template: %s", err.msg);
+    t = loom_chat_template_new(g_tok, "qwen35", &err);
+    CHECK(t && !strcmp(loom_chat_template_name(t), "qwen35"), "the built-in qwen35: %s", err.msg);
+    loom_chat_message late[] = {{.role = "user", .content = "hi"}, {.role = "system", .content = "late"}};
+    int32_t *ids = (int32_t *)&err;
+    int n = -7;
+    CHECK(t && loom_chat_template_apply(t, late, 2, NULL, &ids, &n, &err) == LOOM_E_ARG &&
+              ids == (int32_t *)&err && n == -7 && strstr(err.msg, "System message must be at the beginning."),
+          "a template error: LOOM_E_ARG with its message, output untouched");
+    loom_chat_template_free(t);
+}
+
+/* The public model metadata on the prepared tiny model (scripts/prepare-models.sh; skipped when absent): its
+ * architecture, trained context, string metadata, and its tokenizer (rows = logits rows, the file's template). */
+static void test_model_metadata(void)
+{
+    char path[600];
+    loom_error err = {0};
+    loom_model *m = NULL;
+    if (cached_file(path, sizeof path, "LOOM_CACHE", "", "models/qwen35-tiny-F32.gguf", "model metadata")) {
+        m = loom_model_load(path, &err);
+        CHECK(m != NULL, "load %s: %s", path, err.msg);
+    }
+    if (!m)
+        return;
+    char name[4];
+    int n = loom_model_meta_str(m, "general.architecture", name, sizeof name);
+    CHECK(!strcmp(loom_model_arch(m), "qwen35") && n == 6 && !strcmp(name, "qwe"),
+          "architecture qwen35; meta_str truncates to cap - 1 and returns the full length (%d, '%s')", n, name);
+    CHECK(loom_model_meta_str(m, "general.no_such_key", name, sizeof name) == LOOM_E_ARG &&
+              loom_model_meta_str(m, "qwen35.block_count", name, sizeof name) == LOOM_E_ARG,
+          "absent and non-string keys: LOOM_E_ARG");
+    const loom_tokenizer *tok = loom_model_tokenizer(m);
+    CHECK(loom_model_n_ctx_train(m) > 0 && (int)loom_tokenizer_n_rows(tok) == loom_model_n_logits(m) &&
+              loom_tokenizer_chat_template(tok) && (!g_tok || !strcmp(loom_tokenizer_chat_template(tok),
+                                                                      loom_tokenizer_chat_template(g_tok))),
+          "context %d; the tokenizer masks the logits rows; synth copied the vocabulary's template",
+          loom_model_n_ctx_train(m));
+    loom_model_free(m);
 }
 
 int main(void)
@@ -387,9 +447,11 @@ int main(void)
         test_marker_tokens();
     if (g_tok) {
         test_tokens();
+        test_template_choice();
         printf("token provenance: %d renders (both vocabularies) tokenize like the whole text with "
                "parse_special = 1\n", g_n_token_cases);
     }
+    test_model_metadata();
     loom_tokenizer_free(g_tok);
     loom_tokenizer_free(g_tok_markers);
     loom_gguf_close(vocab);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
 #include "runtime/session.h"
@@ -96,12 +97,12 @@ static void test_elementwise(void)
         CHECK(fabs(y[i] - s) <= 1e-6 * fabs(s) + 1e-7, "silu(%g) = %g, expected %g", x[i], y[i], s);
         CHECK(fabs(z[i] - s * g[i]) <= 1e-6 * fabs(s * g[i]) + 1e-7, "swiglu %d", i);
     }
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     float y2[37], z2[37];
     ops->silu(37, x, y2);
     ops->swiglu(37, x, g, z2);
     CHECK(memcmp(y, y2, sizeof y) == 0 && memcmp(z, z2, sizeof z) == 0, "silu/swiglu: %s variant differs",
-          ops->name);
+          loom_kernels_name());
     const float pts[] = {-30.0f, -3.0f, 0.0f, 0.5f, 19.0f, 25.0f};
     for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
         double v = pts[i], sg = 1.0 / (1.0 + exp(-v)), sp = log1p(exp(v));
@@ -204,7 +205,7 @@ static void test_conv1d(void)
         for (int j = 0; j < K - 1; j++)
             CHECK(state[c * (K - 1) + j] == x[T - (K - 1) + j][c], "conv state keeps the last K-1 inputs");
     /* the active variant, over more channels than one vector and kernels with and without the FMA chain */
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     const int kernels[] = {1, 2, 4, 9};
     for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++) {
         enum { CH = 37, KM = 9 };
@@ -220,7 +221,7 @@ static void test_conv1d(void)
             ops->conv1d_step(CH, k, s2, wk, xs, y2);
             same &= memcmp(y1, y2, sizeof y1) == 0 && memcmp(s1, s2, sizeof s1) == 0;
         }
-        CHECK(same, "conv1d K=%d: %s variant differs from scalar", k, ops->name);
+        CHECK(same, "conv1d K=%d: %s variant differs from scalar", k, loom_kernels_name());
     }
 }
 
@@ -235,7 +236,7 @@ static void check_delta_rule(int d)
     memset(M, 0, sizeof M);
     memset(M2, 0, sizeof M2);
     memset(S, 0, sizeof S);
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     int same = 1;
     for (int t = 0; t < T; t++) {
         fill(q[t], d, 1.0f);
@@ -273,7 +274,7 @@ static void check_delta_rule(int d)
     }
     CHECK(worst < 1e-5, "delta rule d=%d: output differs by %g", d, worst);
     same &= memcmp(M, M2, (size_t)d * d * sizeof(float)) == 0;
-    CHECK(same, "delta rule d=%d: %s variant differs from scalar", d, ops->name);
+    CHECK(same, "delta rule d=%d: %s variant differs from scalar", d, loom_kernels_name());
     double wm = 0;
     for (int i = 0; i < d; i++)
         for (int j = 0; j < d; j++)
@@ -311,7 +312,7 @@ static void check_attention(int nkv, int hd, int vs)
         for (int p = 0; p < nkv; p++)
             ref[j] += s[p] / sum * loom_f16_to_f32(V[j * vs + p]);
     }
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     for (int o = 0; o < 2; o++) {
         enum loom_attn_order order = o ? LOOM_ATTN_ORDER_SINGLE : LOOM_ATTN_ORDER_BATCH;
         loom_ops_attn_head(nkv, hd, q16, K, hd, V, vs, hd, (float)sc, order, scores, probs, out);
@@ -320,7 +321,7 @@ static void check_attention(int nkv, int hd, int vs)
               hd, o, max_abs_diff(out, ref, hd));
         ops->attn_head(nkv, hd, q16, K, hd, V, vs, hd, (float)sc, order, scores, probs, out2);
         CHECK(memcmp(out, out2, (size_t)hd * sizeof(float)) == 0, "attention n_kv %d hd %d order %d: %s differs",
-              nkv, hd, o, ops->name);
+              nkv, hd, o, loom_kernels_name());
     }
 }
 
@@ -337,7 +338,7 @@ static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
         K[i] = loom_f32_to_f16(frand() * 3.0f);
     for (int i = 0; i < hd * vs; i++)
         V[i] = loom_f32_to_f16(frand());
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     float sc = 1.0f / sqrtf((float)hd);
     for (int o = 0; o < 2; o++)
         for (int k = 0; k < 2; k++) {
@@ -350,7 +351,7 @@ static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
                 loom_ops_attn_head(n_kv[g], hd, q16 + g * hd, K, hd, V, vs, hd, sc, order, scores, probs, out1);
                 CHECK(memcmp(out + g * DMAX, out1, (size_t)hd * sizeof(float)) == 0,
                       "attention group row %d (n_kv %lld hd %d order %d): %s differs from the single row", g,
-                      (long long)n_kv[g], hd, o, k ? ops->name : "scalar");
+                      (long long)n_kv[g], hd, o, k ? loom_kernels_name() : "scalar");
             }
         }
 }
@@ -597,7 +598,7 @@ int main(void)
         loom_error err;
         if (loom_kernels_select(modes[m], &err) != LOOM_OK)
             continue;
-        printf("per-head kernels: %s\n", loom_ops_kernels_active()->name);
+        printf("per-head kernels: %s\n", loom_kernels_name());
         test_elementwise();
         test_conv1d();
         check_delta_rule(16);

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
 #include "util/fp16.h"
@@ -112,6 +114,18 @@ static double ref_dot(uint32_t type, const void *w, const void *act, int64_t n, 
 
 #define N_ORDERS 5
 
+/* The active set's vec_dot of `type`, and the orders loom_matmul picks for grouped and trailing prefill rows
+ * (gemm, gemv where the type has them) and, for other row counts, tinyBLAS's and iqp's. */
+static void dot_orders(uint32_t type, int64_t n, loom_dot_fn dots[N_ORDERS])
+{
+    const struct loom_kernel_set *ks = loom_kernels_active();
+    dots[0] = ks->types[type].vec_dot.row;
+    dots[1] = loom_matmul_dot(ks, type, 8, n, 5, 0, 0)->row;
+    dots[2] = loom_matmul_dot(ks, type, 8, n, 5, 4, 0)->row;
+    dots[3] = loom_matmul_dot(ks, type, 12, n, 9, 0, 0)->row;
+    dots[4] = loom_matmul_dot(ks, type, 16, n, 9, 0, 0)->row;
+}
+
 /* For one type and length: activation conversion and vec_dot of every kernel set equal the scalar
  * set's bit for bit, and the dot is within float rounding of the dequantized double dot. */
 static void check_dot(uint32_t type, int64_t n)
@@ -124,13 +138,9 @@ static void check_dot(uint32_t type, int64_t n)
     float *x = malloc((size_t)n * sizeof(float));
     fill_weights(type, w, n);
     fill_floats(x, n, 2.0f);
-    loom_type_traits(at)->from_float(x, act_ref, n);
-    /* the type's vec_dot, and the orders loom_matmul picks for grouped and trailing prefill rows (and,
-     * for other row counts, tinyBLAS's and the IQ panel's) */
-    loom_vec_dot_fn ref_dots[N_ORDERS] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
-                                          loom_kernels_matmul_dot(type, 8, n, 5, 4),
-                                          loom_kernels_matmul_dot(type, 12, n, 9, 0),
-                                          loom_kernels_matmul_dot(type, 16, n, 9, 0)};
+    loom_kernels_active()->types[at].from_float(x, act_ref, n);
+    loom_dot_fn ref_dots[N_ORDERS];
+    dot_orders(type, n, ref_dots);
     float s_refs[N_ORDERS];
     for (int k = 0; k < N_ORDERS; k++)
         ref_dots[k](n, &s_refs[k], w, act_ref);
@@ -141,13 +151,11 @@ static void check_dot(uint32_t type, int64_t n)
     for (int m = 1; m < n_modes; m++) {
         select_mode(modes[m]);
         memset(act, 0x55, ab);
-        loom_type_traits(at)->from_float(x, act, n);
+        loom_kernels_active()->types[at].from_float(x, act, n);
         CHECK(memcmp(act, act_ref, ab) == 0, "%s activation (%s) n=%lld differs from scalar",
               loom_type_traits(at)->name, loom_kernels_name(), (long long)n);
-        loom_vec_dot_fn dots[N_ORDERS] = {t->vec_dot, loom_kernels_matmul_dot(type, 8, n, 5, 0),
-                                          loom_kernels_matmul_dot(type, 8, n, 5, 4),
-                                          loom_kernels_matmul_dot(type, 12, n, 9, 0),
-                                          loom_kernels_matmul_dot(type, 16, n, 9, 0)};
+        loom_dot_fn dots[N_ORDERS];
+        dot_orders(type, n, dots);
         for (int k = 0; k < N_ORDERS; k++) {
             float s;
             dots[k](n, &s, w, act_ref);
@@ -173,7 +181,7 @@ static void check_quant_roundtrip(uint32_t type, int64_t n)
     fill_floats(x, n, 3.0f);
     memset(x, 0, (size_t)t->block_size * sizeof(float)); /* first block all zero */
     x[t->block_size] = -0.0f;
-    t->from_float(x, q, n);
+    loom_kernels_active()->types[type].from_float(x, q, n);
     t->to_float(q, y, n);
     int ok = 1;
     for (int64_t b = 0; b < n / t->block_size; b++) {
@@ -264,7 +272,7 @@ static void check_matmul(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_t
     void *wd = malloc(rb * (size_t)n_out);
     for (int64_t o = 0; o < n_out; o++)
         fill_weights(type, (char *)wd + (size_t)o * rb, n_in);
-    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0};
+    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0, 0};
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(n_out * n_tok)), *y_ref = malloc(sizeof(float) * (size_t)(n_out * n_tok));
     fill_floats(x, n_in * n_tok, 1.0f);
@@ -274,14 +282,14 @@ static void check_matmul(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_t
     size_t ab = loom_type_row_bytes(t->vec_dot_type, n_in);
     void *act = malloc(ab);
     for (int64_t k = 0; k < n_tok; k++) {
-        loom_vec_dot_fn dot = loom_kernels_matmul_dot(type, n_out, n_in, n_tok, k);
-        loom_type_traits(t->vec_dot_type)->from_float(x + k * n_in, act, n_in);
+        loom_dot_fn dot = loom_matmul_dot(loom_kernels_active(), type, n_out, n_in, n_tok, k, 0)->row;
+        loom_kernels_active()->types[t->vec_dot_type].from_float(x + k * n_in, act, n_in);
         for (int64_t o = 0; o < n_out; o++)
             dot(n_in, &y_ref[k * n_out + o], (char *)wd + (size_t)o * rb, act);
     }
     for (int p = 0; p < 3; p++) {
         memset(y, 0xff, sizeof(float) * (size_t)(n_out * n_tok));
-        loom_matmul(pools[p], &w, x, n_tok, y, scratch);
+        loom_matmul(loom_kernels_active(), pools[p], &w, x, n_tok, y, scratch);
         CHECK(memcmp(y, y_ref, sizeof(float) * (size_t)(n_out * n_tok)) == 0,
               "%s matmul %lldx%lld n_tok %lld threads %d (%s) differs from vec_dot", t->name, (long long)n_out,
               (long long)n_in, (long long)n_tok, loom_pool_n_threads(pools[p]), loom_kernels_name());

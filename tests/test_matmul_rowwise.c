@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -36,7 +38,7 @@ static void *make_weights(uint32_t type, int64_t n_out, int64_t n_in, size_t *ro
         else if (t->quantize)
             t->quantize(row, w + (size_t)o * *row_bytes, n_in);
         else
-            t->from_float(row, w + (size_t)o * *row_bytes, n_in);
+            loom_kernels_active()->types[type].from_float(row, w + (size_t)o * *row_bytes, n_in);
     }
     free(row);
     return w;
@@ -55,7 +57,7 @@ static void check_shape(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_to
 {
     size_t rb;
     void *wd = make_weights(type, n_out, n_in, &rb);
-    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0};
+    struct loom_weight w = {type, n_in, n_out, rb, wd, LOOM_WEIGHT_ROWS, 0, 0};
     float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     for (int64_t i = 0; i < n_in * n_tok; i++)
         x[i] = rnd_f() * 3.0f;
@@ -64,10 +66,10 @@ static void check_shape(uint32_t type, int64_t n_out, int64_t n_in, int64_t n_to
     void *scratch = malloc(sb ? sb : 1);
     for (int p = 0; p < 3; p++) {
         memset(y, 0xff, sizeof(float) * (size_t)(n_out * n_tok));
-        loom_matmul_rowwise(pools[p], &w, x, n_tok, y, scratch);
+        loom_matmul_rowwise(loom_kernels_active(), pools[p], &w, x, n_tok, y, scratch);
         int same = 1;
         for (int64_t k = 0; k < n_tok; k++) {
-            loom_matmul_rowwise(NULL, &w, x + k * n_in, 1, y_one, scratch);
+            loom_matmul_rowwise(loom_kernels_active(), NULL, &w, x + k * n_in, 1, y_one, scratch);
             same &= memcmp(y + k * n_out, y_one, sizeof(float) * (size_t)n_out) == 0;
         }
         CHECK(same, "%s rowwise %lldx%lld n_tok %lld threads %d (%s) differs from one-row products",

@@ -5,6 +5,7 @@
  * switch between state buffers as a multi-sequence chunk does. */
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "loom.h"
 #include "test.h"
@@ -56,7 +57,7 @@ static void conv_case(const char *name,
 
 static void test_conv1d_chunk(void)
 {
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     const int kernels[] = {1, 2, 3, 4, 5, 7, 8, 9};
     const int64_t channels[] = {5, 16, 37, 64, 70};
     const int tokens[] = {1, 2, 7, CONV_T};
@@ -64,7 +65,7 @@ static void test_conv1d_chunk(void)
         for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++)
             for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
                 conv_case("scalar", loom_ops_conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
-                conv_case(ops->name, ops->conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
+                conv_case(loom_kernels_name(), ops->conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
             }
     /* the active single-token variant is the one-token chunk */
     static float w[CONV_CH * 4], s1[CONV_CH * 3], s2[CONV_CH * 3], x[CONV_CH], y1[CONV_CH], y2[CONV_CH];
@@ -78,7 +79,7 @@ static void test_conv1d_chunk(void)
         ops->conv1d_step(CONV_CH, 4, s2, w, x, y2);
         same &= memcmp(y1, y2, sizeof y1) == 0 && memcmp(s1, s2, sizeof s1) == 0;
     }
-    CHECK(same, "conv1d step: %s variant differs from scalar", ops->name);
+    CHECK(same, "conv1d step: %s variant differs from scalar", loom_kernels_name());
 }
 
 /* ---- delta rule ------------------------------------------------------------------------------------ */
@@ -154,14 +155,14 @@ static void delta_case(const char *name, delta_chunk_fn chunk, int d, int n, int
 
 static void test_delta_rule_chunk(void)
 {
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     const int dims[] = {16, 24, 48, 64, 128, 192, 256};
     const int tokens[] = {1, 3, 16, 17, DR_T};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++)
             for (int mode = 0; mode < 4; mode++) {
                 delta_case("scalar", loom_ops_delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
-                delta_case(ops->name, ops->delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
+                delta_case(loom_kernels_name(), ops->delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
             }
     /* the active single-token variant against the scalar one */
     static float M1[128 * 128], M2[128 * 128], q[128], k[128], v[128], o1[128], o2[128];
@@ -178,7 +179,7 @@ static void test_delta_rule_chunk(void)
         ops->delta_rule_step(128, M2, q, k, v, -0.3f, 0.7f, o2);
         same &= memcmp(o1, o2, sizeof o1) == 0 && memcmp(M1, M2, sizeof M1) == 0;
     }
-    CHECK(same, "delta rule step d=128: %s variant differs from scalar", ops->name);
+    CHECK(same, "delta rule step d=128: %s variant differs from scalar", loom_kernels_name());
 }
 
 /* ---- RMSNorm / L2 norm of rows --------------------------------------------------------------------- */
@@ -212,7 +213,7 @@ static void norm_case(const struct loom_ops_kernels *ops, int64_t n_rows, int64_
         int same = 1;
         for (int64_t r = 0; r < n_rows; r++)
             same &= memcmp(y + r * ys, ref + r * ys, (size_t)n * sizeof(float)) == 0;
-        CHECK(same, "%s norm rows (mode %d) rows=%lld n=%lld differs from one call per row", ops->name, mode,
+        CHECK(same, "%s norm rows (mode %d) rows=%lld n=%lld differs from one call per row", loom_kernels_name(), mode,
               (long long)n_rows, (long long)n);
         /* in place */
         memcpy(y, x, (size_t)(n_rows * xs) * sizeof(float));
@@ -223,14 +224,14 @@ static void norm_case(const struct loom_ops_kernels *ops, int64_t n_rows, int64_
         same = 1;
         for (int64_t r = 0; r < n_rows; r++)
             same &= memcmp(y + r * xs, ref + r * ys, (size_t)n * sizeof(float)) == 0;
-        CHECK(same, "%s norm rows in place (mode %d) rows=%lld n=%lld differs", ops->name, mode, (long long)n_rows,
+        CHECK(same, "%s norm rows in place (mode %d) rows=%lld n=%lld differs", loom_kernels_name(), mode, (long long)n_rows,
               (long long)n);
     }
 }
 
 static void test_norm_rows(void)
 {
-    const struct loom_ops_kernels *ops = loom_ops_kernels_active();
+    const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     const int64_t rows[] = {1, 7, 8, 9, 17, NR_ROWS};
     const int64_t lens[] = {8, 16, 37, 64, 128, 256, NR_NMAX};
     for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
@@ -247,7 +248,7 @@ int main(void)
             printf("kernel mode %d: not on this CPU (%s)\n", (int)modes[m], err.msg);
             continue;
         }
-        printf("kernel set: %s\n", loom_ops_kernels_active()->name);
+        printf("kernel set: %s\n", loom_kernels_name());
         test_conv1d_chunk();
         test_delta_rule_chunk();
         test_norm_rows();

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 
 struct visit {

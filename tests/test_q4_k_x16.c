@@ -1,14 +1,16 @@
 /* test_q4_k_x16.c — the Q4_K x16 layout (16 rows interleaved): pack/unpack round trip bytewise, the scalar
- * x16 dot bit for bit against the one-row repacked dot (loom_q4_k_vec_dot_repacked), the AVX2 and AVX-512
+ * x16 dot bit for bit against the one-row repacked dot (loom_q4_k_gemv), the AVX2 and AVX-512
  * x16 dots against the scalar one on random, edge-case and extreme blocks, and loom_matmul /
  * loom_matmul_rowwise / loom_weight_get_row of an X16 weight against the same weight in the GGUF layout, in
  * every kernel set and with Q4_K repacking off. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
 #include "util/fp16.h"
@@ -61,7 +63,7 @@ static void make_acts(struct loom_block_q8_k *a, float *x, int n_tok)
         for (int k = 0; k < N_IN; k++)
             x[t * N_IN + k] = rnd_f() * (t % 3 == 2 ? 100.0f : 1.0f);
     for (int t = 0; t < n_tok; t++)
-        loom_type_traits(LOOM_TYPE_Q8_K)->from_float(x + t * N_IN, a + t * NB, N_IN);
+        loom_kernels_active()->types[LOOM_TYPE_Q8_K].from_float(x + t * N_IN, a + t * NB, N_IN);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
@@ -86,8 +88,8 @@ struct x16_set {
 };
 
 static const struct x16_set simd_sets[] = {
-    {LOOM_KERNELS_AVX2, "AVX2", loom_q4_k_x16_dot_avx2, loom_q4_k_x16_dot4_avx2, loom_q4_k_x16_dot8_avx2},
-    {LOOM_KERNELS_AVX512, "AVX-512", loom_q4_k_x16_dot_avx512, loom_q4_k_x16_dot4_avx512, loom_q4_k_x16_dot8_avx512},
+    {LOOM_KERNELS_AVX2, "AVX2", loom_q4_k_x16_gemv_avx2, loom_q4_k_x16_gemv_rows4_avx2, loom_q4_k_x16_gemv_rows8_avx2},
+    {LOOM_KERNELS_AVX512, "AVX-512", loom_q4_k_x16_gemv_avx512, loom_q4_k_x16_gemv_rows4_avx512, loom_q4_k_x16_gemv_rows8_avx512},
 };
 
 /* Whether set k's 1-, 4- and 8-row dots of group block column packed (n_in = nb * 256) with the 8
@@ -125,15 +127,15 @@ static void check_dots(const struct loom_block_q4_k *rows, const struct loom_blo
         float want[8][16], oracle[8][16];
         for (int t = 0; t < 8; t++) {
             for (int r = 0; r < 16; r++)
-                loom_q4_k_vec_dot_repacked(N_IN, &want[t][r], rows + (16 * g + r) * NB, a + t * NB);
-            loom_q4_k_x16_dot(N_IN, oracle[t], packed + g * NB, a + t * NB);
+                loom_q4_k_gemv(N_IN, &want[t][r], rows + (16 * g + r) * NB, a + t * NB);
+            loom_q4_k_x16_gemv(N_IN, oracle[t], packed + g * NB, a + t * NB);
             scalar_ok &= same_bits(oracle[t], want[t], 16);
         }
         for (int k = 0; k < 2; k++)
             if (has[k])
                 simd_ok[k] &= simd_dots_equal(&simd_sets[k], packed + g * NB, a, NB, oracle);
     }
-    CHECK(scalar_ok, "scalar x16 dot equals loom_q4_k_vec_dot_repacked per row bitwise");
+    CHECK(scalar_ok, "scalar x16 dot equals loom_q4_k_gemv per row bitwise");
     for (int k = 0; k < 2; k++)
         if (has[k])
             CHECK(simd_ok[k], "%s x16 dots (1, 4, 8 rows) equal the scalar x16 dot bitwise", simd_sets[k].name);
@@ -169,7 +171,7 @@ static void check_extremes(void)
     loom_q4_k_x16_pack(rows, sizeof rows[0], &packed, LOOM_QK_K);
     float oracle[8][16];
     for (int t = 0; t < 8; t++)
-        loom_q4_k_x16_dot(LOOM_QK_K, oracle[t], &packed, &a[t]);
+        loom_q4_k_x16_gemv(LOOM_QK_K, oracle[t], &packed, &a[t]);
     for (int k = 0; k < 2; k++)
         if (cpu_has(simd_sets[k].mode))
             CHECK(simd_dots_equal(&simd_sets[k], &packed, a, 1, oracle),
@@ -190,8 +192,8 @@ static void check_matmul(const struct loom_weight *std, const struct loom_weight
             for (int n_tok = 1; n_tok <= MAX_TOK; n_tok++) {
                 memset(y0, 0xfe, sizeof y0);
                 memset(y1, 0xff, sizeof y1);
-                (rowwise ? loom_matmul_rowwise : loom_matmul)(pools[p], std, x, n_tok, y0, scratch);
-                (rowwise ? loom_matmul_rowwise : loom_matmul)(pools[p], x16, x, n_tok, y1, scratch);
+                (rowwise ? loom_matmul_rowwise : loom_matmul)(loom_kernels_active(), pools[p], std, x, n_tok, y0, scratch);
+                (rowwise ? loom_matmul_rowwise : loom_matmul)(loom_kernels_active(), pools[p], x16, x, n_tok, y1, scratch);
                 if (!same_bits(y0, y1, (size_t)(n_tok * N_OUT)) && n_bad++ == 0)
                     CHECK(0, "%s x16 %s n_tok %d threads %d differs from the GGUF layout", loom_kernels_name(),
                           rowwise ? "rowwise" : "matmul", n_tok, loom_pool_n_threads(pools[p]));
@@ -230,16 +232,15 @@ int main(void)
             rows[i].d = 0x3c00;
     for (int g = 0; g < N_OUT / 16; g++)
         loom_q4_k_x16_pack(rows + 16 * g * NB, rb, packed + g * NB, N_IN);
-    struct loom_weight std = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, rows, LOOM_WEIGHT_ROWS, 0};
-    struct loom_weight x16 = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, packed, LOOM_WEIGHT_X16, rows};
+    struct loom_weight std = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, rows, LOOM_WEIGHT_ROWS, 0, 0};
+    struct loom_weight x16 = {LOOM_TYPE_Q4_K, N_IN, N_OUT, rb, packed, LOOM_WEIGHT_X16, rows, 0};
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
         if (loom_kernels_select(modes[m], &(loom_error){0}) == LOOM_OK)
             check_matmul(&std, &x16, x, pools);
     loom_kernels_select(LOOM_KERNELS_AUTO, &(loom_error){0});
-    loom_kernels_set_q4_k_repacked(0); /* the vec_dot order, which X16 weights reach by unpacking */
+    std.ref_plain_buffer = x16.ref_plain_buffer = 1; /* the vec_dot order, which X16 weights reach by unpacking */
     check_matmul(&std, &x16, x, pools);
-    loom_kernels_set_q4_k_repacked(1);
     loom_pool_free(pools[1]);
     free(rows);
     free(packed);

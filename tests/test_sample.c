@@ -12,7 +12,7 @@
 static struct loom_sampler *mk(float temp, int top_k, float top_p, uint64_t seed, int n, const uint8_t *ok)
 {
     struct loom_sampler_params p = {.temp = temp, .top_k = top_k, .top_p = top_p, .seed = seed};
-    return loom_sampler_new(&p, n, ok);
+    return loom_sampler_new(&p, n, ok, NULL);
 }
 
 static void test_greedy(void)
@@ -110,7 +110,7 @@ static void test_min_p(void)
     for (int t = 0; t < 2; t++) {
         /* threshold 0.35 * 0.5 = 0.175: keeps {1, 4}, at either temperature (min-p runs before it) */
         struct loom_sampler_params p = {.temp = temps[t], .top_p = 1, .min_p = 0.35f, .seed = 8};
-        struct loom_sampler *s = loom_sampler_new(&p, 5, ok);
+        struct loom_sampler *s = loom_sampler_new(&p, 5, ok, NULL);
         int counts[5] = {0};
         draw_many(s, logits, 4000, counts);
         double want = pow(0.5, 1 / temps[t]) / (pow(0.5, 1 / temps[t]) + pow(0.2, 1 / temps[t]));
@@ -120,7 +120,7 @@ static void test_min_p(void)
         loom_sampler_free(s);
     }
     struct loom_sampler_params p = {.temp = 1, .top_p = 1, .min_p = 0.25f, .seed = 8};
-    struct loom_sampler *s = loom_sampler_new(&p, 5, ok);
+    struct loom_sampler *s = loom_sampler_new(&p, 5, ok, NULL);
     int counts[5] = {0};
     draw_many(s, logits, 4000, counts);
     CHECK(counts[0] == 0 && counts[3] == 0 && counts[1] && counts[2] && counts[4],
@@ -143,7 +143,7 @@ static void test_penalties(void)
     float logits[3] = {2.0f, 1.4f, -5};
     uint8_t ok[3] = {1, 1, 1};
     struct loom_sampler_params g = {.temp = 0, .top_p = 1, .repeat_penalty = 1.5f, .repeat_last_n = 2};
-    struct loom_sampler *s = loom_sampler_new(&g, 3, ok);
+    struct loom_sampler *s = loom_sampler_new(&g, 3, ok, NULL);
     CHECK(s && loom_sampler_sample(s, logits) == 0, "no window yet: argmax");
     loom_sampler_accept(s, 0);
     CHECK(loom_sampler_sample(s, logits) == 1, "after accepting 0, 2.0 -> 1.333 loses to 1.4");
@@ -158,7 +158,7 @@ static void test_penalties(void)
     CHECK(loom_sampler_sample(s, logits) == 0, "reset empties the window");
     loom_sampler_free(s);
     float neg[2] = {-2.0f, -2.9f};
-    s = loom_sampler_new(&g, 2, ok);
+    s = loom_sampler_new(&g, 2, ok, NULL);
     loom_sampler_accept(s, 0);
     CHECK(loom_sampler_sample(s, neg) == 1, "negative logits are multiplied: -2.0 -> -3.0 loses to -2.9");
     loom_sampler_free(s);
@@ -170,18 +170,18 @@ static void test_logit_bias(void)
     uint8_t ok[4] = {1, 1, 1, 1};
     struct loom_logit_bias ban[2] = {{1, -INFINITY}, {3, 1.5f}};
     struct loom_sampler_params p = {.temp = 0, .top_p = 1, .bias = ban, .n_bias = 1};
-    struct loom_sampler *s = loom_sampler_new(&p, 4, ok);
+    struct loom_sampler *s = loom_sampler_new(&p, 4, ok, NULL);
     CHECK(s && loom_sampler_sample(s, logits) == 2, "a banned argmax gives way");
     loom_sampler_free(s);
     p.n_bias = 2;
     ban[1].bias = 2.5f; /* biases are copied at creation */
-    s = loom_sampler_new(&p, 4, ok);
+    s = loom_sampler_new(&p, 4, ok, NULL);
     ban[1].bias = 0;
     CHECK(s && loom_sampler_sample(s, logits) == 3, "bias +2.5 lifts id 3 to the top");
     loom_sampler_free(s);
     p.temp = 1;
     p.n_bias = 1;
-    s = loom_sampler_new(&p, 4, ok);
+    s = loom_sampler_new(&p, 4, ok, NULL);
     int counts[4] = {0};
     draw_many(s, logits, 2000, counts);
     CHECK(counts[1] == 0 && counts[0] && counts[2] && counts[3], "a banned token is never drawn");
@@ -190,8 +190,8 @@ static void test_logit_bias(void)
     struct loom_sampler_params pb = {.top_p = 1, .bias = &bad, .n_bias = 1};
     struct loom_sampler_params pp = {.top_p = 1.5f}, pm = {.top_p = 1, .min_p = -0.1f}, pr = {.top_p = 1,
                                                                                              .repeat_last_n = -1};
-    CHECK(!loom_sampler_new(&pb, 4, ok) && !loom_sampler_new(&pp, 4, ok) && !loom_sampler_new(&pm, 4, ok) &&
-              !loom_sampler_new(&pr, 4, ok),
+    CHECK(!loom_sampler_new(&pb, 4, ok, NULL) && !loom_sampler_new(&pp, 4, ok, NULL) && !loom_sampler_new(&pm, 4, ok, NULL) &&
+              !loom_sampler_new(&pr, 4, ok, NULL),
           "invalid parameters give NULL");
 }
 
@@ -215,7 +215,7 @@ static void test_padding_rows(void)
                                                         .min_p = min_ps[mi], .seed = (uint64_t)runs,
                                                         .repeat_penalty = pen ? 1.3f : 1, .repeat_last_n = 4,
                                                         .presence_penalty = pen ? 0.5f : 0};
-                        struct loom_sampler *s = loom_sampler_new(&p, N, ok);
+                        struct loom_sampler *s = loom_sampler_new(&p, N, ok, NULL);
                         for (int d = 0; d < 20; d++) {
                             int32_t id = loom_sampler_sample(s, logits);
                             bad += id < 0 || id >= N_VOCAB || !ok[id];
@@ -330,6 +330,42 @@ static void test_big_vocab(double spread)
     free(ok);
 }
 
+/* One sampler per sequence: a clone draws what its source would (window and generator copied), reseeding restarts
+ * the generator, and an invalid parameter is refused naming it. */
+static void test_clone_and_seed(void)
+{
+    float logits[5] = {1, 2, 1.5f, 0.5f, 1.8f};
+    uint8_t ok[5] = {1, 1, 1, 1, 1};
+    struct loom_sampler_params p = {.temp = 1, .top_p = 1, .seed = 99, .repeat_penalty = 1.3f, .repeat_last_n = 3,
+                                    .bias = &(struct loom_logit_bias){4, 0.5f}, .n_bias = 1};
+    loom_sampler *a = loom_sampler_new(&p, 5, ok, NULL);
+    for (int i = 0; a && i < 7; i++)
+        loom_sampler_accept(a, loom_sampler_sample(a, logits));
+    loom_sampler *b = a ? loom_sampler_clone(a, NULL) : NULL;
+    int same = a && b;
+    for (int i = 0; same && i < 50; i++) {
+        int32_t ia = loom_sampler_sample(a, logits);
+        same &= ia == loom_sampler_sample(b, logits);
+        loom_sampler_accept(a, ia);
+        loom_sampler_accept(b, ia);
+    }
+    CHECK(same, "a clone draws what its source draws");
+    loom_sampler *c = loom_sampler_new(&p, 5, ok, NULL);
+    loom_sampler_seed(a, 99);
+    loom_sampler_reset(a);
+    same = a && c;
+    for (int i = 0; same && i < 50; i++)
+        same &= loom_sampler_sample(a, logits) == loom_sampler_sample(c, logits);
+    CHECK(same, "reseed + reset: the draws of a fresh sampler");
+    loom_sampler_free(a);
+    loom_sampler_free(b);
+    loom_sampler_free(c);
+    loom_error err = {0};
+    p.top_k = -2;
+    CHECK(!loom_sampler_new(&p, 5, ok, &err) && err.code == LOOM_E_ARG && strstr(err.msg, "top_k"),
+          "a negative top_k is refused naming it: %s", err.msg);
+}
+
 int main(void)
 {
     test_greedy();
@@ -340,6 +376,7 @@ int main(void)
     test_padding_rows();
     test_top_k_and_seed();
     test_temperature();
+    test_clone_and_seed();
     test_big_vocab(2.0);
     test_big_vocab(1.0);
     test_big_vocab(0.5);

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample/stop.h"
+#include "loom.h"
 #include "test.h"
 
 /* Feed the tokens toks[n] (NULL-terminated strings); the released text goes to got (NUL-terminated).
  * Returns the index of the feed that reported the stop, or -1 when none did (then the held text is flushed). */
-static int run_tokens(struct loom_stop *m, const char *const *toks, int n, char *got, size_t cap)
+static int run_tokens(loom_stop *m, const char *const *toks, int n, char *got, size_t cap)
 {
     char out[256];
     size_t len = 0;
@@ -36,75 +36,75 @@ static int run_tokens(struct loom_stop *m, const char *const *toks, int n, char 
 
 static void test_cases(void)
 {
-    struct loom_stop m;
+    loom_stop *m;
     char got[256];
     const char *eos[] = {"</s>"};
-    CHECK(loom_stop_init(&m, eos, 1, NULL) == LOOM_OK, "init");
+    CHECK((m = loom_stop_new(eos, 1, NULL)) != NULL, "init");
     const char *t1[] = {"hel", "lo<", "/", "s>", "more"};
-    int at = run_tokens(&m, t1, 5, got, sizeof got);
+    int at = run_tokens(m, t1, 5, got, sizeof got);
     CHECK(at == 3 && !strcmp(got, "hello"), "stop across three tokens: at %d, released '%s'", at, got);
     const char *t1b[] = {"x"};
-    CHECK(run_tokens(&m, t1b, 1, got, sizeof got) == 0 && !got[0], "after a stop, feeds release nothing");
-    loom_stop_reset(&m);
+    CHECK(run_tokens(m, t1b, 1, got, sizeof got) == 0 && !got[0], "after a stop, feeds release nothing");
+    loom_stop_reset(m);
     const char *t2[] = {"a<", "/b", "></", "s", "x"};
-    at = run_tokens(&m, t2, 5, got, sizeof got);
+    at = run_tokens(m, t2, 5, got, sizeof got);
     CHECK(at == -1 && !strcmp(got, "a</b></sx"), "a broken prefix is released: at %d, '%s'", at, got);
-    loom_stop_reset(&m);
+    loom_stop_reset(m);
     const char *t3[] = {"tail <"};
-    CHECK(run_tokens(&m, t3, 1, got, sizeof got) == -1 && !strcmp(got, "tail <"), "held text flushed at the end");
-    loom_stop_free(&m);
+    CHECK(run_tokens(m, t3, 1, got, sizeof got) == -1 && !strcmp(got, "tail <"), "held text flushed at the end");
+    loom_stop_free(m);
 
     const char *abc[] = {"abc"};
-    loom_stop_init(&m, abc, 1, NULL);
+    m = loom_stop_new(abc, 1, NULL);
     const char *t4[] = {"a", "a", "b", "c", "d"};
-    at = run_tokens(&m, t4, 5, got, sizeof got);
+    at = run_tokens(m, t4, 5, got, sizeof got);
     CHECK(at == 3 && !strcmp(got, "a"), "overlapping prefix 'aabc': at %d, '%s'", at, got);
-    loom_stop_reset(&m);
+    loom_stop_reset(m);
     const char *t5[] = {"xaab", "abcz"};
-    at = run_tokens(&m, t5, 2, got, sizeof got);
+    at = run_tokens(m, t5, 2, got, sizeof got);
     CHECK(at == 1 && !strcmp(got, "xaab"), "'xaababcz': at %d, '%s'", at, got);
-    loom_stop_free(&m);
+    loom_stop_free(m);
 
     const char *many[] = {"STOP", "END", "abcd", "bc"};
-    loom_stop_init(&m, many, 4, NULL);
+    m = loom_stop_new(many, 4, NULL);
     const char *t6[] = {"one E", "N", "two STOP"};
-    at = run_tokens(&m, t6, 3, got, sizeof got);
+    at = run_tokens(m, t6, 3, got, sizeof got);
     CHECK(at == 2 && !strcmp(got, "one ENtwo "), "a broken prefix, then the other stop string: at %d, '%s'", at, got);
-    loom_stop_reset(&m);
+    loom_stop_reset(m);
     const char *t7[] = {"xST", "OPxEND"};
-    at = run_tokens(&m, t7, 2, got, sizeof got);
+    at = run_tokens(m, t7, 2, got, sizeof got);
     CHECK(at == 1 && !strcmp(got, "x"), "the earliest of two complete stops wins: at %d, '%s'", at, got);
-    loom_stop_reset(&m);
+    loom_stop_reset(m);
     const char *t8[] = {"zab", "c"};
-    at = run_tokens(&m, t8, 2, got, sizeof got);
+    at = run_tokens(m, t8, 2, got, sizeof got);
     CHECK(at == 1 && !strcmp(got, "za"), "a complete 'bc' beats a still-forming 'abcd': at %d, '%s'", at, got);
-    loom_stop_free(&m);
+    loom_stop_free(m);
 }
 
 static void test_edges(void)
 {
-    struct loom_stop m;
+    loom_stop *m;
     const char *none[] = {NULL};
-    CHECK(loom_stop_init(&m, none, 0, NULL) == LOOM_OK, "no stop strings");
+    CHECK((m = loom_stop_new(none, 0, NULL)) != NULL, "no stop strings");
     char got[64];
     const char *t[] = {"a", "", "bc"};
-    CHECK(run_tokens(&m, t, 3, got, sizeof got) == -1 && !strcmp(got, "abc"), "no stop strings: pass-through");
-    loom_stop_free(&m);
+    CHECK(run_tokens(m, t, 3, got, sizeof got) == -1 && !strcmp(got, "abc"), "no stop strings: pass-through");
+    loom_stop_free(m);
     const char *empty[] = {"ok", ""};
     loom_error err = {0};
-    CHECK(loom_stop_init(&m, empty, 2, &err) == LOOM_E_ARG && err.msg[0], "an empty stop string is refused: %s",
-          err.msg);
-    CHECK(loom_stop_init(&m, none, 1, NULL) == LOOM_E_ARG, "a NULL stop string is refused");
+    CHECK(loom_stop_new(empty, 2, &err) == NULL && err.code == LOOM_E_ARG && err.msg[0],
+          "an empty stop string is refused: %s", err.msg);
+    CHECK(loom_stop_new(none, 1, NULL) == NULL, "a NULL stop string is refused");
     const char *s[] = {"abcdef"};
-    loom_stop_init(&m, s, 1, NULL);
+    m = loom_stop_new(s, 1, NULL);
     char out[8];
     int stopped;
-    CHECK(loom_stop_feed(&m, "abc", 3, out, sizeof out, &stopped, NULL) == 0 && m.n_held == 3, "held 'abc'");
-    CHECK(loom_stop_feed(&m, "xxxxxx", 6, out, sizeof out, &stopped, &err) == LOOM_E_RANGE && m.n_held == 3,
+    CHECK(loom_stop_feed(m, "abc", 3, out, sizeof out, &stopped, NULL) == 0 && loom_stop_n_held(m) == 3, "held 'abc'");
+    CHECK(loom_stop_feed(m, "xxxxxx", 6, out, sizeof out, &stopped, &err) == LOOM_E_RANGE && loom_stop_n_held(m) == 3,
           "too small an output buffer: LOOM_E_RANGE, nothing consumed");
-    int k = loom_stop_feed(&m, "dx", 2, out, sizeof out, &stopped, NULL);
-    CHECK(k == 5 && !memcmp(out, "abcdx", 5) && !stopped && m.n_held == 0, "released once the prefix breaks");
-    loom_stop_free(&m);
+    int k = loom_stop_feed(m, "dx", 2, out, sizeof out, &stopped, NULL);
+    CHECK(k == 5 && !memcmp(out, "abcdx", 5) && !stopped && loom_stop_n_held(m) == 0, "released once the prefix breaks");
+    loom_stop_free(m);
 }
 
 /* Random texts over {a, b, c} cut into random tokens against random stop strings over the same letters.
@@ -156,15 +156,15 @@ static void test_random(void)
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             text[n] = (char)('a' + (x >> 50) % 3);
         }
-        struct loom_stop m;
-        loom_stop_init(&m, sp, n_stops, NULL);
+        loom_stop *m;
+        m = loom_stop_new(sp, n_stops, NULL);
         size_t pos = 0, n_rel = 0;
         int stopped = 0;
         while (pos < n && !stopped) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             size_t step = 1 + (size_t)((x >> 45) % 4);
             step = step > n - pos ? n - pos : step;
-            int k = loom_stop_feed(&m, text + pos, step, out, sizeof out, &stopped, NULL);
+            int k = loom_stop_feed(m, text + pos, step, out, sizeof out, &stopped, NULL);
             pos += step;
             bad += k < 0;
             if (k < 0)
@@ -180,13 +180,13 @@ static void test_random(void)
             bad += memcmp(released, text, n_rel) != 0;
         }
         if (!stopped) {
-            int k = loom_stop_flush(&m, out, sizeof out, NULL);
+            int k = loom_stop_flush(m, out, sizeof out, NULL);
             memcpy(released + n_rel, out, (size_t)(k > 0 ? k : 0));
             n_rel += (size_t)(k > 0 ? k : 0);
             bad += n_rel != n || memcmp(released, text, n) != 0;
         }
         n_stopped += stopped;
-        loom_stop_free(&m);
+        loom_stop_free(m);
     }
     CHECK(bad == 0, "%d violations over %d random texts (%d stopped)", bad, trials, n_stopped);
     CHECK(n_stopped > trials / 4 && n_stopped < trials, "the random texts exercise both outcomes: %d stopped",

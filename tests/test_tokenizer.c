@@ -181,6 +181,40 @@ static int has_id(const int32_t *ids, int n, int32_t id)
     return 0;
 }
 
+/* The public handle of a vocabulary-only file (tiny vocab with add_bos_token): rows, attributes, declared special
+ * ids, the end-of-generation set, no chat template, no warnings; a missing file is refused. */
+static void test_open(const char *path)
+{
+    loom_error err = {0};
+    loom_tokenizer *tok = loom_tokenizer_open(path, &err);
+    CHECK(tok != NULL, "loom_tokenizer_open: %s", err.msg);
+    if (!tok)
+        return;
+    CHECK(loom_tokenizer_n_rows(tok) == N_TINY && loom_tokenizer_n_vocab(tok) == N_TINY, "rows = vocabulary");
+    CHECK(loom_tokenizer_token_attr(tok, 'a') == (LOOM_TOKEN_NORMAL | LOOM_TOKEN_SAMPLEABLE) &&
+              loom_tokenizer_token_attr(tok, T_END) == (LOOM_TOKEN_CONTROL | LOOM_TOKEN_EOG | LOOM_TOKEN_SAMPLEABLE) &&
+              loom_tokenizer_token_attr(tok, T_THINK) == (LOOM_TOKEN_USER_DEFINED | LOOM_TOKEN_SAMPLEABLE) &&
+              loom_tokenizer_token_attr(tok, T_PAD) == LOOM_TOKEN_UNUSED &&
+              loom_tokenizer_token_attr(tok, N_TINY) == 0 && loom_tokenizer_token_attr(tok, -1) == 0,
+          "token attributes: normal, control + EOG, user-defined, unused, outside");
+    CHECK(loom_tokenizer_special(tok, LOOM_SPECIAL_ID_BOS) == T_EOT &&
+              loom_tokenizer_special(tok, LOOM_SPECIAL_ID_EOS) == T_EOT &&
+              loom_tokenizer_special(tok, LOOM_SPECIAL_ID_PAD) == -1 &&
+              loom_tokenizer_special(tok, LOOM_SPECIAL_ID_COUNT) == -1,
+          "declared special ids: bos and eos, no pad");
+    int32_t eog[64];
+    int n = loom_tokenizer_eog(tok, eog, 64), all = n > 0;
+    for (int i = 0; i < n; i++)
+        all &= loom_tokenizer_is_eog(tok, eog[i]);
+    CHECK(all && has_id(eog, n, T_EOT) && has_id(eog, n, T_END) && !has_id(eog, n, T_START),
+          "the end-of-generation set lists its ids (%d)", n);
+    CHECK(!loom_tokenizer_chat_template(tok) && loom_tokenizer_n_warnings(tok) == 0 && !loom_tokenizer_warning(tok, 0),
+          "no chat template, no warnings");
+    loom_tokenizer_free(tok);
+    CHECK(!loom_tokenizer_open("/nonexistent/vocab.gguf", &err) && err.code == LOOM_E_IO,
+          "a missing file is refused: %s", err.msg);
+}
+
 static void test_tiny_specials(const struct loom_tokenizer *tok)
 {
     static const char text[] = "<|im_start|>Hello<|im_end|><think>";
@@ -216,9 +250,9 @@ static void test_tiny_specials(const struct loom_tokenizer *tok)
     CHECK(loom_tokenizer_bos(tok) == -1, "no add_bos_token key: no BOS");
 }
 
-/* Data mode (the rule in tokenizer.h): caller text spelling Qwen's USER_DEFINED markers or a [PAD] row keeps
- * them as text, while trusted text (ALL) and the reference's parse_special = false (USER_DEFINED) match them;
- * plain-text USER_DEFINED tokens match in every mode, as in the reference. */
+/* Data mode (the rule at loom_special_mode in loom.h): caller text spelling Qwen's USER_DEFINED markers or a [PAD]
+ * row keeps them as text, while trusted text (ALL) and the reference's parse_special = false (USER_DEFINED) match
+ * them; plain-text USER_DEFINED tokens match in every mode, as in the reference. */
 static void test_tiny_data_mode(const struct loom_tokenizer *tok)
 {
     static const char text[] = "a<think>b</think><tool_call>{}</tool_call><tool_response>x</tool_response>[PAD270]";
@@ -301,6 +335,7 @@ static void test_tiny(void)
     CHECK(tok && loom_tokenizer_bos(tok) == T_EOT, "add_bos_token true gives the BOS id");
     loom_tokenizer_free(tok);
     loom_gguf_close(g);
+    test_open(path);
     CHECK(write_tiny_vocab(path, "bert", 0) == 0, "write a vocab of an unsupported model");
     tok = load_tiny(path, 0, &err, &g);
     CHECK(!tok && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.ggml.model"), "wrong model rejected: %s",

@@ -10,26 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/bench_mem.h"
 #include "cli/cli.h"
 #include "cli/refengine.h"
 #include "loom.h"
-#include "model/model.h"
-#include "runtime/pool.h"
-#include "runtime/session.h"
-#include "util/cpu.h"
-#include "util/error.h"
 
 #define BENCH_MAX_REPS 100
-#define BENCH_MEM_BYTES ((size_t)1 << 30)  /* the streaming-read buffer */
-#define BENCH_MEM_CHUNK ((size_t)2 << 20)  /* bytes per parallel_for item */
-#define BENCH_MEM_SECONDS 2.0              /* time spent on read passes */
-#define BENCH_MEM_MAX_PASSES 400
-#define BENCH_FMA_ITERS 1000000            /* FMA steps per parallel_for item */
 #define BENCH_TG_WARMUP 4                  /* decoded tokens in a warm-up run */
 
 enum { TEST_PP = 0, TEST_TG = 1 };
@@ -43,14 +31,6 @@ struct bench_opts {
     int ref;           /* --ref */
     int mem;           /* --mem */
     int check_tensors; /* --check-tensors */
-};
-
-/* The machine's rooflines (--mem); zero when not measured. */
-struct bench_machine {
-    const char *isa;
-    double read_best, read_median; /* GB/s */
-    double fma_peak;               /* GFLOP/s, FP32 */
-    double dot_i8_peak;            /* GOP/s, int8 multiply-adds (2 ops each) through AVX-512 VNNI; 0: none */
 };
 
 /* Work figures of the model file, from its tensor table. */
@@ -203,166 +183,53 @@ static double bench_peak_rss(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 ? 1024.0 * (double)ru.ru_maxrss : 0;
 }
 
-/* ---- --mem: streaming read bandwidth and FMA peak ----------------------------------------------------- */
+/* ---- --mem: the machine's rooflines ----------------------------------------------------------------- */
 
-typedef uint64_t (*bench_read_fn)(const void *buf, size_t bytes);
-
-/* Portable streaming read for CPUs without AVX2. */
-static uint64_t bench_read_scalar(const void *buf, size_t bytes)
+/* Measure the machine (loom_probe_machine) and print its line. A signal stops it (nothing is then printed). */
+static int bench_mem(int n_threads, loom_machine_probe *m)
 {
-    const uint64_t *p = buf;
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (size_t i = 0, n = bytes / 8; i < n; i += 4) {
-        a0 ^= p[i];
-        a1 ^= p[i + 1];
-        a2 ^= p[i + 2];
-        a3 ^= p[i + 3];
-    }
-    return a0 ^ a1 ^ a2 ^ a3;
-}
-
-struct bench_probe {
-    const uint8_t *buf;
-    bench_read_fn read;
-    float (*fma)(int64_t iters);
-    uint32_t (*dot_i8)(int64_t iters); /* NULL without AVX-512 VNNI */
-    uint64_t *sink; /* [n_threads] digests, so that no read or FMA chain is dead */
-};
-
-static void bench_read_task(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    struct bench_probe *p = ctx;
-    for (int64_t c = begin; c < end; c++)
-        p->sink[thread] ^= p->read(p->buf + (size_t)c * BENCH_MEM_CHUNK, BENCH_MEM_CHUNK);
-}
-
-static void bench_fma_task(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    struct bench_probe *p = ctx;
-    for (int64_t c = begin; c < end; c++)
-        p->sink[thread] += (uint64_t)p->fma(BENCH_FMA_ITERS);
-}
-
-static void bench_dot_i8_task(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    struct bench_probe *p = ctx;
-    for (int64_t c = begin; c < end; c++)
-        p->sink[thread] += p->dot_i8(BENCH_FMA_ITERS);
-}
-
-/* Read passes over the 1 GiB buffer for BENCH_MEM_SECONDS; best and median GB/s (1e9 bytes/s). A signal
- * stops the passes (nothing is then reported). */
-static void bench_mem_read(struct loom_pool *pool, struct bench_probe *p, struct bench_machine *m)
-{
-    static double rates[BENCH_MEM_MAX_PASSES];
-    int n = 0;
-    double start = loom_cli_now();
-    while (n < BENCH_MEM_MAX_PASSES && (n < 3 || loom_cli_now() - start < BENCH_MEM_SECONDS) && !loom_cli_signal()) {
-        double t0 = loom_cli_now();
-        loom_pool_parallel_for(pool, (int64_t)(BENCH_MEM_BYTES / BENCH_MEM_CHUNK), 1, bench_read_task, p);
-        rates[n++] = (double)BENCH_MEM_BYTES / (loom_cli_now() - t0) / 1e9;
-    }
-    if (n == 0)
-        return;
-    m->read_median = bench_median(rates, n);
-    m->read_best = rates[n - 1];
-}
-
-/* An arithmetic peak in G operations/s: task over 16 items per thread, each doing ops_per_item operations,
- * three rounds, the best one. */
-static double bench_mem_peak(struct loom_pool *pool, struct bench_probe *p, int n_threads, double ops_per_item,
-                             void (*task)(void *, int64_t, int64_t, int))
-{
-    int64_t items = 16 * (int64_t)n_threads;
-    double best = 0;
-    for (int round = 0; round < 3 && !loom_cli_signal(); round++) {
-        double t0 = loom_cli_now();
-        loom_pool_parallel_for(pool, items, 1, task, p);
-        double g = (double)items * ops_per_item / (loom_cli_now() - t0) / 1e9;
-        best = g > best ? g : best;
-    }
-    return best;
-}
-
-static int bench_mem(int n_threads, struct bench_machine *m)
-{
-    struct bench_probe p = {.read = bench_read_scalar};
-    int lanes = 0;
-    unsigned cpu = loom_cpu_features(); /* the probes are built with the kernel sets' flags: they need those sets */
-    if ((cpu & LOOM_CPU_AVX512_SET) == LOOM_CPU_AVX512_SET) {
-        *m = (struct bench_machine){.isa = "AVX-512"};
-        p.read = loom_bench_read_avx512, p.fma = loom_bench_fma_avx512, lanes = 16;
-        p.dot_i8 = loom_bench_dot_i8_avx512;
-    } else if ((cpu & LOOM_CPU_AVX2_SET) == LOOM_CPU_AVX2_SET) {
-        *m = (struct bench_machine){.isa = "AVX2"};
-        p.read = loom_bench_read_avx2, p.fma = loom_bench_fma_avx2, lanes = 8;
-    } else {
-        *m = (struct bench_machine){.isa = "scalar"};
-    }
-    uint8_t *buf = aligned_alloc(64, BENCH_MEM_BYTES);
-    p.sink = calloc((size_t)n_threads, sizeof *p.sink);
-    struct loom_pool *pool = loom_pool_new(n_threads);
-    if (!buf || !p.sink || !pool) {
-        fprintf(stderr, "loom bench --mem: allocating the 1 GiB buffer or the thread pool failed\n");
-        free(buf), free(p.sink), loom_pool_free(pool);
+    loom_error err = {0};
+    int rc = loom_probe_machine(&(loom_probe_options){.n_threads = n_threads, .abort = loom_cli_abort}, m, &err);
+    if (rc == LOOM_E_CANCELLED)
         return -1;
-    }
-    memset(buf, 0x5a, BENCH_MEM_BYTES); /* page in: every pass reads resident memory */
-    p.buf = buf;
-    bench_mem_read(pool, &p, m);
-    double per_item = (double)BENCH_FMA_ITERS * LOOM_BENCH_FMA_CHAINS;
-    if (p.fma)
-        m->fma_peak = bench_mem_peak(pool, &p, n_threads, per_item * lanes * 2, bench_fma_task);
-    if (p.dot_i8)
-        m->dot_i8_peak = bench_mem_peak(pool, &p, n_threads, per_item * 64 * 2, bench_dot_i8_task);
-    if (loom_cli_signal()) { /* stopped: nothing measured to print */
-        loom_pool_free(pool), free(p.sink), free(buf);
+    if (rc != LOOM_OK) {
+        fprintf(stderr, "loom bench --mem: %s\n", err.msg);
         return -1;
     }
     printf("machine: %d threads, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
-           n_threads, m->isa, m->read_best, m->read_median, BENCH_MEM_SECONDS);
-    if (p.fma)
+           n_threads, m->isa, m->read_best, m->read_median, m->read_seconds);
+    if (m->fma_peak > 0)
         printf("; FP32 FMA peak %.0f GFLOP/s", m->fma_peak);
-    if (p.dot_i8)
+    if (m->dot_i8_peak > 0)
         printf("; int8 dot (VNNI) peak %.0f GOP/s", m->dot_i8_peak);
     printf("\n");
-    loom_pool_free(pool);
-    free(p.sink);
-    free(buf);
     return 0;
 }
 
 /* ---- the model benchmark ------------------------------------------------------------------------------ */
 
-static int bench_name_is(const struct loom_gguf_str *s, const char *name)
-{
-    return s->len == strlen(name) && !memcmp(s->ptr, name, s->len);
-}
-
 /* Fill *w from the model's tensor table and the file. */
 static void bench_work_measure(const loom_model *model, const char *path, struct bench_work *w)
 {
-    const struct loom_gguf *g = model->gguf;
+    const loom_gguf *g = loom_model_gguf(model);
     uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    struct stat st;
+    loom_gguf_tensor_info t;
+    int tied = 1; /* no output.weight: the head is token_embd */
     memset(w, 0, sizeof *w);
     size_t len = strlen(base); /* copied, not snprintf'd: GCC's UBSan build warned of a NULL %s argument */
     memcpy(w->name, base, len < sizeof w->name ? len : sizeof w->name - 1);
-    w->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const struct loom_gguf_tensor *t = &g->tensors[i];
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            n *= t->ne[d];
-        w->size += t->nbytes;
-        w->params += n;
-        if (bench_name_is(&t->name, "token_embd.weight"))
-            embd_bytes = t->nbytes, embd_params = n;
-        else if (bench_name_is(&t->name, "output.weight"))
-            out_params = n;
+    loom_gguf_info info;
+    loom_gguf_get_info(g, &info);
+    w->file_bytes = info.file_bytes;
+    for (uint64_t i = 0; loom_gguf_tensor_at(g, i, &t, NULL) == LOOM_OK; i++) {
+        w->size += t.n_bytes;
+        w->params += t.n_elements;
+        if (!strcmp(t.name, "token_embd.weight"))
+            embd_bytes = t.n_bytes, embd_params = t.n_elements;
+        else if (!strcmp(t.name, "output.weight"))
+            out_params = t.n_elements, tied = 0;
     }
-    int tied = model->hp.tied_output;
     w->decode_bytes = w->size - (tied ? 0 : embd_bytes);
     w->head_params = tied ? embd_params : out_params;
     w->body_params = w->params - embd_params - (tied ? 0 : out_params);
@@ -505,7 +372,7 @@ static void bench_print_ratios(const struct bench_engine *eng, const int n[2])
 
 /* Decode bandwidth and prefill GFLOP/s of each engine, against the machine's rooflines when measured. */
 static void bench_print_work(const struct bench_work *w, const struct bench_engine *eng, int n_eng, const int n[2],
-                             const struct bench_machine *m)
+                             const loom_machine_probe *m)
 {
     if (n[TEST_TG] > 0) {
         printf("decode  tg%d: %.1f MB of weights read per token;", n[TEST_TG], (double)w->decode_bytes / 1e6);
@@ -551,7 +418,7 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
     double bound = 1.1 * ((double)w->file_bytes + state);
     printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
            "state %.1f MiB + 10%% = %.1f MiB: %s",
-           rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)ls->arena_bytes / mib,
+           rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)loom_session_arena_bytes(ls) / mib,
            (double)w->file_bytes / mib, state / mib, bound / mib, rss_loom <= bound ? "within" : "OVER");
     if (ref)
         printf("; whole process %.1f MiB at the end (both engines)", bench_peak_rss() / mib);
@@ -596,7 +463,7 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
 }
 
 /* Everything after loom's session exists: warm-ups, the reference, the measurement and the report. */
-static int bench_run_engines(const struct bench_opts *o, const struct bench_machine *m, const loom_model *model,
+static int bench_run_engines(const struct bench_opts *o, const loom_machine_probe *m, const loom_model *model,
                              double rss_start, struct bench_engine eng[2], struct loom_ref *ref,
                              struct loom_ref_model **rm, loom_error *err)
 {
@@ -644,7 +511,7 @@ done:
     return rc;
 }
 
-static int bench_model(const struct bench_opts *o, const struct bench_machine *m)
+static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
 {
     loom_error err = {0};
     struct bench_engine eng[2] = {{.name = "loom"}, {.name = "reference"}};
@@ -683,7 +550,7 @@ done:
 /* bench_mem in a child process, so that its 1 GiB buffer does not count in this process's peak RSS; the
  * child prints its line and sends *m back through a pipe. Returns 0, -1 when it failed, 1 when a signal stopped
  * it (passed on to the child, which SIGTERM need not reach as Ctrl+C does). */
-static int bench_mem_forked(int n_threads, struct bench_machine *m)
+static int bench_mem_forked(int n_threads, loom_machine_probe *m)
 {
     int fd[2];
     if (pipe(fd) != 0) {
@@ -721,7 +588,7 @@ static int bench_mem_forked(int n_threads, struct bench_machine *m)
 int loom_cli_bench(int argc, char **argv)
 {
     struct bench_opts o;
-    struct bench_machine m = {0};
+    loom_machine_probe m = {0};
     int rc = bench_parse_opts(argc, argv, &o);
     if (rc)
         return rc < 0 ? 2 : 0;

@@ -1,5 +1,5 @@
 /* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it in the Qwen3.5 chat
- * format with provenance (src/text/chat.h), brings the session to the render through its prompt cache (which
+ * format with provenance (loom_chat_template), brings the session to the render through its prompt cache (which
  * evaluates only the tokens its history lacks, restoring the checkpoint kept at the last answer's start where
  * the render diverges), samples and streams the answer through the streaming detokenizer until an
  * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
@@ -15,13 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/default_model.h"
 #include "loom.h"
-#include "model/model.h"
-#include "sample/sample.h"
-#include "text/chat.h"
-#include "text/tokenizer.h"
-#include "util/error.h"
 
 #define CHAT_TEXT_MAX 4096 /* bytes of decoded text per token */
 
@@ -43,13 +37,15 @@ struct chat_turn_stats {
 struct chat {
     const struct chat_opts *o;
     loom_model *m;
+    const loom_tokenizer *tok;
+    loom_chat_template *tmpl; /* the built-in Qwen3.5 format */
     loom_session *s;
-    struct loom_sampler *smp;
+    loom_sampler *smp;
     float *logits;
     char *system;                  /* NULL = none */
     enum loom_chat_think think;
-    struct loom_chat_message *msgs; /* user and assistant turns (role points at a literal, content owned) */
-    size_t n_msgs, cap_msgs;
+    loom_chat_message *msgs; /* user and assistant turns (role points at a literal, content owned) */
+    size_t n_msgs;
     struct chat_turn_stats last, total;
     int interactive;
     int answer_begun; /* the turn reached generation, which ends the answer line */
@@ -88,8 +84,9 @@ static int chat_bad_value(const char *opt, const char *val)
 }
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message. */
-static int chat_set_option(struct chat_opts *o, const char *opt, const char *val)
+static int chat_set_option(void *opts, const char *opt, const char *val)
 {
+    struct chat_opts *o = opts;
     int is_seed = !strcmp(opt, "--seed"), is_temp = !strcmp(opt, "--temp");
     int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
                                                                                                           : NULL;
@@ -123,44 +120,19 @@ static int chat_set_option(struct chat_opts *o, const char *opt, const char *val
     return 0;
 }
 
-/* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
-static int chat_parse_args(int argc, char **argv, struct chat_opts *o)
-{
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-        if (!strcmp(argv[i], "--check-tensors")) {
-            o->check_tensors = 1;
-            i--; /* no value follows */
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "loom chat: option '%s' needs a value\n", argv[i]);
-            return -1;
-        }
-        if (chat_set_option(o, argv[i], argv[i + 1]) != 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* Append role/content (content copied) to the conversation. Returns LOOM_OK or LOOM_E_NOMEM. */
 static int chat_push_message(struct chat *c, const char *role, const char *content, size_t len)
 {
-    if (c->n_msgs == c->cap_msgs) {
-        size_t cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
-        struct loom_chat_message *v = realloc(c->msgs, cap * sizeof *v);
-        if (!v)
-            return LOOM_E_NOMEM;
-        c->msgs = v;
-        c->cap_msgs = cap;
-    }
+    loom_chat_message *v = realloc(c->msgs, (c->n_msgs + 1) * sizeof *v); /* a conversation is short */
+    if (!v)
+        return LOOM_E_NOMEM;
+    c->msgs = v;
     char *copy = malloc(len + 1);
     if (!copy)
         return LOOM_E_NOMEM;
     memcpy(copy, content, len);
     copy[len] = '\0';
-    c->msgs[c->n_msgs++] = (struct loom_chat_message){.role = role, .content = copy};
+    c->msgs[c->n_msgs++] = (loom_chat_message){.role = role, .content = copy};
     return LOOM_OK;
 }
 
@@ -172,19 +144,15 @@ static void chat_pop_message(struct chat *c)
 /* Render the conversation (system prompt first) with a generation prompt and tokenize it. */
 static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *err)
 {
-    struct loom_chat_message *all = malloc((c->n_msgs + 1) * sizeof *all);
+    loom_chat_message *all = malloc((c->n_msgs + 1) * sizeof *all);
     if (!all)
         return loom_errorf(err, LOOM_E_NOMEM, "chat: could not allocate %zu messages", c->n_msgs + 1);
     size_t k = 0;
     if (c->system)
-        all[k++] = (struct loom_chat_message){.role = "system", .content = c->system};
+        all[k++] = (loom_chat_message){.role = "system", .content = c->system};
     memcpy(all + k, c->msgs, c->n_msgs * sizeof *all);
-    struct loom_chat_params p = {.add_generation_prompt = 1, .think = c->think};
-    struct loom_chat_render r = {0};
-    int rc = loom_chat_render_qwen35(all, k + c->n_msgs, &p, &r, err);
-    if (rc == LOOM_OK)
-        rc = loom_chat_tokenize(c->m->tok, &r, ids, n, err);
-    loom_chat_render_free(&r);
+    loom_chat_params p = {.add_generation_prompt = 1, .think = c->think};
+    int rc = loom_chat_template_apply(c->tmpl, all, k + c->n_msgs, &p, ids, n, err);
     free(all);
     return rc;
 }
@@ -196,7 +164,7 @@ static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
 {
     static const char head_text[] = "<|im_start|>assistant\n";
     int32_t head[8];
-    int k = loom_tokenizer_encode(c->m->tok, head_text, sizeof head_text - 1, 1, head, 8, NULL);
+    int k = loom_tokenizer_encode(c->tok, head_text, sizeof head_text - 1, LOOM_SPECIAL_ALL, head, 8, NULL);
     for (int i = n - 1 - k; k > 0 && k <= 8 && i >= 0; i--)
         if (!memcmp(ids + i, head, (size_t)k * sizeof *ids))
             return i + k;
@@ -246,25 +214,25 @@ static int chat_answer_put(char **ans, size_t *len, size_t *cap, const char *s, 
  * printed (whole UTF-8 characters: an incomplete tail is dropped). */
 static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error *err)
 {
-    struct loom_detok dt;
+    loom_detok dt;
     char text[CHAT_TEXT_MAX];
     size_t cap = 0;
     int rc = LOOM_OK;
-    loom_detok_init(&dt, c->m->tok);
+    loom_detok_init(&dt, c->tok);
     double t0 = loom_cli_now();
     for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
         if (loom_cli_signal()) {
             rc = LOOM_E_CANCELLED;
             break;
         }
-        int32_t tok = loom_sampler_sample(c->smp, c->logits);
-        if (tok < 0)
+        int32_t id = loom_sampler_sample(c->smp, c->logits);
+        if (id < 0)
             rc = loom_errorf(err, LOOM_E_INTERNAL, "sampler: no sampleable token in the logits row");
-        if (rc != LOOM_OK || loom_model_token_is_eog(c->m, tok))
+        if (rc != LOOM_OK || loom_tokenizer_is_eog(c->tok, id))
             break;
-        int k = loom_detok_push(&dt, tok, text, (int)sizeof text);
+        int k = loom_detok_push(&dt, id, text, (int)sizeof text);
         if (k < 0)
-            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)tok);
+            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)id);
         else if (chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
             rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
         fwrite(text, 1, k > 0 ? (size_t)k : 0, stdout);
@@ -272,7 +240,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         c->last.n_generated++;
         if (rc != LOOM_OK || g + 1 == c->o->n_max || loom_session_pos(c->s) >= c->o->n_ctx)
             break;
-        rc = loom_session_eval(c->s, &tok, 1, c->logits, LOOM_LOGITS_LAST, err);
+        rc = loom_session_eval(c->s, &id, 1, c->logits, LOOM_LOGITS_LAST, err);
     }
     c->last.t_decode = loom_cli_now() - t0;
     int k = rc == LOOM_E_CANCELLED ? 0 : loom_detok_flush(&dt, text, (int)sizeof text);
@@ -400,7 +368,7 @@ static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
         fprintf(stderr, c->turn_kept ? "(stopped: the answer so far stays in the conversation)\n"
                                      : "(stopped before the answer began: the message was dropped)\n");
     else if (rc != LOOM_OK)
-        fprintf(stderr, "loom chat: %s\n", err->msg);
+        loom_cli_fail("chat", rc, err);
     if (!loom_cli_signal())
         return 0;
     if (loom_cli_signal() == SIGTERM || loom_cli_signal_count() > 1)
@@ -464,8 +432,11 @@ static int chat_setup(struct chat *c, loom_error *err)
     if (!c->s)
         return err->code ? err->code : LOOM_E_NOMEM;
     loom_session_set_abort(c->s, loom_cli_abort, NULL);
-    c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->m->tok));
-    return c->smp ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "sampler: allocation failed");
+    c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
+    if (!c->smp)
+        return err->code;
+    c->tmpl = loom_chat_template_new(c->tok, "qwen35", err);
+    return c->tmpl ? LOOM_OK : err->code;
 }
 
 static void chat_teardown(struct chat *c)
@@ -476,13 +447,14 @@ static void chat_teardown(struct chat *c)
     free(c->system);
     free(c->logits);
     loom_sampler_free(c->smp);
+    loom_chat_template_free(c->tmpl);
     loom_session_free(c->s);
 }
 
 int loom_cli_chat(int argc, char **argv)
 {
     struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .sp = {.temp = 0.7f, .top_k = 20, .top_p = 0.8f}};
-    int a = chat_parse_args(argc, argv, &o);
+    int a = loom_cli_parse_pairs("chat", argc, argv, &o.check_tensors, chat_set_option, &o);
     if (a != 0) {
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
         return a > 0 ? 0 : 2;
@@ -490,26 +462,16 @@ int loom_cli_chat(int argc, char **argv)
     loom_cli_check_threads("chat", o.n_threads);
     loom_cli_signals_install();
     setvbuf(stdin, NULL, _IONBF, 0); /* chat_loop waits for the descriptor: no lines may wait in a buffer */
-    loom_error err = {0};
     char path[4096];
-    if (!o.model) {
-        int rc = loom_cli_default_model(path, sizeof path, &err);
-        if (rc != LOOM_OK) {
-            fprintf(stderr, "loom chat: default model: %s\n", err.msg);
-            return rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
-        }
-        o.model = path;
-    }
+    int status;
     struct chat c = {.o = &o, .interactive = isatty(STDIN_FILENO)};
-    c.m = loom_model_load_ex(o.model, &(loom_model_params){.check_tensors = o.check_tensors}, &err);
-    if (!c.m) {
-        fprintf(stderr, "loom chat: %s: %s\n", o.model, err.msg);
-        return 1;
-    }
-    loom_cli_model_warnings("chat", o.model, c.m);
-    int status = 1;
+    c.m = loom_cli_load_model("chat", &o.model, path, sizeof path, o.check_tensors, &status);
+    if (!c.m)
+        return status;
+    c.tok = loom_model_tokenizer(c.m);
+    loom_error err = {0};
     if (chat_setup(&c, &err) != LOOM_OK) {
-        fprintf(stderr, "loom chat: %s\n", err.msg);
+        status = loom_cli_fail("chat", err.code, &err);
     } else {
         if (c.interactive)
             fprintf(stderr, "loom chat: %s (Ctrl+C stops an answer; /quit or Ctrl+C at the prompt leaves; /reset, "

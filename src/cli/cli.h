@@ -6,8 +6,6 @@
 
 #include "loom.h"
 
-struct loom_gguf;
-
 struct loom_cli_command {
     const char *name;
     int (*main)(int argc, char **argv); /* argv[0] is the subcommand name; returns the exit status */
@@ -31,9 +29,30 @@ double loom_cli_now(void);
 void loom_cli_check_threads(const char *cmd, int n_threads);
 
 /* Print a model file's warnings (what only the GGUF convention forbids) on stderr as `loom CMD: warning: PATH:
- * MSG`, then how many more were counted than kept: from a loaded model, or from an open GGUF. commands.c. */
+ * MSG`, then how many more were counted than kept: from a loaded model, a tokenizer's file, or an open GGUF.
+ * commands.c. */
 void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m);
-void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g);
+void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_tokenizer *tok);
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g);
+
+/* Nonzero when name is one of the names list(0), list(1), ... (up to the first NULL), such as
+ * loom_quantize_recipe or loom_synth_preset. commands.c. */
+int loom_cli_listed(const char *name, const char *(*list)(int i));
+
+/* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
+ * buf[cap] and *path pointed there). Loads it (check_tensors as --check-tensors) and prints its warnings. NULL
+ * when it fails, with the failure printed (`loom CMD: PATH: MSG`) and *status set to 1, or to
+ * loom_cli_stopped_status() when a signal stopped the default model's preparation. commands.c. */
+loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap, int check_tensors,
+                                int *status);
+/* Parse argv[1..argc) as `-X VALUE` pairs: set(o, opt, val) applies one (printing its own message and returning
+ * nonzero when it is invalid); the flag --check-tensors takes one slot and sets *check_tensors. Returns 0, 1 when
+ * -h or --help was given, -1 on bad arguments (message printed as `loom CMD: ...`). commands.c. */
+int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, int *check_tensors,
+                         int (*set)(void *o, const char *opt, const char *val), void *o);
+/* Report a subcommand's failure rc (LOOM_OK excluded): `loom CMD: interrupted (SIGINT)` for LOOM_E_CANCELLED
+ * (returns loom_cli_stopped_status()), else `loom CMD: MSG` with err's message (returns 1). commands.c. */
+int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
 
 /* Apply $LOOM_KERNELS (auto, scalar, avx2 or avx512) if set: the kernel set for every model loaded after.
  * Returns 0, or -1 with a message on stderr for an unknown value or one the CPU cannot run. commands.c. */

@@ -1,5 +1,6 @@
 /* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check,
- * the model file's warnings and the kernel choice from the environment. */
+ * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, and the kernel
+ * choice from the environment. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "gguf/gguf.h"
+#include "cli/default_model.h"
 #include "loom.h"
 
 const struct loom_cli_command loom_cli_commands[] = {
@@ -39,28 +40,96 @@ void loom_cli_check_threads(const char *cmd, int n_threads)
                 cmd, n_threads, cpus);
 }
 
-/* n warnings of which the first `kept` are msg(src, i). */
-static void print_warnings(const char *cmd, const char *path, uint64_t n, uint64_t kept,
-                           const char *(*msg)(const void *src, uint64_t i), const void *src)
+void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g)
 {
-    for (uint64_t i = 0; i < kept && i < n; i++)
-        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, msg(src, i));
-    if (n > kept)
+    loom_gguf_info info;
+    loom_gguf_get_info(g, &info);
+    for (uint64_t i = 0; i < info.n_warnings && i < LOOM_GGUF_WARNINGS_KEPT; i++)
+        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, loom_gguf_warning(g, i));
+    if (info.n_warnings > LOOM_GGUF_WARNINGS_KEPT)
         fprintf(stderr, "loom %s: warning: %s: %llu more warnings like these\n", cmd, path,
-                (unsigned long long)(n - kept));
+                (unsigned long long)(info.n_warnings - LOOM_GGUF_WARNINGS_KEPT));
 }
-
-static const char *model_warning(const void *m, uint64_t i) { return loom_model_warning(m, (int)i); }
-static const char *gguf_warning(const void *g, uint64_t i) { return loom_gguf_warning(g, i); }
 
 void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model *m)
 {
-    print_warnings(cmd, path, (uint64_t)loom_model_n_warnings(m), LOOM_GGUF_WARNINGS_KEPT, model_warning, m);
+    loom_cli_gguf_warnings(cmd, path, loom_model_gguf(m));
 }
 
-void loom_cli_gguf_warnings(const char *cmd, const char *path, const struct loom_gguf *g)
+void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_tokenizer *tok)
 {
-    print_warnings(cmd, path, g->n_warnings, LOOM_GGUF_WARNINGS_KEPT, gguf_warning, g);
+    int n = loom_tokenizer_n_warnings(tok);
+    for (int i = 0; i < n && i < LOOM_GGUF_WARNINGS_KEPT; i++)
+        fprintf(stderr, "loom %s: warning: %s: %s\n", cmd, path, loom_tokenizer_warning(tok, i));
+    if (n > LOOM_GGUF_WARNINGS_KEPT)
+        fprintf(stderr, "loom %s: warning: %s: %d more warnings like these\n", cmd, path, n - LOOM_GGUF_WARNINGS_KEPT);
+}
+
+loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap, int check_tensors,
+                                int *status)
+{
+    loom_error err = {0};
+    *status = 1;
+    if (!*path) {
+        int rc = loom_cli_default_model(buf, cap, &err);
+        if (rc != LOOM_OK) {
+            fprintf(stderr, "loom %s: default model: %s\n", cmd, err.msg);
+            *status = rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
+            return NULL;
+        }
+        *path = buf;
+    }
+    loom_model *m = loom_model_load_ex(*path, &(loom_model_params){.check_tensors = check_tensors}, &err);
+    if (!m) {
+        fprintf(stderr, "loom %s: %s: %s\n", cmd, *path, err.msg);
+        return NULL;
+    }
+    loom_cli_model_warnings(cmd, *path, m);
+    return m;
+}
+
+int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, int *check_tensors,
+                         int (*set)(void *o, const char *opt, const char *val), void *o)
+{
+    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+        if (!strcmp(argv[i], "--check-tensors")) {
+            *check_tensors = 1;
+            i--; /* no value follows */
+            continue;
+        }
+        if (argv[i][0] != '-') {
+            fprintf(stderr, "loom %s: unexpected argument '%s' (options are -X VALUE pairs)\n", cmd, argv[i]);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "loom %s: option '%s' has no value (or is not an option of loom %s)\n", cmd, argv[i],
+                    cmd);
+            return -1;
+        }
+        if (set(o, argv[i], argv[i + 1]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
+{
+    if (rc == LOOM_E_CANCELLED) {
+        fprintf(stderr, "loom %s: interrupted (%s)\n", cmd, loom_cli_signal_name());
+        return loom_cli_stopped_status();
+    }
+    fprintf(stderr, "loom %s: %s\n", cmd, err->msg);
+    return 1;
+}
+
+int loom_cli_listed(const char *name, const char *(*list)(int i))
+{
+    for (int i = 0; list(i); i++)
+        if (!strcmp(name, list(i)))
+            return 1;
+    return 0;
 }
 
 int loom_cli_select_kernels(void)

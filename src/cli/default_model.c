@@ -16,13 +16,6 @@
 
 #include "cli/cli.h"
 
-#include "gguf/gguf.h"
-#include "kernels/types.h"
-#include "model/quantize.h"
-#include "model/synth.h"
-#include "runtime/pool.h"
-#include "util/error.h"
-
 #define DEFAULT_MODEL_NAME "qwen35-0.8b-synth-Q4_K_M.gguf"
 
 /* path[cap] = $VAR, or $HOME/home_rel when VAR is unset or empty, followed by suffix. */
@@ -72,15 +65,11 @@ static int default_mkdirs(const char *dir, loom_error *err)
  * online CPU. */
 static int default_quantize(const char *in, const char *out, loom_error *err)
 {
-    struct loom_gguf *g = 0;
+    loom_gguf *g = NULL;
     int rc = loom_gguf_open(in, &g, err);
     if (rc != LOOM_OK)
         return rc;
-    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-    struct loom_pool *pool = loom_pool_new(n_cpu > 0 ? (int)n_cpu : 1);
-    rc = pool ? loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, pool, 0, 0, loom_cli_abort, 0, err)
-              : loom_errorf(err, LOOM_E_NOMEM, "cannot start the quantizer's threads");
-    loom_pool_free(pool);
+    rc = loom_quantize(g, "Q4_K_M", out, &(loom_quantize_options){.abort = loom_cli_abort}, err);
     loom_gguf_close(g);
     return rc;
 }
@@ -135,11 +124,11 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     snprintf(q4, sizeof q4, "%s/.synth-0.8b-Q4_K_M.%ld.gguf", dir, pid);
     fprintf(stderr, "loom: preparing the default model %s (once)\n", path);
     int last = -1;
-    struct loom_synth_params par = {
-        .preset = loom_synth_find_preset("0.8b"), .wtype = LOOM_TYPE_F16, .seed = LOOM_SYNTH_DEFAULT_SEED,
-        .vocab_path = vocab, .progress = default_progress, .progress_ctx = &last, .abort = loom_cli_abort,
+    loom_synth_options par = {
+        .preset = "0.8b", .type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED, .vocab_path = vocab,
+        .progress = default_progress, .progress_ctx = &last, .abort = loom_cli_abort,
     };
-    rc = loom_synth_write(&par, f16, err);
+    rc = loom_synthesize(&par, f16, err);
     if (rc == LOOM_OK) {
         fprintf(stderr, "loom: quantizing to Q4_K_M\n");
         rc = default_quantize(f16, q4, err);

@@ -1,8 +1,6 @@
 /* quantize.c — `loom quantize [-t N] IN.gguf OUT.gguf TYPE`: convert an F32/F16/BF16 model with one of
- * llama.cpp's recipes (src/model/quantize.h), with a progress bar on stderr; the output appears
- * atomically (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing written. */
-#include "model/quantize.h"
-
+ * llama.cpp's recipes (loom_quantize), with a progress bar on stderr; the output appears atomically
+ * (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +8,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "runtime/pool.h"
 
 static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: loom quantize [-t THREADS] IN.gguf OUT.gguf TYPE\n  TYPE:");
-    for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++)
-        fprintf(f, " %s", r->name);
+    for (int i = 0; loom_quantize_recipe(i); i++)
+        fprintf(f, " %s", loom_quantize_recipe(i));
     fprintf(f, "\n  per-tensor types as llama.cpp's llama-quantize chooses them (no importance matrix)\n");
 }
 
@@ -88,36 +85,33 @@ int loom_cli_quantize(int argc, char **argv)
     int rc = quantize_args(argc, argv, &threads, pos);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const struct loom_quant_recipe *r = loom_quant_find_recipe(pos[2]);
-    if (!r) {
+    const char *recipe = pos[2];
+    if (!loom_cli_listed(recipe, loom_quantize_recipe)) {
         fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
         quantize_usage(stderr);
         return 2;
     }
     loom_cli_signals_install();
     loom_error err = {0};
-    struct loom_gguf *in = 0;
+    loom_gguf *in = NULL;
     if (loom_gguf_open(pos[0], &in, &err) != LOOM_OK) {
         fprintf(stderr, "loom quantize: %s\n", err.msg);
         return 1;
     }
     loom_cli_gguf_warnings("quantize", pos[0], in);
-    struct loom_pool *pool = loom_pool_new(threads);
     struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
     prog.t0 = loom_cli_now();
-    rc = pool ? loom_quant_write(in, r, pos[1], pool, quantize_progress, &prog, loom_cli_abort, NULL, &err)
-              : LOOM_E_NOMEM;
+    loom_quantize_options qo = {.n_threads = threads, .progress = quantize_progress, .progress_ctx = &prog,
+                                .abort = loom_cli_abort};
+    rc = loom_quantize(in, recipe, pos[1], &qo, &err);
     if (prog.tty && rc != LOOM_OK)
         fputc('\n', stderr);
-    if (!pool)
-        fprintf(stderr, "loom quantize: cannot start %d threads\n", threads);
-    else if (rc == LOOM_E_CANCELLED)
+    if (rc == LOOM_E_CANCELLED)
         fprintf(stderr, "loom quantize: interrupted (%s): %s not written\n", loom_cli_signal_name(), pos[1]);
     else if (rc != LOOM_OK)
-        fprintf(stderr, "loom quantize: %s -> %s (%s): %s\n", pos[0], pos[1], r->name, err.msg);
+        fprintf(stderr, "loom quantize: %s -> %s (%s): %s\n", pos[0], pos[1], recipe, err.msg);
     else
-        fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], r->name, loom_cli_now() - prog.t0);
-    loom_pool_free(pool);
+        fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], recipe, loom_cli_now() - prog.t0);
     loom_gguf_close(in);
     return rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
 }

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/error.h"
-
 #define REF_LIB "libllama.v0.5.0.so"
 
 /* Where each entry point goes in struct loom_ref. */

@@ -11,13 +11,7 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
-#include "cli/default_model.h"
 #include "loom.h"
-#include "model/model.h"
-#include "sample/sample.h"
-#include "sample/stop.h"
-#include "text/tokenizer.h"
-#include "util/error.h"
 
 #define RUN_MAX_STOPS 16      /* --stop given at most this often */
 #define RUN_STOP_MAX_LEN 256  /* bytes in one stop string */
@@ -26,7 +20,7 @@
 struct run_opts {
     const char *model;  /* -m; NULL = the default model */
     const char *prompt; /* -p */
-    int n_gen;          /* -n: tokens to generate at most */
+    int n_gen;          /* -n: tokens to generate at most; -1 until given */
     int n_threads;      /* -t; 0 = all online CPUs */
     int n_ctx;          /* -c; 0 = prompt + n_gen */
     struct loom_sampler_params sp;
@@ -110,8 +104,9 @@ static const struct run_float_opt {
 };
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
-static int run_set_option(struct run_opts *o, const char *opt, const char *val)
+static int run_set_option(void *opts, const char *opt, const char *val)
 {
+    struct run_opts *o = opts;
     long long v;
     if (!strcmp(opt, "-m") || !strcmp(opt, "-p")) {
         *(opt[1] == 'm' ? &o->model : &o->prompt) = val;
@@ -160,36 +155,16 @@ static int run_set_option(struct run_opts *o, const char *opt, const char *val)
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
-    int have_n = 0;
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-        if (!strcmp(argv[i], "--check-tensors")) {
-            o->check_tensors = 1;
-            i--; /* no value follows */
-            continue;
-        }
-        if (argv[i][0] != '-') {
-            fprintf(stderr, "loom run: unexpected argument '%s' (options are -X VALUE pairs)\n", argv[i]);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "loom run: option '%s' has no value (or is not an option of loom run)\n", argv[i]);
-            return -1;
-        }
-        have_n |= !strcmp(argv[i], "-n");
-        if (run_set_option(o, argv[i], argv[i + 1]) != 0)
-            return -1;
-    }
-    if (!o->prompt || !have_n) {
+    int rc = loom_cli_parse_pairs("run", argc, argv, &o->check_tensors, run_set_option, o);
+    if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
         fprintf(stderr, "loom run: -p TEXT and -n N are required\n");
         return -1;
     }
-    return 0;
+    return rc;
 }
 
 /* Tokenize the prompt into a fresh array (*out, caller frees). Returns the token count or a negative code. */
-static int run_tokenize(const loom_model *m, const char *text, int32_t **out, loom_error *err)
+static int run_tokenize(const loom_tokenizer *tok, const char *text, int32_t **out, loom_error *err)
 {
     size_t len = strlen(text);
     int cap = (int)(len < (1u << 24) ? len : (1u << 24)) + 16;
@@ -197,7 +172,7 @@ static int run_tokenize(const loom_model *m, const char *text, int32_t **out, lo
         int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
         if (!ids)
             return loom_errorf(err, LOOM_E_NOMEM, "prompt: could not allocate %d token ids", cap);
-        int n = loom_tokenize(m, text, len, 0, ids, cap, err);
+        int n = loom_tokenizer_encode(tok, text, len, LOOM_SPECIAL_DATA, ids, cap, err);
         if (n >= 0 && n <= cap) {
             *out = ids;
             return n;
@@ -217,7 +192,7 @@ struct run_stats {
 
 /* Pass decoded text[len] through the stop matcher and write what it releases to stdout.
  * Returns 1 when a stop string completed, 0, or a negative code. */
-static int run_emit(struct loom_stop *stop, const char *text, int len, loom_error *err)
+static int run_emit(loom_stop *stop, const char *text, int len, loom_error *err)
 {
     char out[RUN_TEXT_MAX + RUN_STOP_MAX_LEN];
     int stopped;
@@ -231,7 +206,7 @@ static int run_emit(struct loom_stop *stop, const char *text, int len, loom_erro
 
 /* End of generation without a stop string: the detokenizer's (unless dt is NULL) and the stop matcher's held
  * text. Returns LOOM_OK or a negative code. */
-static int run_flush(struct loom_detok *dt, struct loom_stop *stop, loom_error *err)
+static int run_flush(loom_detok *dt, loom_stop *stop, loom_error *err)
 {
     char text[RUN_TEXT_MAX];
     int k = dt ? loom_detok_flush(dt, text, (int)sizeof text) : 0;
@@ -247,12 +222,12 @@ static int run_flush(struct loom_detok *dt, struct loom_stop *stop, loom_error *
 /* Sample, stream and decode up to n_gen tokens after the prefill left its logits in logits[n_rows].
  * Allocates nothing. Returns LOOM_OK, LOOM_E_CANCELLED when a signal stopped it (the text so far printed, an
  * incomplete UTF-8 tail dropped), or a negative code. */
-static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sampler *smp, struct loom_stop *stop,
+static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_sampler *smp, loom_stop *stop,
                            float *logits, int n_gen, struct run_stats *st, loom_error *err)
 {
-    struct loom_detok dt;
+    loom_detok dt;
     char text[RUN_TEXT_MAX];
-    loom_detok_init(&dt, m->tok);
+    loom_detok_init(&dt, tok);
     double t0 = loom_cli_now();
     int rc = LOOM_OK;
     for (int g = 0; g < n_gen; g++) {
@@ -260,24 +235,24 @@ static int run_decode_loop(const loom_model *m, loom_session *s, struct loom_sam
             rc = LOOM_E_CANCELLED;
             break;
         }
-        int32_t tok = loom_sampler_sample(smp, logits);
-        if (tok < 0) {
+        int32_t id = loom_sampler_sample(smp, logits);
+        if (id < 0) {
             rc = loom_errorf(err, LOOM_E_INTERNAL, "sampler: no sampleable token in the logits row");
             break;
         }
-        if (loom_model_token_is_eog(m, tok))
+        if (loom_tokenizer_is_eog(tok, id))
             break;
-        int k = loom_detok_push(&dt, tok, text, (int)sizeof text);
+        int k = loom_detok_push(&dt, id, text, (int)sizeof text);
         if (k < 0) {
-            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)tok);
+            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)id);
             break;
         }
-        loom_sampler_accept(smp, tok);
+        loom_sampler_accept(smp, id);
         st->n_generated++;
         rc = run_emit(stop, text, k, err); /* 1: a stop string completed */
         if (rc != 0 || g + 1 == n_gen)
             break;
-        rc = loom_session_eval(s, &tok, 1, logits, LOOM_LOGITS_LAST, err);
+        rc = loom_session_eval(s, &id, 1, logits, LOOM_LOGITS_LAST, err);
         if (rc != LOOM_OK)
             break;
         st->n_decoded++;
@@ -312,15 +287,16 @@ static void run_print_stats(const struct run_stats *st)
 static int run_generate(const loom_model *m, const struct run_opts *o, loom_error *err)
 {
     struct run_stats st = {0};
+    const loom_tokenizer *tok = loom_model_tokenizer(m);
     int32_t *prompt = NULL;
     loom_session *s = NULL;
-    struct loom_sampler *smp = NULL;
-    struct loom_stop stop;
+    loom_sampler *smp = NULL;
     int n_rows = loom_model_n_logits(m);
     float *logits = malloc((size_t)n_rows * sizeof(float));
-    int rc = loom_stop_init(&stop, o->stops, o->n_stops, err);
+    loom_stop *stop = loom_stop_new(o->stops, o->n_stops, err);
+    int rc = stop ? LOOM_OK : err->code;
     if (rc >= 0)
-        rc = st.n_prompt = run_tokenize(m, o->prompt, &prompt, err);
+        rc = st.n_prompt = run_tokenize(tok, o->prompt, &prompt, err);
     if (rc >= 0 && st.n_prompt == 0)
         rc = loom_errorf(err, LOOM_E_ARG, "-p: expected a prompt of at least one token, found empty text");
     int n_ctx = o->n_ctx ? o->n_ctx : st.n_prompt + (o->n_gen > 0 ? o->n_gen : 1);
@@ -343,8 +319,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
                     loom_session_n_ctx(s), (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
     }
     if (rc >= 0) {
-        smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(m->tok));
-        rc = smp ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "sampler: allocation failed");
+        smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(tok), err);
+        rc = smp ? LOOM_OK : err->code;
         for (int i = 0; smp && i < st.n_prompt; i++)
             loom_sampler_accept(smp, prompt[i]); /* the prompt is in the penalty window, as in llama-completion */
     }
@@ -357,11 +333,11 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
             st.n_prompt = 0; /* not evaluated: no prompt speed to report */
     }
     if (rc >= 0)
-        rc = run_decode_loop(m, s, smp, &stop, logits, n_gen, &st, err);
+        rc = run_decode_loop(tok, s, smp, stop, logits, n_gen, &st, err);
     if (rc >= 0 || rc == LOOM_E_CANCELLED)
         run_print_stats(&st);
     loom_sampler_free(smp);
-    loom_stop_free(&stop);
+    loom_stop_free(stop);
     loom_session_free(s);
     free(logits);
     free(prompt);
@@ -370,7 +346,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
 
 int loom_cli_run(int argc, char **argv)
 {
-    struct run_opts o = {.sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0, .min_p = 0.05f,
+    struct run_opts o = {.n_gen = -1,
+                         .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0, .min_p = 0.05f,
                                 .repeat_penalty = 1, .repeat_last_n = 64}};
     int a = run_parse_args(argc, argv, &o);
     if (a > 0) {
@@ -383,31 +360,13 @@ int loom_cli_run(int argc, char **argv)
     }
     loom_cli_check_threads("run", o.n_threads);
     loom_cli_signals_install();
-    loom_error err = {0};
     char path[4096];
-    if (!o.model) {
-        int rc = loom_cli_default_model(path, sizeof path, &err);
-        if (rc != LOOM_OK) {
-            fprintf(stderr, "loom run: default model: %s\n", err.msg);
-            return rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
-        }
-        o.model = path;
-    }
-    loom_model *m = loom_model_load_ex(o.model, &(loom_model_params){.check_tensors = o.check_tensors}, &err);
-    if (!m) {
-        fprintf(stderr, "loom run: %s: %s\n", o.model, err.msg);
-        return 1;
-    }
-    loom_cli_model_warnings("run", o.model, m);
+    int status;
+    loom_model *m = loom_cli_load_model("run", &o.model, path, sizeof path, o.check_tensors, &status);
+    if (!m)
+        return status;
+    loom_error err = {0};
     int rc = loom_cli_signal() ? LOOM_E_CANCELLED : run_generate(m, &o, &err);
     loom_model_free(m);
-    if (rc == LOOM_E_CANCELLED) {
-        fprintf(stderr, "loom run: interrupted (%s)\n", loom_cli_signal_name());
-        return loom_cli_stopped_status();
-    }
-    if (rc != LOOM_OK) {
-        fprintf(stderr, "loom run: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    return rc == LOOM_OK ? 0 : loom_cli_fail("run", rc, &err);
 }

@@ -1,8 +1,6 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 GGUF model of a preset geometry
- * (test models; see src/model/synth.h), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
+ * (test models; loom_synthesize), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
  * written. */
-#include "model/synth.h"
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +8,6 @@
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
-#include "kernels/types.h"
 
 static void synth_usage(FILE *f)
 {
@@ -37,23 +34,20 @@ static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, ui
             name, loom_cli_now() - p->t0);
 }
 
-static int synth_cli_type(const char *s, uint32_t *type)
+/* The file's type name ("F16") for a --type value ("f16"), or NULL. */
+static const char *synth_cli_type(const char *s)
 {
-    if (!strcmp(s, "f32"))
-        *type = LOOM_TYPE_F32;
-    else if (!strcmp(s, "f16"))
-        *type = LOOM_TYPE_F16;
-    else if (!strcmp(s, "bf16"))
-        *type = LOOM_TYPE_BF16;
-    else
-        return -1;
-    return 0;
+    static const char *const types[][2] = {{"f32", "F32"}, {"f16", "F16"}, {"bf16", "BF16"}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(s, types[i][0]))
+            return types[i][1];
+    return NULL;
 }
 
 int loom_cli_synth(int argc, char **argv)
 {
-    const char *preset = NULL, *out = NULL, *vocab = NULL;
-    struct loom_synth_params par = {.wtype = LOOM_TYPE_F16, .seed = LOOM_SYNTH_DEFAULT_SEED};
+    const char *out = NULL, *vocab = NULL;
+    loom_synth_options par = {.type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED};
     for (int i = 1; i < argc; i += 2) { /* option-value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--generator-version")) {
@@ -67,13 +61,13 @@ int loom_cli_synth(int argc, char **argv)
             synth_usage(stderr);
             return 2;
         } else if (!strcmp(a, "--preset")) {
-            preset = v;
+            par.preset = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             out = v;
         } else if (!strcmp(a, "--vocab")) {
             vocab = v;
         } else if (!strcmp(a, "--type")) {
-            if (synth_cli_type(v, &par.wtype)) {
+            if (!(par.type = synth_cli_type(v))) {
                 fprintf(stderr, "loom synth: --type '%s', expected f32, f16 or bf16\n", v);
                 return 2;
             }
@@ -90,13 +84,13 @@ int loom_cli_synth(int argc, char **argv)
             return 2;
         }
     }
-    if (!preset || !out) {
+    if (!par.preset || !out) {
         fprintf(stderr, "loom synth: --preset and -o are required\n");
         synth_usage(stderr);
         return 2;
     }
-    if (!(par.preset = loom_synth_find_preset(preset))) {
-        fprintf(stderr, "loom synth: unknown preset '%s', expected micro, tiny or 0.8b\n", preset);
+    if (!loom_cli_listed(par.preset, loom_synth_preset)) {
+        fprintf(stderr, "loom synth: unknown preset '%s', expected micro, tiny or 0.8b\n", par.preset);
         return 2;
     }
     char vocab_buf[4096];
@@ -115,9 +109,9 @@ int loom_cli_synth(int argc, char **argv)
     par.progress_ctx = &prog;
     par.abort = loom_cli_abort;
     loom_cli_signals_install();
-    fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", preset,
-            par.wtype == LOOM_TYPE_F32 ? "F32" : par.wtype == LOOM_TYPE_F16 ? "F16" : "BF16", (unsigned long long)par.seed, vocab, out);
-    int rc = loom_synth_write(&par, out, &err);
+    fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", par.preset, par.type,
+            (unsigned long long)par.seed, vocab, out);
+    int rc = loom_synthesize(&par, out, &err);
     if (rc == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom synth: interrupted (%s): %s not written\n", loom_cli_signal_name(), out);
         return loom_cli_stopped_status();

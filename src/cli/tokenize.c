@@ -1,6 +1,6 @@
 /* tokenize.c — `loom tokenize [-m FILE] [--ids|--pieces] [--special] [--bos] [--decode]`: text on stdin to
  * token ids (one line, space separated) or pieces (one per line), or with --decode ids on stdin back to text.
- * Only the GGUF's tokenizer is loaded, so vocabulary-only files (no tensors) work too. */
+ * Only the GGUF's tokenizer is loaded (loom_tokenizer_open), so vocabulary-only files (no tensors) work too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
-#include "gguf/gguf.h"
-#include "text/tokenizer.h"
+#include "loom.h"
 
 struct tokenize_opts {
     const char *model;
@@ -115,10 +114,11 @@ static void print_piece(const char *p, int n)
     }
 }
 
-static int run_encode(const struct loom_tokenizer *tok, const struct tokenize_opts *o, const char *text, size_t len)
+static int run_encode(const loom_tokenizer *tok, const struct tokenize_opts *o, const char *text, size_t len)
 {
     loom_error err = {0};
-    int need = loom_tokenizer_encode(tok, text, len, o->special, NULL, 0, &err);
+    int mode = o->special ? LOOM_SPECIAL_ALL : LOOM_SPECIAL_DATA;
+    int need = loom_tokenizer_encode(tok, text, len, mode, NULL, 0, &err);
     if (need < 0) {
         fprintf(stderr, "loom tokenize: %s\n", err.msg);
         return 1;
@@ -132,7 +132,7 @@ static int run_encode(const struct loom_tokenizer *tok, const struct tokenize_op
     int n = 0;
     if (bos >= 0)
         ids[n++] = bos;
-    n += loom_tokenizer_encode(tok, text, len, o->special, ids + n, need, &err);
+    n += loom_tokenizer_encode(tok, text, len, mode, ids + n, need, &err);
     char piece[1024];
     for (int i = 0; i < n; i++) {
         if (!o->pieces) {
@@ -150,7 +150,7 @@ static int run_encode(const struct loom_tokenizer *tok, const struct tokenize_op
     return 0;
 }
 
-static int run_decode(const struct loom_tokenizer *tok, const char *text)
+static int run_decode(const loom_tokenizer *tok, const char *text)
 {
     size_t n = 0, cap = 256;
     int32_t *ids = malloc(cap * sizeof *ids);
@@ -214,14 +214,12 @@ int loom_cli_tokenize(int argc, char **argv)
         }
         o.model = vocab;
     }
-    struct loom_gguf *g = NULL;
-    struct loom_tokenizer *tok = NULL;
-    if (loom_gguf_open(o.model, &g, &err) != LOOM_OK || loom_tokenizer_load(g, 0, &tok, &err) != LOOM_OK) {
+    loom_tokenizer *tok = loom_tokenizer_open(o.model, &err);
+    if (!tok) {
         fprintf(stderr, "loom tokenize: %s: %s\n", o.model, err.msg);
-        loom_gguf_close(g);
         return 1;
     }
-    loom_cli_gguf_warnings("tokenize", o.model, g);
+    loom_cli_tokenizer_warnings("tokenize", o.model, tok);
     size_t len = 0;
     char *text = read_stdin(&len);
     int rc = 1;
@@ -231,6 +229,5 @@ int loom_cli_tokenize(int argc, char **argv)
         rc = o.decode ? run_decode(tok, text) : run_encode(tok, &o, text, len);
     free(text);
     loom_tokenizer_free(tok);
-    loom_gguf_close(g);
     return rc;
 }

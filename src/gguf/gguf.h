@@ -9,18 +9,9 @@
 
 #include "loom.h"
 
-/* Metadata value types, numbered as in the GGUF specification. */
-enum loom_gguf_vtype {
-    LOOM_GGUF_UINT8 = 0, LOOM_GGUF_INT8 = 1, LOOM_GGUF_UINT16 = 2, LOOM_GGUF_INT16 = 3,
-    LOOM_GGUF_UINT32 = 4, LOOM_GGUF_INT32 = 5, LOOM_GGUF_FLOAT32 = 6, LOOM_GGUF_BOOL = 7,
-    LOOM_GGUF_STRING = 8, LOOM_GGUF_ARRAY = 9, LOOM_GGUF_UINT64 = 10, LOOM_GGUF_INT64 = 11,
-    LOOM_GGUF_FLOAT64 = 12,
-};
-
-#define LOOM_GGUF_MAX_DIMS 4
-#define LOOM_GGUF_MAX_NAME 64 /* tensor names are shorter: the reference's GGML_MAX_NAME, with its NUL */
+/* The metadata value types (enum loom_gguf_vtype), LOOM_GGUF_MAX_DIMS, LOOM_GGUF_MAX_NAME and
+ * LOOM_GGUF_WARNINGS_KEPT are public (loom.h), as are loom_gguf_open, loom_gguf_close and loom_gguf_warning. */
 #define LOOM_GGUF_DEFAULT_ALIGNMENT 32
-#define LOOM_GGUF_WARNINGS_KEPT 8 /* warning messages a handle keeps (it counts them all) */
 
 /* A string inside the mapped file: not NUL-terminated. */
 struct loom_gguf_str {
@@ -65,15 +56,8 @@ struct loom_gguf {
     char warnings[LOOM_GGUF_WARNINGS_KEPT][200];
 };
 
-/* Open and fully validate the container: refuse what the reference engine refuses (every check of its
- * reader and its loader's file bounds; docs/gguf-checks.md lists them), and warn (g->warnings) about what only
- * the GGUF convention forbids. Returns LOOM_OK and *out, or an error naming the field. */
-int loom_gguf_open(const char *path, struct loom_gguf **out, loom_error *err);
-/* Same, over a caller-owned buffer (for tests); the buffer must outlive the handle. */
+/* loom_gguf_open over a caller-owned buffer (for tests); the buffer must outlive the handle. */
 int loom_gguf_open_buffer(const void *buf, size_t size, struct loom_gguf **out, loom_error *err);
-void loom_gguf_close(struct loom_gguf *g);
-/* The i-th kept warning, or NULL when i >= min(g->n_warnings, LOOM_GGUF_WARNINGS_KEPT). */
-const char *loom_gguf_warning(const struct loom_gguf *g, uint64_t i);
 
 const struct loom_gguf_kv *loom_gguf_find_kv(const struct loom_gguf *g, const char *key);
 const struct loom_gguf_tensor *loom_gguf_find_tensor(const struct loom_gguf *g, const char *name);

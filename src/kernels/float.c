@@ -5,7 +5,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Elements per accumulator lane group and per loop step of the reference's AVX-512 F32/F16 dots:
@@ -122,7 +124,7 @@ void loom_bf16_vec_dot(int64_t n, float *s, const void *w, const void *a)
 /* The llamafile tinyBLAS order (ggml-cpu/llamafile/sgemm.cpp, AVX-512 build), used by the reference for
  * F32/F16/BF16 products with two or more activation rows: one 16-lane FMA accumulator runs over the row
  * in 16-element slices (n % 16 == 0), then the 16-lane tree (_mm512_reduce_add_ps). */
-void loom_f32_dot_gemm(int64_t n, float *s, const void *w, const void *a)
+void loom_f32_tinyblas(int64_t n, float *s, const void *w, const void *a)
 {
     const float *x = w, *y = a;
     float acc[DOT_LANES] = {0};
@@ -132,7 +134,7 @@ void loom_f32_dot_gemm(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum16(acc);
 }
 
-void loom_f16_dot_gemm(int64_t n, float *s, const void *w, const void *a)
+void loom_f16_tinyblas(int64_t n, float *s, const void *w, const void *a)
 {
     const uint16_t *x = w, *y = a;
     float acc[DOT_LANES] = {0};
@@ -144,7 +146,7 @@ void loom_f16_dot_gemm(int64_t n, float *s, const void *w, const void *a)
 
 /* BF16 in tinyBLAS order: one VDPBF16PS accumulator over 32-element slices (n % 32 == 0); lane l takes
  * the pair 2l, 2l+1 of each slice (odd element first, DAZ/FTZ as loom_bf16_vec_dot). */
-void loom_bf16_dot_gemm(int64_t n, float *s, const void *w, const void *a)
+void loom_bf16_tinyblas(int64_t n, float *s, const void *w, const void *a)
 {
     const uint16_t *x = w, *y = a;
     float acc[DOT_LANES] = {0};

@@ -1,11 +1,13 @@
 /* iq4.c — scalar reference kernels of the non-linear 4-bit family, IQ4_NL and IQ4_XS (block layouts in
- * kernels_internal.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
+ * kernels/blocks.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
  * (dequantize_row_iq4_nl/xs; quantize_iq4_nl/xs without an importance matrix, which is what
  * ggml_quantize_chunk and llama_model_quantize run), and the dot products in the float order of the
  * reference's AVX2 kernels (ggml-cpu/arch/x86/quants.c ggml_vec_dot_iq4_nl_q8_0, ggml_vec_dot_iq4_xs_q8_K). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Grid index (< 16) of quant j (< 32) of a Q4_0-style nibble block. */
@@ -225,7 +227,7 @@ void loom_iq4_xs_vec_dot(int64_t n, float *s, const void *w, const void *a)
  * uses for IQ4_NL x Q8_0 products with 2 or more activation rows: one accumulator per output with lanes
  * as vec_dot's (no even/odd block split, no scalar tail), acc[l] = fma(d_w * d_a, lane, acc[l]), then
  * hsum_float_8. */
-void loom_iq4_nl_dot_gemm(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_nl_tinyblas(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_nl *x = w;
     const struct loom_block_q8_0 *y = a;
@@ -242,7 +244,7 @@ void loom_iq4_nl_dot_gemm(int64_t n, float *s, const void *w, const void *a)
  * weights with a row count divisible by 8 and 8 or more activation rows): per block the whole exact
  * integer sum isum = sum over sub-blocks of (ls - 32) * sum of grid * q8, then acc = fma(isum, d_w * d_a,
  * acc) in one scalar accumulator. */
-void loom_iq4_xs_dot_panel(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_xs_iqp(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_xs *x = w;
     const struct loom_block_q8_k *y = a;
@@ -262,7 +264,7 @@ void loom_iq4_xs_dot_panel(int64_t n, float *s, const void *w, const void *a)
 
 /* The order of the reference's repacked IQ4_NL kernels (repack.cpp ggml_gemv/gemm_iq4_nl_8x8_q8_0, AVX2,
  * n_out % 8 == 0): per block the whole exact integer sum, acc = fma(isum, d_w * d_a, acc). */
-void loom_iq4_nl_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_nl_gemv(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_nl *x = w;
     const struct loom_block_q8_0 *y = a;

@@ -1,12 +1,15 @@
 /* matmul.c — weight matrix times activation rows on the thread pool. Each activation row is converted
  * once to the weight type's partner (vec_dot_type), as ggml-cpu's ggml_compute_forward_mul_mat does,
  * then every output element is one dot of a weight row with a converted row, in the float order of the
- * kernel the reference picks for that product (loom_kernels_matmul_dot), so results do not depend on the
+ * kernel the reference picks for that product (loom_matmul_dot), so results do not depend on the
  * thread count or on how rows are chunked. */
 #include "kernels/matmul.h"
 
-#include "kernels/kernels_internal.h"
-#include "runtime/pool.h"
+#include <string.h>
+
+#include "kernels/protos.h"
+#include "util/cpu.h"
+#include "util/pool.h"
 
 /* Prefill blocking: TOKEN_TILE tokens' converted rows are used against each weight row in turn (they
  * stay in L1), and a block of weight rows of about ROW_BLOCK_BYTES stays in L2 while all tiles pass. */
@@ -19,12 +22,35 @@ struct matmul_job {
     size_t act_bytes;
     int64_t n_tok;
     float *y;              /* [n_tok][n_out] */
-    loom_vec_dot_fn dot_group, dot_rest; /* for tokens t < n_group, and for the rest */
-    loom_vec_dot4_fn dot4_group;         /* 4-token form of dot_group, or NULL */
-    loom_vec_dot8_fn dot8_group;         /* 8-token form of dot_group, or NULL */
+    loom_dot_fn dot_group, dot_rest;     /* for tokens t < n_group, and for the rest */
+    loom_dot_rows4_fn rows4_group;       /* 4-token form of dot_group, or NULL */
+    loom_dot_rows8_fn rows8_group;       /* 8-token form of dot_group, or NULL */
     int64_t n_group;
     const struct loom_x16_kernels *x16;  /* an X16 weight's group kernels in dot_group's order, or NULL */
+    loom_from_float_fn from_float;       /* the set's activation conversion into w's vec_dot_type */
 };
+
+/* tinyBLAS's vector step per type on the reference's AVX-512 build: it runs only when n_in is a multiple. */
+static const int64_t tinyblas_step[LOOM_TYPE_COUNT] = {[LOOM_TYPE_F32] = 16, [LOOM_TYPE_F16] = 16,
+                                                       [LOOM_TYPE_BF16] = 32, [LOOM_TYPE_IQ4_NL] = 32};
+
+const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
+                                               int64_t n_in, int64_t n_tok, int64_t t, int plain_buffer)
+{
+    if (!loom_type_traits(type))
+        return 0;
+    const struct loom_type_kernels *k = &ks->types[type];
+    /* llama.cpp's AVX-512 build alone repacks Q2_K */
+    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer &&
+        (type != LOOM_TYPE_Q2_K || (loom_cpu_features() & LOOM_CPU_AVX512F)))
+        return t < n_tok - n_tok % 4 ? &k->gemm : &k->gemv;
+    if (k->iqp.row && n_out % 8 == 0 && n_tok >= 8)
+        return &k->iqp;
+    /* tinyBLAS's quantized (Q0) kernels take any row count; its float ones need n_out % 4 == 0 */
+    if (n_tok >= 2 && (n_out % 4 == 0 || type == LOOM_TYPE_IQ4_NL) && k->tinyblas.row && n_in % tinyblas_step[type] == 0)
+        return &k->tinyblas;
+    return &k->vec_dot;
+}
 
 size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok)
 {
@@ -70,15 +96,15 @@ static void matmul_tile(const struct matmul_job *j, const char *rows, int64_t r0
     for (int64_t o = r0; o < r1; o++) {
         const void *row = rows + (size_t)(o - r0) * w->row_bytes;
         int64_t t = t0;
-        for (; j->dot8_group && t + 8 <= t1 && t + 8 <= j->n_group; t += 8) {
+        for (; j->rows8_group && t + 8 <= t1 && t + 8 <= j->n_group; t += 8) {
             float s[8];
-            j->dot8_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
+            j->rows8_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
             for (int k = 0; k < 8; k++)
                 j->y[(t + k) * w->n_out + o] = s[k];
         }
-        for (; j->dot4_group && t + 4 <= t1 && t + 4 <= j->n_group; t += 4) {
+        for (; j->rows4_group && t + 4 <= t1 && t + 4 <= j->n_group; t += 4) {
             float s[4];
-            j->dot4_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
+            j->rows4_group(w->n_in, s, row, j->act + (size_t)t * j->act_bytes, j->act_bytes);
             for (int k = 0; k < 4; k++)
                 j->y[(t + k) * w->n_out + o] = s[k];
         }
@@ -122,11 +148,11 @@ static void x16_tile(const struct matmul_job *j, int64_t g, int64_t t0, int64_t 
     size_t ys = (size_t)w->n_out, as = j->act_bytes;
     int64_t t = t0;
     for (; t + 8 <= t1; t += 8)
-        j->x16->dot8(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+        j->x16->rows8(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
     for (; t + 4 <= t1; t += 4)
-        j->x16->dot4(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+        j->x16->rows4(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
     for (; t < t1; t++)
-        j->x16->dot(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+        j->x16->row(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
 }
 
 /* Items [begin, end) of an X16 weight with group kernels: item g < n_out / 16 is group g, item n_out / 16
@@ -159,7 +185,7 @@ static void use_activations(struct loom_pool *pool, struct matmul_job *job, stru
         return; /* F32 weights read the F32 activations directly */
     size_t bytes = loom_type_row_bytes(vt, w->n_in);
     if (act->type != vt) {
-        struct convert_job c = {loom_type_traits(vt)->from_float, act->x, w->n_in, act->scratch, bytes};
+        struct convert_job c = {job->from_float, act->x, w->n_in, act->scratch, bytes};
         loom_pool_parallel_for(pool, act->n_tok, 1, convert_rows, &c);
         act->type = vt;
     }
@@ -167,46 +193,50 @@ static void use_activations(struct loom_pool *pool, struct matmul_job *job, stru
     job->act_bytes = bytes;
 }
 
-/* Precondition: w->type has kernels (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K: traits vec_dot set), as
+/* Precondition: w->type has a dot product (ks's vec_dot; every type but the activation-only Q8_1 and Q8_K), as
  * checked at model load. With rowwise = 0, as in the reference, the float order of token t's outputs
  * depends on n_tok (one row vs several; Q4_K rows in groups of 4), so a prompt evaluated in the same
  * chunks as the reference's ubatches reproduces its results bit for bit. With rowwise = 1 every row goes
- * through the kernel of a one-row product (the decode kernel; its 4- and 8-row forms where the active set
+ * through the kernel of a one-row product (the decode kernel; its 4- and 8-row forms where set ks
  * has them, which are bit-identical per row), so row t's outputs do not depend on n_tok. */
-void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, struct loom_matmul_act *act, float *y,
-                        int rowwise)
+void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                        struct loom_matmul_act *act, float *y, int rowwise)
 {
     int64_t n_tok = act->n_tok;
     /* the reference picks one kernel for the activation rows in groups of 4 and one for the rest */
     int64_t n_group = rowwise ? n_tok : n_tok - n_tok % 4;
-    loom_vec_dot_fn dot_group = loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, rowwise ? 1 : n_tok, 0);
-    loom_vec_dot_fn dot_rest = rowwise ? dot_group : loom_kernels_matmul_dot(w->type, w->n_out, w->n_in, n_tok, n_tok - 1);
-    struct matmul_job job = {w, 0, 0, n_tok, y, dot_group, dot_rest, loom_kernels_matmul_dot4(dot_group),
-                             loom_kernels_matmul_dot8(dot_group), n_group, 0};
+    const struct loom_dot_kernels *group =
+        loom_matmul_dot(ks, w->type, w->n_out, w->n_in, rowwise ? 1 : n_tok, 0, w->ref_plain_buffer);
+    const struct loom_dot_kernels *rest =
+        rowwise ? group : loom_matmul_dot(ks, w->type, w->n_out, w->n_in, n_tok, n_tok - 1, w->ref_plain_buffer);
+    struct matmul_job job = {.w = w, .n_tok = n_tok, .y = y, .dot_group = group->row, .dot_rest = rest->row,
+                             .rows4_group = group->rows4, .rows8_group = group->rows8, .n_group = n_group,
+                             .from_float = ks->types[loom_type_traits(w->type)->vec_dot_type].from_float};
     use_activations(pool, &job, act);
-    /* an X16 weight runs its group kernels when every token asks for the order they have (the one-row
-     * order: CANONICAL, or one token); otherwise (REFERENCE_BATCH prefill, another kernel set) its rows
-     * are unpacked */
-    loom_vec_dot_fn dot_all = n_group == n_tok ? dot_group : n_group == 0 ? dot_rest : 0;
-    if (w->layout == LOOM_WEIGHT_X16 && dot_all && (job.x16 = loom_kernels_matmul_x16(w->type, dot_all))) {
+    /* an X16 weight runs its group kernels when every token asks for the order they have (gemv's: CANONICAL,
+     * or one token); otherwise (REFERENCE_BATCH prefill, another kernel set) its rows are unpacked */
+    const struct loom_dot_kernels *all = n_group == n_tok ? group : n_group == 0 ? rest : 0;
+    const struct loom_x16_kernels *x16 = &ks->types[w->type].x16;
+    if (w->layout == LOOM_WEIGHT_X16 && all == &ks->types[w->type].gemv && x16->row) {
+        job.x16 = x16;
         loom_pool_parallel_for(pool, w->n_out / 16 + (w->n_out % 16 != 0), 1, matmul_groups, &job);
         return;
     }
     loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
 }
 
-void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
-                 void *scratch)
+void loom_matmul(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                 const float *x, int64_t n_tok, float *y, void *scratch)
 {
     struct loom_matmul_act act = {x, n_tok, LOOM_TYPE_COUNT, scratch};
-    loom_matmul_shared(pool, w, &act, y, 0);
+    loom_matmul_shared(ks, pool, w, &act, y, 0);
 }
 
-void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
-                         float *y, void *scratch)
+void loom_matmul_rowwise(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                         const float *x, int64_t n_tok, float *y, void *scratch)
 {
     struct loom_matmul_act act = {x, n_tok, LOOM_TYPE_COUNT, scratch};
-    loom_matmul_shared(pool, w, &act, y, 1);
+    loom_matmul_shared(ks, pool, w, &act, y, 1);
 }
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
@@ -220,9 +250,9 @@ void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
     loom_type_traits(w->type)->to_float(src, dst, w->n_in);
 }
 
-size_t loom_weight_x16_bytes(const struct loom_weight *w)
+size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w)
 {
-    if (w->layout != LOOM_WEIGHT_ROWS || !loom_kernels_x16_available(w->type) || w->n_out < 16 || w->n_out % 8 ||
+    if (w->layout != LOOM_WEIGHT_ROWS || !ks->types[w->type].x16.row || w->n_out < 16 || w->n_out % 8 ||
         w->row_bytes > LOOM_WEIGHT_X16_MAX_ROW_BYTES)
         return 0;
     return (size_t)(w->n_out / 16) * 16 * w->row_bytes;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 
 struct loom_pool;
@@ -14,7 +15,7 @@ struct loom_pool;
 /* How a weight's bytes are arranged in memory. ROWS: the GGUF layout, n_out rows of row_bytes. X16: rows
  * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (for Q4_K, struct
  * loom_block_q4_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load when the
- * active kernel set has X16 kernels (AVX2, AVX-512); the remaining n_out % 16 rows stay in the GGUF layout
+ * model's kernel set has x16 kernels (AVX2, AVX-512); the remaining n_out % 16 rows stay in the GGUF layout
  * in `rows`. */
 enum loom_weight_layout { LOOM_WEIGHT_ROWS = 0, LOOM_WEIGHT_X16 = 1 };
 
@@ -31,7 +32,21 @@ struct loom_weight {
     uint32_t layout;  /* enum loom_weight_layout */
     const void *rows; /* X16: the tensor in the GGUF layout (the file map: identity digests and the tail
                        * rows read it; the pages of the full groups may have been released) */
+    int ref_plain_buffer; /* 0 (the default): mirror the reference as llama.cpp places the weight by default
+                           * (use_extra_bufts: Q4_K, Q4_0, IQ4_NL and, on AVX-512 CPUs, Q2_K weights with
+                           * n_out % 8 == 0 in its CPU_REPACK buffer, multiplied by its gemv/gemm kernels);
+                           * 1: as in a plain CPU buffer (use_extra_bufts off: vec_dot, tinyBLAS, iqp) */
 };
+
+/* The dot kernels loom_matmul uses, from set ks, for the outputs of activation row t (< n_tok) in
+ * W[n_out][n_in] (of `type`) times n_tok rows: those of the kernel the reference's CPU backend uses there
+ * (ggml-cpu.c ggml_compute_forward_mul_mat): for a weight in the CPU_REPACK buffer (plain_buffer 0, see
+ * ref_plain_buffer) the gemm order for rows t < n_tok - n_tok % 4 and the gemv order for the rest; else
+ * tinyBLAS for F32/F16/BF16 when n_tok >= 2, n_out % 4 == 0 and n_in is a multiple of its step, and for
+ * IQ4_NL when n_tok >= 2 (any n_out); iqp for IQ4_XS when n_tok >= 8 and n_out % 8 == 0; else vec_dot.
+ * NULL for a type loom does not know. */
+const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
+                                               int64_t n_in, int64_t n_tok, int64_t t, int plain_buffer);
 
 /* Scratch bytes loom_matmul needs for n_tok activation rows of length n_in against weight type `type`. */
 size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok);
@@ -39,13 +54,13 @@ size_t loom_matmul_scratch_bytes(uint32_t type, int64_t n_in, int64_t n_tok);
 /* y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tok, o < n_out.
  * x is [n_tok][n_in] F32, y is [n_tok][n_out] F32 (rows contiguous). scratch holds the converted
  * activations (loom_matmul_scratch_bytes). Never allocates. */
-void loom_matmul(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok, float *y,
-                 void *scratch);
+void loom_matmul(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                 const float *x, int64_t n_tok, float *y, void *scratch);
 
 /* As loom_matmul, with every row t in the float order of a one-row product (the decode kernel), so
  * y[t] does not depend on n_tok: bitwise equal to n_tok calls with one row each. Same scratch. */
-void loom_matmul_rowwise(struct loom_pool *pool, const struct loom_weight *w, const float *x, int64_t n_tok,
-                         float *y, void *scratch);
+void loom_matmul_rowwise(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                         const float *x, int64_t n_tok, float *y, void *scratch);
 
 /* Activation rows read by several matrices (the q/k/v/z/alpha/beta projections, ffn gate and up): converted
  * once per activation type and shared. Set x, n_tok, scratch (loom_matmul_scratch_bytes for the largest
@@ -60,13 +75,13 @@ struct loom_matmul_act {
 
 /* loom_matmul (rowwise = 0) or loom_matmul_rowwise (rowwise = 1) of act's rows, converting them only when
  * scratch does not already hold them as w's vec_dot_type. Same results bit for bit. */
-void loom_matmul_shared(struct loom_pool *pool, const struct loom_weight *w, struct loom_matmul_act *act, float *y,
-                        int rowwise);
+void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                        struct loom_matmul_act *act, float *y, int rowwise);
 
-/* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: the active
- * kernel set has no x16 kernels for its type, it has fewer than 16 rows or n_out % 8 != 0 (its one-row
+/* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: kernel set
+ * ks has no x16 kernels for its type, it has fewer than 16 rows or n_out % 8 != 0 (its one-row
  * order is then not the one those kernels have), or its rows exceed LOOM_WEIGHT_X16_MAX_ROW_BYTES. */
-size_t loom_weight_x16_bytes(const struct loom_weight *w);
+size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w);
 
 /* Repack w's full groups of 16 rows into dst (loom_weight_x16_bytes(w) bytes, 64-byte aligned, owned by
  * the caller): afterwards w->layout = X16, w->data = dst and w->rows = the old data (still read: the tail

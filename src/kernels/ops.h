@@ -160,10 +160,10 @@ void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint1
                          int64_t out_stride);
 
 /* ---- variants ----------------------------------------------------------------------------------
- * The per-head kernels that dominate the time, one implementation per kernel set. Every variant computes
- * bitwise the same results as the scalar one (same operations in the same order). */
+ * The per-head kernels that dominate the time, one implementation per kernel set (the `ops` of struct
+ * loom_kernel_set, kernels.h). Every variant computes bitwise the same results as the scalar one (same
+ * operations in the same order). */
 struct loom_ops_kernels {
-    const char *name;
     void (*silu)(int64_t n, const float *x, float *y);
     void (*swiglu)(int64_t n, const float *g, const float *u, float *y);
     void (*conv1d_step)(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
@@ -186,9 +186,6 @@ struct loom_ops_kernels {
                        enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
                        int64_t out_stride);
 };
-
-/* The variant for the active kernel set (loom_kernels_name(): "avx512", "avx2" or "scalar"). */
-const struct loom_ops_kernels *loom_ops_kernels_active(void);
 
 /* AVX2 variants (src/kernels/x86/ops_avx2.c: the scalar C built for AVX2 + FMA); call only where the CPU
  * has the AVX2 set. */

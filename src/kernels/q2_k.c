@@ -1,10 +1,12 @@
-/* q2_k.c — scalar reference kernels of Q2_K (block layout in kernels_internal.h): dequantization and
+/* q2_k.c — scalar reference kernels of Q2_K (block layout in kernels/blocks.h): dequantization and
  * weight quantization bit-identical to llama.cpp's ggml-quants.c (dequantize_row_q2_K,
  * quantize_row_q2_K_ref, the path without an importance matrix), and the Q2_K x Q8_K dot product in the
  * float order of the reference's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q2_K_q8_K). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Quant of element e (< 256) of a Q2_K/Q3_K 2-bit field: bits 2k, 2k+1 of qs[32h + l], e = 128h + 32k + l. */
@@ -135,7 +137,7 @@ static void half_sums(const struct loom_block_q2_k *x, const struct loom_block_q
 /* The order of the reference's repacked Q2_K gemv (repack.cpp ggml_gemv_q2_K_8x8_q8_K; AVX-512 builds
  * repack Q2_K weights with n_out % 8 == 0): per block acc = fma(isum, d * d_a, acc) and accm = fma(imin,
  * dmin * d_a, accm) with whole-block integer sums; *s = acc - accm. */
-void loom_q2_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+void loom_q2_k_gemv(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q2_k *x = w;
     const struct loom_block_q8_k *y = a;
@@ -156,7 +158,7 @@ void loom_q2_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *
 
 /* The repacked gemm order (ggml_gemm_q2_K_8x8_q8_K, activation rows in groups of 4): as the gemv, but
  * one fma pair per half block of 128. */
-void loom_q2_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a)
+void loom_q2_k_gemm(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q2_k *x = w;
     const struct loom_block_q8_k *y = a;

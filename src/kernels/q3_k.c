@@ -1,10 +1,12 @@
-/* q3_k.c — scalar reference kernels of Q3_K (block layout in kernels_internal.h): dequantization and
+/* q3_k.c — scalar reference kernels of Q3_K (block layout in kernels/blocks.h): dequantization and
  * weight quantization bit-identical to llama.cpp's ggml-quants.c (dequantize_row_q3_K,
  * quantize_row_q3_K_ref, the path without an importance matrix), and the Q3_K x Q8_K dot product in the
  * float order of the reference's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q3_K_q8_K). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Signed scale (sc - 32, in [-32, 31]) of sub-block s (< 16). */

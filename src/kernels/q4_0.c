@@ -1,11 +1,13 @@
 /* q4_0.c — scalar reference kernels of the legacy 4-bit family, Q4_0 and Q4_1 (block layouts in
- * kernels_internal.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
+ * kernels/blocks.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
  * (dequantize_row_q4_0/1, quantize_row_q4_0/1_ref), and the dot products with Q8_0/Q8_1 activations in
  * the float order of the reference's AVX2 kernels (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_0_q8_0,
  * ggml_vec_dot_q4_1_q8_1). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Quant j (< 32) of a Q4_0-style nibble block. */
@@ -120,7 +122,7 @@ void loom_q4_1_vec_dot(int64_t n, float *s, const void *w, const void *a)
  * ggml_gemv/gemm_q4_0_8x8_q8_0, used by default on AVX2 machines for weights with n_out % 8 == 0): per
  * block the whole exact integer sum, acc = fma(isum, d_w * d_a, acc) in one scalar accumulator; gemv and
  * gemm share it. */
-void loom_q4_0_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+void loom_q4_0_gemv(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_0 *x = w;
     const struct loom_block_q8_0 *y = a;

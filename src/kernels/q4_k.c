@@ -1,11 +1,13 @@
-/* q4_k.c — scalar reference kernels of Q4_K (block layout in kernels_internal.h): dequantization
+/* q4_k.c — scalar reference kernels of Q4_K (block layout in kernels/blocks.h): dequantization
  * bit-identical to llama.cpp's dequantize_row_q4_K and the Q4_K x Q8_K dot product in both of the
  * reference's float orders: its AVX2 vec_dot (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_K_q8_K) and its
  * repacked 8x8 gemv/gemm (ggml-cpu/arch/x86/repack.cpp ggml_gemv/gemm_q4_K_8x8_q8_K), which llama.cpp
  * uses by default on AVX2 machines. */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* value = (d*sc) * q - (dmin*m), each product rounded to F32 separately (no FMA), as the reference. */
@@ -96,7 +98,7 @@ static void sub_block_sums(const struct loom_block_q4_k *x, const struct loom_bl
 /* The same dot in the order of the reference's repacked gemv (activation rows that are not part of a
  * group of 4): per block acc = fma(isum, d * d_a, acc) and accm = fma(imin, dmin * d_a, accm) with the
  * whole-block integer sums isum = sum_j scaled[j], imin = sum_k mins[k]; *s = acc - accm. */
-void loom_q4_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *a)
+void loom_q4_k_gemv(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y = a;
@@ -115,7 +117,7 @@ void loom_q4_k_vec_dot_repacked(int64_t n, float *s, const void *w, const void *
 
 /* The order of the reference's repacked gemm (activation rows in groups of 4): as the gemv, but one
  * fma per pair of sub-blocks g < 4, with isum_g = scaled[2g] + scaled[2g+1] and imin_g = mins[g]. */
-void loom_q4_k_vec_dot_repacked_x4(int64_t n, float *s, const void *w, const void *a)
+void loom_q4_k_gemm(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y = a;

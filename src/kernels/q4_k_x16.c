@@ -1,7 +1,9 @@
 /* q4_k_x16.c — the Q4_K x16 weight layout (16 rows interleaved per 256-weight block column, same bytes as
- * 16 standard Q4_K blocks; struct loom_block_q4_k_x16 in kernels_internal.h): packing 16 standard rows into
+ * 16 standard Q4_K blocks; struct loom_block_q4_k_x16 in kernels/blocks.h): packing 16 standard rows into
  * it, unpacking one row back, and the scalar reference x16 dot, the oracle of the AVX2 and AVX-512 ones. */
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Scale-plane byte q (< 4) of a row holds scale SC_OF[q] (plane A) / 4 + SC_OF[q] (plane B) and min
@@ -66,9 +68,9 @@ void loom_q4_k_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in)
 
 /* Per row r and block: isum = sum_j sc[j] * sum(q * q8 over sub-block j), imin = sum_j m[j] * (bsums[2j]
  * + bsums[2j+1]); acc = fma(isum, d * d_a, acc), accm = fma(imin, dmin * d_a, accm); y = acc - accm,
- * the order of loom_q4_k_vec_dot_repacked. Slot s of the qs holds bytes 4s..4s+3 of the row's qs: low
+ * the order of loom_q4_k_gemv. Slot s of the qs holds bytes 4s..4s+3 of the row's qs: low
  * nibbles are elements of sub-block 2(s/8) at positions 4(s%8).., high nibbles sub-block 2(s/8)+1. */
-void loom_q4_k_x16_dot(int64_t n, float *y, const void *w, const void *a)
+void loom_q4_k_x16_gemv(int64_t n, float *y, const void *w, const void *a)
 {
     const struct loom_block_q4_k_x16 *g = w;
     const struct loom_block_q8_k *x = a;

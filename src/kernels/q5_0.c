@@ -1,11 +1,13 @@
 /* q5_0.c — scalar reference kernels of the legacy 5-bit family, Q5_0 and Q5_1 (block layouts in
- * kernels_internal.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
+ * kernels/blocks.h): dequantization and weight quantization bit-identical to llama.cpp's ggml-quants.c
  * (dequantize_row_q5_0/1, quantize_row_q5_0/1_ref), and the dot products with Q8_0/Q8_1 activations in
  * the float order of the reference's AVX2 kernels (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q5_0_q8_0,
  * ggml_vec_dot_q5_1_q8_1). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Quant j (< 32) in [0, 31]: the Q4_0-style nibble plus 16 * bit j of qh. */

@@ -1,9 +1,11 @@
-/* q5_k.c — scalar reference kernels of Q5_K (block layout in kernels_internal.h): dequantization
+/* q5_k.c — scalar reference kernels of Q5_K (block layout in kernels/blocks.h): dequantization
  * bit-identical to llama.cpp's dequantize_row_q5_K and the Q5_K x Q8_K dot product summed in the lane
  * order of ggml-cpu's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q5_K_q8_K). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* 5-bit quant of element l (< 32) of sub-block j. */

@@ -1,9 +1,11 @@
-/* q6_k.c — scalar reference kernels of Q6_K (block layout in kernels_internal.h): dequantization
+/* q6_k.c — scalar reference kernels of Q6_K (block layout in kernels/blocks.h): dequantization
  * bit-identical to llama.cpp's dequantize_row_q6_K and the Q6_K x Q8_K dot product summed in the lane
  * order of ggml-cpu's AVX2 kernel (ggml-cpu/arch/x86/quants.c ggml_vec_dot_q6_K_q8_K). */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Unsigned 6-bit quant (0..63, value q - 32) of element 32c + l (c < 4, l < 32) of half h. */
@@ -112,7 +114,7 @@ static float q6_fit_group(int n, const float *x, int8_t *L)
 /* Weight quantization, ggml-quants.c quantize_row_q6_K_ref: a scale per 16-weight group (q6_fit_group),
  * the group scales quantized to int8 against d = max_scale / -128 (the signed scale of largest
  * magnitude), the weights requantized against the rounded scales and packed as the Q6_K layout in
- * kernels_internal.h. A block whose scales are all below 1e-15 is all zero. */
+ * kernels/blocks.h. A block whose scales are all below 1e-15 is all zero. */
 void loom_q6_k_quantize(const float *src, void *dst, int64_t n)
 {
     struct loom_block_q6_k *b = dst;

@@ -1,9 +1,11 @@
-/* q8_0.c — scalar reference kernels of Q8_0 (block layout in kernels_internal.h): dequantization, the
+/* q8_0.c — scalar reference kernels of Q8_0 (block layout in kernels/blocks.h): dequantization, the
  * activation quantizer (as llama.cpp's x86 CPU backend rounds, not as its portable reference does) and
  * the Q8_0 x Q8_0 block dot product summed in the reference's AVX2 lane order. */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* dst[n] = d * q per element (ggml-quants.c dequantize_row_q8_0: one F32 product per element). */

@@ -1,9 +1,11 @@
 /* q8_1.c — scalar kernels of Q8_1, the activation type of Q4_1 and Q5_1 (block layout in
- * kernels_internal.h): quantization bit-identical to llama.cpp's x86 CPU backend (ggml-cpu/arch/x86/
+ * kernels/blocks.h): quantization bit-identical to llama.cpp's x86 CPU backend (ggml-cpu/arch/x86/
  * quants.c quantize_row_q8_1: round half to even, s from the exact quant sum) and dequantization for tests. */
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Per 32 values: amax = max |x|, d = amax / 127 (stored as F16), q = round_half_even(x * (127 / amax))

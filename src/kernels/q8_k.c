@@ -1,10 +1,12 @@
 /* q8_k.c — scalar kernels of Q8_K, the activation type of the K-quants (block layout in
- * kernels_internal.h): quantization bit-identical to llama.cpp's (ggml-quants.c quantize_row_q8_K_ref,
+ * kernels/blocks.h): quantization bit-identical to llama.cpp's (ggml-quants.c quantize_row_q8_K_ref,
  * which its x86 CPU backend uses as from_float) and dequantization for tests. */
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 
 /* Per 256-value block: m = the value of largest magnitude (the first one on ties), iscale = -127 / m,
  * q = min(127, round_half_even(iscale * x)), bsums over groups of 16, d = 1 / iscale. An all-zero block

@@ -1,6 +1,7 @@
 /* types.h — the tensor element types loom understands (numbered as ggml's type ids, as GGUF stores
- * them) and the per-type trait table: block geometry, dequantization, activation quantization, the
- * block dot product and the row validator. The table is filled once from CPU features (scalar reference, AVX2, AVX-512). */
+ * them) and their traits, which no instruction set changes (one const table, as ggml's type_traits): block
+ * geometry, the activation type, dequantization, the weight quantizer and the row validator. The kernels
+ * that differ per instruction set (activation quantization, dot products) are in the kernel sets (kernels.h). */
 #ifndef LOOM_KERNELS_TYPES_H
 #define LOOM_KERNELS_TYPES_H
 
@@ -32,10 +33,9 @@ enum loom_type {
 
 /* dequantize n elements (n a multiple of block_size) */
 typedef void (*loom_to_float_fn)(const void *src, float *dst, int64_t n);
-/* quantize n floats (n a multiple of block_size) into blocks — used for activation rows */
+/* quantize n floats (n a multiple of block_size) into blocks: activation rows (a kernel set's from_float) and
+ * weights (the traits' quantize) */
 typedef void (*loom_from_float_fn)(const float *src, void *dst, int64_t n);
-/* *s = dot(w[0..n), a[0..n)) where w is a weight row of this type and a an activation row of vec_dot_type */
-typedef void (*loom_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 
 /* What a row validator found: the block (the element, for F32/F16/BF16) and what was wrong with it. */
 struct loom_row_fault {
@@ -52,9 +52,7 @@ struct loom_type_traits {
     int64_t block_size;        /* elements per block */
     size_t type_size;          /* bytes per block */
     enum loom_type vec_dot_type; /* activation type this weight type is paired with */
-    loom_to_float_fn to_float;   /* NULL for types loom cannot run */
-    loom_from_float_fn from_float; /* activation quantization (set for F32/F16/BF16/Q8_0/Q8_K) */
-    loom_vec_dot_fn vec_dot;
+    loom_to_float_fn to_float;   /* the scalar reference (no set has another); NULL for types loom cannot run */
     loom_from_float_fn quantize; /* weight quantization, reference path (no imatrix) */
     loom_validate_fn validate_row; /* NULL for Q8_1, a type ggml_validate_row_data rejects outright */
 };

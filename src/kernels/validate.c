@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
+#include "kernels/protos.h"
 
 static int fault_at(struct loom_row_fault *f, int64_t index, const char *field, const char *what)
 {

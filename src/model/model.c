@@ -1,13 +1,14 @@
 /* model.c — loading a model: open the GGUF (mmap), run its architecture's admission, bind every tensor to
  * the layer plan by the architecture's weight table (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
  * data (check_tensors), repack the weights the active kernel set multiplies faster in the X16 layout,
- * and load the tokenizer. Also the public model queries
- * and the tokenize/piece entry points. The model is immutable once returned. */
+ * and load the tokenizer. Also the model file's warnings (the text-side queries are in src/api/model_info.c).
+ * The model is immutable once returned. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -26,7 +27,7 @@ static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, 
     const struct loom_type_traits *tr = loom_type_traits(t->type);
     if (!tr || !tr->to_float)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': type %u is not supported for matrices", name, t->type);
-    if (matmul && !tr->vec_dot)
+    if (matmul && !loom_kernels_active()->types[t->type].vec_dot.row)
         return loom_errorf(err, LOOM_E_FORMAT,
                            "tensor '%s': expected a weight type with a dot product, found %s (an activation type)",
                            name, tr->name);
@@ -130,7 +131,7 @@ static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
     return n;
 }
 
-/* Repack every weight the active kernel set has X16 kernels for (loom_weight_x16_bytes) into one 64-byte
+/* Repack every weight the model's kernel set has x16 kernels for (loom_weight_x16_bytes) into one 64-byte
  * aligned allocation, releasing each tensor's file pages once it is copied: the peak during load is about
  * the final resident size plus one tensor. */
 static int repack_weights(struct loom_model *m, loom_error *err)
@@ -141,14 +142,14 @@ static int repack_weights(struct loom_model *m, loom_error *err)
     int n = matmul_weights(m, ws);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += loom_weight_x16_bytes(ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
+        total += loom_weight_x16_bytes(m->kernels, ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
     if (total && !(m->x16_store = aligned_alloc(64, total))) {
         free(ws);
         return loom_errorf(err, LOOM_E_NOMEM, "repacked weights: allocating %zu bytes failed", total);
     }
     char *at = m->x16_store;
     for (int i = 0; i < n; i++) {
-        size_t bytes = loom_weight_x16_bytes(ws[i]);
+        size_t bytes = loom_weight_x16_bytes(m->kernels, ws[i]);
         if (!bytes)
             continue;
         loom_weight_repack_x16(ws[i], at);
@@ -191,6 +192,7 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         loom_errorf(err, LOOM_E_NOMEM, "model: allocating %zu bytes failed", sizeof *m);
         return NULL;
     }
+    m->kernels = loom_kernels_active();
     int rc = loom_gguf_open(path, &m->gguf, err);
     if (!rc)
         rc = loom_arch_admit(m->gguf, &m->arch, &m->hp, &m->geo, err);
@@ -222,17 +224,6 @@ void loom_model_free(loom_model *model)
     free(model);
 }
 
-int loom_model_n_logits(const loom_model *model) { return (int)model->output.n_out; }
-
-int loom_model_token_sampleable(const loom_model *model, int32_t tok)
-{
-    if (tok < 0 || (int64_t)tok >= model->output.n_out)
-        return 0;
-    return loom_tokenizer_sampleable(model->tok)[tok] != 0;
-}
-
-int loom_model_token_is_eog(const loom_model *model, int32_t tok) { return loom_tokenizer_is_eog(model->tok, tok); }
-
 int loom_model_n_warnings(const loom_model *model)
 {
     return model->gguf->n_warnings > INT32_MAX ? INT32_MAX : (int)model->gguf->n_warnings;
@@ -241,15 +232,4 @@ int loom_model_n_warnings(const loom_model *model)
 const char *loom_model_warning(const loom_model *model, int i)
 {
     return i < 0 ? NULL : loom_gguf_warning(model->gguf, (uint64_t)i);
-}
-
-int loom_tokenize(const loom_model *model, const char *text, size_t len, int parse_special, int32_t *out, int cap,
-                  loom_error *err)
-{
-    return loom_tokenizer_encode(model->tok, text, len, parse_special, out, cap, err);
-}
-
-int loom_token_to_piece(const loom_model *model, int32_t tok, char *buf, int cap)
-{
-    return loom_tokenizer_piece(model->tok, tok, buf, cap);
 }

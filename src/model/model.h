@@ -74,6 +74,7 @@ struct loom_model {
     struct loom_layer *layers;     /* [hp.n_layer] */
     struct loom_tokenizer *tok;
     void *x16_store;               /* the X16 copies of the weights repacked at load (one allocation), or NULL */
+    const struct loom_kernel_set *kernels; /* the kernel set chosen when it was loaded (loom_kernels_active) */
 };
 
 /* The binding field of weight table row r in layer L: a matrix, or an F32 vector. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/types.h"
 #include "util/error.h"
@@ -286,7 +287,7 @@ struct quant_job {
     int64_t row_cap;
     struct quant_fault *faults; /* one per pool thread */
     int n_threads;
-    loom_quant_progress_fn progress;
+    loom_progress_fn progress;
     void *progress_ctx;
     loom_abort_fn abort;
     void *abort_ctx;
@@ -444,7 +445,7 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
 }
 
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     struct loom_pool *pool, loom_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
                      void *abort_ctx, loom_error *err)
 {
     if (!in || !r || !out_path)
@@ -489,5 +490,35 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     loom_gguf_writer_free(w);
     free(types);
     free(d);
+    return rc;
+}
+
+/* ---- public API (loom.h, "Quantization") ------------------------------------------------------------------ */
+
+const char *loom_quantize_recipe(int i)
+{
+    static const int n = sizeof loom_quant_recipes / sizeof loom_quant_recipes[0] - 1;
+    return i >= 0 && i < n ? loom_quant_recipes[i].name : NULL;
+}
+
+int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path, const loom_quantize_options *options,
+                  loom_error *err)
+{
+    const loom_quantize_options o = options ? *options : (loom_quantize_options){0};
+    const struct loom_quant_recipe *r = loom_quant_find_recipe(recipe);
+    if (!r) {
+        char names[128] = "";
+        for (const struct loom_quant_recipe *q = loom_quant_recipes; q->name; q++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s", q->name);
+        return loom_errorf(err, LOOM_E_ARG, "recipe: expected one of%s, found '%s'", names,
+                           recipe ? recipe : "(null)");
+    }
+    long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    int n_threads = n_cpu > 0 ? (int)n_cpu : 1;
+    struct loom_pool *pool = loom_pool_new(n_threads);
+    if (!pool)
+        return loom_errorf(err, LOOM_E_NOMEM, "cannot start %d threads", n_threads);
+    int rc = loom_quant_write(in, r, out_path, pool, o.progress, o.progress_ctx, o.abort, o.abort_ctx, err);
+    loom_pool_free(pool);
     return rc;
 }

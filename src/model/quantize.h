@@ -9,7 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "loom.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 
 /* A recipe: its name, the llama_ftype number stored in general.file_type, and the default tensor type. */
 struct loom_quant_recipe {
@@ -47,10 +47,6 @@ struct loom_quant_tensor {
 int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
                             const struct loom_quant_recipe *r, uint32_t *out, loom_error *err);
 
-/* Progress: called before each tensor with its index, the tensor count, output bytes done and total. */
-typedef void (*loom_quant_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
-                                       uint64_t total_bytes, const char *name);
-
 /* Quantize the GGUF `in` (F32/F16/BF16 source tensors) with recipe r into out_path: metadata copied
  * verbatim in order, except general.quantization_version (2) and general.file_type (r->ftype), which are
  * appended last as the reference does, and split.* keys, which are dropped; tensors in the input's order,
@@ -60,14 +56,15 @@ typedef void (*loom_quant_progress_fn)(void *ctx, uint64_t index, uint64_t n_ten
  * (ggml_validate_row_data's rules), as llama_model_quantize does: each source row as read (it loads with
  * check_tensors) and each quantized row as written; the first invalid row (lowest index in the first
  * such tensor) fails the conversion before the file appears. abort (may be NULL) is polled before each
- * tensor and every 1024 rows. Errors: as loom_quant_choose_types;
+ * tensor and every 1024 rows; progress (loom.h; may be NULL) before each tensor. Errors: as
+ * loom_quant_choose_types;
  * LOOM_E_ARG when a chosen type has no quantizer yet or the model lacks <arch>.block_count;
  * LOOM_E_FORMAT naming the tensor, the row, the block or element and what was found ("tensor 'X' row 17:
  * quantized Q4_0 block 3 scale d is inf, ..."), for a NaN or inf source value or a quantized block whose
  * scale came out inf (source values beyond what the type's F16 scales reach); LOOM_E_IO, LOOM_E_NOMEM;
  * LOOM_E_CANCELLED when abort asked (out_path untouched). */
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_quant_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     struct loom_pool *pool, loom_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
                      void *abort_ctx, loom_error *err);
 
 #endif

@@ -653,3 +653,32 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
     synth_free(&s);
     return rc;
 }
+
+/* ---- public API (loom.h, "Synthetic models") -------------------------------------------------------------- */
+
+const char *loom_synth_preset(int i)
+{
+    return i >= 0 && (size_t)i < sizeof synth_presets / sizeof synth_presets[0] ? synth_presets[i].name : NULL;
+}
+
+int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_error *err)
+{
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } types[] = {{"F32", LOOM_TYPE_F32}, {"F16", LOOM_TYPE_F16}, {"BF16", LOOM_TYPE_BF16}};
+    struct loom_synth_params par = {.preset = o->preset ? loom_synth_find_preset(o->preset) : NULL,
+                                    .wtype = LOOM_TYPE_COUNT, .seed = o->seed, .vocab_path = o->vocab_path,
+                                    .progress = o->progress, .progress_ctx = o->progress_ctx, .abort = o->abort,
+                                    .abort_ctx = o->abort_ctx};
+    if (!par.preset)
+        return loom_errorf(err, LOOM_E_ARG, "preset: expected micro, tiny or 0.8b, found '%s'",
+                           o->preset ? o->preset : "(null)");
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (o->type && !strcmp(o->type, types[i].name))
+            par.wtype = types[i].type;
+    if (par.wtype == LOOM_TYPE_COUNT)
+        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16 or BF16, found '%s'",
+                           o->type ? o->type : "(null)");
+    return loom_synth_write(&par, out_path, err);
+}

@@ -8,11 +8,7 @@
 
 #include "loom.h"
 
-/* Bump whenever the bytes the generator writes for a given (preset, type, seed, vocab) change, so
- * cached models (scripts/prepare-models.sh stamps) are regenerated. */
-#define LOOM_SYNTH_VERSION 2
-
-#define LOOM_SYNTH_DEFAULT_SEED 1234u
+/* LOOM_SYNTH_VERSION and LOOM_SYNTH_DEFAULT_SEED are public (loom.h). */
 
 /* Geometry of a preset (qwen35 hyper-parameters; see ../shared/REFERENCE.md for the key mapping). */
 struct loom_synth_preset {
@@ -30,17 +26,12 @@ struct loom_synth_preset {
 /* The preset called `name` ("micro", "tiny", "0.8b"), or NULL. */
 const struct loom_synth_preset *loom_synth_find_preset(const char *name);
 
-/* Progress: called before each tensor is generated with the tensor index, the tensor count, the bytes
- * written so far, the total data bytes and the tensor name. */
-typedef void (*loom_synth_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
-                                       uint64_t total_bytes, const char *name);
-
 struct loom_synth_params {
     const struct loom_synth_preset *preset;
     uint32_t wtype;          /* storage of the 2-D matrices: LOOM_TYPE_F32, LOOM_TYPE_F16 or LOOM_TYPE_BF16 */
     uint64_t seed;
     const char *vocab_path;  /* a GGUF with tokenizer.ggml.* keys (e.g. ggml-vocab-qwen35.gguf) */
-    loom_synth_progress_fn progress; /* may be NULL */
+    loom_progress_fn progress; /* may be NULL (loom.h) */
     void *progress_ctx;
     loom_abort_fn abort;     /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;

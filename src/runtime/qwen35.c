@@ -10,7 +10,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/fp16.h"
 
@@ -69,9 +69,9 @@ static void for_tokens(const struct chunk *c, loom_task_fn fn, void *ctx)
 static void matmul_n(const struct loom_session *s, const struct loom_weight *w, const float *x, int n, float *y)
 {
     if (s->numerics == LOOM_NUMERICS_CANONICAL)
-        loom_matmul_rowwise(s->pool, w, x, n, y, s->sc.mm);
+        loom_matmul_rowwise(s->model->kernels, s->pool, w, x, n, y, s->sc.mm);
     else
-        loom_matmul(s->pool, w, x, n, y, s->sc.mm);
+        loom_matmul(s->model->kernels, s->pool, w, x, n, y, s->sc.mm);
 }
 
 static void matmul(const struct chunk *c, const struct loom_weight *w, const float *x, float *y)
@@ -87,7 +87,7 @@ static struct loom_matmul_act shared_rows(const struct chunk *c, const float *x)
 
 static void matmul_shared(const struct chunk *c, const struct loom_weight *w, struct loom_matmul_act *act, float *y)
 {
-    loom_matmul_shared(c->s->pool, w, act, y, c->s->numerics == LOOM_NUMERICS_CANONICAL);
+    loom_matmul_shared(c->s->model->kernels, c->s->pool, w, act, y, c->s->numerics == LOOM_NUMERICS_CANONICAL);
 }
 
 /* The test hook after a stage; nonzero fails the request. */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/matmul.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "runtime/session.h"
 #include "util/error.h"
 
@@ -148,7 +148,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->circuits = circuits;
     s->owners = owners;
     s->n_owners = loom_state_owners_list(model, n_ctx, owners, n_owners);
-    s->ops = loom_ops_kernels_active();
+    s->ops = &model->kernels->ops;
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
     s->numerics = numerics;

@@ -123,7 +123,7 @@ struct loom_circuits;
 struct loom_session {
     const struct loom_model *model;
     const struct loom_circuits *circuits; /* the model architecture's circuits */
-    const struct loom_ops_kernels *ops; /* per-head kernels of the active kernel set */
+    const struct loom_ops_kernels *ops; /* per-head kernels of the model's kernel set */
     struct loom_pool *pool;
     int n_threads;
     int n_ctx;

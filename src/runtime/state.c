@@ -98,6 +98,8 @@ void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t 
 
 int loom_session_n_ctx(const loom_session *session) { return session->n_ctx; }
 
+uint64_t loom_session_arena_bytes(const loom_session *session) { return session->arena_bytes; }
+
 uint64_t loom_session_state_bytes(const loom_session *session)
 {
     uint64_t total = 0;

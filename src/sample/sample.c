@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/error.h"
+
 /* Exact top-p without top-k: histogram the candidates' log-weights into K_BUCKETS buckets, keep whole
  * buckets above the one where the cumulative mass crosses p, and refine inside that bucket; only a small
  * final set (<= K_SORT_MAX, or after K_LEVELS refinements) is ever sorted. */
@@ -70,19 +72,32 @@ static double rng_uniform(uint64_t *s)
     return (double)(rng_next(s) >> 11) * 0x1.0p-53;
 }
 
-static int params_valid(const struct loom_sampler_params *p, int n_rows)
+/* Check p against n_rows; LOOM_OK, or LOOM_E_ARG naming the first parameter out of range. */
+static int params_check(const struct loom_sampler_params *p, int n_rows, loom_error *err)
 {
-    if (isnan(p->temp) || p->top_k < 0 || !(p->top_p >= 0 && p->top_p <= 1) || !(p->min_p >= 0 && p->min_p <= 1))
-        return 0;
-    if (!(p->repeat_penalty >= 0) || !isfinite(p->repeat_penalty) || p->repeat_last_n < 0 ||
-        p->repeat_last_n > K_WINDOW_MAX || !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
-        return 0;
+    if (isnan(p->temp))
+        return loom_errorf(err, LOOM_E_ARG, "sampler temp: expected a number, found NaN");
+    if (p->top_k < 0)
+        return loom_errorf(err, LOOM_E_ARG, "sampler top_k: expected >= 0, found %d", p->top_k);
+    if (!(p->top_p >= 0 && p->top_p <= 1) || !(p->min_p >= 0 && p->min_p <= 1))
+        return loom_errorf(err, LOOM_E_ARG, "sampler top_p, min_p: expected in [0, 1], found %g, %g",
+                           (double)p->top_p, (double)p->min_p);
+    if (!(p->repeat_penalty >= 0) || !isfinite(p->repeat_penalty) || !isfinite(p->presence_penalty) ||
+        !isfinite(p->frequency_penalty))
+        return loom_errorf(err, LOOM_E_ARG, "sampler penalties: expected finite, repeat_penalty >= 0, found %g, %g, %g",
+                           (double)p->repeat_penalty, (double)p->presence_penalty, (double)p->frequency_penalty);
+    if (p->repeat_last_n < 0 || p->repeat_last_n > K_WINDOW_MAX)
+        return loom_errorf(err, LOOM_E_ARG, "sampler repeat_last_n: expected in [0, %d], found %d", K_WINDOW_MAX,
+                           p->repeat_last_n);
     if (p->n_bias < 0 || (p->n_bias > 0 && !p->bias))
-        return 0;
+        return loom_errorf(err, LOOM_E_ARG, "sampler bias: expected n_bias >= 0 entries, found %d%s", p->n_bias,
+                           p->bias ? "" : " and NULL");
     for (int i = 0; i < p->n_bias; i++)
         if (p->bias[i].id < 0 || p->bias[i].id >= n_rows || isnan(p->bias[i].bias) || p->bias[i].bias == INFINITY)
-            return 0;
-    return 1;
+            return loom_errorf(err, LOOM_E_ARG,
+                               "sampler bias[%d]: expected an id in [0, %d) and a bias < +inf, found %d, %g", i,
+                               n_rows, (int)p->bias[i].id, (double)p->bias[i].bias);
+    return LOOM_OK;
 }
 
 static int penalties_on(const struct loom_sampler_params *p)
@@ -91,38 +106,77 @@ static int penalties_on(const struct loom_sampler_params *p)
            ((p->repeat_penalty > 0 && p->repeat_penalty != 1) || p->presence_penalty != 0 || p->frequency_penalty != 0);
 }
 
-struct loom_sampler *loom_sampler_new(const struct loom_sampler_params *p, int n_rows, const uint8_t *sampleable)
+/* Allocate s's arrays for s->p and s->n_rows (bias zeroed, penalty counts zeroed). */
+static int sampler_alloc(struct loom_sampler *s)
 {
-    if (!p || n_rows <= 0 || !sampleable || !params_valid(p, n_rows))
-        return NULL;
-    struct loom_sampler *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->p = *p;
-    s->p.bias = NULL; /* the caller's array need not outlive the sampler */
-    s->n_rows = n_rows;
-    s->sampleable = sampleable;
-    s->cand = malloc((size_t)n_rows * sizeof *s->cand);
+    s->cand = malloc((size_t)s->n_rows * sizeof *s->cand);
     int ok = s->cand != NULL;
-    if (ok && p->n_bias > 0) {
-        s->bias = calloc((size_t)n_rows, sizeof *s->bias);
-        ok = s->bias != NULL;
-        for (int i = 0; ok && i < p->n_bias; i++)
-            s->bias[p->bias[i].id] += p->bias[i].bias;
-    }
-    if (ok && penalties_on(p)) {
-        s->count = calloc((size_t)n_rows, sizeof *s->count);
-        s->window = malloc((size_t)p->repeat_last_n * sizeof *s->window);
+    if (ok && s->p.n_bias > 0)
+        ok = (s->bias = calloc((size_t)s->n_rows, sizeof *s->bias)) != NULL;
+    if (ok && penalties_on(&s->p)) {
+        s->count = calloc((size_t)s->n_rows, sizeof *s->count);
+        s->window = malloc((size_t)s->p.repeat_last_n * sizeof *s->window);
         ok = s->count && s->window;
     }
-    if (!ok) {
-        loom_sampler_free(s);
+    return ok ? LOOM_OK : LOOM_E_NOMEM;
+}
+
+struct loom_sampler *loom_sampler_new(const struct loom_sampler_params *p, int n_rows, const uint8_t *sampleable,
+                                      loom_error *err)
+{
+    if (!p || n_rows <= 0 || !sampleable) {
+        loom_errorf(err, LOOM_E_ARG, "sampler: expected parameters, n_rows > 0 and a mask, found %s, %d, %s",
+                    p ? "params" : "NULL", n_rows, sampleable ? "a mask" : "NULL");
         return NULL;
     }
-    uint64_t seed = p->seed;
+    if (params_check(p, n_rows, err) != LOOM_OK)
+        return NULL;
+    struct loom_sampler *s = calloc(1, sizeof *s);
+    if (s) {
+        s->p = *p;
+        s->p.bias = NULL; /* the caller's array need not outlive the sampler */
+        s->n_rows = n_rows;
+        s->sampleable = sampleable;
+    }
+    if (!s || sampler_alloc(s) != LOOM_OK) {
+        loom_sampler_free(s);
+        loom_errorf(err, LOOM_E_NOMEM, "sampler: could not allocate the scratch of %d rows", n_rows);
+        return NULL;
+    }
+    for (int i = 0; i < p->n_bias; i++)
+        s->bias[p->bias[i].id] += p->bias[i].bias;
+    loom_sampler_seed(s, p->seed);
+    return s;
+}
+
+struct loom_sampler *loom_sampler_clone(const struct loom_sampler *s, loom_error *err)
+{
+    struct loom_sampler *c = malloc(sizeof *c);
+    if (c) {
+        *c = *s;
+        c->cand = NULL;
+        c->bias = NULL;
+        c->count = NULL;
+        c->window = NULL;
+    }
+    if (!c || sampler_alloc(c) != LOOM_OK) {
+        loom_sampler_free(c);
+        loom_errorf(err, LOOM_E_NOMEM, "sampler: could not allocate a copy of %d rows", s->n_rows);
+        return NULL;
+    }
+    if (s->bias)
+        memcpy(c->bias, s->bias, (size_t)s->n_rows * sizeof *c->bias);
+    if (s->count) {
+        memcpy(c->count, s->count, (size_t)s->n_rows * sizeof *c->count);
+        memcpy(c->window, s->window, (size_t)s->p.repeat_last_n * sizeof *c->window);
+    }
+    return c;
+}
+
+void loom_sampler_seed(struct loom_sampler *s, uint64_t seed)
+{
     for (int i = 0; i < 4; i++)
         s->rng[i] = splitmix64(&seed);
-    return s;
 }
 
 void loom_sampler_free(struct loom_sampler *s)

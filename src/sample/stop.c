@@ -1,51 +1,78 @@
 /* stop.c — the stop-string matcher: held text + a token's text are scanned for the earliest complete stop
  * string; failing that, the shortest tail that could still grow into one is held back and the rest released.
  * Every byte is released at most once, and a stop string's own bytes never. */
-#include "sample/stop.h"
-
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "loom.h"
 #include "util/error.h"
 
-int loom_stop_init(struct loom_stop *m, const char *const *stops, int n_stops, loom_error *err)
+struct loom_stop {
+    int n_stops;
+    char **stops;   /* [n_stops] NUL-terminated copies */
+    size_t *lens;   /* [n_stops], each >= 1 */
+    size_t max_len; /* longest stop string; held text is always shorter */
+    char *held;     /* [max_len] text that may be the start of a stop string */
+    size_t n_held;
+    int stopped;    /* a stop string was seen; feeds release nothing until loom_stop_reset */
+};
+
+loom_stop *loom_stop_new(const char *const *stops, int n_stops, loom_error *err)
 {
-    memset(m, 0, sizeof *m);
-    if (n_stops < 0 || (n_stops > 0 && !stops))
-        return loom_errorf(err, LOOM_E_ARG, "stop strings: expected a count >= 0 and an array, found %d", n_stops);
+    if (n_stops < 0 || (n_stops > 0 && !stops)) {
+        loom_errorf(err, LOOM_E_ARG, "stop strings: expected a count >= 0 and an array, found %d", n_stops);
+        return NULL;
+    }
     for (int i = 0; i < n_stops; i++)
-        if (!stops[i] || !stops[i][0])
-            return loom_errorf(err, LOOM_E_ARG, "stop string %d: expected a non-empty string, found %s", i,
-                               stops[i] ? "\"\"" : "NULL");
-    if (n_stops == 0)
-        return LOOM_OK;
-    m->stops = calloc((size_t)n_stops, sizeof *m->stops);
-    m->lens = calloc((size_t)n_stops, sizeof *m->lens);
-    int ok = m->stops && m->lens;
-    m->n_stops = ok ? n_stops : 0;
+        if (!stops[i] || !stops[i][0]) {
+            loom_errorf(err, LOOM_E_ARG, "stop string %d: expected a non-empty string, found %s", i,
+                        stops[i] ? "\"\"" : "NULL");
+            return NULL;
+        }
+    struct loom_stop *m = calloc(1, sizeof *m);
+    int ok = m != NULL;
+    if (ok && n_stops > 0) {
+        m->stops = calloc((size_t)n_stops, sizeof *m->stops);
+        m->lens = calloc((size_t)n_stops, sizeof *m->lens);
+        ok = m->stops && m->lens;
+        m->n_stops = ok ? n_stops : 0;
+    }
     for (int i = 0; ok && i < n_stops; i++) {
         m->lens[i] = strlen(stops[i]);
         m->max_len = m->lens[i] > m->max_len ? m->lens[i] : m->max_len;
         ok = (m->stops[i] = strdup(stops[i])) != NULL;
     }
-    if (ok)
+    if (ok && n_stops > 0)
         ok = (m->held = malloc(m->max_len)) != NULL;
     if (!ok) {
         loom_stop_free(m);
-        return loom_errorf(err, LOOM_E_NOMEM, "stop strings: could not allocate %d copies", n_stops);
+        loom_errorf(err, LOOM_E_NOMEM, "stop strings: could not allocate %d copies", n_stops);
+        return NULL;
     }
-    return LOOM_OK;
+    return m;
 }
 
 void loom_stop_free(struct loom_stop *m)
 {
+    if (!m)
+        return;
     for (int i = 0; m->stops && i < m->n_stops; i++)
         free(m->stops[i]);
     free(m->stops);
     free(m->lens);
     free(m->held);
-    memset(m, 0, sizeof *m);
+    free(m);
+}
+
+size_t loom_stop_max_len(const struct loom_stop *m)
+{
+    return m->max_len;
+}
+
+size_t loom_stop_n_held(const struct loom_stop *m)
+{
+    return m->n_held;
 }
 
 void loom_stop_reset(struct loom_stop *m)

@@ -1,6 +1,7 @@
-/* chat.h — chat rendering with provenance: a conversation becomes one byte string plus a gap-free list of
- * segments, each DATA (text the caller supplied) or CONTROL (text the template authored), and the segments
- * become token ids so that only template-authored markers can turn into special tokens. */
+/* chat.h — inside loom: chat rendering with provenance (the public entry is loom_chat_template in
+ * include/loom.h): a conversation becomes one byte string plus a gap-free list of segments, each DATA (text the
+ * caller supplied) or CONTROL (text the template authored), and the segments become token ids so that only
+ * template-authored markers can turn into special tokens. */
 #ifndef LOOM_TEXT_CHAT_H
 #define LOOM_TEXT_CHAT_H
 
@@ -8,28 +9,6 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "text/tokenizer.h"
-
-struct loom_chat_tool_call {
-    const char *name;      /* function name (required) */
-    const char *arguments; /* JSON text: an object, or a JSON string whose content is an object; NULL = none */
-};
-
-struct loom_chat_message {
-    const char *role;              /* "system", "user", "assistant" or "tool" */
-    const char *content;           /* NULL = no content (renders as empty) */
-    const char *reasoning_content; /* assistant only; NULL = not given (then <think>..</think> in content counts) */
-    const struct loom_chat_tool_call *tool_calls;
-    size_t n_tool_calls;
-};
-
-enum loom_chat_think { LOOM_CHAT_THINK_UNSET = 0, LOOM_CHAT_THINK_ON = 1, LOOM_CHAT_THINK_OFF = 2 };
-
-struct loom_chat_params {
-    const char *tools;         /* JSON array of tool descriptions; NULL or an empty array = no tools */
-    int add_generation_prompt; /* nonzero: end with the opening of an assistant turn */
-    enum loom_chat_think think; /* enable_thinking: UNSET renders as the template does when it is undefined */
-};
 
 enum loom_chat_seg_kind { LOOM_CHAT_DATA = 0, LOOM_CHAT_CONTROL = 1 };
 

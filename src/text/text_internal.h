@@ -193,6 +193,10 @@ struct loom_tokenizer {
     uint8_t *special_modes;  /* [n_specials] bit 1 << m set when enum loom_special_mode m splits specials[k] out */
     uint32_t n_specials;
     int32_t bos;             /* id to prepend, or -1 */
+    int32_t special_id[LOOM_SPECIAL_ID_COUNT]; /* ids the file declares (enum loom_special_token), -1 = none */
+    char *chat_template;     /* tokenizer.chat_template (NUL-terminated copy), or NULL */
+    const struct loom_gguf *gguf; /* the file (its warnings) */
+    struct loom_gguf *own_gguf;   /* the same when loom_tokenizer_open opened it (closed by loom_tokenizer_free) */
     enum loom_pre_kind pre;
     enum loom_vocab_kind kind;
     int ignore_merges;       /* llama3: a pre-token that is itself a token is taken whole */

@@ -1,6 +1,7 @@
 /* tokenizer.c — loading a vocabulary from GGUF tokenizer.ggml.* metadata (byte-level BPE: token texts,
- * types, merges; SentencePiece: texts, types, scores; special ids and flags), the end-of-generation set
- * and sampleable rows, token pieces and detokenization. Semantics follow llama-vocab.cpp. */
+ * types, merges; SentencePiece: texts, types, scores; special ids and flags; the chat template), from a
+ * model's open GGUF or a file of its own (loom_tokenizer_open), the end-of-generation set and sampleable rows,
+ * the public per-token queries, token pieces and detokenization. Semantics follow llama-vocab.cpp. */
 #include "text/text_internal.h"
 
 #include <ctype.h>
@@ -231,6 +232,31 @@ static int read_flag(const struct loom_gguf *g, const char *key, int *flag, loom
     return LOOM_OK;
 }
 
+/* The declared ids that play no part in encoding (unk, sep, pad, mask), and the chat template: a
+ * tokenizer.chat_template that is not a string counts as absent (the reference reads it only as text). */
+static int load_other_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
+{
+    static const char *const keys[] = {
+        "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id",
+        "tokenizer.ggml.padding_token_id", "tokenizer.ggml.mask_token_id",
+    };
+    _Static_assert(LOOM_SPECIAL_ID_UNK + sizeof keys / sizeof *keys == LOOM_SPECIAL_ID_COUNT, "one key per id");
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        int rc = read_special_id(g, keys[i], tok->n_vocab, &tok->special_id[LOOM_SPECIAL_ID_UNK + i], err);
+        if (rc != LOOM_OK)
+            return rc;
+    }
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, "tokenizer.chat_template");
+    struct loom_gguf_str t;
+    if (!kv || kv->type != LOOM_GGUF_STRING ||
+        loom_gguf_get_str(g, "tokenizer.chat_template", 0, &t, err) != LOOM_OK)
+        return LOOM_OK;
+    tok->chat_template = strndup(t.ptr, t.len);
+    return tok->chat_template ? LOOM_OK
+                              : loom_errorf(err, LOOM_E_NOMEM, "tokenizer.chat_template: cannot copy %llu bytes",
+                                            (unsigned long long)t.len);
+}
+
 static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
 {
     static const char *const eog_keys[] = {
@@ -239,12 +265,12 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
     for (size_t i = 0; i < sizeof k_eog_names / sizeof *k_eog_names; i++)
         mark_named(tok, k_eog_names[i], 1);
     for (size_t i = 0; i < sizeof eog_keys / sizeof *eog_keys; i++) {
-        int32_t id;
-        int rc = read_special_id(g, eog_keys[i], tok->n_vocab, &id, err);
+        int32_t *id = &tok->special_id[LOOM_SPECIAL_ID_EOS + i];
+        int rc = read_special_id(g, eog_keys[i], tok->n_vocab, id, err);
         if (rc != LOOM_OK)
             return rc;
-        if (id >= 0)
-            eog_add(tok, id);
+        if (*id >= 0)
+            eog_add(tok, *id);
     }
     for (size_t i = 0; i < sizeof k_fim / sizeof *k_fim; i++) {
         int32_t id;
@@ -267,6 +293,7 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
     int rc = read_special_id(g, "tokenizer.ggml.bos_token_id", tok->n_vocab, &bos, err);
     if (rc != LOOM_OK)
         return rc;
+    tok->special_id[LOOM_SPECIAL_ID_BOS] = bos;
     /* SentencePiece and llama3 vocabularies add BOS unless the file says otherwise */
     int add_bos = tok->kind == LOOM_VOCAB_SPM || tok->pre == LOOM_PRE_LLAMA3;
     rc = read_flag(g, "tokenizer.ggml.add_bos_token", &add_bos, err);
@@ -275,7 +302,7 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
         rc = read_flag(g, "tokenizer.ggml.add_space_prefix", &tok->add_space_prefix, err);
     }
     tok->bos = add_bos ? bos : -1;
-    return rc;
+    return rc == LOOM_OK ? load_other_specials(tok, g, err) : rc;
 }
 
 /* Whether general.name, lowered, contains any of the words (the reference's model-name attribute fixes). */
@@ -457,6 +484,9 @@ int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_
     struct loom_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok)
         return loom_errorf(err, LOOM_E_NOMEM, "tokenizer: cannot allocate");
+    tok->gguf = g;
+    for (int i = 0; i < LOOM_SPECIAL_ID_COUNT; i++)
+        tok->special_id[i] = -1;
     int rc = check_model(tok, g, err);
     if (rc == LOOM_OK)
         rc = load_texts(tok, g, err);
@@ -511,7 +541,35 @@ void loom_tokenizer_free(struct loom_tokenizer *tok)
     free(tok->special_modes);
     free(tok->scores);
     free(tok->strip);
+    free(tok->chat_template);
+    loom_gguf_close(tok->own_gguf);
     free(tok);
+}
+
+loom_tokenizer *loom_tokenizer_open(const char *path, loom_error *err)
+{
+    struct loom_gguf *g = NULL;
+    struct loom_tokenizer *tok = NULL;
+    if (!path) {
+        loom_errorf(err, LOOM_E_ARG, "tokenizer path: expected a file name, found NULL");
+        return NULL;
+    }
+    if (loom_gguf_open(path, &g, err) != LOOM_OK || loom_tokenizer_load(g, 0, &tok, err) != LOOM_OK) {
+        loom_gguf_close(g);
+        return NULL;
+    }
+    tok->own_gguf = g;
+    return tok;
+}
+
+int loom_tokenizer_n_warnings(const loom_tokenizer *tok)
+{
+    return tok->gguf->n_warnings > INT32_MAX ? INT32_MAX : (int)tok->gguf->n_warnings;
+}
+
+const char *loom_tokenizer_warning(const loom_tokenizer *tok, int i)
+{
+    return i < 0 ? NULL : loom_gguf_warning(tok->gguf, (uint64_t)i);
 }
 
 uint32_t loom_tokenizer_n_vocab(const struct loom_tokenizer *tok)
@@ -519,9 +577,44 @@ uint32_t loom_tokenizer_n_vocab(const struct loom_tokenizer *tok)
     return tok->n_vocab;
 }
 
+uint32_t loom_tokenizer_n_rows(const struct loom_tokenizer *tok)
+{
+    return tok->n_rows;
+}
+
 const uint8_t *loom_tokenizer_sampleable(const struct loom_tokenizer *tok)
 {
     return tok->sampleable;
+}
+
+unsigned loom_tokenizer_token_attr(const struct loom_tokenizer *tok, int32_t id)
+{
+    if (id < 0 || (uint32_t)id >= tok->n_vocab)
+        return 0;
+    unsigned type = tok->type[id]; /* enum loom_tok_type, 1..6 */
+    unsigned attr = type >= LOOM_TOK_NORMAL && type <= LOOM_TOK_BYTE ? 1u << (type - LOOM_TOK_NORMAL) : 0;
+    if (loom_tokenizer_is_eog(tok, id))
+        attr |= LOOM_TOKEN_EOG;
+    if ((uint32_t)id < tok->n_rows && tok->sampleable[id])
+        attr |= LOOM_TOKEN_SAMPLEABLE;
+    return attr;
+}
+
+int32_t loom_tokenizer_special(const struct loom_tokenizer *tok, enum loom_special_token which)
+{
+    return (int)which >= 0 && which < LOOM_SPECIAL_ID_COUNT ? tok->special_id[which] : -1;
+}
+
+int loom_tokenizer_eog(const struct loom_tokenizer *tok, int32_t *out, int cap)
+{
+    for (uint32_t i = 0; i < tok->n_eog && (int)i < cap; i++)
+        out[i] = tok->eog[i];
+    return (int)tok->n_eog;
+}
+
+const char *loom_tokenizer_chat_template(const struct loom_tokenizer *tok)
+{
+    return tok->chat_template;
 }
 
 int loom_tokenizer_is_eog(const struct loom_tokenizer *tok, int32_t id)

@@ -66,8 +66,9 @@ static int tokenize_prompt(const loom_model *lm, const struct llama_model *rm, i
 {
     int32_t lt[1024], rt[1024];
     loom_error err = {0};
-    int nl = loom_tokenize(lm, PROMPT, strlen(PROMPT), 0, lt, 1024, &err);
-    CHECK(nl >= N_PROMPT && nl <= 1024, "loom_tokenize gave %d tokens (need >= %d): %s", nl, N_PROMPT, err.msg);
+    int nl =
+        loom_tokenizer_encode(loom_model_tokenizer(lm), PROMPT, strlen(PROMPT), LOOM_SPECIAL_DATA, lt, 1024, &err);
+    CHECK(nl >= N_PROMPT && nl <= 1024, "loom_tokenizer_encode gave %d tokens (need >= %d): %s", nl, N_PROMPT, err.msg);
     if (nl < N_PROMPT || nl > 1024)
         return -1;
     int nr = llama_tokenize(llama_model_get_vocab(rm), PROMPT, (int32_t)strlen(PROMPT), rt, 1024, false, false);

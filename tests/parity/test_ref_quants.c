@@ -10,10 +10,12 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
 #include "kernels/matmul.h"
 #include "parity.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "util/fp16.h"
 
@@ -141,7 +143,7 @@ static void check_from_float(uint32_t type, int64_t n)
         memset(a, 0, rb);
         memset(b, 0, rb);
         ggml_cpu_traits((enum ggml_type)type)->from_float(x, a, n);
-        t->from_float(x, b, n);
+        loom_kernels_active()->types[type].from_float(x, b, n);
         bad += memcmp(a, b, rb) != 0;
     }
     CHECK(bad == 0, "%s from_float (%s) n=%lld: %d of 60 rows differ from ggml-cpu", t->name, loom_kernels_name(),
@@ -169,7 +171,7 @@ static void check_vec_dot(uint32_t type, int64_t n, int n_rows)
             const void *row = (const char *)w + rb * (size_t)r;
             float s_ref = 0, s = 0;
             ggml_cpu_traits((enum ggml_type)type)->vec_dot((int)n, &s_ref, 0, row, 0, act, 0, 1);
-            t->vec_dot(n, &s, row, act);
+            loom_kernels_active()->types[type].vec_dot.row(n, &s, row, act);
             total++;
             if (loom_f32_bits(s) == loom_f32_bits(s_ref) || (isnan(s) && isnan(s_ref))) {
                 equal++;
@@ -332,9 +334,8 @@ static void check_matmul(struct loom_pool *pool, uint32_t type, int64_t n_out, i
         x[i] = rnd_f() + rnd_f();
     size_t sb = loom_matmul_scratch_bytes(type, n_in, n_tok);
     void *scratch = malloc(sb ? sb : 1);
-    struct loom_weight lw = {type, n_in, n_out, loom_type_row_bytes(type, n_in), w, LOOM_WEIGHT_ROWS, 0};
-    loom_kernels_set_q4_k_repacked(repacked);
-    loom_matmul(pool, &lw, x, n_tok, y, scratch);
+    struct loom_weight lw = {type, n_in, n_out, loom_type_row_bytes(type, n_in), w, LOOM_WEIGHT_ROWS, 0, !repacked};
+    loom_matmul(loom_kernels_active(), pool, &lw, x, n_tok, y, scratch);
     ggml_matmul(type, w, n_out, n_in, x, n_tok, y_ref, repacked && n_out % 8 == 0); /* as llama.cpp places weights */
     int equal = 0;
     double max_rel = 0;
@@ -354,7 +355,6 @@ static void check_matmul(struct loom_pool *pool, uint32_t type, int64_t n_out, i
     CHECK(equal == n_out * n_tok, "%s matmul %lldx%lld n_tok %lld %s (%s): %d of %lld bitwise equal", t->name,
           (long long)n_out, (long long)n_in, (long long)n_tok, repacked ? "repacked" : "plain", loom_kernels_name(),
           equal, (long long)(n_out * n_tok));
-    loom_kernels_set_q4_k_repacked(1);
     free(w);
     free(x);
     free(y);

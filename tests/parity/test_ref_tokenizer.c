@@ -194,10 +194,10 @@ static void print_mismatch(const char *what, const struct buf *b, const int32_t 
     fputc('\n', stderr);
 }
 
-/* USER_DEFINED tokens of the vocabularies under test and what loom's data mode does with each (the rule in
- * src/text/tokenizer.h). TEXT: plain text, matched as the reference matches it with parse_special = false.
- * MARKER: spelled as a tag; a declared exception: the reference matches it with parse_special = false, data
- * mode keeps it text (trusted text and parse_special = true still match it). CONTROL: USER_DEFINED in the
+/* USER_DEFINED tokens of the vocabularies under test and what loom's data mode does with each (the rule at
+ * loom_special_mode in include/loom.h). TEXT: plain text, matched as the reference matches it with
+ * parse_special = false. MARKER: spelled as a tag; a declared exception: the reference matches it with
+ * parse_special = false, data mode keeps it text (trusted text and parse_special = true still match it). CONTROL: USER_DEFINED in the
  * file but made CONTROL by its spelling at load (the reference's FIM and end-of-generation names, loom's
  * too), matched by neither. Source of the ids and spellings: each file's tokenizer.ggml.tokens and
  * token_type (listed with a GGUF reader); qwen35-markers is the fixture of vocab_fixture.h. The

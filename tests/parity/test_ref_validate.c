@@ -14,7 +14,7 @@
 #include "kernels/types.h"
 #include "model/quantize.h"
 #include "parity.h"
-#include "runtime/pool.h"
+#include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
 

@@ -4,7 +4,9 @@
 #include <float.h>
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 /* Fold 4 accumulators of 16 lanes (each two __m256: lo = lanes 0..7, hi = 8..15) as float.c does. */
@@ -106,8 +108,8 @@ void loom_bf16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = (float)sum;
 }
 
-/* tinyBLAS order (float.c loom_f32_dot_gemm): one 16-lane accumulator as two __m256 halves. */
-void loom_f32_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
+/* tinyBLAS order (float.c loom_f32_tinyblas): one 16-lane accumulator as two __m256 halves. */
+void loom_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const float *x = w, *y = a;
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -118,7 +120,7 @@ void loom_f32_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(_mm256_add_ps(lo, hi));
 }
 
-void loom_f16_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const uint16_t *x = w, *y = a;
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -129,9 +131,9 @@ void loom_f16_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(_mm256_add_ps(lo, hi));
 }
 
-/* tinyBLAS BF16 order (float.c loom_bf16_dot_gemm): lanes 0..7 from the first 16 elements of each
+/* tinyBLAS BF16 order (float.c loom_bf16_tinyblas): lanes 0..7 from the first 16 elements of each
  * 32-element slice, lanes 8..15 from the next 16. */
-void loom_bf16_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const uint16_t *x = w, *y = a;
     __m256 c[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -146,10 +148,10 @@ void loom_bf16_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(_mm256_add_ps(c[0], c[1]));
 }
 
-/* loom_f32_dot_gemm_avx2 / loom_f16_dot_gemm_avx2 for 4 activation rows (a + k * a_stride bytes) at
+/* loom_f32_tinyblas_avx2 / loom_f16_tinyblas_avx2 for 4 activation rows (a + k * a_stride bytes) at
  * once: token k keeps its own 16-lane accumulator (lo/hi), so each result is bit-identical to the
  * single-row dot, while 8 independent FMA chains keep the units busy. */
-void loom_f32_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const float *x = w;
     __m256 lo[4], hi[4];
@@ -168,7 +170,7 @@ void loom_f32_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a
         s[k] = loom_hsum8_ps(_mm256_add_ps(lo[k], hi[k]));
 }
 
-void loom_f16_dot4_gemm_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_f16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const uint16_t *x = w;
     __m256 lo[4], hi[4];

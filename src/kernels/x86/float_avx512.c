@@ -3,7 +3,9 @@
  * kernels: the same order with 8 independent 256-bit chains runs faster on Zen4 than 4 of 512 bits.) */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx512.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 void loom_bf16_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a)
@@ -24,7 +26,7 @@ void loom_bf16_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a)
 }
 
 /* tinyBLAS BF16 order: one VDPBF16PS accumulator over 32-element slices (n % 32 == 0). */
-void loom_bf16_dot_gemm_avx512(int64_t n, float *s, const void *w, const void *a)
+void loom_bf16_tinyblas_avx512(int64_t n, float *s, const void *w, const void *a)
 {
     const uint16_t *x = w, *y = a;
     __m512 c = _mm512_setzero_ps();
@@ -33,8 +35,8 @@ void loom_bf16_dot_gemm_avx512(int64_t n, float *s, const void *w, const void *a
     *s = loom_hsum16_ps(c);
 }
 
-/* loom_bf16_dot_gemm_avx512 for 4 activation rows (a + k * a_stride bytes) at once, bit-identical per row. */
-void loom_bf16_dot4_gemm_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+/* loom_bf16_tinyblas_avx512 for 4 activation rows (a + k * a_stride bytes) at once, bit-identical per row. */
+void loom_bf16_tinyblas_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const uint16_t *x = w;
     __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};

@@ -3,7 +3,9 @@
  * float orders as iq4.c, bit-identical to the scalar ones. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* The 32 grid values of a nibble block as signed bytes in element order. */
 static inline __m256i grid_values(const uint8_t qs[16])
@@ -40,7 +42,7 @@ void loom_iq4_nl_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = sum;
 }
 
-void loom_iq4_nl_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_nl_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_nl *x = w;
     const struct loom_block_q8_0 *y = a;
@@ -52,7 +54,7 @@ void loom_iq4_nl_dot_gemm_avx2(int64_t n, float *s, const void *w, const void *a
     *s = loom_hsum8_ps(acc);
 }
 
-void loom_iq4_nl_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_nl_gemv_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_nl *x = w;
     const struct loom_block_q8_0 *y = a;
@@ -88,7 +90,7 @@ void loom_iq4_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(acc);
 }
 
-void loom_iq4_xs_dot_panel_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_iq4_xs_iqp_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_iq4_xs *x = w;
     const struct loom_block_q8_k *y = a;
@@ -98,9 +100,9 @@ void loom_iq4_xs_dot_panel_avx2(int64_t n, float *s, const void *w, const void *
     *s = acc;
 }
 
-/* loom_iq4_nl_vec_dot_repacked_avx2 for 4 activation rows (a + k * a_stride bytes), the grid values
+/* loom_iq4_nl_gemv_avx2 for 4 activation rows (a + k * a_stride bytes), the grid values
  * looked up once per block; token k runs in lane k in the same order. */
-void loom_iq4_nl_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_iq4_nl_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_iq4_nl *x = w;
     const struct loom_block_q8_0 *y[4];
@@ -121,8 +123,8 @@ void loom_iq4_nl_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const 
     _mm_storeu_ps(s, acc);
 }
 
-/* loom_iq4_xs_dot_panel_avx2 for 4 activation rows: grid values and scales unpacked once per block. */
-void loom_iq4_xs_dot4_panel_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+/* loom_iq4_xs_iqp_avx2 for 4 activation rows: grid values and scales unpacked once per block. */
+void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_iq4_xs *x = w;
     const struct loom_block_q8_k *y[4];

@@ -3,7 +3,9 @@
  * ggml_vec_dot_q2_K_q8_K, repack.cpp ggml_gemv/gemm_q2_K_8x8_q8_K), bit-identical to the scalar ones. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* Lanes of one half block h (as q2_k.c block_sums restricted to groups 4h..4h+3): lane l = sum over the
  * 4 groups k of sc[8h + 2k + l/4] * sum of q * q8 over elements 128h + 32k + 4l .. +3. */
@@ -53,7 +55,7 @@ static inline int32_t half_min(const struct loom_block_q2_k *x, const struct loo
     return sum;
 }
 
-void loom_q2_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_q2_k_gemv_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q2_k *x = w;
     const struct loom_block_q8_k *y = a;
@@ -67,7 +69,7 @@ void loom_q2_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const v
     *s = acc - accm;
 }
 
-void loom_q2_k_vec_dot_repacked_x4_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_q2_k_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q2_k *x = w;
     const struct loom_block_q8_k *y = a;

@@ -2,7 +2,9 @@
  * (llama.cpp's AVX2 ggml_vec_dot_q3_K_q8_K), bit-identical to the scalar one. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* The 16 signed 6-bit scales (sc - 32). */
 static inline void unpack_scales(const uint8_t packed[12], int16_t sc[16])

@@ -3,7 +3,9 @@
  * ggml_vec_dot_q4_0_q8_0 / ggml_vec_dot_q4_1_q8_1 and repacked gemv/gemm), bit-identical to the scalar ones. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 void loom_q4_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
 {
@@ -19,7 +21,7 @@ void loom_q4_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(acc);
 }
 
-void loom_q4_0_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_q4_0_gemv_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_0 *x = w;
     const struct loom_block_q8_0 *y = a;
@@ -48,9 +50,9 @@ void loom_q4_1_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(acc) + summs;
 }
 
-/* loom_q4_0_vec_dot_repacked_avx2 for 4 activation rows (a + k * a_stride bytes): the weight quants are
+/* loom_q4_0_gemv_avx2 for 4 activation rows (a + k * a_stride bytes): the weight quants are
  * unpacked once per block; token k's block sum and fma run in lane k, in the same order. */
-void loom_q4_0_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q4_0_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q4_0 *x = w;
     const struct loom_block_q8_0 *y[4];

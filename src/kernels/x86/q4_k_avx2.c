@@ -3,7 +3,9 @@
  * repacked gemv/gemm), bit-identical to the scalar ones. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* The 8 integer lanes of one block (as q4_k.c block_sums) and, in accm lanes, the 4 min sums. */
 static inline __m256i block_lanes(const struct loom_block_q4_k *x, const struct loom_block_q8_k *y, __m128i *mins)
@@ -54,7 +56,7 @@ static inline int32_t hsum_i32x4(__m128i v)
 
 /* The gemv order: per block, isum and imin (exact) in lanes 0 and 1, and lane 0 of acc advancing as
  * fma(isum, d * d_a, acc), lane 1 as fma(imin, dmin * d_a, accm). */
-void loom_q4_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const void *a)
+void loom_q4_k_gemv_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y = a;
@@ -88,8 +90,8 @@ void loom_q4_k_vec_dot_repacked_avx2(int64_t n, float *s, const void *w, const v
     *s = _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_shuffle_ps(acc, acc, 1));
 }
 
-/* The repacked gemm order (q4_k.c loom_q4_k_vec_dot_repacked_x4): one fma per pair of sub-blocks. */
-void loom_q4_k_vec_dot_repacked_x4_avx2(int64_t n, float *s, const void *w, const void *a)
+/* The repacked gemm order (q4_k.c loom_q4_k_gemm): one fma per pair of sub-blocks. */
+void loom_q4_k_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y = a;
@@ -126,9 +128,9 @@ static inline __m128i hsum_i32x8_4(__m256i p0, __m256i p1, __m256i p2, __m256i p
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-/* loom_q4_k_vec_dot_repacked_x4_avx2 for 4 activation rows (a + k * a_stride bytes) at once: the
+/* loom_q4_k_gemm_avx2 for 4 activation rows (a + k * a_stride bytes) at once: the
  * weight nibbles and scales are unpacked once; token k's sums run in lane k, in the same order. */
-void loom_q4_k_dot4_repacked_x4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q4_k_gemm_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y[4];
@@ -168,9 +170,9 @@ void loom_q4_k_dot4_repacked_x4_avx2(int64_t n, float s[4], const void *w, const
     _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
 }
 
-/* loom_q4_k_vec_dot_repacked_avx2 (the gemv order) for 4 activation rows (a + k * a_stride bytes): the
+/* loom_q4_k_gemv_avx2 (the gemv order) for 4 activation rows (a + k * a_stride bytes): the
  * weight nibbles and scales are unpacked once; token k's whole-block sums run in lane k. */
-void loom_q4_k_dot4_repacked_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q4_k_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q4_k *x = w;
     const struct loom_block_q8_k *y[4];

@@ -1,10 +1,12 @@
 /* q4_k_avx512.c — AVX-512 (VNNI) Q4_K x Q8_K dots of 4 and 8 activation rows sharing each unpacked weight
- * block, in the reference's repacked gemv order (q4_k.c loom_q4_k_vec_dot_repacked, the one-row decode
+ * block, in the reference's repacked gemv order (q4_k.c loom_q4_k_gemv, the one-row decode
  * order). Only the whole-block integer sums enter the float arithmetic, and they are exact, so the results
  * are bit-identical to the scalar kernel per row. (A one-row 512-bit kernel measured no faster than AVX2's.) */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx512.h"
+#include "kernels/protos.h"
 
 /* One Q4_K block unpacked for 512-bit lanes: w[g] holds group g's 32 low nibbles (sub-block 2g) in bytes
  * 0..31 and its 32 high nibbles (sub-block 2g+1) in bytes 32..63, matching the Q8_K quants at
@@ -81,7 +83,7 @@ static inline void block_x4(const struct loom_block_q4_k *x, const struct q4_k_u
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), dd, *acc);
 }
 
-void loom_q4_k_dot4_repacked_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q4_k_gemv_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q4_k *x = w;
     const char *act = a;
@@ -98,7 +100,7 @@ void loom_q4_k_dot4_repacked_avx512(int64_t n, float s[4], const void *w, const 
     _mm_storeu_ps(s, _mm_sub_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-void loom_q4_k_dot8_repacked_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+void loom_q4_k_gemv_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q4_k *x = w;
     const char *act = a;

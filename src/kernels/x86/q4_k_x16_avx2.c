@@ -2,10 +2,12 @@
  * activation rows, for CPUs without AVX-512: the 16 rows as two 8-row halves, each 4-byte activation
  * broadcast against the same 4 positions of 8 rows (VPMADDUBSW), one sub-block's 8 slots summed in int16,
  * then one VPMADDWD per sub-block against the row scales. Only whole-block integer sums (exact) meet the
- * float steps, which are loom_q4_k_vec_dot_repacked's, so every row is bit-identical to loom_q4_k_x16_dot. */
+ * float steps, which are loom_q4_k_gemv's, so every row is bit-identical to loom_q4_k_x16_gemv. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* One 8-row half of a group block's scales: sc[j] (j < 8) as the int16 pair (sc[j], sc[j]) per row lane,
  * and the mins as int16 pairs (m[2k], m[2k+1]) per row lane (mp[k], k < 4). */
@@ -13,7 +15,7 @@ struct x16_half_scales {
     __m256i sc[8], mp[4];
 };
 
-/* The scales of rows 8h..8h+7 of group block g from the three scale planes (layout in kernels_internal.h). */
+/* The scales of rows 8h..8h+7 of group block g from the three scale planes (layout in kernels/blocks.h). */
 static inline void unpack_half_scales(const struct loom_block_q4_k_x16 *g, int h, struct x16_half_scales *u)
 {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), m00ff = _mm256_set1_epi32(0x00ff00ff);
@@ -147,22 +149,22 @@ static inline __attribute__((always_inline)) void dot_tile(int64_t n, float *out
 }
 
 /* One activation row: both halves per broadcast activation dword. */
-void loom_q4_k_x16_dot_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
     dot_tile(n, y, y_stride, w, 0, 2, a, a_stride, 1);
 }
 
 /* Four activation rows: one half at a time (both halves with 4 rows, or with 2 rows twice, measured no
  * faster: VPMADDUBSW throughput bounds all three). */
-void loom_q4_k_x16_dot4_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_rows4_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
     dot_tile(n, y, y_stride, w, 0, 1, a, a_stride, 4);
     dot_tile(n, y, y_stride, w, 1, 1, a, a_stride, 4);
 }
 
 /* Two passes of 4 activation rows (the group's second read comes from L1/L2; an 8-row tile spills). */
-void loom_q4_k_x16_dot8_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_rows8_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
-    loom_q4_k_x16_dot4_avx2(n, y, y_stride, w, a, a_stride);
-    loom_q4_k_x16_dot4_avx2(n, y + 4 * y_stride, y_stride, w, (const char *)a + 4 * a_stride, a_stride);
+    loom_q4_k_x16_gemv_rows4_avx2(n, y, y_stride, w, a, a_stride);
+    loom_q4_k_x16_gemv_rows4_avx2(n, y + 4 * y_stride, y_stride, w, (const char *)a + 4 * a_stride, a_stride);
 }

@@ -1,11 +1,13 @@
 /* q4_k_x16_avx512.c — AVX-512 VNNI dots of Q4_K x16 weight groups (16 rows interleaved, q4_k_x16.c) with 1,
  * 4 or 8 activation rows: an outer product, each 4-byte activation broadcast against the same 4 positions
  * of 16 rows (VPDPBUSD), per-sub-block int32 sums scaled per row (VPMULLD), the mins by VPDPWSSD. Only the
- * whole-block integer sums (exact) enter the float steps, which are loom_q4_k_vec_dot_repacked's, so every
+ * whole-block integer sums (exact) enter the float steps, which are loom_q4_k_gemv's, so every
  * row is bit-identical to it. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx512.h"
+#include "kernels/protos.h"
 
 /* A group block's scales as int32 per row lane (sc[j], j < 8) and its mins as int16 pairs (m[2k],
  * m[2k+1]) per row lane (mp[k], k < 4), from the three 64-byte planes. */
@@ -125,19 +127,19 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
         _mm512_storeu_ps(out + t * y_stride, _mm512_sub_ps(acc[t], accm[t]));
 }
 
-void loom_q4_k_x16_dot_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
     dot_n(n, y, y_stride, w, a, a_stride, 1);
 }
 
-void loom_q4_k_x16_dot4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_rows4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
     dot_n(n, y, y_stride, w, a, a_stride, 4);
 }
 
 /* Two passes of 4 rows over the group (its second read comes from L1/L2): one 8-row tile per block
  * spills registers and measured no faster. */
-void loom_q4_k_x16_dot8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+void loom_q4_k_x16_gemv_rows8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
 {
     dot_n(n, y, y_stride, w, a, a_stride, 4);
     dot_n(n, y + 4 * y_stride, y_stride, w, (const char *)a + 4 * a_stride, a_stride, 4);

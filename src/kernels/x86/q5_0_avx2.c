@@ -3,7 +3,9 @@
  * ggml_vec_dot_q5_1_q8_1), bit-identical to the scalar ones. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* The 32 five-bit quants in [0, 31] as bytes in element order. */
 static inline __m256i quants5(const uint8_t qs[16], const uint8_t qh[4])

@@ -3,7 +3,9 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 static inline int32_t hsum_i32x4(__m128i v)
 {

@@ -2,7 +2,9 @@
  * and float order as q6_k.c (llama.cpp's AVX2 ggml_vec_dot_q6_K_q8_K), bit-identical to the scalar kernel. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* int16 scales of one 32-element chunk from the 16 int8 scales: lanes 0..7 get scales[k], 8..15 scales[k+1]. */
 static inline __m256i chunk_scales(__m128i scales, int k)
@@ -55,7 +57,7 @@ void loom_q6_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
 
 /* loom_q6_k_vec_dot_avx2 for 4 activation rows (a + k * a_stride bytes) at once, bit-identical per row:
  * the 6-bit weights are unpacked once and token k keeps its own 8-lane accumulator. */
-void loom_q6_k_dot4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q6_k_vec_dot_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     const struct loom_block_q6_k *x = w;
     const struct loom_block_q8_k *y[4];

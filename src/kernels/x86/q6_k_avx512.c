@@ -3,7 +3,9 @@
  * ggml_vec_dot_q6_K_q8_K): per block and row the same 8 exact int32 lanes, so bit-identical per row. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx512.h"
+#include "kernels/protos.h"
 
 /* One Q6_K block unpacked for 512-bit lanes: q[2h + p] holds the 6-bit quants of chunks 2p and 2p+1 of
  * half h (elements 128h + 64p .. +63, matching the Q8_K quants at the same offsets), sc[2h + p] their
@@ -76,12 +78,12 @@ void loom_q6_k_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a)
     dot_rows(n, s, w, a, 0, 1);
 }
 
-void loom_q6_k_dot4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+void loom_q6_k_vec_dot_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
     dot_rows(n, s, w, a, a_stride, 4);
 }
 
-void loom_q6_k_dot8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+void loom_q6_k_vec_dot_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
 {
     dot_rows(n, s, w, a, a_stride, 8);
 }

@@ -2,7 +2,9 @@
  * quantize_row_q8_0) and the Q8_0 x Q8_0 dot product in the lane order documented in q8_0.c. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 static inline float hmax8(__m256 v)

@@ -2,7 +2,9 @@
  * sums as q8_0.c, accumulated in the same float order. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx512.h"
+#include "kernels/protos.h"
 
 void loom_q8_0_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a)
 {

@@ -2,7 +2,9 @@
  * quants, as llama.cpp's x86 quantize_row_q8_1 (and q8_1.c), bit-identical to the scalar one. */
 #include <immintrin.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 #include "util/fp16.h"
 
 void loom_q8_1_from_float_avx2(const float *src, void *dst, int64_t n)

@@ -4,7 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels_internal.h"
+#include "kernels/blocks.h"
+#include "kernels/helpers_avx2.h"
+#include "kernels/protos.h"
 
 /* The value of largest magnitude in x[256], the first one on ties (0 when all are zero). */
 static float signed_absmax(const float *x)

@@ -1,7 +1,7 @@
 /* pool.h — loom's one threading primitive: a persistent pool of worker threads with parallel_for.
- * Kernels never spawn threads; they receive work ranges from here. */
-#ifndef LOOM_RUNTIME_POOL_H
-#define LOOM_RUNTIME_POOL_H
+ * Kernels never spawn threads; they receive work ranges from here (util/, below the kernels that call it). */
+#ifndef LOOM_UTIL_POOL_H
+#define LOOM_UTIL_POOL_H
 
 #include <stdint.h>
 

@@ -10,7 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runtime/pool.h"
+#include "util/pool.h"
 
 /* Spin iterations (each one pause instruction) before a waiting thread sleeps in the kernel. Short: the
  * machine is small and shared, and a decode step's matmuls come back to back within microseconds. */

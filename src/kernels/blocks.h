@@ -1,0 +1,165 @@
+/* blocks.h — the quantized block layouts loom reads and writes, byte-compatible with GGUF/ggml (ggml-common.h),
+ * and the Q4_K x16 layout loom repacks weights into. Each struct says how its bytes map to weight values. */
+#ifndef LOOM_KERNELS_BLOCKS_H
+#define LOOM_KERNELS_BLOCKS_H
+
+#include <stdint.h>
+
+#define LOOM_QK8_0 32
+#define LOOM_QK_K 256
+
+/* Q8_0: 32 weights q[i] in [-127, 127] with one F16 scale d; value = d * q[i]. 34 bytes. */
+struct loom_block_q8_0 {
+    uint16_t d;     /* F16 scale */
+    int8_t qs[32];  /* signed quants, element i at qs[i] */
+};
+_Static_assert(sizeof(struct loom_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+
+/* Q8_K (activation type of the K-quants): 256 values with an F32 scale and the sums of each group of 16
+ * quants (used to apply the weights' per-sub-block minimums). value = d * qs[i]. 292 bytes. */
+struct loom_block_q8_k {
+    float d;            /* F32 scale */
+    int8_t qs[256];     /* signed quants in [-127, 127] */
+    int16_t bsums[16];  /* bsums[j] = sum of qs[16j .. 16j+15] */
+};
+_Static_assert(sizeof(struct loom_block_q8_k) == 292, "Q8_K block is 292 bytes");
+
+/* Q4_K: 256 weights in 8 sub-blocks of 32; each sub-block has a 6-bit scale sc and 6-bit min m, and
+ * value = d*sc * q - dmin*m with q the 4-bit quant. scales[12] packs the 8 (sc, m) pairs:
+ * sub-block j < 4: sc = scales[j] & 63, m = scales[j+4] & 63; j >= 4: sc = (scales[j+4] & 15) |
+ * (scales[j-4] >> 6) << 4, m = (scales[j+4] >> 4) | (scales[j] >> 6) << 4. qs holds 4 groups of 32 bytes;
+ * group g's low nibbles are sub-block 2g, its high nibbles sub-block 2g+1. 144 bytes. */
+struct loom_block_q4_k {
+    uint16_t d;          /* F16 super-scale of the scales */
+    uint16_t dmin;       /* F16 super-scale of the mins */
+    uint8_t scales[12];  /* packed 6-bit scales and mins */
+    uint8_t qs[128];     /* 4-bit quants, layout above */
+};
+_Static_assert(sizeof(struct loom_block_q4_k) == 144, "Q4_K block is 144 bytes");
+
+/* Q4_K x16: one 256-weight block column of 16 consecutive Q4_K rows, interleaved for 16-row SIMD lanes
+ * (q4_k_x16.c), exactly as many bytes as the 16 standard blocks. qs[s][r] = bytes 4s..4s+3 of row r's
+ * qs (low nibbles: sub-block 2(s/8) at positions 4(s%8)..+3; high nibbles: sub-block 2(s/8)+1). The
+ * 6-bit scales sc[j] and mins m[j] of row r in 3 planes of 64 bytes, byte 4r + q (q < 4): sc_lo = low
+ * nibbles of sc[q] | sc[4+q] << 4, m_lo = low nibbles of m[M(q)] | m[4+M(q)] << 4 with M = (0, 2, 1, 3),
+ * hi = the top 2 bits of those four values at bits 0, 2, 4, 6. d and dmin: the rows' F16 super-scales. */
+struct loom_block_q4_k_x16 {
+    uint8_t qs[32][16][4];
+    uint8_t sc_lo[64], m_lo[64], hi[64];
+    uint16_t d[16], dmin[16];
+};
+_Static_assert(sizeof(struct loom_block_q4_k_x16) == 16 * sizeof(struct loom_block_q4_k), "Q4_K x16 is 16 blocks");
+
+/* Q5_K: as Q4_K with a fifth bit per weight: element l of sub-block j (l < 32) has its high bit in
+ * bit j of qh[l], so q = nibble + 16 * bit in [0, 31]. 176 bytes. */
+struct loom_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];      /* bit j of qh[l]: high bit of element l of sub-block j */
+    uint8_t qs[128];     /* low 4 bits, laid out as in Q4_K */
+};
+_Static_assert(sizeof(struct loom_block_q5_k) == 176, "Q5_K block is 176 bytes");
+
+/* Q6_K: 256 weights in 16 sub-blocks of 16 with signed 8-bit scales; value = d * scales[s] * (q - 32) with
+ * q a 6-bit quant. Two halves of 128 weights; in half h, element 32c + l (c < 4, l < 32) takes its low
+ * 4 bits from ql[64h + l + 32(c & 1)] (low nibble for c < 2, high nibble for c >= 2) and its top 2 bits
+ * from bits 2c, 2c+1 of qh[32h + l]; its scale is scales[8h + 2c + l/16]. 210 bytes. */
+struct loom_block_q6_k {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;          /* F16 super-scale */
+};
+_Static_assert(sizeof(struct loom_block_q6_k) == 210, "Q6_K block is 210 bytes");
+
+/* Q4_0: 32 weights, 4-bit quants q with one F16 scale d; value = d * (q - 8). Element j < 16 is the low
+ * nibble of qs[j], element j + 16 its high nibble. 18 bytes. */
+struct loom_block_q4_0 {
+    uint16_t d;      /* F16 scale */
+    uint8_t qs[16];  /* nibbles, layout above */
+};
+_Static_assert(sizeof(struct loom_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+
+/* Q4_1: as Q4_0 with an F16 offset m and unsigned quants; value = d * q + m. 20 bytes. */
+struct loom_block_q4_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t m;      /* F16 offset (the block minimum) */
+    uint8_t qs[16];  /* nibbles, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_q4_1) == 20, "Q4_1 block is 20 bytes");
+
+/* Q5_0: Q4_0's nibbles plus a fifth bit per weight: bit j of qh (little-endian 32 bits) is the high bit
+ * of element j, so q = nibble + 16 * bit in [0, 31]; value = d * (q - 16). 22 bytes. */
+struct loom_block_q5_0 {
+    uint16_t d;      /* F16 scale */
+    uint8_t qh[4];   /* high bits, element j at bit j */
+    uint8_t qs[16];  /* low 4 bits, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_q5_0) == 22, "Q5_0 block is 22 bytes");
+
+/* Q5_1: Q5_0's quants, unsigned, with an F16 offset; value = d * q + m. 24 bytes. */
+struct loom_block_q5_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t m;      /* F16 offset */
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct loom_block_q5_1) == 24, "Q5_1 block is 24 bytes");
+
+/* Q8_1 (activation type of Q4_1/Q5_1): Q8_0 plus s = d * sum(qs) as F16, which carries the weights'
+ * offset term. 36 bytes. */
+struct loom_block_q8_1 {
+    uint16_t d;      /* F16 scale */
+    uint16_t s;      /* F16 d * sum of qs */
+    int8_t qs[32];
+};
+_Static_assert(sizeof(struct loom_block_q8_1) == 36, "Q8_1 block is 36 bytes");
+
+/* Q2_K: 256 weights in 16 sub-blocks of 16; scales[s] holds sub-block s's 4-bit scale (low nibble) and
+ * 4-bit min (high nibble); value = d * sc * q - dmin * m with q a 2-bit quant. Element 128h + 32k + l
+ * (h < 2, k < 4, l < 32) is bits 2k, 2k+1 of qs[32h + l] and belongs to sub-block 8h + 2k + l/16. 84 bytes. */
+struct loom_block_q2_k {
+    uint8_t scales[16];  /* low nibble scale, high nibble min */
+    uint8_t qs[64];      /* 2-bit quants, layout above */
+    uint16_t d;          /* F16 super-scale of the scales */
+    uint16_t dmin;       /* F16 super-scale of the mins */
+};
+_Static_assert(sizeof(struct loom_block_q2_k) == 84, "Q2_K block is 84 bytes");
+
+/* Q3_K: 256 weights in 16 sub-blocks of 16 with signed 6-bit scales; value = d * (sc - 32) * q, q in
+ * [-4, 3]. Element 128h + 32k + l has its low 2 bits at bits 2k, 2k+1 of qs[32h + l] (as Q2_K) and
+ * q = low - 4 unless bit 4h + k of hmask[l] is set. Sub-block s's scale: low 4 bits are the low nibble
+ * of scales[s] (s < 8) or the high nibble of scales[s - 8], top 2 bits are bits 2(s/4), 2(s/4)+1 of
+ * scales[8 + s % 4]. 110 bytes. */
+struct loom_block_q3_k {
+    uint8_t hmask[32];   /* high bits, layout above */
+    uint8_t qs[64];      /* low 2 bits */
+    uint8_t scales[12];  /* packed 6-bit scales */
+    uint16_t d;          /* F16 super-scale */
+};
+_Static_assert(sizeof(struct loom_block_q3_k) == 110, "Q3_K block is 110 bytes");
+
+/* IQ4_NL: 32 weights as 4-bit indices into the non-linear table loom_iq4nl_values; value = d *
+ * values[index]. Nibble layout as Q4_0. 18 bytes. */
+struct loom_block_iq4_nl {
+    uint16_t d;      /* F16 scale */
+    uint8_t qs[16];  /* indices, laid out as in Q4_0 */
+};
+_Static_assert(sizeof(struct loom_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+
+/* IQ4_XS: 256 weights in 8 sub-blocks of 32 as IQ4_NL indices with 6-bit sub-block scales; value =
+ * d * (ls - 32) * values[index]. Sub-block s: ls = nibble s % 2 of scales_l[s / 2] | (bits 2s, 2s+1 of
+ * scales_h) << 4; its 32 indices are qs[16s .. 16s+15] laid out as in Q4_0. 136 bytes. */
+struct loom_block_iq4_xs {
+    uint16_t d;          /* F16 super-scale */
+    uint16_t scales_h;   /* top 2 bits of the 8 scales */
+    uint8_t scales_l[4]; /* low 4 bits of the 8 scales */
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct loom_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
+
+/* The 16 values of the IQ4_NL/IQ4_XS non-linear grid (llama.cpp ggml-common.h kvalues_iq4nl). */
+static const int8_t loom_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+#endif

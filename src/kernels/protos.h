@@ -1,0 +1,185 @@
+/* protos.h — the prototypes of every kernel, by family (one scalar file per family, its x86/ variants beside):
+ * what the kernel sets (sets.c) and the type traits (types.c) point at. Names follow the scheme documented in
+ * kernels/kernels.h: <type>_<order>[_rows4|_rows8][_isa], <order> the reference kernel whose float order it has. */
+#ifndef LOOM_KERNELS_PROTOS_H
+#define LOOM_KERNELS_PROTOS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/types.h"
+
+/* --- F32, F16, BF16 (float.c, x86/float_avx2.c, x86/float_avx512.c) --- */
+void loom_f32_to_float(const void *src, float *dst, int64_t n);
+void loom_f32_from_float(const float *src, void *dst, int64_t n);
+void loom_f32_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_f32_tinyblas(int64_t n, float *s, const void *w, const void *a);
+void loom_f16_to_float(const void *src, float *dst, int64_t n);
+void loom_f16_from_float(const float *src, void *dst, int64_t n);
+void loom_f16_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_f16_tinyblas(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_to_float(const void *src, float *dst, int64_t n);
+void loom_bf16_from_float(const float *src, void *dst, int64_t n);
+void loom_bf16_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_tinyblas(int64_t n, float *s, const void *w, const void *a);
+void loom_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_f16_from_float_avx2(const float *src, void *dst, int64_t n);
+void loom_f16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_f16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_bf16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_tinyblas_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_bf16_tinyblas_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+
+/* --- Q8_0, Q8_1, Q8_K: the activation types (q8_0.c, q8_1.c, q8_k.c, x86/q8_*.c) --- */
+void loom_q8_0_to_float(const void *src, float *dst, int64_t n);
+void loom_q8_0_from_float(const float *src, void *dst, int64_t n);
+void loom_q8_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q8_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q8_0_from_float_avx2(const float *src, void *dst, int64_t n);
+void loom_q8_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q8_0_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_q8_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q8_1_from_float(const float *src, void *dst, int64_t n);
+void loom_q8_1_from_float_avx2(const float *src, void *dst, int64_t n);
+void loom_q8_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q8_k_from_float(const float *src, void *dst, int64_t n);
+void loom_q8_k_from_float_avx2(const float *src, void *dst, int64_t n);
+
+/* --- Q4_0, Q4_1 (q4_0.c, x86/q4_0_avx2.c) and Q5_0, Q5_1 (q5_0.c, x86/q5_0_avx2.c) --- */
+void loom_q4_0_to_float(const void *src, float *dst, int64_t n);
+void loom_q4_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_0_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q4_1_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_1_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_1_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_0_to_float(const void *src, float *dst, int64_t n);
+void loom_q5_0_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_1_to_float(const void *src, float *dst, int64_t n);
+void loom_q5_1_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_1_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_1_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+
+/* --- IQ4_NL, IQ4_XS (iq4.c, x86/iq4_avx2.c) --- */
+void loom_iq4_nl_to_float(const void *src, float *dst, int64_t n);
+void loom_iq4_nl_quantize(const float *src, void *dst, int64_t n);
+void loom_iq4_nl_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_tinyblas(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_nl_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq4_nl_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_to_float(const void *src, float *dst, int64_t n);
+void loom_iq4_xs_quantize(const float *src, void *dst, int64_t n);
+void loom_iq4_xs_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+
+/* --- the K-quants: Q2_K (q2_k.c), Q3_K (q3_k.c), Q4_K (q4_k.c), Q5_K (q5_k.c), Q6_K (q6_k.c), x86/ variants --- */
+void loom_q2_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q2_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q2_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_gemm(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q2_k_gemm_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q3_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q3_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q3_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q3_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q4_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q4_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_gemm(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_k_gemm_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q4_k_gemm_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_k_gemv_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q4_k_gemv_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_q5_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q5_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q5_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q6_k_to_float(const void *src, float *dst, int64_t n);
+void loom_q6_k_quantize(const float *src, void *dst, int64_t n);
+void loom_q6_k_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_q6_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_q6_k_vec_dot_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q6_k_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_q6_k_vec_dot_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_q6_k_vec_dot_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+
+/* ggml-quants.c make_qkx2_quants: fit x[n] (n <= 32) ~ scale * L - min with L[n] in 0..nmax, min <= 0,
+ * weights w[n]: start from the (min, max) grid, then try nstep + 1 scales iscale = (rmin + 0.1 is + nmax)
+ * / (max - min), refit (scale, min) by weighted least squares on each rounding and keep the one with the
+ * smallest weighted error (absolute if use_mad, else squared). Returns the scale, *neg_min = -min >= 0.
+ * Float operations in the reference's order (no FMA), so bit-identical. Q2_K, Q4_K, Q5_K. q4_k.c. */
+float loom_k_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
+                           int nstep, int use_mad);
+
+/* Fit one 256-weight super-block of Q4_K (nmax 15) or Q5_K (nmax 31), as ggml-quants.c
+ * quantize_row_q4_K_ref / quantize_row_q5_K_ref: per 32-weight sub-block a (scale, min) pair by
+ * make_qkx2_quants' weighted search (rmin, 0.1 step, nstep steps), both quantized to 6 bits against the
+ * F16 super-scales *d and *dmin, then L[256] (0..nmax) recomputed from the rounded scales. q4_k.c. */
+void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int nstep, uint8_t L[256],
+                                 uint8_t scales[12], uint16_t *d, uint16_t *dmin);
+
+/* --- Q4_K in the x16 weight layout (q4_k_x16.c, x86/q4_k_x16_avx2.c, x86/q4_k_x16_avx512.c) --- */
+/* Pack 16 standard rows (row_bytes apart) of n_in elements into n_in / 256 x16 blocks at dst; unpack row r
+ * (< 16) of such a group into n_in / 256 standard blocks at dst (bytewise the original). */
+void loom_q4_k_x16_pack(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
+void loom_q4_k_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in);
+/* y[r] (r < 16) = dot of row r of an x16 group with one Q8_K row of n elements, in the order of
+ * loom_q4_k_gemv (bit-identical to it per row). The scalar oracle of the SIMD x16 kernels. */
+void loom_q4_k_x16_gemv(int64_t n, float *y, const void *w, const void *a);
+/* y[k * y_stride + r] for row r < 16 of the group w and activation row k (< 1, 4, 8) at a + k * a_stride
+ * bytes; each bit-identical to loom_q4_k_x16_gemv. AVX-512: VNNI outer products; AVX2: VPMADDUBSW with
+ * int16 sub-block sums. */
+void loom_q4_k_x16_gemv_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_gemv_rows4_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+                                   size_t a_stride);
+void loom_q4_k_x16_gemv_rows8_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+                                   size_t a_stride);
+void loom_q4_k_x16_gemv_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride);
+void loom_q4_k_x16_gemv_rows4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+                                     size_t a_stride);
+void loom_q4_k_x16_gemv_rows8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+                                     size_t a_stride);
+
+/* --- row validators (validate.c), the type traits' validate_row: ggml_validate_row_data's rules --- */
+int loom_f32_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_f16_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_bf16_validate_row(const void *row, int64_t n, struct loom_row_fault *fault);
+int loom_q8_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_1_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_1_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q8_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q2_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q3_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q4_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q5_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_q6_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq4_nl_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq4_xs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+
+#endif

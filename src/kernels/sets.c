@@ -1,0 +1,159 @@
+/* sets.c — the three kernel sets (kernels.h) as const tables, and the choice among them: the widest the CPU
+ * runs at the first use, or the one loom_kernels_select names. Every SIMD kernel returns bit-identical results
+ * to its scalar counterpart (tests/test_kernels.c, test_ops.c and test_q4_k_x16.c check this). */
+#include <pthread.h>
+
+#include "kernels/kernels.h"
+#include "kernels/protos.h"
+#include "util/cpu.h"
+#include "util/error.h"
+
+#define DOT(row) {row, 0, 0}
+#define DOT4(row, rows4) {row, rows4, 0}
+
+/* The scalar set: the reference implementation of every kernel. */
+static const struct loom_kernel_set set_scalar = {
+    .name = "scalar",
+    .mode = LOOM_KERNELS_SCALAR,
+    .types = {
+        [LOOM_TYPE_F32] = {loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot), .tinyblas = DOT(loom_f32_tinyblas)},
+        [LOOM_TYPE_F16] = {loom_f16_from_float, .vec_dot = DOT(loom_f16_vec_dot), .tinyblas = DOT(loom_f16_tinyblas)},
+        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot),
+                            .tinyblas = DOT(loom_bf16_tinyblas)},
+        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float, .vec_dot = DOT(loom_q8_0_vec_dot)},
+        [LOOM_TYPE_Q8_1] = {loom_q8_1_from_float},
+        [LOOM_TYPE_Q8_K] = {loom_q8_k_from_float},
+        [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot), .gemv = DOT(loom_q4_0_gemv), .gemm = DOT(loom_q4_0_gemv)},
+        [LOOM_TYPE_Q4_1] = {.vec_dot = DOT(loom_q4_1_vec_dot)},
+        [LOOM_TYPE_Q5_0] = {.vec_dot = DOT(loom_q5_0_vec_dot)},
+        [LOOM_TYPE_Q5_1] = {.vec_dot = DOT(loom_q5_1_vec_dot)},
+        [LOOM_TYPE_Q2_K] = {.vec_dot = DOT(loom_q2_k_vec_dot), .gemv = DOT(loom_q2_k_gemv), .gemm = DOT(loom_q2_k_gemm)},
+        [LOOM_TYPE_Q3_K] = {.vec_dot = DOT(loom_q3_k_vec_dot)},
+        [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot), .gemv = DOT(loom_q4_k_gemv), .gemm = DOT(loom_q4_k_gemm)},
+        [LOOM_TYPE_Q5_K] = {.vec_dot = DOT(loom_q5_k_vec_dot)},
+        [LOOM_TYPE_Q6_K] = {.vec_dot = DOT(loom_q6_k_vec_dot)},
+        [LOOM_TYPE_IQ4_NL] = {.vec_dot = DOT(loom_iq4_nl_vec_dot), .gemv = DOT(loom_iq4_nl_gemv),
+                              .gemm = DOT(loom_iq4_nl_gemv), .tinyblas = DOT(loom_iq4_nl_tinyblas)},
+        [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot), .iqp = DOT(loom_iq4_xs_iqp)},
+    },
+    .ops = {loom_ops_silu, loom_ops_swiglu, loom_ops_conv1d_step, loom_ops_delta_rule_step, loom_ops_conv1d_chunk,
+            loom_ops_delta_rule_chunk, loom_ops_rmsnorm_rows, loom_ops_l2norm_rows, loom_ops_attn_head,
+            loom_ops_attn_heads},
+};
+
+/* The types whose AVX2 kernels the AVX-512 set keeps (it adds only what beats them on Zen4, below). */
+#define AVX2_SHARED_TYPES                                                                                              \
+    [LOOM_TYPE_F32] = {loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot_avx2),                                    \
+                       .tinyblas = DOT4(loom_f32_tinyblas_avx2, loom_f32_tinyblas_rows4_avx2)},                       \
+    [LOOM_TYPE_F16] = {loom_f16_from_float_avx2, .vec_dot = DOT(loom_f16_vec_dot_avx2),                               \
+                       .tinyblas = DOT4(loom_f16_tinyblas_avx2, loom_f16_tinyblas_rows4_avx2)},                       \
+    [LOOM_TYPE_Q8_1] = {loom_q8_1_from_float_avx2}, [LOOM_TYPE_Q8_K] = {loom_q8_k_from_float_avx2},                    \
+    [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot_avx2), .gemv = DOT4(loom_q4_0_gemv_avx2, loom_q4_0_gemv_rows4_avx2), \
+                        .gemm = DOT4(loom_q4_0_gemv_avx2, loom_q4_0_gemv_rows4_avx2)},                                \
+    [LOOM_TYPE_Q4_1] = {.vec_dot = DOT(loom_q4_1_vec_dot_avx2)},                                                      \
+    [LOOM_TYPE_Q5_0] = {.vec_dot = DOT(loom_q5_0_vec_dot_avx2)},                                                      \
+    [LOOM_TYPE_Q5_1] = {.vec_dot = DOT(loom_q5_1_vec_dot_avx2)},                                                      \
+    [LOOM_TYPE_Q2_K] = {.vec_dot = DOT(loom_q2_k_vec_dot_avx2), .gemv = DOT(loom_q2_k_gemv_avx2),                     \
+                        .gemm = DOT(loom_q2_k_gemm_avx2)},                                                            \
+    [LOOM_TYPE_Q3_K] = {.vec_dot = DOT(loom_q3_k_vec_dot_avx2)},                                                      \
+    [LOOM_TYPE_Q5_K] = {.vec_dot = DOT(loom_q5_k_vec_dot_avx2)},                                                      \
+    [LOOM_TYPE_IQ4_NL] = {.vec_dot = DOT(loom_iq4_nl_vec_dot_avx2),                                                   \
+                          .gemv = DOT4(loom_iq4_nl_gemv_avx2, loom_iq4_nl_gemv_rows4_avx2),                           \
+                          .gemm = DOT4(loom_iq4_nl_gemv_avx2, loom_iq4_nl_gemv_rows4_avx2),                           \
+                          .tinyblas = DOT(loom_iq4_nl_tinyblas_avx2)},                                                \
+    [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),                                                   \
+                          .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)}
+
+/* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K x16 kernels, and the ops' scalar C built for AVX2 + FMA. */
+static const struct loom_kernel_set set_avx2 = {
+    .name = "avx2",
+    .mode = LOOM_KERNELS_AVX2,
+    .types = {
+        AVX2_SHARED_TYPES,
+        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx2),
+                            .tinyblas = DOT(loom_bf16_tinyblas_avx2)},
+        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx2)},
+        [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
+                            .gemv = DOT4(loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx2),
+                            .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
+                            .x16 = {loom_q4_k_x16_gemv_avx2, loom_q4_k_x16_gemv_rows4_avx2,
+                                    loom_q4_k_x16_gemv_rows8_avx2}},
+        [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2)},
+    },
+    .ops = {loom_ops_silu_avx2, loom_ops_swiglu_avx2, loom_ops_conv1d_step_avx2, loom_ops_delta_rule_step_avx2,
+            loom_ops_conv1d_chunk_avx2, loom_ops_delta_rule_chunk_avx2, loom_ops_rmsnorm_rows_avx2,
+            loom_ops_l2norm_rows_avx2, loom_ops_attn_head_avx2, loom_ops_attn_heads_avx2},
+};
+
+/* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
+ * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD), the 4- and 8-row
+ * Q4_K gemv/Q6_K vec_dot forms (CANONICAL prefill), the Q4_K x16 kernels (VPDPBUSD outer products over 16
+ * interleaved rows) and the hand-written ops. The one-row Q4_K and F16/F32 kernels measured no faster at 512
+ * bits. */
+static const struct loom_kernel_set set_avx512 = {
+    .name = "avx512",
+    .mode = LOOM_KERNELS_AVX512,
+    .types = {
+        AVX2_SHARED_TYPES,
+        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx512),
+                            .tinyblas = DOT4(loom_bf16_tinyblas_avx512, loom_bf16_tinyblas_rows4_avx512)},
+        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx512)},
+        [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
+                            .gemv = {loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx512, loom_q4_k_gemv_rows8_avx512},
+                            .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
+                            .x16 = {loom_q4_k_x16_gemv_avx512, loom_q4_k_x16_gemv_rows4_avx512,
+                                    loom_q4_k_x16_gemv_rows8_avx512}},
+        [LOOM_TYPE_Q6_K] = {.vec_dot = {loom_q6_k_vec_dot_avx512, loom_q6_k_vec_dot_rows4_avx512,
+                                        loom_q6_k_vec_dot_rows8_avx512}},
+    },
+    .ops = {loom_ops_silu_avx512, loom_ops_swiglu_avx512, loom_ops_conv1d_step_avx512,
+            loom_ops_delta_rule_step_avx512, loom_ops_conv1d_chunk_avx512, loom_ops_delta_rule_chunk_avx512,
+            loom_ops_rmsnorm_rows_avx512, loom_ops_l2norm_rows_avx512, loom_ops_attn_head_avx512,
+            loom_ops_attn_heads_avx512},
+};
+
+static const struct loom_kernel_set *active;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* The AVX2 set needs AVX2, FMA, F16C and BMI2; the AVX-512 set adds F, BW, VL, DQ, VNNI and BF16. */
+static int cpu_has(unsigned need) { return (loom_cpu_features() & need) == need; }
+
+const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode)
+{
+    switch (mode) {
+    case LOOM_KERNELS_AUTO:
+        return cpu_has(LOOM_CPU_AVX512_SET) ? &set_avx512 : cpu_has(LOOM_CPU_AVX2_SET) ? &set_avx2 : &set_scalar;
+    case LOOM_KERNELS_SCALAR:
+        return &set_scalar;
+    case LOOM_KERNELS_AVX2:
+        return cpu_has(LOOM_CPU_AVX2_SET) ? &set_avx2 : 0;
+    case LOOM_KERNELS_AVX512:
+        return cpu_has(LOOM_CPU_AVX512_SET) ? &set_avx512 : 0;
+    }
+    return 0;
+}
+
+static void init_auto(void) { active = loom_kernels_for(LOOM_KERNELS_AUTO); }
+
+const struct loom_kernel_set *loom_kernels_active(void)
+{
+    pthread_once(&init_once, init_auto);
+    return active;
+}
+
+int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err)
+{
+    pthread_once(&init_once, init_auto);
+    if (mode != LOOM_KERNELS_AUTO && mode != LOOM_KERNELS_SCALAR && mode != LOOM_KERNELS_AVX2 &&
+        mode != LOOM_KERNELS_AVX512)
+        return loom_errorf(err, LOOM_E_ARG, "kernel mode: expected AUTO, SCALAR, AVX2 or AVX512, found %d",
+                           (int)mode);
+    const struct loom_kernel_set *set = loom_kernels_for(mode);
+    if (!set)
+        return loom_errorf(err, LOOM_E_ARG, "kernel mode %s: this CPU lacks the required instructions",
+                           mode == LOOM_KERNELS_AVX2 ? "avx2" : "avx512");
+    active = set;
+    return LOOM_OK;
+}
+
+const char *loom_kernels_name(void) { return loom_kernels_active()->name; }
