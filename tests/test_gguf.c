@@ -330,7 +330,8 @@ static void test_admission_keys(void)
     gb_header(&b, 3, 0, 1);
     gb_kv_str(&b, "general.architecture", "llama");
     CHECK(loom_gguf_open_buffer(b.p, b.n, &g, &e) == LOOM_OK, "%s", e.msg);
-    CHECK(g && loom_arch_admit(g, &arch, &hp, &geo, &e) == LOOM_E_FORMAT && strstr(e.msg, "found 'llama'"), "arch: %s", e.msg);
+    CHECK(g && loom_arch_admit(g, &arch, &hp, &geo, &e) == LOOM_E_FORMAT && strstr(e.msg, "found 'llama'"), "arch: %s",
+          e.msg);
     loom_gguf_close(g);
     free(b.p);
 }
