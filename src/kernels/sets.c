@@ -12,43 +12,60 @@
 #define DOT4(row, rows4) {row, rows4, 0}
 
 /* The scalar set: the reference implementation of every kernel. */
+/* A set's ops: the functions of ops.h with the set's suffix (none for the scalar reference). */
+#define OPS(sfx)                                                                                                       \
+    {                                                                                                                  \
+        .silu = loom_ops_silu##sfx, .swiglu = loom_ops_swiglu##sfx, .conv1d_step = loom_ops_conv1d_step##sfx,         \
+        .delta_rule_step = loom_ops_delta_rule_step##sfx, .conv1d_chunk = loom_ops_conv1d_chunk##sfx,                 \
+        .delta_rule_chunk = loom_ops_delta_rule_chunk##sfx, .rmsnorm_rows = loom_ops_rmsnorm_rows##sfx,               \
+        .l2norm_rows = loom_ops_l2norm_rows##sfx, .attn_head = loom_ops_attn_head##sfx,                               \
+        .attn_heads = loom_ops_attn_heads##sfx,                                                                       \
+    }
+
 static const struct loom_kernel_set set_scalar = {
     .name = "scalar",
     .mode = LOOM_KERNELS_SCALAR,
     .types = {
-        [LOOM_TYPE_F32] = {loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot), .tinyblas = DOT(loom_f32_tinyblas)},
-        [LOOM_TYPE_F16] = {loom_f16_from_float, .vec_dot = DOT(loom_f16_vec_dot), .tinyblas = DOT(loom_f16_tinyblas)},
-        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot),
+        [LOOM_TYPE_F32] = {.from_float = loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot),
+                           .tinyblas = DOT(loom_f32_tinyblas)},
+        [LOOM_TYPE_F16] = {.from_float = loom_f16_from_float, .vec_dot = DOT(loom_f16_vec_dot),
+                           .tinyblas = DOT(loom_f16_tinyblas)},
+        [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot),
                             .tinyblas = DOT(loom_bf16_tinyblas)},
-        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float, .vec_dot = DOT(loom_q8_0_vec_dot)},
-        [LOOM_TYPE_Q8_1] = {loom_q8_1_from_float},
-        [LOOM_TYPE_Q8_K] = {loom_q8_k_from_float},
-        [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot), .gemv = DOT(loom_q4_0_gemv), .gemm = DOT(loom_q4_0_gemv)},
+        [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float, .vec_dot = DOT(loom_q8_0_vec_dot)},
+        [LOOM_TYPE_Q8_1] = {.from_float = loom_q8_1_from_float},
+        [LOOM_TYPE_Q8_K] = {.from_float = loom_q8_k_from_float},
+        [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot), .gemv = DOT(loom_q4_0_gemv),
+                            .gemm = DOT(loom_q4_0_gemv)},
         [LOOM_TYPE_Q4_1] = {.vec_dot = DOT(loom_q4_1_vec_dot)},
         [LOOM_TYPE_Q5_0] = {.vec_dot = DOT(loom_q5_0_vec_dot)},
         [LOOM_TYPE_Q5_1] = {.vec_dot = DOT(loom_q5_1_vec_dot)},
-        [LOOM_TYPE_Q2_K] = {.vec_dot = DOT(loom_q2_k_vec_dot), .gemv = DOT(loom_q2_k_gemv), .gemm = DOT(loom_q2_k_gemm)},
+        [LOOM_TYPE_Q2_K] = {.vec_dot = DOT(loom_q2_k_vec_dot), .gemv = DOT(loom_q2_k_gemv),
+                            .gemm = DOT(loom_q2_k_gemm)},
         [LOOM_TYPE_Q3_K] = {.vec_dot = DOT(loom_q3_k_vec_dot)},
-        [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot), .gemv = DOT(loom_q4_k_gemv), .gemm = DOT(loom_q4_k_gemm)},
+        [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot), .gemv = DOT(loom_q4_k_gemv),
+                            .gemm = DOT(loom_q4_k_gemm)},
         [LOOM_TYPE_Q5_K] = {.vec_dot = DOT(loom_q5_k_vec_dot)},
         [LOOM_TYPE_Q6_K] = {.vec_dot = DOT(loom_q6_k_vec_dot)},
         [LOOM_TYPE_IQ4_NL] = {.vec_dot = DOT(loom_iq4_nl_vec_dot), .gemv = DOT(loom_iq4_nl_gemv),
                               .gemm = DOT(loom_iq4_nl_gemv), .tinyblas = DOT(loom_iq4_nl_tinyblas)},
         [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot), .iqp = DOT(loom_iq4_xs_iqp)},
     },
-    .ops = {loom_ops_silu, loom_ops_swiglu, loom_ops_conv1d_step, loom_ops_delta_rule_step, loom_ops_conv1d_chunk,
-            loom_ops_delta_rule_chunk, loom_ops_rmsnorm_rows, loom_ops_l2norm_rows, loom_ops_attn_head,
-            loom_ops_attn_heads},
+    .ops = OPS(),
 };
 
 /* The types whose AVX2 kernels the AVX-512 set keeps (it adds only what beats them on Zen4, below). */
 #define AVX2_SHARED_TYPES                                                                                              \
-    [LOOM_TYPE_F32] = {loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot_avx2),                                    \
+    [LOOM_TYPE_F32] = {.from_float = loom_f32_from_float,                                                              \
+                       .vec_dot = DOT(loom_f32_vec_dot_avx2),                                                          \
                        .tinyblas = DOT4(loom_f32_tinyblas_avx2, loom_f32_tinyblas_rows4_avx2)},                       \
-    [LOOM_TYPE_F16] = {loom_f16_from_float_avx2, .vec_dot = DOT(loom_f16_vec_dot_avx2),                               \
+    [LOOM_TYPE_F16] = {.from_float = loom_f16_from_float_avx2,                                                         \
+                       .vec_dot = DOT(loom_f16_vec_dot_avx2),                                                          \
                        .tinyblas = DOT4(loom_f16_tinyblas_avx2, loom_f16_tinyblas_rows4_avx2)},                       \
-    [LOOM_TYPE_Q8_1] = {loom_q8_1_from_float_avx2}, [LOOM_TYPE_Q8_K] = {loom_q8_k_from_float_avx2},                    \
-    [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot_avx2), .gemv = DOT4(loom_q4_0_gemv_avx2, loom_q4_0_gemv_rows4_avx2), \
+    [LOOM_TYPE_Q8_1] = {.from_float = loom_q8_1_from_float_avx2},                                                      \
+    [LOOM_TYPE_Q8_K] = {.from_float = loom_q8_k_from_float_avx2},                                                      \
+    [LOOM_TYPE_Q4_0] = {.vec_dot = DOT(loom_q4_0_vec_dot_avx2),                                                        \
+                        .gemv = DOT4(loom_q4_0_gemv_avx2, loom_q4_0_gemv_rows4_avx2),                                  \
                         .gemm = DOT4(loom_q4_0_gemv_avx2, loom_q4_0_gemv_rows4_avx2)},                                \
     [LOOM_TYPE_Q4_1] = {.vec_dot = DOT(loom_q4_1_vec_dot_avx2)},                                                      \
     [LOOM_TYPE_Q5_0] = {.vec_dot = DOT(loom_q5_0_vec_dot_avx2)},                                                      \
@@ -70,9 +87,9 @@ static const struct loom_kernel_set set_avx2 = {
     .mode = LOOM_KERNELS_AVX2,
     .types = {
         AVX2_SHARED_TYPES,
-        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx2),
+        [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx2),
                             .tinyblas = DOT(loom_bf16_tinyblas_avx2)},
-        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx2)},
+        [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx2)},
         [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
                             .gemv = DOT4(loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx2),
                             .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
@@ -80,9 +97,7 @@ static const struct loom_kernel_set set_avx2 = {
                                     loom_q4_k_x16_gemv_rows8_avx2}},
         [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2)},
     },
-    .ops = {loom_ops_silu_avx2, loom_ops_swiglu_avx2, loom_ops_conv1d_step_avx2, loom_ops_delta_rule_step_avx2,
-            loom_ops_conv1d_chunk_avx2, loom_ops_delta_rule_chunk_avx2, loom_ops_rmsnorm_rows_avx2,
-            loom_ops_l2norm_rows_avx2, loom_ops_attn_head_avx2, loom_ops_attn_heads_avx2},
+    .ops = OPS(_avx2),
 };
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
@@ -95,9 +110,9 @@ static const struct loom_kernel_set set_avx512 = {
     .mode = LOOM_KERNELS_AVX512,
     .types = {
         AVX2_SHARED_TYPES,
-        [LOOM_TYPE_BF16] = {loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx512),
+        [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx512),
                             .tinyblas = DOT4(loom_bf16_tinyblas_avx512, loom_bf16_tinyblas_rows4_avx512)},
-        [LOOM_TYPE_Q8_0] = {loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx512)},
+        [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx512)},
         [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
                             .gemv = {loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx512, loom_q4_k_gemv_rows8_avx512},
                             .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
@@ -106,10 +121,7 @@ static const struct loom_kernel_set set_avx512 = {
         [LOOM_TYPE_Q6_K] = {.vec_dot = {loom_q6_k_vec_dot_avx512, loom_q6_k_vec_dot_rows4_avx512,
                                         loom_q6_k_vec_dot_rows8_avx512}},
     },
-    .ops = {loom_ops_silu_avx512, loom_ops_swiglu_avx512, loom_ops_conv1d_step_avx512,
-            loom_ops_delta_rule_step_avx512, loom_ops_conv1d_chunk_avx512, loom_ops_delta_rule_chunk_avx512,
-            loom_ops_rmsnorm_rows_avx512, loom_ops_l2norm_rows_avx512, loom_ops_attn_head_avx512,
-            loom_ops_attn_heads_avx512},
+    .ops = OPS(_avx512),
 };
 
 static const struct loom_kernel_set *active;
