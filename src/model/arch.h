@@ -1,8 +1,8 @@
 /* arch.h — the architecture interface: what an architecture declares (admission of its hyper-parameters,
  * its layer plan, the weight table of each layer kind, the state owners of each layer kind) and the sizes
  * derived from its hyper-parameters once, at admission (struct loom_geometry). Its circuits live in the
- * runtime (runtime/circuits.h). qwen35 (src/model/qwen35.c) is the first instance; loom_arch_admit picks
- * the instance that general.architecture names. */
+ * runtime (struct loom_circuits, runtime/session.h). qwen35 (src/model/arch_qwen35.c) is the first instance;
+ * loom_arch_admit picks the instance that general.architecture names. */
 #ifndef LOOM_MODEL_ARCH_H
 #define LOOM_MODEL_ARCH_H
 
