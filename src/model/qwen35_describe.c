@@ -3,6 +3,7 @@
  * the state each kind of layer owns, whose sizes come from the geometry its admission derived (arch_qwen35.c). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -74,9 +75,9 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
     int rc = loom_arch_admit(g, &arch, &hp, &geo, err);
     if (rc != LOOM_OK)
         return rc;
-    if (hp.n_layer > LOOM_DESC_MAX_LAYERS)
-        return loom_errorf(err, LOOM_E_RANGE, "key '%s.block_count': a description holds at most %d layers, found %u",
-                           hp.arch, LOOM_DESC_MAX_LAYERS, hp.n_layer);
+    out->layer_kind = malloc(hp.n_layer); /* admission bounded n_layer by the file's tensor count */
+    if (!out->layer_kind)
+        return loom_errorf(err, LOOM_E_NOMEM, "describe: %u layer kinds", hp.n_layer);
     const struct loom_gguf_kv *tokens = loom_gguf_find_kv(g, "tokenizer.ggml.tokens");
     snprintf(out->arch, sizeof out->arch, "%s", hp.arch);
     out->n_layer = hp.n_layer;
@@ -87,4 +88,12 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
     desc_hparams(&hp, out);
     desc_layers(arch, &hp, &geo, out);
     return LOOM_OK;
+}
+
+void loom_model_desc_free(loom_model_desc *d)
+{
+    if (d) {
+        free(d->layer_kind);
+        d->layer_kind = NULL;
+    }
 }

@@ -50,6 +50,21 @@ static void hash_floats(XXH3_state_t *st, const float *v, size_t n)
         XXH3_64bits_update(st, v, n * sizeof(float));
 }
 
+/* The hyper-parameters, field by field (not the struct's bytes: fields a later architecture adds must not
+ * change the identity of the files an earlier one admitted). */
+static void hash_hparams(XXH3_state_t *st, const struct loom_hparams *hp)
+{
+    XXH3_64bits_update(st, hp->arch, strlen(hp->arch));
+    const uint32_t u[] = {hp->n_vocab, hp->n_ctx_train, hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head,
+                          hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, hp->n_rot, hp->rope_sections[0],
+                          hp->rope_sections[1], hp->rope_sections[2], hp->rope_sections[3], hp->full_attn_interval,
+                          hp->ssm_conv_kernel, hp->ssm_inner, hp->ssm_head_dim, hp->ssm_n_v_heads, hp->ssm_n_k_heads,
+                          (uint32_t)hp->tied_output};
+    const float f[] = {hp->rope_freq_base, hp->rms_eps};
+    XXH3_64bits_update(st, u, sizeof u);
+    XXH3_64bits_update(st, f, sizeof f);
+}
+
 /* Identity of a loaded model: its hyper-parameters and every tensor's type, shape and bytes. */
 static uint64_t model_identity(const struct loom_model *m)
 {
@@ -57,7 +72,7 @@ static uint64_t model_identity(const struct loom_model *m)
     XXH3_INITSTATE(&st);
     XXH3_64bits_reset(&st);
     const struct loom_hparams *hp = &m->hp;
-    XXH3_64bits_update(&st, hp, sizeof *hp);
+    hash_hparams(&st, hp);
     hash_weight(&st, &m->tok_embd);
     hash_weight(&st, &m->output);
     hash_floats(&st, m->output_norm, hp->n_embd);
