@@ -134,8 +134,8 @@ int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens
 int loom_session_n_ctx(const loom_session *session);
 /* Bytes of one sequence's public state at the session's context length: the recurrent layers' conv
  * state and recurrent matrices plus n_ctx positions of K and V rows in the attention layers. Equals
- * loom_qwen35_recurrent_state_bytes + n_ctx * loom_qwen35_kv_bytes_per_token (what `loom inspect`
- * prints). */
+ * recurrent_state_bytes + n_ctx * kv_bytes_per_token of the model's description (loom_model_describe, what
+ * `loom inspect` prints). */
 uint64_t loom_session_state_bytes(const loom_session *session);
 /* Bytes of the one allocation a session makes when created (its state, scratch and staging buffers), which it
  * holds until freed: with the model file, what a session costs in memory. */
@@ -561,7 +561,6 @@ int loom_gguf_check_tensors(const loom_gguf *g, loom_error *err);
  * type checked as loom_model_load checks them) and a description in the architecture's own terms. */
 #define LOOM_DESC_MAX_HPARAMS 24
 #define LOOM_DESC_MAX_KINDS 4
-#define LOOM_DESC_MAX_LAYERS 256
 
 /* A named item of a description: a hyper-parameter (name as the file's keys say it, value as text) or a layer
  * kind (its name and the state one such layer owns: shapes, element types, bytes). */
@@ -582,12 +581,14 @@ typedef struct loom_model_desc {
     loom_desc_item hparams[LOOM_DESC_MAX_HPARAMS];
     int n_kinds;
     loom_desc_item kinds[LOOM_DESC_MAX_KINDS];
-    uint8_t layer_kind[LOOM_DESC_MAX_LAYERS]; /* kinds[] index of each of the n_layer layers */
+    uint8_t *layer_kind; /* [n_layer]: kinds[] index of each layer (owned: loom_model_desc_free) */
 } loom_model_desc;
 
 /* Admit g as a model of an architecture loom runs and describe it into *out. Returns LOOM_OK, or LOOM_E_FORMAT
- * naming the key or tensor, what was expected and what was found (what loom_model_load refuses). */
+ * naming the key or tensor, what was expected and what was found (what loom_model_load refuses), or
+ * LOOM_E_NOMEM; on failure *out holds nothing to free. Free a description with loom_model_desc_free. */
 int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *err);
+void loom_model_desc_free(loom_model_desc *d);
 
 /* ---- Synthetic models ----------------------------------------------------------------------------------------
  * Random-weight qwen35 models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a

@@ -147,7 +147,8 @@ static int write_model(const char *path, enum mutation m)
 }
 
 /* Write, open and admit; returns the admission status with err and hp filled. */
-static int admit(const char *dir, enum mutation m, struct loom_hparams *hp, loom_error *err)
+static int admit_geo(const char *dir, enum mutation m, struct loom_hparams *hp, struct loom_geometry *geo,
+                     loom_error *err)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/m%d.gguf", dir, (int)m);
@@ -157,17 +158,27 @@ static int admit(const char *dir, enum mutation m, struct loom_hparams *hp, loom
     int rc = loom_gguf_open(path, &g, err);
     CHECK(rc == LOOM_OK, "open mutation %d: %s", (int)m, err->msg);
     if (!rc)
-        rc = loom_qwen35_admit(g, hp, err);
+    {
+        const struct loom_arch *arch;
+        rc = loom_arch_admit(g, &arch, hp, geo, err);
+    }
     loom_gguf_close(g);
     unlink(path);
     return rc;
 }
 
+static int admit(const char *dir, enum mutation m, struct loom_hparams *hp, loom_error *err)
+{
+    struct loom_geometry geo;
+    return admit_geo(dir, m, hp, &geo, err);
+}
+
 static void test_valid(const char *dir)
 {
     struct loom_hparams hp;
+    struct loom_geometry geo;
     loom_error e = {0};
-    int rc = admit(dir, M_NONE, &hp, &e);
+    int rc = admit_geo(dir, M_NONE, &hp, &geo, &e);
     CHECK(rc == LOOM_OK, "valid model admitted: %s", e.msg);
     if (rc)
         return;
@@ -184,10 +195,9 @@ static void test_valid(const char *dir)
           "hp ssm");
     CHECK(hp.tied_output == 1 && hp.n_ctx_train == 4096, "tied, ctx");
     /* per recurrent layer: conv (4-1) x 128 channels x 4 B + 4 heads x 16 x 16 x 4 B = 1536 + 4096 */
-    CHECK(loom_qwen35_recurrent_state_bytes(&hp) == 3 * (1536 + 4096), "recurrent bytes %" PRIu64,
-          loom_qwen35_recurrent_state_bytes(&hp));
+    CHECK(geo.recurrent_state_bytes == 3 * (1536 + 4096), "recurrent bytes %" PRIu64, geo.recurrent_state_bytes);
     /* per attention layer: 2 kv heads x (16 + 16) x 2 B */
-    CHECK(loom_qwen35_kv_bytes_per_token(&hp) == 128, "kv bytes %" PRIu64, loom_qwen35_kv_bytes_per_token(&hp));
+    CHECK(geo.kv_bytes_per_token == 128, "kv bytes %" PRIu64, geo.kv_bytes_per_token);
 
     CHECK(admit(dir, M_UNTIED, &hp, &e) == LOOM_OK && hp.tied_output == 0, "untied admitted: %s", e.msg);
     CHECK(admit(dir, M_NEXTN, &hp, &e) == LOOM_OK && hp.n_layer == N_LAYER, "nextn layer tolerated: %s", e.msg);

@@ -305,13 +305,15 @@ static void test_writer_refusals(void)
 static void test_admission_keys(void)
 {
     loom_error e = {0};
+    const struct loom_arch *arch;
     struct loom_hparams hp;
+    struct loom_geometry geo;
     struct gb b = {0};
     gb_header(&b, 3, 0, 1);
     gb_kv_str(&b, "general.architecture", "qwen35");
     struct loom_gguf *g = NULL;
     CHECK(loom_gguf_open_buffer(b.p, b.n, &g, &e) == LOOM_OK, "%s", e.msg);
-    CHECK(g && loom_qwen35_admit(g, &hp, &e) == LOOM_E_FORMAT &&
+    CHECK(g && loom_arch_admit(g, &arch, &hp, &geo, &e) == LOOM_E_FORMAT &&
               strstr(e.msg, "missing required key 'qwen35.context_length'"),
           "missing key: %s", e.msg);
     loom_gguf_close(g);
@@ -320,7 +322,7 @@ static void test_admission_keys(void)
     gb_kv_str(&b, "general.architecture", "qwen35");
     gb_kv_str(&b, "qwen35.context_length", "4096");
     CHECK(loom_gguf_open_buffer(b.p, b.n, &g, &e) == LOOM_OK, "%s", e.msg);
-    CHECK(g && loom_qwen35_admit(g, &hp, &e) == LOOM_E_FORMAT &&
+    CHECK(g && loom_arch_admit(g, &arch, &hp, &geo, &e) == LOOM_E_FORMAT &&
               strstr(e.msg, "'qwen35.context_length': expected UINT32, found STRING"),
           "wrong key type: %s", e.msg);
     loom_gguf_close(g);
@@ -328,7 +330,8 @@ static void test_admission_keys(void)
     gb_header(&b, 3, 0, 1);
     gb_kv_str(&b, "general.architecture", "llama");
     CHECK(loom_gguf_open_buffer(b.p, b.n, &g, &e) == LOOM_OK, "%s", e.msg);
-    CHECK(g && loom_qwen35_admit(g, &hp, &e) == LOOM_E_FORMAT && strstr(e.msg, "found 'llama'"), "arch: %s", e.msg);
+    CHECK(g && loom_arch_admit(g, &arch, &hp, &geo, &e) == LOOM_E_FORMAT && strstr(e.msg, "found 'llama'"), "arch: %s",
+          e.msg);
     loom_gguf_close(g);
     free(b.p);
 }

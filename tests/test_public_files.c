@@ -143,6 +143,7 @@ static void test_describe(void)
     for (uint32_t il = 0; il < d.n_layer; il++)
         n_attn += d.layer_kind[il] == 1;
     CHECK(n_attn > 0 && n_attn < d.n_layer && !strcmp(d.kinds[1].name, "attention"), "%u attention layers", n_attn);
+    loom_model_desc_free(&d);
     loom_session_free(s);
     loom_model_free(m);
 }

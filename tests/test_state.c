@@ -39,8 +39,14 @@ static void test_owners(const loom_model *m)
     if (!s)
         return;
     const struct loom_hparams *hp = &m->hp;
-    struct loom_state_owner o[2 * LOOM_MAX_LAYERS];
-    int n = loom_session_state_owners(s, o, 2 * LOOM_MAX_LAYERS);
+    int n = loom_session_state_owners(s, NULL, 0);
+    struct loom_state_owner *o = calloc((size_t)n, sizeof *o);
+    if (!o) {
+        CHECK(0, "owner list of %d: out of memory", n);
+        loom_session_free(s);
+        return;
+    }
+    loom_session_state_owners(s, o, n);
     CHECK(n == 2 * (int)hp->n_layer, "%d owners for %u layers", n, hp->n_layer);
     uint64_t rec = 0, kv_pos = 0, total = 0;
     for (int i = 0; i < n; i++) {
@@ -55,14 +61,15 @@ static void test_owners(const loom_model *m)
         kv_pos += o[i].bytes_per_pos;
         total += o[i].bytes;
     }
-    CHECK(rec == loom_qwen35_recurrent_state_bytes(hp), "recurrent bytes %llu vs formula %llu",
-          (unsigned long long)rec, (unsigned long long)loom_qwen35_recurrent_state_bytes(hp));
-    CHECK(kv_pos == loom_qwen35_kv_bytes_per_token(hp), "KV bytes per position %llu vs formula %llu",
-          (unsigned long long)kv_pos, (unsigned long long)loom_qwen35_kv_bytes_per_token(hp));
+    CHECK(rec == m->geo.recurrent_state_bytes, "recurrent bytes %llu vs geometry %llu", (unsigned long long)rec,
+          (unsigned long long)m->geo.recurrent_state_bytes);
+    CHECK(kv_pos == m->geo.kv_bytes_per_token, "KV bytes per position %llu vs geometry %llu",
+          (unsigned long long)kv_pos, (unsigned long long)m->geo.kv_bytes_per_token);
     CHECK(total == loom_session_state_bytes(s) && total == rec + 40 * kv_pos, "state bytes %llu vs %llu",
           (unsigned long long)loom_session_state_bytes(s), (unsigned long long)(rec + 40 * kv_pos));
     printf("owners: %d, recurrent %llu B, KV %llu B/position, %llu B at n_ctx 40\n", n, (unsigned long long)rec,
            (unsigned long long)kv_pos, (unsigned long long)total);
+    free(o);
     loom_session_free(s);
 }
 
@@ -418,9 +425,8 @@ static void test_context(const loom_model *m, const int32_t *tokens)
         int want = m->hp.n_ctx_train < 4096 ? (int)m->hp.n_ctx_train : 4096;
         CHECK(loom_session_n_ctx(d) == want, "default context %d, expected min(model %u, 4096)",
               loom_session_n_ctx(d), m->hp.n_ctx_train);
-        CHECK(loom_session_state_bytes(d) == loom_qwen35_recurrent_state_bytes(&m->hp) +
-                                                 (uint64_t)want * loom_qwen35_kv_bytes_per_token(&m->hp),
-              "default state bytes follow the formula");
+        CHECK(loom_session_state_bytes(d) == m->geo.recurrent_state_bytes + (uint64_t)want * m->geo.kv_bytes_per_token,
+              "default state bytes follow the geometry");
     }
     loom_session_free(d);
     loom_session *s = new_session(m, 12, 1);
@@ -825,7 +831,7 @@ out:
  * run (from the nearest checkpoint left, or the empty state), and a budget below one checkpoint refuses. */
 static void check_budget(const loom_model *m, const int32_t *tok)
 {
-    uint64_t one = loom_qwen35_recurrent_state_bytes(&m->hp);
+    uint64_t one = m->geo.recurrent_state_bytes;
     int nv = loom_model_n_logits(m);
     loom_session_params sp = {.n_ctx = 64, .n_threads = 1, .checkpoint_every = 2, .checkpoint_budget = 2 * one};
     loom_error err = {0};

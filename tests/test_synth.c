@@ -1,5 +1,5 @@
 /* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
- * bytes), geometry admitted by loom_qwen35_admit, tokenizer padding, and the recipe's statistics. */
+ * bytes), geometry admitted by loom_arch_admit, tokenizer padding, and the recipe's statistics. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,9 +224,11 @@ static void test_admit(const char *dir, const char *voc, uint64_t n_tok, const c
     loom_error err = {0};
     CHECK(loom_gguf_open(path, &g, &err) == LOOM_OK, "open %s: %s", path, err.msg);
     if (g) {
+        const struct loom_arch *arch;
         struct loom_hparams hp;
+        struct loom_geometry geo;
         memset(&hp, 0, sizeof hp);
-        int rc = loom_qwen35_admit(g, &hp, &err);
+        int rc = loom_arch_admit(g, &arch, &hp, &geo, &err);
         CHECK(rc == LOOM_OK, "admit %s: %s", preset, err.msg);
         if (rc == LOOM_OK)
             check_hparams(loom_synth_find_preset(preset), &hp);

@@ -105,7 +105,7 @@ int loom_cli_inspect(int argc, char **argv)
     }
     const char *path = argv[1 + check];
     loom_gguf *g = NULL;
-    loom_model_desc desc;
+    loom_model_desc desc = {0};
     loom_error err = {0};
     int rc = loom_gguf_open(path, &g, &err);
     if (!rc) {
@@ -116,10 +116,12 @@ int loom_cli_inspect(int argc, char **argv)
         rc = loom_gguf_check_tensors(g, &err);
     if (rc) {
         fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
+        loom_model_desc_free(&desc);
         loom_gguf_close(g);
         return 1;
     }
     print_model(path, g, &desc);
+    loom_model_desc_free(&desc);
     loom_gguf_close(g);
     return fflush(stdout) ? 1 : 0;
 }

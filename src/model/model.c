@@ -1,5 +1,5 @@
-/* model.c — loading a model: open the GGUF (mmap), run qwen35 admission, bind every tensor to the
- * layer plan (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
+/* model.c — loading a model: open the GGUF (mmap), run its architecture's admission, bind every tensor to
+ * the layer plan by the architecture's weight table (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
  * data (check_tensors), repack the weights the active kernel set multiplies faster in the X16 layout,
  * and load the tokenizer. Also the model file's warnings (the text-side queries are in src/api/model_info.c).
  * The model is immutable once returned. */
@@ -57,81 +57,31 @@ static int bind_f32(const struct loom_gguf *g, const char *name, uint64_t n, con
     return LOOM_OK;
 }
 
-static int bind_layer_weight(const struct loom_gguf *g, uint32_t il, const char *suffix, struct loom_weight *w,
-                             loom_error *err)
+/* Bind layer il's weight table rows of its kind (admission has checked every shape and vector type). */
+static int bind_layer(const struct loom_model *m, uint32_t il, struct loom_layer *L, loom_error *err)
 {
-    char name[96];
-    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
-    return bind_weight(g, name, 1, w, err);
+    const struct loom_arch *a = m->arch;
+    L->kind = a->layer_kind(&m->hp, il);
+    char name[128];
+    int rc;
+    for (int i = 0; i < a->n_weights; i++) {
+        const struct loom_weight_row *r = &a->weights[i];
+        if (!(r->kinds & (1u << L->kind)))
+            continue;
+        snprintf(name, sizeof name, "blk.%u.%s", il, r->name);
+        const struct loom_gguf_tensor *t = loom_gguf_find_tensor(m->gguf, name);
+        void *field = (char *)L + r->field;
+        if (!t) /* an optional row the file lacks */
+            continue;
+        if (r->vector)
+            *(const float **)field = t->data;
+        else if ((rc = bind_weight(m->gguf, name, 1, field, err)))
+            return rc;
+    }
+    return LOOM_OK;
 }
 
-static int bind_layer_f32(const struct loom_gguf *g, uint32_t il, const char *suffix, uint64_t n, const float **out,
-                          loom_error *err)
-{
-    char name[96];
-    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
-    return bind_f32(g, name, n, out, err);
-}
-
-static int bind_recurrent(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
-                          loom_error *err)
-{
-    uint64_t channels = 2ull * hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
-    int rc = bind_layer_weight(g, il, "attn_qkv.weight", &L->qkv, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "attn_gate.weight", &L->z, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ssm_alpha.weight", &L->alpha, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ssm_beta.weight", &L->beta, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ssm_out.weight", &L->ssm_out, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "ssm_conv1d.weight", channels * hp->ssm_conv_kernel, &L->conv1d, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "ssm_dt.bias", hp->ssm_n_v_heads, &L->dt_bias, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "ssm_a", hp->ssm_n_v_heads, &L->ssm_a, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "ssm_norm.weight", hp->ssm_head_dim, &L->ssm_norm, err);
-    return rc;
-}
-
-static int bind_attention(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
-                          loom_error *err)
-{
-    int rc = bind_layer_weight(g, il, "attn_q.weight", &L->wq, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "attn_k.weight", &L->wk, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "attn_v.weight", &L->wv, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "attn_output.weight", &L->wo, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "attn_q_norm.weight", hp->head_dim_k, &L->q_norm, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "attn_k_norm.weight", hp->head_dim_k, &L->k_norm, err);
-    return rc;
-}
-
-static int bind_layer(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t il, struct loom_layer *L,
-                      loom_error *err)
-{
-    L->kind = (il + 1) % hp->full_attn_interval == 0 ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
-    int rc = bind_layer_f32(g, il, "attn_norm.weight", hp->n_embd, &L->attn_norm, err);
-    if (!rc)
-        rc = bind_layer_f32(g, il, "post_attention_norm.weight", hp->n_embd, &L->post_norm, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ffn_gate.weight", &L->ffn_gate, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ffn_up.weight", &L->ffn_up, err);
-    if (!rc)
-        rc = bind_layer_weight(g, il, "ffn_down.weight", &L->ffn_down, err);
-    if (rc)
-        return rc;
-    return L->kind == LOOM_LAYER_ATTENTION ? bind_attention(g, hp, il, L, err) : bind_recurrent(g, hp, il, L, err);
-}
-
+/* The layers, sized by the admitted block_count, and the global tensors. */
 static int bind_model(struct loom_model *m, loom_error *err)
 {
     const struct loom_hparams *hp = &m->hp;
@@ -144,14 +94,12 @@ static int bind_model(struct loom_model *m, loom_error *err)
         m->output = m->tok_embd;
     else if ((rc = bind_weight(m->gguf, "output.weight", 1, &m->output, err)))
         return rc;
-    if (hp->ssm_conv_kernel < 1 || hp->ssm_conv_kernel > LOOM_OPS_MAX_CONV_KERNEL)
-        return loom_errorf(err, LOOM_E_FORMAT, "qwen35.ssm.conv_kernel: expected 1..%d, found %u",
-                           LOOM_OPS_MAX_CONV_KERNEL, hp->ssm_conv_kernel);
-    if (hp->n_layer > LOOM_MAX_LAYERS)
-        return loom_errorf(err, LOOM_E_FORMAT, "block_count: expected at most %d, found %u", LOOM_MAX_LAYERS,
-                           hp->n_layer);
+    if ((rc = m->arch->check_circuits(hp, err)))
+        return rc;
+    if (!(m->layers = calloc(hp->n_layer, sizeof *m->layers)))
+        return loom_errorf(err, LOOM_E_NOMEM, "model: allocating %u layers failed", hp->n_layer);
     for (uint32_t il = 0; il < hp->n_layer; il++)
-        if ((rc = bind_layer(m->gguf, hp, il, &m->layers[il], err)))
+        if ((rc = bind_layer(m, il, &m->layers[il], err)))
             return rc;
     return LOOM_OK;
 }
@@ -168,19 +116,18 @@ void loom_weight_release_rows(const struct loom_weight *w)
         madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only: a failure leaves the pages in */
 }
 
-/* The weights loom_matmul multiplies (the head, and per layer its projections). */
+/* The weights loom_matmul multiplies (the head, and per layer its weight table's matrices). */
 static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
 {
     int n = 0;
     ws[n++] = &m->output;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-        struct loom_layer *L = &m->layers[il];
-        struct loom_weight *lw[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
-                                    &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
-        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
-            if (lw[i]->data)
-                ws[n++] = lw[i];
-    }
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        for (int i = 0; i < m->arch->n_weights; i++) {
+            const struct loom_weight_row *r = &m->arch->weights[i];
+            struct loom_weight *w = (struct loom_weight *)(void *)((char *)&m->layers[il] + r->field);
+            if (!r->vector && w->data)
+                ws[n++] = w;
+        }
     return n;
 }
 
@@ -189,7 +136,7 @@ static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
  * the final resident size plus one tensor. */
 static int repack_weights(struct loom_model *m, loom_error *err)
 {
-    struct loom_weight **ws = malloc(sizeof *ws * (1 + 12 * (size_t)m->hp.n_layer));
+    struct loom_weight **ws = malloc(sizeof *ws * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
     if (!ws)
         return loom_errorf(err, LOOM_E_NOMEM, "repacking weights: allocating the weight list failed");
     int n = matmul_weights(m, ws);
@@ -248,7 +195,7 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
     m->kernels = loom_kernels_active();
     int rc = loom_gguf_open(path, &m->gguf, err);
     if (!rc)
-        rc = loom_qwen35_admit(m->gguf, &m->hp, err);
+        rc = loom_arch_admit(m->gguf, &m->arch, &m->hp, &m->geo, err);
     if (!rc)
         rc = bind_model(m, err);
     if (!rc && params && params->check_tensors)
@@ -273,6 +220,7 @@ void loom_model_free(loom_model *model)
     if (model->gguf)
         loom_gguf_close(model->gguf);
     free(model->x16_store);
+    free(model->layers);
     free(model);
 }
 

@@ -1,6 +1,7 @@
-/* model.h — the immutable loaded model: hyper-parameters, the layer execution plan (which layers are
- * Gated DeltaNet recurrent layers, which are gated full-attention layers, and the state each owns),
- * and weight views into the GGUF mmap. Nothing here is mutated after loom_model_load returns. */
+/* model.h — the immutable loaded model: its architecture instance (model/arch.h), hyper-parameters and
+ * the geometry derived from them, the layer execution plan (which layers are Gated DeltaNet recurrent
+ * layers, which are gated full-attention layers) and weight views into the GGUF mmap. Nothing here is
+ * mutated after loom_model_load returns. */
 #ifndef LOOM_MODEL_H
 #define LOOM_MODEL_H
 
@@ -9,12 +10,9 @@
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "loom.h"
+#include "model/arch.h"
 
-#define LOOM_MAX_LAYERS 256
-
-enum loom_layer_kind { LOOM_LAYER_RECURRENT = 0, LOOM_LAYER_ATTENTION = 1 };
-
-/* qwen35 hyper-parameters (GGUF keys under "qwen35."; see ../shared/REFERENCE.md for the mapping). */
+/* Hyper-parameters of the qwen35 family (GGUF keys under "qwen35."; see ../shared/REFERENCE.md for the mapping). */
 struct loom_hparams {
     char arch[32];          /* general.architecture */
     uint32_t n_vocab;       /* rows of token_embd (= logits width) */
@@ -39,7 +37,8 @@ struct loom_hparams {
     int tied_output;        /* no output.weight: the head is token_embd */
 };
 
-/* Weights of one layer. Norm vectors are F32 arrays in the map. */
+/* Weights of one layer: the binding fields of the architectures' weight tables (a layer binds the rows of
+ * its kind; the others stay empty). Norm vectors are F32 arrays in the map. */
 struct loom_layer {
     enum loom_layer_kind kind;
     const float *attn_norm;      /* [n_embd] */
@@ -66,15 +65,27 @@ struct loom_tokenizer;
 
 struct loom_model {
     struct loom_gguf *gguf;
+    const struct loom_arch *arch;
     struct loom_hparams hp;
+    struct loom_geometry geo;
     struct loom_weight tok_embd;   /* [n_vocab][n_embd] */
     const float *output_norm;      /* [n_embd] */
     struct loom_weight output;     /* = tok_embd when tied */
-    struct loom_layer layers[LOOM_MAX_LAYERS];
+    struct loom_layer *layers;     /* [hp.n_layer] */
     struct loom_tokenizer *tok;
     void *x16_store;               /* the X16 copies of the weights repacked at load (one allocation), or NULL */
     const struct loom_kernel_set *kernels; /* the kernel set chosen when it was loaded (loom_kernels_active) */
 };
+
+/* The binding field of weight table row r in layer L: a matrix, or an F32 vector. */
+static inline const struct loom_weight *loom_layer_matrix(const struct loom_layer *L, const struct loom_weight_row *r)
+{
+    return (const struct loom_weight *)(const void *)((const char *)L + r->field);
+}
+static inline const float *loom_layer_vector(const struct loom_layer *L, const struct loom_weight_row *r)
+{
+    return *(const float *const *)(const void *)((const char *)L + r->field);
+}
 
 /* Give back the file-map pages that lie wholly inside the part of an X16 weight's GGUF bytes (w->rows)
  * that its groups replace, so that the process does not keep both copies resident (the map re-reads them
@@ -85,23 +96,5 @@ void loom_weight_release_rows(const struct loom_weight *w);
  * what llama.cpp's check_tensors runs); reads all tensor data. LOOM_OK, or LOOM_E_FORMAT naming the first
  * failing tensor (file order), its row, and the block or element and what was found. */
 int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err);
-
-/* Admission for qwen35: check every required key and its type, derive the hyper-parameters, check
- * every tensor's presence, name, shape and type against them, and reject extra tensors. Fills *hp.
- * Errors name the key or tensor, the expectation and the finding. Allocates nothing. */
-int loom_qwen35_admit(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err);
-
-/* Bytes of state per sequence: per recurrent layer conv state + recurrent matrix (F32); per attention
- * layer K and V rows (F16) per position. */
-uint64_t loom_qwen35_recurrent_state_bytes(const struct loom_hparams *hp);
-uint64_t loom_qwen35_kv_bytes_per_token(const struct loom_hparams *hp);
-/* Channels of a recurrent layer's causal convolution (q and k, n_k_heads * head_dim each, then v, inner): the
- * rows of its conv state, into *chan. Nonzero when it overflows 64 bits. */
-int loom_qwen35_conv_channels(const struct loom_hparams *hp, uint64_t *chan);
-/* One layer's state: a recurrent layer's conv state [channels][conv_kernel - 1] and recurrent matrices
- * [n_v_heads][head_dim][head_dim] (F32), an attention layer's K and V rows at one position (F16). Nonzero when
- * a size overflows 64 bits. */
-int loom_qwen35_layer_state_bytes(const struct loom_hparams *hp, uint64_t *conv, uint64_t *recurrent,
-                                  uint64_t *kv_per_token);
 
 #endif

@@ -1,8 +1,9 @@
 /* qwen35_describe.c — loom_model_describe (loom.h, "Model files"): admission of a file without loading its
  * weights, and its description in qwen35's terms: hyper-parameters as its keys name them, the layer plan, and
- * the state each kind of layer owns, whose sizes come from the model code (qwen35_admit.c). */
+ * the state each kind of layer owns, whose sizes come from the geometry its admission derived (arch_qwen35.c). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -44,12 +45,13 @@ static void desc_hparams(const struct loom_hparams *hp, loom_model_desc *d)
 }
 
 /* The two kinds of layer (0 recurrent, 1 attention), the state each owns, and the plan. */
-static void desc_layers(const struct loom_hparams *hp, loom_model_desc *d)
+static void desc_layers(const struct loom_arch *arch, const struct loom_hparams *hp, const struct loom_geometry *geo,
+                        loom_model_desc *d)
 {
     unsigned long long d_head = hp->ssm_head_dim;
-    uint64_t chan, conv, mat, kv;
-    loom_qwen35_conv_channels(hp, &chan); /* admission rejected geometries that overflow */
-    loom_qwen35_layer_state_bytes(hp, &conv, &mat, &kv);
+    uint64_t chan = geo->conv_channels, conv = geo->owner[LOOM_OWNER_CONV].bytes;
+    uint64_t mat = geo->owner[LOOM_OWNER_RECURRENT].bytes;
+    uint64_t kv = geo->owner[LOOM_OWNER_K].bytes + geo->owner[LOOM_OWNER_V].bytes;
     desc_item(&d->kinds[0], "recurrent",
               "conv state [%llu][%u] F32 = %llu B + recurrent state [%u][%llu][%llu] F32 = %llu B; writes no KV",
               (unsigned long long)chan, hp->ssm_conv_kernel - 1, (unsigned long long)conv, hp->ssm_n_v_heads, d_head,
@@ -59,27 +61,39 @@ static void desc_layers(const struct loom_hparams *hp, loom_model_desc *d)
     d->n_kinds = 2;
     uint32_t n_attn = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++)
-        n_attn += d->layer_kind[il] = (il + 1) % hp->full_attn_interval == 0;
+        n_attn += d->layer_kind[il] = arch->layer_kind(hp, il) == LOOM_LAYER_ATTENTION;
     snprintf(d->plan, sizeof d->plan, "%u layers (%u Gated DeltaNet recurrent, %u gated full attention)",
              hp->n_layer, hp->n_layer - n_attn, n_attn);
 }
 
 int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *err)
 {
+    const struct loom_arch *arch;
     struct loom_hparams hp;
+    struct loom_geometry geo;
     memset(out, 0, sizeof *out);
-    int rc = loom_qwen35_admit(g, &hp, err);
+    int rc = loom_arch_admit(g, &arch, &hp, &geo, err);
     if (rc != LOOM_OK)
         return rc;
-    _Static_assert(LOOM_DESC_MAX_LAYERS >= LOOM_MAX_LAYERS, "a description holds every layer admission allows");
+    out->layer_kind = malloc(hp.n_layer); /* admission bounded n_layer by the file's tensor count */
+    if (!out->layer_kind)
+        return loom_errorf(err, LOOM_E_NOMEM, "describe: %u layer kinds", hp.n_layer);
     const struct loom_gguf_kv *tokens = loom_gguf_find_kv(g, "tokenizer.ggml.tokens");
     snprintf(out->arch, sizeof out->arch, "%s", hp.arch);
     out->n_layer = hp.n_layer;
     loom_gguf_get_u32(g, "qwen35.nextn_predict_layers", 1, &out->n_nextn, NULL); /* admission checked it */
     out->n_tokens = tokens ? tokens->arr_n : 0;
-    out->kv_bytes_per_token = loom_qwen35_kv_bytes_per_token(&hp);
-    out->recurrent_state_bytes = loom_qwen35_recurrent_state_bytes(&hp);
+    out->kv_bytes_per_token = geo.kv_bytes_per_token;
+    out->recurrent_state_bytes = geo.recurrent_state_bytes;
     desc_hparams(&hp, out);
-    desc_layers(&hp, out);
+    desc_layers(arch, &hp, &geo, out);
     return LOOM_OK;
+}
+
+void loom_model_desc_free(loom_model_desc *d)
+{
+    if (d) {
+        free(d->layer_kind);
+        d->layer_kind = NULL;
+    }
 }

@@ -49,14 +49,14 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
     struct loom_row *rows = lead->sc.rows;
     for (int i = 0; i < n; i++)
         rows[i].s = sessions[i];
-    rc = loom_qwen35_forward_rows(lead, tokens, n, rows);
+    rc = lead->circuits->forward_rows(lead, tokens, n, rows);
     if (rc == LOOM_E_CANCELLED)
         return loom_errorf(err, rc, "decode: cancelled by an abort callback; nothing was published");
     if (rc)
         return loom_errorf(err, rc, "decode: the step failed (stage hook code %d); nothing was published", rc);
     int64_t E = lead->model->hp.n_embd, nl = lead->n_logits;
     float *xn = lead->sc.xn;
-    loom_qwen35_output_norm(lead, lead->sc.x, n, xn);
+    lead->circuits->output_norm(lead, lead->sc.x, n, xn);
     rc = lead->hook ? lead->hook(lead->hook_ctx, -1, "output_norm", xn, (int64_t)n * E) : 0;
     int finite = 1;
     for (int64_t i = 0; i < (int64_t)n * E; i++)
@@ -66,13 +66,13 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
                            "was published");
     /* publishing cannot fail from here: the hidden rows are finite */
     if (logits)
-        loom_qwen35_head(lead, xn, n, logits);
+        lead->circuits->head(lead, xn, n, logits);
     for (int i = 0; i < n; i++) {
         struct loom_session *s = sessions[i];
         if (logits)
             memcpy(s->logits_work, logits + (int64_t)i * nl, (size_t)nl * sizeof(float));
         else
-            loom_qwen35_head(lead, xn + (int64_t)i * E, 1, s->logits_work);
+            lead->circuits->head(lead, xn + (int64_t)i * E, 1, s->logits_work);
         float *t = s->logits;
         s->logits = s->logits_work;
         s->logits_work = t;

@@ -9,24 +9,19 @@
 #include "runtime/session.h"
 #include "util/error.h"
 
+/* The fixed-size owners in owner order (every recurrent layer's conv state then recurrent matrices). */
 void loom_session_copy_recurrent(struct loom_session *s, int copy, float *buf, int to_state)
 {
-    const struct loom_hparams *hp = &s->model->hp;
-    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
-    size_t conv = chan * (hp->ssm_conv_kernel - 1), rec = (size_t)hp->ssm_n_v_heads * d * d;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct loom_layer_state *ls = &s->layers[il];
-        if (s->model->layers[il].kind != LOOM_LAYER_RECURRENT)
+    char *at = (char *)buf;
+    for (int i = 0; i < s->n_owners; i++) {
+        const struct loom_state_owner *o = &s->owners[i];
+        if (o->pos_axis >= 0)
             continue;
-        float *parts[2] = {ls->conv[copy], ls->rec[copy]};
-        size_t sizes[2] = {conv, rec};
-        for (int i = 0; i < 2; i++) {
-            if (to_state)
-                memcpy(parts[i], buf, sizes[i] * sizeof(float));
-            else
-                memcpy(buf, parts[i], sizes[i] * sizeof(float));
-            buf += sizes[i];
-        }
+        if (to_state)
+            memcpy(loom_owner_data(s, o, copy), at, o->bytes);
+        else
+            memcpy(at, loom_owner_data(s, o, copy), o->bytes);
+        at += o->bytes;
     }
 }
 
@@ -51,7 +46,7 @@ int loom_session_n_checkpoints(const loom_session *session) { return session->n_
  * (one state's worth less memory); pending then holds the evicted buffer, or NULL until the next snapshot. */
 static int add_checkpoint(struct loom_session *s, int pos, const float *from, loom_error *err)
 {
-    uint64_t bytes = loom_qwen35_recurrent_state_bytes(&s->model->hp);
+    uint64_t bytes = s->model->geo.recurrent_state_bytes;
     if (pos == 0)
         return LOOM_OK; /* the empty state needs no snapshot */
     for (int i = 0; i < s->n_ckpt; i++)
@@ -94,7 +89,7 @@ int loom_session_checkpoint(loom_session *s, loom_error *err) { return add_check
 void loom_session_snapshot_work(struct loom_session *s, int pos)
 {
     if (!s->pending)
-        s->pending = malloc(loom_qwen35_recurrent_state_bytes(&s->model->hp) + 1);
+        s->pending = malloc(s->model->geo.recurrent_state_bytes + 1);
     if (!s->pending)
         return; /* a cache: no snapshot this time */
     loom_session_copy_recurrent(s, s->cur ^ 1, s->pending, 0);

@@ -1,4 +1,4 @@
-/* qwen35.c — the qwen35 circuits: token embedding, then per layer RMSNorm -> (Gated DeltaNet branch |
+/* qwen35.c — the qwen35 circuits (loom_circuits_qwen35): token embedding, then per layer RMSNorm -> (Gated DeltaNet branch |
  * gated full-attention branch) -> residual -> post-attention RMSNorm -> SwiGLU MLP -> residual, then the
  * final RMSNorm and the output head. A chunk of n tokens goes through each layer before the next one
  * (prefill); decode is the same code with n = 1. Follows llama.cpp src/models/qwen35.cpp and
@@ -148,11 +148,6 @@ static void add_rows(const struct chunk *c, float *x, const float *y)
 
 /* ---- Gated DeltaNet branch ------------------------------------------------------------------------ */
 
-static int64_t rec_channels(const struct loom_hparams *hp)
-{
-    return 2 * (int64_t)hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
-}
-
 /* Causal conv1d over channel ranges; each channel walks the chunk's tokens in order, on the private copy
  * of its conv state (first copied from the public one when the request starts), a run of tokens sharing
  * a state per kernel call. */
@@ -160,7 +155,7 @@ static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct chunk *c = ctx;
-    int64_t ch = rec_channels(c->hp);
+    int64_t ch = (int64_t)c->m->geo.conv_channels;
     int K = (int)c->hp->ssm_conv_kernel;
     for (int t = 0; t < c->n;) {
         struct row_state r = row_at(c, t);
@@ -183,7 +178,8 @@ static void qk_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     const struct loom_scratch *sc = &c->s->sc;
-    int64_t ch = rec_channels(hp), d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, Hk = hp->ssm_n_k_heads;
+    int64_t ch = (int64_t)c->m->geo.conv_channels, d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads;
+    int64_t Hk = hp->ssm_n_k_heads;
     for (int64_t t = begin; t < end; t++) {
         for (int64_t h = 0; h < Hv; h++) {
             float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
@@ -205,7 +201,7 @@ static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_hparams *hp = c->hp;
     const struct loom_scratch *sc = &c->s->sc;
     int d = (int)hp->ssm_head_dim;
-    int64_t ch = rec_channels(hp), key_dim = (int64_t)hp->ssm_n_k_heads * d, Hv = hp->ssm_n_v_heads;
+    int64_t ch = (int64_t)c->m->geo.conv_channels, key_dim = (int64_t)hp->ssm_n_k_heads * d, Hv = hp->ssm_n_v_heads;
     for (int64_t h = begin; h < end; h++) {
         int64_t kh = h % hp->ssm_n_k_heads;
         for (int t = 0; t < c->n;) {
@@ -252,7 +248,7 @@ static int recurrent_branch(struct chunk *c)
     matmul_shared(c, &L->beta, &xn, sc->beta);
     matmul_shared(c, &L->alpha, &xn, sc->alpha);
     STAGE(c, "proj");
-    loom_pool_parallel_for(c->s->pool, rec_channels(hp), 64, conv_task, c);
+    loom_pool_parallel_for(c->s->pool, (int64_t)c->m->geo.conv_channels, 64, conv_task, c);
     STAGE(c, "conv");
     for_tokens(c, qk_task, c);
     loom_pool_parallel_for(c->s->pool, hp->ssm_n_v_heads, 1, delta_task, c);
@@ -453,26 +449,34 @@ static int forward(struct chunk c, const int32_t *tokens)
     return cancelled(&c) ? LOOM_E_CANCELLED : 0;
 }
 
-void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows)
+static void output_norm(const struct loom_session *s, const float *x, int n, float *rows)
 {
     struct rows_job j = {s->ops, s->model->hp.n_embd, s->model->hp.rms_eps, x, s->model->output_norm, rows};
     loom_pool_parallel_for(s->pool, n, TOKEN_GRAIN, norm_task, &j);
 }
 
-void loom_qwen35_head(struct loom_session *s, const float *rows, int n, float *out)
+static void head(struct loom_session *s, const float *rows, int n, float *out)
 {
     matmul_n(s, &s->model->output, rows, n, out);
 }
 
-int loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
+static int forward_chunk(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
 {
     struct chunk c = {.s = s, .m = s->model, .hp = &s->model->hp, .il = -1, .n = n, .pos0 = pos0, .src = src,
                       .dst = dst};
     return forward(c, tokens);
 }
 
-int loom_qwen35_forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
+static int forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
 {
     struct chunk c = {.s = lead, .m = lead->model, .hp = &lead->model->hp, .il = -1, .n = n, .rows = rows};
     return forward(c, tokens);
 }
+
+const struct loom_circuits loom_circuits_qwen35 = {
+    .arch = &loom_arch_qwen35,
+    .forward = forward_chunk,
+    .forward_rows = forward_rows,
+    .output_norm = output_norm,
+    .head = head,
+};

@@ -1,5 +1,5 @@
-/* session.c — the public session API: creation (state owners sized from the model's layer plan, the
- * thread pool, and one arena holding all state and the scratch plan), reset, and eval, which checks a
+/* session.c — the public session API: creation (the architecture's circuits, state owners sized from the
+ * model's layer plan, the thread pool, and one arena holding all state and the scratch plan), reset, and eval, which checks a
  * request completely, runs it chunk by chunk against private state and publishes the recurrent owners,
  * the frontier and the logits together, or nothing (the request core that rewind and the prompt cache
  * share). */
@@ -26,15 +26,40 @@ static void *carve(char *base, size_t *cursor, size_t n)
 static size_t matmul_scratch(const struct loom_model *m, int n_chunk)
 {
     size_t need = loom_matmul_scratch_bytes(m->output.type, m->output.n_in, n_chunk);
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-        const struct loom_layer *L = &m->layers[il];
-        const struct loom_weight *ws[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
-                                          &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->data)
-                need = max_sz(need, loom_matmul_scratch_bytes(ws[i]->type, ws[i]->n_in, n_chunk));
-    }
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        for (int i = 0; i < m->arch->n_weights; i++) {
+            const struct loom_weight *w = loom_layer_matrix(&m->layers[il], &m->arch->weights[i]);
+            if (!m->arch->weights[i].vector && w->data)
+                need = max_sz(need, loom_matmul_scratch_bytes(w->type, w->n_in, n_chunk));
+        }
     return need;
+}
+
+const struct loom_circuits *loom_circuits_find(const struct loom_arch *arch)
+{
+    static const struct loom_circuits *const all[] = {&loom_circuits_qwen35};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->arch == arch)
+            return all[i];
+    return NULL;
+}
+
+static void set_owner(struct loom_layer_state *ls, enum loom_owner_kind kind, int copy, void *at)
+{
+    switch (kind) {
+    case LOOM_OWNER_CONV:
+        ls->conv[copy] = at;
+        break;
+    case LOOM_OWNER_RECURRENT:
+        ls->rec[copy] = at;
+        break;
+    case LOOM_OWNER_K:
+        ls->k = at;
+        break;
+    default:
+        ls->v = at;
+        break;
+    }
 }
 
 /* Lay out (base NULL: measure) every state owner and scratch buffer in one arena. */
@@ -42,25 +67,13 @@ static size_t plan_arena(struct loom_session *s, char *base)
 {
     const struct loom_model *m = s->model;
     const struct loom_hparams *hp = &m->hp;
+    const struct loom_scratch_widths *w = &m->geo.scratch;
     size_t cur = 0, nc = (size_t)s->sc.n_chunk, nt = (size_t)s->n_threads, ctx = (size_t)s->n_ctx;
-    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
-    size_t kv_k = (size_t)hp->n_head_kv * hp->head_dim_k, kv_v = (size_t)hp->n_head_kv * hp->head_dim_v;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct loom_layer_state *ls = &s->layers[il];
-        if (m->layers[il].kind == LOOM_LAYER_RECURRENT) {
-            for (int copy = 0; copy < 2; copy++) {
-                ls->conv[copy] = carve(base, &cur, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
-                ls->rec[copy] = carve(base, &cur, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
-            }
-        } else {
-            ls->k = carve(base, &cur, ctx * kv_k * sizeof(uint16_t));
-            ls->v = carve(base, &cur, ctx * kv_v * sizeof(uint16_t));
-        }
+    for (int i = 0; i < s->n_owners; i++) { /* fixed-size owners twice (public and private copy) */
+        const struct loom_state_owner *o = &s->owners[i];
+        for (int copy = 0; copy < (o->pos_axis < 0 ? 2 : 1); copy++)
+            set_owner(&s->layers[o->layer], o->kind, copy, carve(base, &cur, o->bytes));
     }
-    size_t wide_a = max_sz(chan, max_sz(2 * (size_t)hp->n_head * hp->head_dim_k, hp->n_ff));
-    size_t wide_b = max_sz(chan, max_sz(kv_k, hp->n_ff));
-    size_t wide_c = max_sz(hp->ssm_inner, kv_v);
-    size_t wide_o = max_sz(hp->ssm_inner, (size_t)hp->n_head * hp->head_dim_v);
     s->history = carve(base, &cur, ctx * sizeof(int32_t));
     s->logits = carve(base, &cur, (size_t)s->n_logits * sizeof(float));
     s->logits_work = carve(base, &cur, (size_t)s->n_logits * sizeof(float));
@@ -68,18 +81,18 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->x = carve(base, &cur, nc * hp->n_embd * sizeof(float));
     sc->xn = carve(base, &cur, nc * hp->n_embd * sizeof(float));
     sc->proj = carve(base, &cur, nc * hp->n_embd * sizeof(float));
-    sc->a = carve(base, &cur, nc * wide_a * sizeof(float));
-    sc->b = carve(base, &cur, nc * wide_b * sizeof(float));
-    sc->c = carve(base, &cur, nc * wide_c * sizeof(float));
-    sc->o = carve(base, &cur, nc * wide_o * sizeof(float));
-    sc->alpha = carve(base, &cur, nc * hp->ssm_n_v_heads * sizeof(float));
-    sc->beta = carve(base, &cur, nc * hp->ssm_n_v_heads * sizeof(float));
-    sc->rope = carve(base, &cur, nc * hp->n_rot * sizeof(float));
+    sc->a = carve(base, &cur, nc * w->a * sizeof(float));
+    sc->b = carve(base, &cur, nc * w->b * sizeof(float));
+    sc->c = carve(base, &cur, nc * w->c * sizeof(float));
+    sc->o = carve(base, &cur, nc * w->o * sizeof(float));
+    sc->alpha = carve(base, &cur, nc * w->gates * sizeof(float));
+    sc->beta = carve(base, &cur, nc * w->gates * sizeof(float));
+    sc->rope = carve(base, &cur, nc * w->rope * sizeof(float));
     sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
     sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
     sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(float));
     sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(uint16_t));
-    sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * hp->head_dim_k * sizeof(uint16_t));
+    sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * w->head_dim * sizeof(uint16_t));
     return cur;
 }
 
@@ -113,24 +126,35 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
     }
+    const struct loom_circuits *circuits = loom_circuits_find(model->arch);
+    if (!circuits) {
+        loom_errorf(err, LOOM_E_FORMAT, "session: architecture '%s' has no circuits", model->arch->name);
+        return NULL;
+    }
+    int n_owners = loom_state_owners_list(model, n_ctx, NULL, 0);
     struct loom_session *s = calloc(1, sizeof *s);
     struct loom_layer_state *layers = calloc(model->hp.n_layer ? model->hp.n_layer : 1, sizeof *layers);
+    struct loom_state_owner *owners = calloc(n_owners ? (size_t)n_owners : 1, sizeof *owners);
     struct loom_checkpoint *ckpt = calloc(LOOM_MAX_CHECKPOINTS, sizeof *ckpt);
-    if (!s || !layers || !ckpt) {
+    if (!s || !layers || !owners || !ckpt) {
         free(s);
         free(layers);
+        free(owners);
         free(ckpt);
         loom_errorf(err, LOOM_E_NOMEM, "session: allocating the state table failed");
         return NULL;
     }
     s->model = model;
+    s->circuits = circuits;
+    s->owners = owners;
+    s->n_owners = loom_state_owners_list(model, n_ctx, owners, n_owners);
     s->ops = &model->kernels->ops;
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
     s->numerics = numerics;
     s->checkpoint_every = params && params->checkpoint_every > 0 ? params->checkpoint_every : 0;
     s->checkpoint_budget = params && params->checkpoint_budget ? params->checkpoint_budget
-                                                               : 4 * loom_qwen35_recurrent_state_bytes(&model->hp);
+                                                               : 4 * model->geo.recurrent_state_bytes;
     s->prompt_checkpoints = !(params && params->skip_prompt_checkpoints);
     s->n_logits = (int)model->output.n_out;
     s->layers = layers;
@@ -166,20 +190,15 @@ void loom_session_free(loom_session *session)
     free(session->pending);
     free(session->ckpt);
     free(session->layers);
+    free(session->owners);
     free(session);
 }
 
 void loom_session_clear_recurrent(struct loom_session *s, int copy)
 {
-    const struct loom_hparams *hp = &s->model->hp;
-    size_t d = hp->ssm_head_dim, chan = 2 * (size_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct loom_layer_state *ls = &s->layers[il];
-        if (s->model->layers[il].kind != LOOM_LAYER_RECURRENT)
-            continue;
-        memset(ls->conv[copy], 0, chan * (hp->ssm_conv_kernel - 1) * sizeof(float));
-        memset(ls->rec[copy], 0, (size_t)hp->ssm_n_v_heads * d * d * sizeof(float));
-    }
+    for (int i = 0; i < s->n_owners; i++)
+        if (s->owners[i].pos_axis < 0)
+            memset(loom_owner_data(s, &s->owners[i], copy), 0, s->owners[i].bytes);
 }
 
 /* Only the public recurrent state needs clearing: KV rows at or past the position are never read. */
@@ -240,7 +259,7 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
     for (int done = 0; done < n_tokens;) {
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
         n = done < split && done + n > split ? split - done : n;
-        int rc = loom_qwen35_forward(s, tokens + done, n, pos0 + done, done == 0 ? src : work, work);
+        int rc = s->circuits->forward(s, tokens + done, n, pos0 + done, done == 0 ? src : work, work);
         if (rc == LOOM_E_CANCELLED)
             return loom_errorf(err, rc, "eval: cancelled by the abort callback in the chunk at position %d; nothing "
                                "was published", pos0 + done);
@@ -252,7 +271,7 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
             loom_session_snapshot_work(s, pos0 + done);
         float *rows = all ? s->stage + (int64_t)(done - n) * E : s->sc.xn;
         int first = all ? 0 : n - 1, m = all ? n : 1;
-        loom_qwen35_output_norm(s, s->sc.x + (int64_t)first * E, m, rows);
+        s->circuits->output_norm(s, s->sc.x + (int64_t)first * E, m, rows);
         rc = s->hook ? s->hook(s->hook_ctx, -1, "output_norm", rows, (int64_t)m * E) : 0;
         if (!rc && !all_finite(rows, (int64_t)m * E))
             rc = LOOM_E_INTERNAL;
@@ -262,7 +281,7 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
     }
     if (all)
         return LOOM_OK;
-    loom_qwen35_head(s, s->sc.xn, 1, s->logits_work);
+    s->circuits->head(s, s->sc.xn, 1, s->logits_work);
     int rc = s->hook ? s->hook(s->hook_ctx, -1, "logits", s->logits_work, s->n_logits) : 0;
     if (!rc && !all_finite(s->logits_work, s->n_logits))
         rc = LOOM_E_INTERNAL;
@@ -288,7 +307,7 @@ static void publish(struct loom_session *s, int pos0, const int32_t *tokens, int
         int64_t E = s->model->hp.n_embd, nl = s->n_logits;
         for (int done = 0; done < n_tokens;) {
             int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
-            loom_qwen35_head(s, s->stage + (int64_t)done * E, n, logits + (int64_t)done * nl);
+            s->circuits->head(s, s->stage + (int64_t)done * E, n, logits + (int64_t)done * nl);
             done += n;
         }
         memcpy(s->logits, logits + (int64_t)(n_tokens - 1) * nl, (size_t)nl * sizeof(float));
@@ -329,7 +348,7 @@ static int save_kv_rows(struct loom_session *s, int lo, int hi, uint16_t **saved
     *saved = NULL;
     if (lo >= hi)
         return LOOM_OK;
-    uint64_t bytes = (uint64_t)(hi - lo) * loom_qwen35_kv_bytes_per_token(&s->model->hp);
+    uint64_t bytes = (uint64_t)(hi - lo) * s->model->geo.kv_bytes_per_token;
     int rc = s->hook ? s->hook(s->hook_ctx, -1, "alloc", NULL, 0) : 0;
     if (rc || !(*saved = malloc(bytes ? bytes : 1)))
         return loom_errorf(err, LOOM_E_NOMEM, "eval: allocating %llu bytes to keep the K/V rows of positions "

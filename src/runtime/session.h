@@ -20,8 +20,8 @@
  * per-chunk scratch (activations of every row) small at the same prefill speed. */
 #define LOOM_CHUNK_TOKENS_CANONICAL 128
 
-/* State of one layer; only the fields of its kind are allocated. The recurrent owners are double
- * buffered: copy [cur] (struct loom_session) is public, the other is the private copy a request works
+/* State of one layer: the owners its kind keeps (model/arch.h), the others NULL. The fixed-size owners
+ * (conv, recurrent) are double buffered: copy [cur] (struct loom_session) is public, the other is the private copy a request works
  * on; publishing flips cur. K/V rows at positions >= pos are private (never read as public state), so a
  * request writes its rows in place. */
 struct loom_layer_state {
@@ -31,9 +31,9 @@ struct loom_layer_state {
     uint16_t *v;    /* attention: [n_head_kv][head_dim_v][n_ctx] F16 (transposed, as the reference stores V) */
 };
 
-/* One persistent state owner of a sequence (src/runtime/state.c). Shapes are outermost first; for K/V
- * the position axis is the one that grows, and bytes counts n_ctx positions. */
-enum loom_owner_kind { LOOM_OWNER_CONV = 0, LOOM_OWNER_RECURRENT = 1, LOOM_OWNER_K = 2, LOOM_OWNER_V = 3 };
+/* One persistent state owner of a sequence (src/runtime/state.c), made from the architecture's owner list
+ * of the layer's kind and the model's geometry. Shapes are outermost first; for K/V the position axis
+ * (pos_axis) is the one that grows, and bytes counts n_ctx positions. */
 struct loom_state_owner {
     int layer;
     enum loom_owner_kind kind;
@@ -42,10 +42,19 @@ struct loom_state_owner {
     int64_t shape[3];        /* conv [channels][K-1][1]; recurrent [heads][d][d]; k [n_ctx][heads][dim]; v [heads][dim][n_ctx] */
     uint64_t bytes;          /* whole owner */
     uint64_t bytes_per_pos;  /* K/V: bytes one position adds; 0 for fixed-size owners */
+    int pos_axis;            /* K/V: the index of the n_ctx axis in shape; -1 for fixed-size owners */
 };
 
+/* Fill owners[0..cap) with the state owners of model m's layers at context n_ctx, in layer order (owners
+ * may be NULL to count them); returns how many there are. */
+int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, struct loom_state_owner *owners, int cap);
 /* Fill owners[0..cap) with the session's state owners in layer order; returns how many there are. */
 int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap);
+/* The buffer of owner o in s: copy `copy` of a fixed-size owner, the one buffer of a K/V owner. */
+void *loom_owner_data(const struct loom_session *s, const struct loom_state_owner *o, int copy);
+/* Visit the bytes of positions [lo, hi) of K/V owner o as runs of contiguous bytes, in storage order. */
+void loom_owner_runs(const struct loom_session *s, const struct loom_state_owner *o, int lo, int hi,
+                     void (*fn)(void *ctx, void *at, size_t bytes), void *ctx);
 
 /* Test hook, called after every stage of a request (layer -1 outside the layers; stage names are the
  * step just finished: "alloc" before the staging buffer grows or the K/V rows a rewind rewrites are kept
@@ -61,11 +70,11 @@ typedef int (*loom_stage_hook_fn)(void *ctx, int layer, const char *stage, float
 struct loom_checkpoint {
     int pos;
     uint64_t seq; /* creation order, for eviction */
-    float *data;  /* loom_qwen35_recurrent_state_bytes */
+    float *data;  /* geo.recurrent_state_bytes */
 };
 
 /* Copy the K/V rows of positions [lo, hi) of every attention layer to buf (to_state 0) or buf to them (1);
- * buf holds (hi - lo) * loom_qwen35_kv_bytes_per_token bytes. (src/runtime/state.c) */
+ * buf holds (hi - lo) * geo.kv_bytes_per_token bytes. (src/runtime/state.c) */
 void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t *buf, int to_state);
 /* Set recurrent owner copy `copy` to the empty state (zeros). */
 void loom_session_clear_recurrent(struct loom_session *s, int copy);
@@ -109,8 +118,11 @@ struct loom_scratch {
     uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_GROUP][head_dim_k] */
 };
 
+struct loom_circuits;
+
 struct loom_session {
     const struct loom_model *model;
+    const struct loom_circuits *circuits; /* the model architecture's circuits */
     const struct loom_ops_kernels *ops; /* per-head kernels of the model's kernel set */
     struct loom_pool *pool;
     int n_threads;
@@ -124,6 +136,8 @@ struct loom_session {
     float *logits;      /* [n_logits] last logits (public) */
     float *logits_work; /* [n_logits] the request's last logits before publishing */
     struct loom_layer_state *layers; /* [n_layer] */
+    struct loom_state_owner *owners; /* [n_owners]: every layer's state owners, in layer order */
+    int n_owners;
     struct loom_scratch sc;
     float *stage;       /* [stage_rows][n_embd] final normalized rows of a LOGITS_ALL request */
     int64_t stage_rows;
@@ -143,29 +157,34 @@ struct loom_session {
     size_t arena_bytes;
 };
 
-/* One chunk of a request: tokens[0..n) at positions pos0..pos0+n-1 (1 <= n <= sc.n_chunk, pos0 + n <=
- * n_ctx, ids checked by the caller). Reads the recurrent owners from copy `src` and leaves the updated
- * ones in copy `dst` (src may equal dst), writes K/V rows at pos0.. in place, leaves the final residual
- * rows in sc.x. Returns LOOM_OK, the code a stage hook returned, or LOOM_E_CANCELLED when the abort
- * callback, polled before each layer and after the last, asked to stop. (src/runtime/qwen35.c) */
-int loom_qwen35_forward(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst);
-
 /* One row of a multi-sequence step: the sequence whose next token (at its position) the row is. */
 struct loom_row {
     struct loom_session *s;
 };
 
-/* One decode step for n sequences at once (src/runtime/batch.c checks them): row t is the next token of
- * rows[t].s at its position, read from its public recurrent copy and written to the other; lead provides
- * the scratch, pool and hook and has the largest context; every row's abort callback is polled.
- * (src/runtime/qwen35.c) */
-int loom_qwen35_forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows);
+/* An architecture's circuits (the runtime half of the architecture interface, model/arch.h). */
+struct loom_circuits {
+    const struct loom_arch *arch;
+    /* One chunk of a request: tokens[0..n) at positions pos0..pos0+n-1 (1 <= n <= sc.n_chunk, pos0 + n <=
+     * n_ctx, ids checked by the caller). Reads the recurrent owners from copy `src` and leaves the updated
+     * ones in copy `dst` (src may equal dst), writes K/V rows at pos0.. in place, leaves the final residual
+     * rows in sc.x. Returns LOOM_OK, the code a stage hook returned, or LOOM_E_CANCELLED when the abort
+     * callback, polled before each layer and after the last, asked to stop. */
+    int (*forward)(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst);
+    /* One decode step for n sequences at once (src/runtime/batch.c checks them): row t is the next token of
+     * rows[t].s at its position, read from its public recurrent copy and written to the other; lead
+     * provides the scratch, pool and hook and has the largest context; every row's abort callback is
+     * polled. */
+    int (*forward_rows)(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows);
+    /* rows[n][n_embd] = output RMSNorm of x[n][n_embd]. */
+    void (*output_norm)(const struct loom_session *s, const float *x, int n, float *rows);
+    /* out[n][n_logits] = output head of rows[n][n_embd] (already output-normalized), n <= sc.n_chunk, in the
+     * session's numerics order for a chunk of n rows. */
+    void (*head)(struct loom_session *s, const float *rows, int n, float *out);
+};
 
-/* out[n][n_logits] = output head of rows[n][n_embd] (already output-normalized), n <= sc.n_chunk, in the
- * session's numerics order for a chunk of n rows. (src/runtime/qwen35.c) */
-void loom_qwen35_head(struct loom_session *s, const float *rows, int n, float *out);
-
-/* rows[n][n_embd] = output RMSNorm of x[n][n_embd]. (src/runtime/qwen35.c) */
-void loom_qwen35_output_norm(const struct loom_session *s, const float *x, int n, float *rows);
+/* The instances (src/runtime/qwen35.c) and the one for an architecture (NULL when loom has none). */
+extern const struct loom_circuits loom_circuits_qwen35;
+const struct loom_circuits *loom_circuits_find(const struct loom_arch *arch);
 
 #endif

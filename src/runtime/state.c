@@ -1,7 +1,8 @@
-/* state.c — the one list of a sequence's persistent state owners (per recurrent layer its conv state and
- * recurrent matrices, per attention layer its K and V rows with their positions: shape, dtype, bytes) and
- * the XXH3 digest over all public state of a sequence (frontier, every owner, last logits), and copies of
- * the K/V rows of a range of positions (a request that rewrites public rows saves them first). */
+/* state.c — the one list of a sequence's persistent state owners (the architecture's owners of each layer's
+ * kind, shaped by the model's geometry: per recurrent layer its conv state and recurrent matrices, per
+ * attention layer its K and V rows with their positions: shape, dtype, bytes), the XXH3 digest over all
+ * public state of a sequence (frontier, every owner, last logits), and copies of the K/V rows of a range
+ * of positions (a request that rewrites public rows saves them first). */
 #define XXH_STATIC_LINKING_ONLY
 #include <string.h>
 #include <xxhash.h>
@@ -9,54 +10,90 @@
 #include "kernels/types.h"
 #include "runtime/session.h"
 
-int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap)
+static const char *const owner_names[LOOM_OWNER_KINDS] = {"conv", "recurrent", "k", "v"};
+
+int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, struct loom_state_owner *owners, int cap)
 {
-    const struct loom_hparams *hp = &s->model->hp;
-    int64_t d = hp->ssm_head_dim, chan = 2 * (int64_t)hp->ssm_n_k_heads * d + hp->ssm_inner;
-    int64_t Hkv = hp->n_head_kv, ctx = s->n_ctx;
     int n = 0;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        struct loom_state_owner o[2];
-        if (s->model->layers[il].kind == LOOM_LAYER_RECURRENT) {
-            o[0] = (struct loom_state_owner){(int)il, LOOM_OWNER_CONV, "conv", LOOM_TYPE_F32,
-                                             {chan, hp->ssm_conv_kernel - 1, 1},
-                                             (uint64_t)chan * (hp->ssm_conv_kernel - 1) * 4, 0};
-            o[1] = (struct loom_state_owner){(int)il, LOOM_OWNER_RECURRENT, "recurrent", LOOM_TYPE_F32,
-                                             {hp->ssm_n_v_heads, d, d}, (uint64_t)hp->ssm_n_v_heads * d * d * 4, 0};
-        } else {
-            uint64_t k_pos = (uint64_t)Hkv * hp->head_dim_k * 2, v_pos = (uint64_t)Hkv * hp->head_dim_v * 2;
-            o[0] = (struct loom_state_owner){(int)il, LOOM_OWNER_K, "k", LOOM_TYPE_F16, {ctx, Hkv, hp->head_dim_k},
-                                             k_pos * (uint64_t)ctx, k_pos};
-            o[1] = (struct loom_state_owner){(int)il, LOOM_OWNER_V, "v", LOOM_TYPE_F16, {Hkv, hp->head_dim_v, ctx},
-                                             v_pos * (uint64_t)ctx, v_pos};
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        enum loom_layer_kind kind = m->layers[il].kind;
+        for (int i = 0; i < m->arch->owners[kind].n; i++, n++) {
+            enum loom_owner_kind ok = m->arch->owners[kind].kinds[i];
+            const struct loom_owner_shape *sh = &m->geo.owner[ok];
+            if (!owners || n >= cap)
+                continue;
+            struct loom_state_owner *o = &owners[n];
+            int pos = sh->pos_axis >= 0;
+            *o = (struct loom_state_owner){(int)il, ok, owner_names[ok], sh->dtype, {sh->shape[0], sh->shape[1],
+                                           sh->shape[2]}, pos ? sh->bytes * (uint64_t)n_ctx : sh->bytes,
+                                           pos ? sh->bytes : 0, sh->pos_axis};
+            if (pos)
+                o->shape[sh->pos_axis] = n_ctx;
         }
-        for (int i = 0; i < 2; i++, n++)
-            if (n < cap)
-                owners[n] = o[i];
     }
     return n;
 }
 
+int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap)
+{
+    for (int i = 0; i < s->n_owners && i < cap; i++)
+        owners[i] = s->owners[i];
+    return s->n_owners;
+}
+
+void *loom_owner_data(const struct loom_session *s, const struct loom_state_owner *o, int copy)
+{
+    const struct loom_layer_state *ls = &s->layers[o->layer];
+    switch (o->kind) {
+    case LOOM_OWNER_CONV:
+        return ls->conv[copy];
+    case LOOM_OWNER_RECURRENT:
+        return ls->rec[copy];
+    case LOOM_OWNER_K:
+        return ls->k;
+    default:
+        return ls->v;
+    }
+}
+
+/* A K/V owner is stored [outer][n_ctx][inner] (outer = the axes before the position axis, inner those
+ * after): positions [lo, hi) are one run per outer index. */
+void loom_owner_runs(const struct loom_session *s, const struct loom_state_owner *o, int lo, int hi,
+                     void (*fn)(void *ctx, void *at, size_t bytes), void *ctx)
+{
+    int64_t outer = 1, inner = 1;
+    for (int a = 0; a < 3; a++)
+        if (a < o->pos_axis)
+            outer *= o->shape[a];
+        else if (a > o->pos_axis)
+            inner *= o->shape[a];
+    size_t el = o->bytes_per_pos / (size_t)(outer * inner), row = (size_t)inner * el;
+    char *base = loom_owner_data(s, o, 0);
+    for (int64_t r = 0; r < outer; r++)
+        fn(ctx, base + ((size_t)r * (size_t)s->n_ctx + (size_t)lo) * row, (size_t)(hi - lo) * row);
+}
+
+struct kv_copy {
+    char *buf;
+    int to_state;
+};
+
+static void copy_run(void *ctx, void *at, size_t bytes)
+{
+    struct kv_copy *c = ctx;
+    if (c->to_state)
+        memcpy(at, c->buf, bytes);
+    else
+        memcpy(c->buf, at, bytes);
+    c->buf += bytes;
+}
+
 void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t *buf, int to_state)
 {
-    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
-    int n = loom_session_state_owners(s, owners, 2 * LOOM_MAX_LAYERS);
-    size_t rows = (size_t)(hi - lo);
-    for (int i = 0; i < n; i++) {
-        const struct loom_state_owner *o = &owners[i];
-        const struct loom_layer_state *ls = &s->layers[o->layer];
-        /* K: one run of positions; V (transposed): one run per (head, dim) row */
-        int64_t runs = o->kind == LOOM_OWNER_V ? o->shape[0] * o->shape[1] : o->kind == LOOM_OWNER_K ? 1 : 0;
-        size_t width = o->kind == LOOM_OWNER_K ? o->bytes_per_pos / sizeof(uint16_t) : 1;
-        for (int64_t r = 0; r < runs; r++) {
-            uint16_t *at = o->kind == LOOM_OWNER_K ? ls->k + (size_t)lo * width : ls->v + r * s->n_ctx + lo;
-            if (to_state)
-                memcpy(at, buf, rows * width * sizeof(uint16_t));
-            else
-                memcpy(buf, at, rows * width * sizeof(uint16_t));
-            buf += rows * width;
-        }
-    }
+    struct kv_copy c = {(char *)buf, to_state};
+    for (int i = 0; i < s->n_owners; i++)
+        if (s->owners[i].pos_axis >= 0)
+            loom_owner_runs(s, &s->owners[i], lo, hi, copy_run, &c);
 }
 
 int loom_session_n_ctx(const loom_session *session) { return session->n_ctx; }
@@ -65,11 +102,9 @@ uint64_t loom_session_arena_bytes(const loom_session *session) { return session-
 
 uint64_t loom_session_state_bytes(const loom_session *session)
 {
-    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
-    int n = loom_session_state_owners(session, owners, 2 * LOOM_MAX_LAYERS);
     uint64_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += owners[i].bytes;
+    for (int i = 0; i < session->n_owners; i++)
+        total += session->owners[i].bytes;
     return total;
 }
 
@@ -78,29 +113,21 @@ const float *loom_session_last_logits(const loom_session *session)
     return session->has_logits ? session->logits : NULL;
 }
 
+static void hash_run(void *ctx, void *at, size_t bytes)
+{
+    XXH3_64bits_update(ctx, at, bytes);
+}
+
 /* The public bytes of one owner: the fixed-size owners whole (their public copy), the K/V rows of
  * positions below the frontier only (rows past it are private or stale). */
 static void digest_owner(XXH3_state_t *st, const struct loom_session *s, const struct loom_state_owner *o)
 {
-    const struct loom_layer_state *ls = &s->layers[o->layer];
-    int64_t pos = s->pos;
     XXH3_64bits_update(st, &o->layer, sizeof o->layer);
     XXH3_64bits_update(st, &o->kind, sizeof o->kind);
-    switch (o->kind) {
-    case LOOM_OWNER_CONV:
-        XXH3_64bits_update(st, ls->conv[s->cur], o->bytes);
-        break;
-    case LOOM_OWNER_RECURRENT:
-        XXH3_64bits_update(st, ls->rec[s->cur], o->bytes);
-        break;
-    case LOOM_OWNER_K:
-        XXH3_64bits_update(st, ls->k, (size_t)pos * o->bytes_per_pos);
-        break;
-    case LOOM_OWNER_V:
-        for (int64_t r = 0; r < o->shape[0] * o->shape[1]; r++)
-            XXH3_64bits_update(st, ls->v + r * s->n_ctx, (size_t)pos * sizeof(uint16_t));
-        break;
-    }
+    if (o->pos_axis < 0)
+        XXH3_64bits_update(st, loom_owner_data(s, o, s->cur), o->bytes);
+    else
+        loom_owner_runs(s, o, 0, s->pos, hash_run, st);
 }
 
 uint64_t loom_session_digest(const loom_session *session)
@@ -110,10 +137,8 @@ uint64_t loom_session_digest(const loom_session *session)
     XXH3_64bits_reset(&st);
     int32_t head[3] = {session->pos, session->has_logits, session->n_logits};
     XXH3_64bits_update(&st, head, sizeof head);
-    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
-    int n = loom_session_state_owners(session, owners, 2 * LOOM_MAX_LAYERS);
-    for (int i = 0; i < n; i++)
-        digest_owner(&st, session, &owners[i]);
+    for (int i = 0; i < session->n_owners; i++)
+        digest_owner(&st, session, &session->owners[i]);
     if (session->has_logits)
         XXH3_64bits_update(&st, session->logits, (size_t)session->n_logits * sizeof(float));
     return XXH3_64bits_digest(&st);

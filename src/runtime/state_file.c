@@ -50,6 +50,21 @@ static void hash_floats(XXH3_state_t *st, const float *v, size_t n)
         XXH3_64bits_update(st, v, n * sizeof(float));
 }
 
+/* The hyper-parameters, field by field (not the struct's bytes: fields a later architecture adds must not
+ * change the identity of the files an earlier one admitted). */
+static void hash_hparams(XXH3_state_t *st, const struct loom_hparams *hp)
+{
+    XXH3_64bits_update(st, hp->arch, strlen(hp->arch));
+    const uint32_t u[] = {hp->n_vocab, hp->n_ctx_train, hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head,
+                          hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, hp->n_rot, hp->rope_sections[0],
+                          hp->rope_sections[1], hp->rope_sections[2], hp->rope_sections[3], hp->full_attn_interval,
+                          hp->ssm_conv_kernel, hp->ssm_inner, hp->ssm_head_dim, hp->ssm_n_v_heads, hp->ssm_n_k_heads,
+                          (uint32_t)hp->tied_output};
+    const float f[] = {hp->rope_freq_base, hp->rms_eps};
+    XXH3_64bits_update(st, u, sizeof u);
+    XXH3_64bits_update(st, f, sizeof f);
+}
+
 /* Identity of a loaded model: its hyper-parameters and every tensor's type, shape and bytes. */
 static uint64_t model_identity(const struct loom_model *m)
 {
@@ -57,25 +72,21 @@ static uint64_t model_identity(const struct loom_model *m)
     XXH3_INITSTATE(&st);
     XXH3_64bits_reset(&st);
     const struct loom_hparams *hp = &m->hp;
-    XXH3_64bits_update(&st, hp, sizeof *hp);
+    hash_hparams(&st, hp);
     hash_weight(&st, &m->tok_embd);
     hash_weight(&st, &m->output);
     hash_floats(&st, m->output_norm, hp->n_embd);
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
+    const struct loom_arch *a = m->arch;
+    for (uint32_t il = 0; il < hp->n_layer; il++) { /* every matrix row (absent ones as empty), then vectors */
         const struct loom_layer *L = &m->layers[il];
-        const struct loom_weight *ws[] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->qkv, &L->z, &L->alpha,
-                                          &L->beta, &L->ssm_out, &L->wq, &L->wk, &L->wv, &L->wo};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            hash_weight(&st, ws[i]);
-        hash_floats(&st, L->attn_norm, hp->n_embd);
-        hash_floats(&st, L->post_norm, hp->n_embd);
-        uint64_t chan = 2 * (uint64_t)hp->ssm_n_k_heads * hp->ssm_head_dim + hp->ssm_inner;
-        hash_floats(&st, L->conv1d, chan * hp->ssm_conv_kernel);
-        hash_floats(&st, L->dt_bias, hp->ssm_n_v_heads);
-        hash_floats(&st, L->ssm_a, hp->ssm_n_v_heads);
-        hash_floats(&st, L->ssm_norm, hp->ssm_head_dim);
-        hash_floats(&st, L->q_norm, hp->head_dim_k);
-        hash_floats(&st, L->k_norm, hp->head_dim_k);
+        for (int i = 0; i < a->n_weights; i++)
+            if (!a->weights[i].vector)
+                hash_weight(&st, loom_layer_matrix(L, &a->weights[i]));
+        for (int i = 0; i < a->n_weights; i++) {
+            const struct loom_weight_row *r = &a->weights[i];
+            if (r->vector)
+                hash_floats(&st, loom_layer_vector(L, r), m->geo.dim[r->ne[0]] * m->geo.dim[r->ne[1]]);
+        }
     }
     return XXH3_64bits_digest(&st);
 }
@@ -86,36 +97,36 @@ struct piece {
     size_t bytes;
 };
 
+struct runs {
+    void (*fn)(void *ctx, struct piece p);
+    void *ctx;
+    uint64_t bytes;
+};
+
+static void visit_run(void *ctx, void *at, size_t bytes)
+{
+    struct runs *r = ctx;
+    r->fn(r->ctx, (struct piece){at, bytes});
+    r->bytes += bytes;
+}
+
 /* Visit the payload pieces in file order for a sequence at position pos; returns the payload bytes. */
 static uint64_t visit_payload(struct loom_session *s, int pos, int has_logits,
                               void (*fn)(void *ctx, struct piece p), void *ctx)
 {
     uint64_t total = 0;
-    struct loom_state_owner owners[2 * LOOM_MAX_LAYERS];
-    int n = loom_session_state_owners(s, owners, 2 * LOOM_MAX_LAYERS);
     struct piece hist = {s->history, (size_t)pos * sizeof(int32_t)};
     fn(ctx, hist);
     total += hist.bytes;
-    for (int i = 0; i < n; i++) {
-        struct loom_layer_state *ls = &s->layers[owners[i].layer];
-        struct piece p = {NULL, (size_t)owners[i].bytes};
-        if (owners[i].kind == LOOM_OWNER_CONV)
-            p.at = ls->conv[s->cur];
-        else if (owners[i].kind == LOOM_OWNER_RECURRENT)
-            p.at = ls->rec[s->cur];
-        else if (owners[i].kind == LOOM_OWNER_K)
-            p = (struct piece){ls->k, (size_t)pos * owners[i].bytes_per_pos};
-        if (owners[i].kind != LOOM_OWNER_V) {
-            fn(ctx, p);
-            total += p.bytes;
-            continue;
-        }
-        for (int64_t r = 0; r < owners[i].shape[0] * owners[i].shape[1]; r++) {
-            struct piece v = {ls->v + r * s->n_ctx, (size_t)pos * sizeof(uint16_t)};
-            fn(ctx, v);
-            total += v.bytes;
-        }
+    struct runs r = {fn, ctx, 0};
+    for (int i = 0; i < s->n_owners; i++) {
+        const struct loom_state_owner *o = &s->owners[i];
+        if (o->pos_axis < 0)
+            visit_run(&r, loom_owner_data(s, o, s->cur), o->bytes);
+        else
+            loom_owner_runs(s, o, 0, pos, visit_run, &r);
     }
+    total += r.bytes;
     if (has_logits) {
         struct piece lg = {s->logits, (size_t)s->n_logits * sizeof(float)};
         fn(ctx, lg);

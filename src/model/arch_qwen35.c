@@ -1,6 +1,8 @@
-/* qwen35_admit.c — admission of a qwen35 GGUF: required keys and their types, the relationships between
- * hyper-parameters, every tensor's name, shape and type (no missing, no extra), the tokenizer array
- * lengths, and the per-sequence state sizes. Names and shapes follow llama.cpp's qwen35 loader
+/* arch_qwen35.c — the qwen35 architecture instance: admission (required keys and their types, the
+ * relationships between hyper-parameters, every tensor's name, shape and type: no missing, no extra; the
+ * tokenizer array lengths), the layer plan (every full_attention_interval-th layer is attention), the
+ * weight table, the state owners of each layer kind, and the geometry derived once from the keys (conv
+ * channels, state sizes, scratch widths). Names and shapes follow llama.cpp's qwen35 loader
  * (src/models/qwen35.cpp load_arch_hparams / load_arch_tensors, tensor names in src/llama-arch.cpp). */
 #include <inttypes.h>
 #include <math.h>
@@ -8,12 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/ops.h"
 #include "kernels/types.h"
 #include "model/model.h"
 #include "util/error.h"
 
 #define ARCH "qwen35"
-#define MAX_RULES 16
 
 /* ---- keys ------------------------------------------------------------------------------------ */
 
@@ -70,7 +72,8 @@ static int read_rope_sections(const struct loom_gguf *g, struct loom_hparams *hp
     return LOOM_OK;
 }
 
-/* Layers [n_layer, block_count) are multi-token-prediction blocks loom does not run. */
+/* Layers [n_layer, block_count) are multi-token-prediction blocks loom does not run. Every layer has
+ * tensors, so a block_count above the file's tensor count is refused here, before anything is sized by it. */
 static int read_layer_counts(const struct loom_gguf *g, struct loom_hparams *hp, uint32_t *n_nextn, loom_error *err)
 {
     char key[96];
@@ -79,10 +82,11 @@ static int read_layer_counts(const struct loom_gguf *g, struct loom_hparams *hp,
     int rc = loom_gguf_get_u32(g, key, 1, n_nextn, err);
     if (rc)
         return rc;
-    if (*n_nextn >= hp->n_layer || hp->n_layer - *n_nextn > LOOM_MAX_LAYERS)
+    if (*n_nextn >= hp->n_layer || hp->n_layer - *n_nextn > g->n_tensors)
         return loom_errorf(err, LOOM_E_FORMAT,
-                           "key '" ARCH ".block_count': expected 1..%d layers plus %u nextn layers, found %u",
-                           LOOM_MAX_LAYERS, *n_nextn, hp->n_layer);
+                           "key '" ARCH ".block_count': expected 1..%" PRIu64 " layers (at most one per tensor) "
+                           "plus %u nextn layers, found %u",
+                           g->n_tensors, *n_nextn, hp->n_layer);
     hp->n_layer -= *n_nextn;
     return LOOM_OK;
 }
@@ -111,15 +115,10 @@ static int check_recurrent_layers(const struct loom_gguf *g, const struct loom_h
     return LOOM_OK;
 }
 
+/* The keys under "qwen35." (general.architecture was checked by loom_arch_admit). */
 static int read_keys(const struct loom_gguf *g, struct loom_hparams *hp, uint32_t *n_nextn, loom_error *err)
 {
-    struct loom_gguf_str arch;
-    int rc = loom_gguf_get_str(g, "general.architecture", 0, &arch, err);
-    if (rc)
-        return rc;
-    if (!loom_gguf_str_eq(arch, ARCH))
-        return loom_errorf(err, LOOM_E_FORMAT, "key 'general.architecture': expected '" ARCH "', found '%.*s'",
-                           (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    int rc;
     snprintf(hp->arch, sizeof hp->arch, ARCH);
     char key[96];
     for (size_t i = 0; i < sizeof u32_keys / sizeof u32_keys[0]; i++) {
@@ -233,99 +232,88 @@ static int check_hparams(const struct loom_hparams *hp, loom_error *err)
     return rc ? rc : check_ssm_keys(hp, err);
 }
 
-/* ---- state sizes ----------------------------------------------------------------------------- */
+/* ---- layer plan, weight table, geometry ---------------------------------------------------------- */
 
-static int layer_is_attention(const struct loom_hparams *hp, uint32_t il)
+static enum loom_layer_kind layer_kind(const struct loom_hparams *hp, uint32_t il)
 {
-    return (il + 1) % hp->full_attn_interval == 0;
+    return (il + 1) % hp->full_attn_interval == 0 ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
 }
 
-int loom_qwen35_conv_channels(const struct loom_hparams *hp, uint64_t *chan)
+/* Shape sizes of the weight table (ids into loom_geometry.dim). */
+enum { D_ONE, D_EMBD, D_FF, D_CONV_CH, D_CONV_K, D_INNER, D_V_HEADS, D_SSM_HEAD, D_Q_ROWS, D_K_ROWS, D_V_ROWS,
+       D_ATTN_IN, D_HEAD_K, D_COUNT };
+
+#define REC (1u << LOOM_LAYER_RECURRENT)
+#define ATT (1u << LOOM_LAYER_ATTENTION)
+#define MAT(name, kinds, ne0, ne1, field) {name, kinds, {ne0, ne1}, 0, 1, offsetof(struct loom_layer, field)}
+#define VEC(name, kinds, ne0, ne1, field) {name, kinds, {ne0, ne1}, 1, 1, offsetof(struct loom_layer, field)}
+
+/* The tensors of each layer kind (llama.cpp qwen35.cpp load_block_trunk). Admission checks a layer's rows in
+ * this order; the model identity digest (runtime/state_file.c) hashes every matrix row, then every vector row,
+ * in this order. */
+static const struct loom_weight_row weights[] = {
+    VEC("attn_norm.weight", REC | ATT, D_EMBD, D_ONE, attn_norm),
+    VEC("post_attention_norm.weight", REC | ATT, D_EMBD, D_ONE, post_norm),
+    MAT("ffn_gate.weight", REC | ATT, D_EMBD, D_FF, ffn_gate),
+    MAT("ffn_up.weight", REC | ATT, D_EMBD, D_FF, ffn_up),
+    MAT("ffn_down.weight", REC | ATT, D_FF, D_EMBD, ffn_down),
+    MAT("attn_qkv.weight", REC, D_EMBD, D_CONV_CH, qkv),
+    MAT("attn_gate.weight", REC, D_EMBD, D_INNER, z),
+    VEC("ssm_conv1d.weight", REC, D_CONV_K, D_CONV_CH, conv1d),
+    VEC("ssm_dt.bias", REC, D_V_HEADS, D_ONE, dt_bias),
+    VEC("ssm_a", REC, D_V_HEADS, D_ONE, ssm_a),
+    MAT("ssm_alpha.weight", REC, D_EMBD, D_V_HEADS, alpha),
+    MAT("ssm_beta.weight", REC, D_EMBD, D_V_HEADS, beta),
+    VEC("ssm_norm.weight", REC, D_SSM_HEAD, D_ONE, ssm_norm),
+    MAT("ssm_out.weight", REC, D_INNER, D_EMBD, ssm_out),
+    MAT("attn_q.weight", ATT, D_EMBD, D_Q_ROWS, wq),
+    MAT("attn_k.weight", ATT, D_EMBD, D_K_ROWS, wk),
+    MAT("attn_v.weight", ATT, D_EMBD, D_V_ROWS, wv),
+    MAT("attn_output.weight", ATT, D_ATTN_IN, D_EMBD, wo),
+    VEC("attn_q_norm.weight", ATT, D_HEAD_K, D_ONE, q_norm),
+    VEC("attn_k_norm.weight", ATT, D_HEAD_K, D_ONE, k_norm),
+};
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 {
-    int ovf = __builtin_mul_overflow(2 * (uint64_t)hp->ssm_head_dim, (uint64_t)hp->ssm_n_k_heads, chan);
-    return ovf | __builtin_add_overflow(*chan, (uint64_t)hp->ssm_inner, chan);
+    uint64_t m = a > b ? a : b;
+    return m > c ? m : c;
 }
 
-int loom_qwen35_layer_state_bytes(const struct loom_hparams *hp, uint64_t *conv, uint64_t *mat, uint64_t *kv)
+/* Every size derived from the keys, in one place; nonzero when a state size overflows 64 bits (the
+ * dimensions themselves are bounded by MAX_DIM, so the weight shapes fit). */
+static int derive_geometry(const struct loom_hparams *hp, struct loom_geometry *geo)
 {
-    uint64_t d = hp->ssm_head_dim, chan;
-    int ovf = loom_qwen35_conv_channels(hp, &chan);
-    ovf |= __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, conv);
-    ovf |= __builtin_mul_overflow(d * d, (uint64_t)hp->ssm_n_v_heads * 4, mat);
-    *kv = (uint64_t)hp->n_head_kv * ((uint64_t)hp->head_dim_k + hp->head_dim_v) * 2;
-    return ovf;
-}
-
-/* Per-sequence state bytes; nonzero when a size overflows 64 bits. */
-static int state_bytes(const struct loom_hparams *hp, uint64_t *rec, uint64_t *kv)
-{
-    uint64_t conv, mat, kv_layer;
-    int ovf = loom_qwen35_layer_state_bytes(hp, &conv, &mat, &kv_layer);
-    ovf |= __builtin_add_overflow(conv, mat, &mat);
-    *rec = *kv = 0;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        if (layer_is_attention(hp, il))
-            ovf |= __builtin_add_overflow(*kv, kv_layer, kv);
-        else
-            ovf |= __builtin_add_overflow(*rec, mat, rec);
-    }
-    return ovf;
-}
-
-uint64_t loom_qwen35_recurrent_state_bytes(const struct loom_hparams *hp)
-{
-    uint64_t rec, kv;
-    state_bytes(hp, &rec, &kv); /* admission rejected overflowing geometries */
-    return rec;
-}
-
-uint64_t loom_qwen35_kv_bytes_per_token(const struct loom_hparams *hp)
-{
-    uint64_t rec, kv;
-    state_bytes(hp, &rec, &kv);
-    return kv;
+    memset(geo, 0, sizeof *geo);
+    uint64_t d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, Hkv = hp->n_head_kv, H = hp->n_head;
+    uint64_t chan = 2 * d * hp->ssm_n_k_heads + hp->ssm_inner, kv_k = Hkv * hp->head_dim_k, kv_v = Hkv * hp->head_dim_v;
+    geo->conv_channels = chan;
+    uint64_t *dim = geo->dim;
+    dim[D_ONE] = 1, dim[D_EMBD] = hp->n_embd, dim[D_FF] = hp->n_ff, dim[D_CONV_CH] = chan;
+    dim[D_CONV_K] = hp->ssm_conv_kernel, dim[D_INNER] = hp->ssm_inner, dim[D_V_HEADS] = Hv, dim[D_SSM_HEAD] = d;
+    dim[D_Q_ROWS] = (uint64_t)hp->head_dim_k * H * 2, dim[D_K_ROWS] = kv_k, dim[D_V_ROWS] = kv_v;
+    dim[D_ATTN_IN] = (uint64_t)hp->head_dim_k * H, dim[D_HEAD_K] = hp->head_dim_k;
+    uint64_t conv, mat;
+    int ovf = __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, &conv);
+    ovf |= __builtin_mul_overflow(d * d, Hv * 4, &mat);
+    geo->owner[LOOM_OWNER_CONV] = (struct loom_owner_shape){
+        LOOM_TYPE_F32, -1, {(int64_t)chan, (int64_t)hp->ssm_conv_kernel - 1, 1}, conv};
+    geo->owner[LOOM_OWNER_RECURRENT] = (struct loom_owner_shape){
+        LOOM_TYPE_F32, -1, {(int64_t)Hv, (int64_t)d, (int64_t)d}, mat};
+    geo->owner[LOOM_OWNER_K] = (struct loom_owner_shape){
+        LOOM_TYPE_F16, 0, {0, (int64_t)Hkv, hp->head_dim_k}, kv_k * 2};
+    geo->owner[LOOM_OWNER_V] = (struct loom_owner_shape){
+        LOOM_TYPE_F16, 2, {(int64_t)Hkv, hp->head_dim_v, 0}, kv_v * 2};
+    geo->scratch = (struct loom_scratch_widths){
+        .a = max3(chan, 2 * H * hp->head_dim_k, hp->n_ff), .b = max3(chan, kv_k, hp->n_ff),
+        .c = max3(hp->ssm_inner, kv_v, 0), .o = max3(hp->ssm_inner, H * hp->head_dim_v, 0), .gates = Hv,
+        .rope = hp->n_rot, .head_dim = hp->head_dim_k};
+    uint64_t fixed;
+    ovf |= __builtin_add_overflow(conv, mat, &fixed); /* one recurrent layer's state */
+    return ovf || loom_geometry_state_totals(&loom_arch_qwen35, hp, geo);
 }
 
 /* ---- tensors --------------------------------------------------------------------------------- */
-
-/* One expected tensor: name suffix, shape (ne[0], ne[1]; ne[1] = 1 for vectors), F32-only or any type. */
-struct rule {
-    const char *suffix;
-    uint64_t ne0, ne1;
-    int f32;
-};
-
-/* The tensors of one layer of the given kind (llama.cpp qwen35.cpp load_block_trunk). Returns the count. */
-static int layer_rules(const struct loom_hparams *hp, int attention, struct rule *r)
-{
-    uint64_t e = hp->n_embd, ff = hp->n_ff, d = hp->ssm_head_dim, nv = hp->ssm_n_v_heads;
-    uint64_t conv_dim = 2 * d * hp->ssm_n_k_heads + hp->ssm_inner, hk = hp->head_dim_k;
-    int n = 0;
-    r[n++] = (struct rule){"attn_norm.weight", e, 1, 1};
-    r[n++] = (struct rule){"post_attention_norm.weight", e, 1, 1};
-    r[n++] = (struct rule){"ffn_gate.weight", e, ff, 0};
-    r[n++] = (struct rule){"ffn_up.weight", e, ff, 0};
-    r[n++] = (struct rule){"ffn_down.weight", ff, e, 0};
-    if (attention) {
-        r[n++] = (struct rule){"attn_q.weight", e, hk * hp->n_head * 2, 0};
-        r[n++] = (struct rule){"attn_k.weight", e, hk * hp->n_head_kv, 0};
-        r[n++] = (struct rule){"attn_v.weight", e, (uint64_t)hp->head_dim_v * hp->n_head_kv, 0};
-        r[n++] = (struct rule){"attn_output.weight", hk * hp->n_head, e, 0};
-        r[n++] = (struct rule){"attn_q_norm.weight", hk, 1, 1};
-        r[n++] = (struct rule){"attn_k_norm.weight", hk, 1, 1};
-        return n;
-    }
-    r[n++] = (struct rule){"attn_qkv.weight", e, conv_dim, 0};
-    r[n++] = (struct rule){"attn_gate.weight", e, hp->ssm_inner, 0};
-    r[n++] = (struct rule){"ssm_conv1d.weight", hp->ssm_conv_kernel, conv_dim, 1};
-    r[n++] = (struct rule){"ssm_dt.bias", nv, 1, 1};
-    r[n++] = (struct rule){"ssm_a", nv, 1, 1};
-    r[n++] = (struct rule){"ssm_beta.weight", e, nv, 0};
-    r[n++] = (struct rule){"ssm_alpha.weight", e, nv, 0};
-    r[n++] = (struct rule){"ssm_norm.weight", d, 1, 1};
-    r[n++] = (struct rule){"ssm_out.weight", hp->ssm_inner, e, 0};
-    return n;
-}
 
 /* Tensors of a multi-token-prediction block: accepted by name, not used by loom. */
 static const char *const nextn_suffixes[] = {
@@ -337,29 +325,6 @@ static const char *const nextn_suffixes[] = {
     "nextn.embed_tokens.weight", "nextn.shared_head_head.weight", "nextn.shared_head_norm.weight",
 };
 
-static int check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                        loom_error *err)
-{
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return loom_errorf(err, LOOM_E_FORMAT,
-                           "tensor '%s': expected shape [%" PRIu64 ", %" PRIu64 "], found [%" PRIu64 ", %" PRIu64
-                           ", %" PRIu64 ", %" PRIu64 "]",
-                           name, ne0, ne1, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
-    if (f32 && t->type != LOOM_TYPE_F32)
-        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected type F32, found %s", name,
-                           loom_type_traits(t->type)->name);
-    return LOOM_OK;
-}
-
-static int expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                         loom_error *err)
-{
-    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
-    if (!t)
-        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s'", name);
-    return check_tensor(t, name, ne0, ne1, f32, err);
-}
-
 static int check_global_tensors(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
 {
     const struct loom_gguf_tensor *emb = loom_gguf_find_tensor(g, "token_embd.weight");
@@ -370,31 +335,15 @@ static int check_global_tensors(const struct loom_gguf *g, struct loom_hparams *
                            "tensor 'token_embd.weight': expected 1..%d rows (vocabulary), found %" PRIu64, INT32_MAX,
                            emb->ne[1]);
     hp->n_vocab = (uint32_t)emb->ne[1];
-    int rc = check_tensor(emb, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, err);
+    int rc = loom_arch_check_tensor(emb, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, err);
     if (!rc)
-        rc = expect_tensor(g, "output_norm.weight", hp->n_embd, 1, 1, err);
+        rc = loom_arch_expect_tensor(g, "output_norm.weight", hp->n_embd, 1, 1, err);
     if (rc)
         return rc;
     hp->tied_output = loom_gguf_find_tensor(g, "output.weight") == NULL;
     if (hp->tied_output)
         return LOOM_OK;
-    return expect_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, 0, err);
-}
-
-static int check_layer_tensors(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
-{
-    struct rule r[MAX_RULES];
-    char name[128];
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        int n = layer_rules(hp, layer_is_attention(hp, il), r);
-        for (int i = 0; i < n; i++) {
-            snprintf(name, sizeof name, "blk.%u.%s", il, r[i].suffix);
-            int rc = expect_tensor(g, name, r[i].ne0, r[i].ne1, r[i].f32, err);
-            if (rc)
-                return rc;
-        }
-    }
-    return LOOM_OK;
+    return loom_arch_expect_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, 0, err);
 }
 
 /* Whether a file tensor is one admission expects (or a known nextn tensor). */
@@ -418,12 +367,7 @@ static int tensor_expected(const struct loom_hparams *hp, uint32_t n_nextn, stru
                 return 1;
         return 0;
     }
-    struct rule r[MAX_RULES];
-    int n = layer_rules(hp, layer_is_attention(hp, (uint32_t)il), r);
-    for (int k = 0; k < n; k++)
-        if (loom_gguf_str_eq(suffix, r[k].suffix))
-            return 1;
-    return 0;
+    return loom_arch_layer_expects(&loom_arch_qwen35, hp, (uint32_t)il, suffix);
 }
 
 static int check_no_extra(const struct loom_gguf *g, const struct loom_hparams *hp, uint32_t n_nextn, loom_error *err)
@@ -469,25 +413,44 @@ static int check_tokenizer(const struct loom_gguf *g, const struct loom_hparams 
 
 /* ---- admission ------------------------------------------------------------------------------- */
 
-int loom_qwen35_admit(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
+static int admit(const struct loom_gguf *g, struct loom_hparams *hp, struct loom_geometry *geo, loom_error *err)
 {
     memset(hp, 0, sizeof *hp);
     uint32_t n_nextn;
-    uint64_t rec, kv;
     int rc = read_keys(g, hp, &n_nextn, err);
     if (!rc)
         rc = check_hparams(hp, err);
     if (!rc)
         rc = check_recurrent_layers(g, hp, n_nextn, err);
-    if (!rc && state_bytes(hp, &rec, &kv))
+    if (!rc && derive_geometry(hp, geo))
         rc = loom_errorf(err, LOOM_E_FORMAT, "hyper-parameters: per-sequence state size overflows 64 bits");
     if (!rc)
         rc = check_global_tensors(g, hp, err);
     if (!rc)
-        rc = check_layer_tensors(g, hp, err);
+        rc = loom_arch_check_layer_tensors(&loom_arch_qwen35, g, hp, geo, err);
     if (!rc)
         rc = check_no_extra(g, hp, n_nextn, err);
     if (!rc)
         rc = check_tokenizer(g, hp, err);
     return rc;
 }
+
+/* The Gated DeltaNet conv kernels keep at most LOOM_OPS_MAX_CONV_KERNEL - 1 past inputs per channel. */
+static int check_circuits(const struct loom_hparams *hp, loom_error *err)
+{
+    if (hp->ssm_conv_kernel < 1 || hp->ssm_conv_kernel > LOOM_OPS_MAX_CONV_KERNEL)
+        return loom_errorf(err, LOOM_E_FORMAT, "qwen35.ssm.conv_kernel: expected 1..%d, found %u",
+                           LOOM_OPS_MAX_CONV_KERNEL, hp->ssm_conv_kernel);
+    return LOOM_OK;
+}
+
+const struct loom_arch loom_arch_qwen35 = {
+    .name = ARCH,
+    .admit = admit,
+    .check_circuits = check_circuits,
+    .layer_kind = layer_kind,
+    .weights = weights,
+    .n_weights = (int)(sizeof weights / sizeof weights[0]),
+    .owners = {[LOOM_LAYER_RECURRENT] = {2, {LOOM_OWNER_CONV, LOOM_OWNER_RECURRENT}},
+               [LOOM_LAYER_ATTENTION] = {2, {LOOM_OWNER_K, LOOM_OWNER_V}}},
+};
