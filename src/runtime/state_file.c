@@ -18,7 +18,7 @@
 #include "util/error.h"
 
 #define STATE_MAGIC "LOOMSEQ\1"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: the identity hashes the hyper-parameters field by field */
 
 struct file_header {
     char magic[8];
