@@ -12,6 +12,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "util/array.h"
 #include "util/error.h"
 
 /* One key with its value bytes exactly as written after the type field. */
@@ -67,20 +68,6 @@ void loom_gguf_writer_free(struct loom_gguf_writer *w)
     free(w);
 }
 
-/* Grow an array of `size`-byte items so one more fits. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return LOOM_OK;
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * size);
-    if (!p)
-        return LOOM_E_NOMEM;
-    *arr = p;
-    *cap = nc;
-    return LOOM_OK;
-}
-
 /* Install key = (type, val); takes ownership of val (freed on failure). An existing key is replaced; an
  * empty key (which the reference refuses to read) is LOOM_E_ARG. */
 static int set_kv(struct loom_gguf_writer *w, const char *key, size_t key_len, uint32_t type, uint8_t *val,
@@ -101,11 +88,13 @@ static int set_kv(struct loom_gguf_writer *w, const char *key, size_t key_len, u
         }
     }
     char *k = malloc(key_len + 1);
-    if (!k || grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) {
+    struct wkv *kvs = k ? loom_grow(w->kv, &w->cap_kv, w->n_kv + 1, sizeof *kvs) : NULL;
+    if (!kvs) {
         free(k);
         free(val);
         return LOOM_E_NOMEM;
     }
+    w->kv = kvs;
     memcpy(k, key, key_len);
     k[key_len] = 0;
     w->kv[w->n_kv++] = (struct wkv){k, key_len, type, val, val_len};
@@ -271,10 +260,12 @@ int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, ui
     }
     if (ovf || t.nbytes > UINT64_MAX - w->data_size - LOOM_GGUF_DEFAULT_ALIGNMENT)
         return LOOM_E_ARG;
-    if (!(t.name = strdup(name)) || grow((void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) {
+    struct wtensor *ts = (t.name = strdup(name)) ? loom_grow(w->t, &w->cap_t, w->n_t + 1, sizeof *ts) : NULL;
+    if (!ts) {
         free(t.name);
         return LOOM_E_NOMEM;
     }
+    w->t = ts;
     w->t[w->n_t++] = t;
     w->data_size = align_up(w->data_size + t.nbytes);
     return LOOM_OK;

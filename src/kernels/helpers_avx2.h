@@ -74,12 +74,17 @@ static inline __m256i loom_dot_i8_lanes(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+/* Exact sum of the 4 int32 lanes (wrapping). */
+static inline int32_t loom_hsum_i32x4(__m128i v)
+{
+    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 1)));
+}
+
 /* Exact sum of the 8 int32 lanes (wrapping). */
 static inline int32_t loom_hsum_i32x8(__m256i v)
 {
-    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
-    return _mm_cvtsi128_si32(_mm_add_epi32(r, _mm_shuffle_epi32(r, 1)));
+    return loom_hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 /* Lane k (< 4) = exact sum of the 8 int32 lanes of p[k] (wrapping). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "util/array.h"
 #include "util/error.h"
 
 /* Bytes GPT-2 shows as themselves: '!'..'~', U+00A1..U+00AC, U+00AE..U+00FF. The other 68 bytes map, in
@@ -200,21 +201,14 @@ static void push_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch 
 
 static int scratch_reserve(struct loom_bpe_scratch *s, size_t n)
 {
-    if (n > s->cap_syms) {
-        struct loom_bpe_sym *p = realloc(s->syms, n * sizeof *p);
-        if (!p)
-            return LOOM_E_NOMEM;
-        s->syms = p;
-        s->cap_syms = n;
-    }
-    if (3 * n > s->cap_heap) { /* n - 1 initial pairs, at most 2 more per merge */
-        struct loom_bpe_pair *p = realloc(s->heap, 3 * n * sizeof *p);
-        if (!p)
-            return LOOM_E_NOMEM;
-        s->heap = p;
-        s->cap_heap = 3 * n;
-    }
-    return LOOM_OK;
+    struct loom_bpe_sym *syms = loom_grow(s->syms, &s->cap_syms, n, sizeof *syms);
+    if (syms)
+        s->syms = syms;
+    /* n - 1 initial pairs, at most 2 more per merge */
+    struct loom_bpe_pair *heap = syms ? loom_grow(s->heap, &s->cap_heap, 3 * n, sizeof *heap) : NULL;
+    if (heap)
+        s->heap = heap;
+    return heap ? LOOM_OK : LOOM_E_NOMEM;
 }
 
 int loom_bpe_word(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *bytes, size_t n,

@@ -8,20 +8,15 @@
 
 #include "text/chat.h"
 #include "text/chat_internal.h"
+#include "util/array.h"
 #include "util/error.h"
 
 int loom_chat_buf_put(struct loom_chat_buf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return LOOM_E_NOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
+    char *p = n <= SIZE_MAX - 1 - b->len ? loom_grow(b->p, &b->cap, b->len + n + 1, 1) : NULL;
+    if (!p)
+        return LOOM_E_NOMEM;
+    b->p = p;
     if (n)
         memcpy(b->p + b->len, s, n);
     b->len += n;

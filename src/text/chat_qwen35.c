@@ -7,6 +7,7 @@
 
 #include "text/chat.h"
 #include "text/chat_internal.h"
+#include "util/array.h"
 #include "util/error.h"
 
 /* A byte slice of caller or template text. */
@@ -39,16 +40,12 @@ static void emit(struct render *r, enum loom_chat_seg_kind kind, const char *s, 
         r->seg[r->n_seg - 1].len += n;
         return;
     }
-    if (r->n_seg == r->cap_seg) {
-        size_t cap = r->cap_seg ? 2 * r->cap_seg : 32;
-        struct loom_chat_segment *seg = realloc(r->seg, cap * sizeof *seg);
-        if (!seg) {
-            r->rc = LOOM_E_NOMEM;
-            return;
-        }
-        r->seg = seg;
-        r->cap_seg = cap;
+    struct loom_chat_segment *seg = loom_grow(r->seg, &r->cap_seg, r->n_seg + 1, sizeof *seg);
+    if (!seg) {
+        r->rc = LOOM_E_NOMEM;
+        return;
     }
+    r->seg = seg;
     r->seg[r->n_seg++] = (struct loom_chat_segment){off, n, kind};
 }
 

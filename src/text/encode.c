@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/error.h"
 
 /* A piece of the input: raw text [off, off + len) when id < 0, else one special token. */
@@ -23,14 +24,10 @@ struct frag_list {
 
 static int frag_push(struct frag_list *l, size_t off, size_t len, int32_t id)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        struct frag *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return LOOM_E_NOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    struct frag *v = loom_grow(l->v, &l->cap, l->n + 1, sizeof *v);
+    if (!v)
+        return LOOM_E_NOMEM;
+    l->v = v;
     l->v[l->n++] = (struct frag){off, len, id};
     return LOOM_OK;
 }

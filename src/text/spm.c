@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/error.h"
 
 /* A symbol: the text span [off, off + n) (n == 0 once merged into its left neighbour), in a linked list. */
@@ -31,21 +32,14 @@ LOOM_DEFINE_PAIR_HEAP(heap, struct loom_spm_pair, pair_before)
 
 static int reserve(struct loom_bpe_scratch *s, size_t n)
 {
-    if (n > s->cap_spm_syms) {
-        struct loom_spm_sym *p = realloc(s->spm_syms, n * sizeof *p);
-        if (!p)
-            return LOOM_E_NOMEM;
-        s->spm_syms = p;
-        s->cap_spm_syms = n;
-    }
-    if (3 * n > s->cap_spm_heap) { /* n - 1 initial pairs, at most 2 more per merge */
-        struct loom_spm_pair *p = realloc(s->spm_heap, 3 * n * sizeof *p);
-        if (!p)
-            return LOOM_E_NOMEM;
-        s->spm_heap = p;
-        s->cap_spm_heap = 3 * n;
-    }
-    return LOOM_OK;
+    struct loom_spm_sym *syms = loom_grow(s->spm_syms, &s->cap_spm_syms, n, sizeof *syms);
+    if (syms)
+        s->spm_syms = syms;
+    /* n - 1 initial pairs, at most 2 more per merge */
+    struct loom_spm_pair *heap = syms ? loom_grow(s->spm_heap, &s->cap_spm_heap, 3 * n, sizeof *heap) : NULL;
+    if (heap)
+        s->spm_heap = heap;
+    return heap ? LOOM_OK : LOOM_E_NOMEM;
 }
 
 static void try_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch *s, const unsigned char *text,

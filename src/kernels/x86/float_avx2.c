@@ -148,43 +148,40 @@ void loom_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(_mm256_add_ps(c[0], c[1]));
 }
 
-/* loom_f32_tinyblas_avx2 / loom_f16_tinyblas_avx2 for 4 activation rows (a + k * a_stride bytes) at
- * once: token k keeps its own 16-lane accumulator (lo/hi), so each result is bit-identical to the
- * single-row dot, while 8 independent FMA chains keep the units busy. */
-void loom_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+/* 8 F32 or F16 (f16) elements from element i of p, as floats. */
+static inline __attribute__((always_inline)) __m256 load8(const void *p, int64_t i, int f16)
 {
-    const float *x = w;
+    return f16 ? load_f16((const uint16_t *)p + i) : _mm256_loadu_ps((const float *)p + i);
+}
+
+/* loom_f32_tinyblas_avx2 / loom_f16_tinyblas_avx2 (f16, a constant at each use) for 4 activation rows
+ * (a + k * a_stride bytes) at once: token k keeps its own 16-lane accumulator (lo/hi), so each result is
+ * bit-identical to the single-row dot, while 8 independent FMA chains keep the units busy. */
+static inline __attribute__((always_inline)) void tinyblas_rows4(int64_t n, float s[4], const void *w, const void *a,
+                                                                 size_t a_stride, int f16)
+{
     __m256 lo[4], hi[4];
     for (int k = 0; k < 4; k++)
         lo[k] = hi[k] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
-        __m256 xl = _mm256_loadu_ps(x + i), xh = _mm256_loadu_ps(x + i + 8);
+        __m256 xl = load8(w, i, f16), xh = load8(w, i + 8, f16);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            const float *y = (const float *)((const char *)a + k * a_stride) + i;
-            lo[k] = _mm256_fmadd_ps(xl, _mm256_loadu_ps(y), lo[k]);
-            hi[k] = _mm256_fmadd_ps(xh, _mm256_loadu_ps(y + 8), hi[k]);
+            const char *y = (const char *)a + k * a_stride;
+            lo[k] = _mm256_fmadd_ps(xl, load8(y, i, f16), lo[k]);
+            hi[k] = _mm256_fmadd_ps(xh, load8(y, i + 8, f16), hi[k]);
         }
     }
     for (int k = 0; k < 4; k++)
         s[k] = loom_hsum8_ps(_mm256_add_ps(lo[k], hi[k]));
 }
 
+void loom_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows4(n, s, w, a, a_stride, 0);
+}
+
 void loom_f16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
 {
-    const uint16_t *x = w;
-    __m256 lo[4], hi[4];
-    for (int k = 0; k < 4; k++)
-        lo[k] = hi[k] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        __m256 xl = load_f16(x + i), xh = load_f16(x + i + 8);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const uint16_t *y = (const uint16_t *)((const char *)a + k * a_stride) + i;
-            lo[k] = _mm256_fmadd_ps(xl, load_f16(y), lo[k]);
-            hi[k] = _mm256_fmadd_ps(xh, load_f16(y + 8), hi[k]);
-        }
-    }
-    for (int k = 0; k < 4; k++)
-        s[k] = loom_hsum8_ps(_mm256_add_ps(lo[k], hi[k]));
+    tinyblas_rows4(n, s, w, a, a_stride, 1);
 }

@@ -48,12 +48,6 @@ void loom_q4_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(acc) + _mm_cvtss_f32(accm);
 }
 
-static inline int32_t hsum_i32x4(__m128i v)
-{
-    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 1)));
-}
-
 /* The gemv order: per block, isum and imin (exact) in lanes 0 and 1, and lane 0 of acc advancing as
  * fma(isum, d * d_a, acc), lane 1 as fma(imin, dmin * d_a, accm). */
 void loom_q4_k_gemv_avx2(int64_t n, float *s, const void *w, const void *a)
@@ -113,19 +107,12 @@ void loom_q4_k_gemm_avx2(int64_t n, float *s, const void *w, const void *a)
             pl = _mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc16, loom_pick16(2 * g)));
             ph = _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc16, loom_pick16(2 * g + 1)));
             __m256i p = _mm256_add_epi32(pl, ph);
-            int32_t isum = hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+            int32_t isum = loom_hsum_i32x8(p);
             acc = fmaf((float)isum, d, acc);
             accm = fmaf((float)mins[g], dmin, accm);
         }
     }
     *s = acc - accm;
-}
-
-/* Sum each of the 4 vectors' 8 int32 lanes: result lane k = sum of p[k]. Exact. */
-static inline __m128i hsum_i32x8_4(__m256i p0, __m256i p1, __m256i p2, __m256i p3)
-{
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 /* loom_q4_k_gemm_avx2 for 4 activation rows (a + k * a_stride bytes) at once: the
@@ -163,7 +150,7 @@ void loom_q4_k_gemm_rows4_avx2(int64_t n, float s[4], const void *w, const void 
                 p[k] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, q8l), sl),
                                         _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q8h), sh));
             }
-            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum_i32x8_4(p[0], p[1], p[2], p[3])), d, acc);
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(loom_hsum_i32x8_x4(p[0], p[1], p[2], p[3])), d, acc);
             accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mins[g]), dmin, accm);
         }
     }
@@ -201,7 +188,7 @@ void loom_q4_k_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void 
                                                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q8h), sh)));
             }
         }
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum_i32x8_4(p[0], p[1], p[2], p[3])), d, acc);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(loom_hsum_i32x8_x4(p[0], p[1], p[2], p[3])), d, acc);
         accm = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), dmin, accm);
     }
     _mm_storeu_ps(s, _mm_sub_ps(acc, accm));

@@ -7,12 +7,6 @@
 #include "kernels/helpers_avx2.h"
 #include "kernels/protos.h"
 
-static inline int32_t hsum_i32x4(__m128i v)
-{
-    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 1)));
-}
-
 void loom_q5_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_q5_k *x = w;
@@ -38,7 +32,7 @@ void loom_q5_k_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
         float d = y[i].d * loom_f16c_to_f32(x[i].d);
         float dmin = -y[i].d * loom_f16c_to_f32(x[i].dmin);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        summs = fmaf(dmin, (float)hsum_i32x4(loom_k4_mins_dot(sm, y[i].bsums)), summs);
+        summs = fmaf(dmin, (float)loom_hsum_i32x4(loom_k4_mins_dot(sm, y[i].bsums)), summs);
     }
     *s = loom_hsum8_ps(acc) + summs;
 }
