@@ -202,12 +202,10 @@ static void push_pair(const struct loom_tokenizer *tok, struct loom_bpe_scratch 
 static int scratch_reserve(struct loom_bpe_scratch *s, size_t n)
 {
     struct loom_bpe_sym *syms = loom_grow(s->syms, &s->cap_syms, n, sizeof *syms);
-    if (syms)
-        s->syms = syms;
+    s->syms = syms ? syms : s->syms;
     /* n - 1 initial pairs, at most 2 more per merge */
     struct loom_bpe_pair *heap = syms ? loom_grow(s->heap, &s->cap_heap, 3 * n, sizeof *heap) : NULL;
-    if (heap)
-        s->heap = heap;
+    s->heap = heap ? heap : s->heap;
     return heap ? LOOM_OK : LOOM_E_NOMEM;
 }
 

@@ -33,12 +33,10 @@ LOOM_DEFINE_PAIR_HEAP(heap, struct loom_spm_pair, pair_before)
 static int reserve(struct loom_bpe_scratch *s, size_t n)
 {
     struct loom_spm_sym *syms = loom_grow(s->spm_syms, &s->cap_spm_syms, n, sizeof *syms);
-    if (syms)
-        s->spm_syms = syms;
+    s->spm_syms = syms ? syms : s->spm_syms;
     /* n - 1 initial pairs, at most 2 more per merge */
     struct loom_spm_pair *heap = syms ? loom_grow(s->spm_heap, &s->cap_spm_heap, 3 * n, sizeof *heap) : NULL;
-    if (heap)
-        s->spm_heap = heap;
+    s->spm_heap = heap ? heap : s->spm_heap;
     return heap ? LOOM_OK : LOOM_E_NOMEM;
 }
 
