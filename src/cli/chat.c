@@ -77,12 +77,6 @@ static void chat_usage(FILE *f)
             CHAT_SYNOPSIS);
 }
 
-static int chat_bad_value(const char *opt, const char *val)
-{
-    fprintf(stderr, "loom chat: invalid value '%s' for %s\n", val, opt);
-    return -1;
-}
-
 /* Apply one option that takes a value. Returns 0, or -1 with a message. */
 static int chat_set_option(void *opts, const char *opt, const char *val)
 {
@@ -102,8 +96,10 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
     errno = 0;
     if (is_temp) {
         double v = strtod(val, &end);
-        if (errno || end == val || *end || !(v >= 0 && v <= 100))
-            return chat_bad_value(opt, val);
+        if (errno || end == val || *end || !(v >= 0 && v <= 100)) {
+            fprintf(stderr, "loom chat: %s expects a number in [0, 100], found '%s'\n", opt, val);
+            return -1;
+        }
         o->sp.temp = (float)v;
         return 0;
     }
@@ -313,7 +309,8 @@ static void chat_print_history(const struct chat *c)
         fprintf(stderr, "[system] %s\n", c->system);
     for (size_t i = 0; i < c->n_msgs; i++)
         fprintf(stderr, "[%s] %s\n", c->msgs[i].role, c->msgs[i].content);
-    fprintf(stderr, "(%zu messages)\n", c->n_msgs + (c->system != NULL));
+    size_t n = c->n_msgs + (c->system != NULL);
+    fprintf(stderr, "(%zu message%s)\n", n, n == 1 ? "" : "s");
 }
 
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)

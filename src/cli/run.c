@@ -71,13 +71,13 @@ static int run_parse_long(const char *s, long long lo, long long hi, long long *
     return 0;
 }
 
-/* Parse a whole string as a finite number in [lo, hi]. Returns 0 on success. */
-static int run_parse_float(const char *s, double lo, double hi, float *out)
+/* Parse a whole string as a finite number in [lo, hi] ((lo, hi] when lo_open). Returns 0 on success. */
+static int run_parse_float(const char *s, double lo, int lo_open, double hi, float *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
+    if (errno || end == s || *end || !(v >= lo && v <= hi) || (lo_open && v == lo))
         return -1;
     *out = (float)v;
     return 0;
@@ -93,14 +93,16 @@ static int run_bad_value(const char *opt, const char *val)
 static const struct run_float_opt {
     const char *name;
     size_t off; /* in struct loom_sampler_params */
-    double lo, hi;
+    double lo;
+    int lo_open; /* lo itself excluded */
+    double hi;
 } RUN_FLOAT_OPTS[] = {
-    {"--temp", offsetof(struct loom_sampler_params, temp), 0, 100},
-    {"--top-p", offsetof(struct loom_sampler_params, top_p), 0, 1},
-    {"--min-p", offsetof(struct loom_sampler_params, min_p), 0, 1},
-    {"--repeat-penalty", offsetof(struct loom_sampler_params, repeat_penalty), 0, 100},
-    {"--presence-penalty", offsetof(struct loom_sampler_params, presence_penalty), -100, 100},
-    {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 100},
+    {"--temp", offsetof(struct loom_sampler_params, temp), 0, 0, 100},
+    {"--top-p", offsetof(struct loom_sampler_params, top_p), 0, 0, 1},
+    {"--min-p", offsetof(struct loom_sampler_params, min_p), 0, 0, 1},
+    {"--repeat-penalty", offsetof(struct loom_sampler_params, repeat_penalty), 0, 1, 100}, /* a divisor */
+    {"--presence-penalty", offsetof(struct loom_sampler_params, presence_penalty), -100, 0, 100},
+    {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 0, 100},
 };
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
@@ -135,8 +137,13 @@ static int run_set_option(void *opts, const char *opt, const char *val)
     }
     for (size_t i = 0; i < sizeof RUN_FLOAT_OPTS / sizeof RUN_FLOAT_OPTS[0]; i++) {
         const struct run_float_opt *f = &RUN_FLOAT_OPTS[i];
-        if (!strcmp(opt, f->name))
-            return run_parse_float(val, f->lo, f->hi, (float *)((char *)&o->sp + f->off)) ? run_bad_value(opt, val) : 0;
+        if (strcmp(opt, f->name))
+            continue;
+        if (run_parse_float(val, f->lo, f->lo_open, f->hi, (float *)((char *)&o->sp + f->off)) == 0)
+            return 0;
+        fprintf(stderr, "loom run: %s expects a number in %c%g, %g], found '%s'\n", opt, f->lo_open ? '(' : '[',
+                f->lo, f->hi, val);
+        return -1;
     }
     if (!strcmp(opt, "--stop")) {
         if (o->n_stops == RUN_MAX_STOPS) {
@@ -300,12 +307,19 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     if (rc >= 0 && st.n_prompt == 0)
         rc = loom_errorf(err, LOOM_E_ARG, "-p: expected a prompt of at least one token, found empty text");
     int n_ctx = o->n_ctx ? o->n_ctx : st.n_prompt + (o->n_gen > 0 ? o->n_gen : 1);
+    int n_train = loom_model_n_ctx_train(m);
+    if (!o->n_ctx && n_train > 0 && n_ctx > n_train) /* without -c, the model's context length bounds it */
+        n_ctx = st.n_prompt > n_train ? st.n_prompt : n_train;
+    if (rc >= 0 && n_train > 0 && n_ctx > n_train)
+        rc = loom_errorf(err, LOOM_E_RANGE, "%s: expected at most the model's context_length %d, found %d",
+                         o->n_ctx ? "-c" : "-p", n_train, n_ctx);
     if (rc >= 0 && st.n_prompt > n_ctx)
         rc = loom_errorf(err, LOOM_E_RANGE, "-c: the prompt has %d tokens, the context only %d", st.n_prompt, n_ctx);
     int n_gen = o->n_gen;
     if (rc >= 0 && n_gen > n_ctx - st.n_prompt + 1) {
         n_gen = n_ctx - st.n_prompt + 1; /* the last generated token is never evaluated */
-        fprintf(stderr, "loom run: the context of %d positions limits generation to %d tokens\n", n_ctx, n_gen);
+        fprintf(stderr, "loom run: the context of %d positions limits generation to %d token%s\n", n_ctx, n_gen,
+                n_gen == 1 ? "" : "s");
     }
     if (rc >= 0 && !logits)
         rc = loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);

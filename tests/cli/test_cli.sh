@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
-# $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning, the
-# token-id message of `tokenize --decode`, a chat's second turn reusing the first, and a metadata key the reference
-# refuses (refused) or only the GGUF convention forbids (warned about). Prints "N passed, N failed".
+# $LOOM_KERNELS (bit-identical output in every set), option range messages (integer and float), run's context
+# bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
+# first, and a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about).
+# Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -40,6 +41,17 @@ check "run -t 100000 exits 2" '[ $rc -eq 2 ]'
 check "run -t 100000 names the range" 'grep -q -- "-t expects an integer in \[1, 1024\], found .100000." "$err"'
 "$loom" chat -m "$model" -c 0 </dev/null >"$out" 2>"$err"; rc=$?
 check "chat -c 0 names the range" '[ $rc -eq 2 ] && grep -q -- "-c expects an integer in \[1, " "$err"'
+for o in "--top-p 2:\[0, 1\]" "--repeat-penalty 0:(0, 100\]" "--presence-penalty -101:\[-100, 100\]"; do
+    "$loom" run -m "$model" -p hi -n 2 ${o%%:*} >"$out" 2>"$err"; rc=$?
+    check "run ${o%%:*} names the range" '[ $rc -eq 2 ] && grep -q -- "${o%% *} expects a number in ${o#*:}, found" "$err"'
+done
+"$loom" chat -m "$model" --temp -1 </dev/null >"$out" 2>"$err"; rc=$?
+check "chat --temp -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--temp expects a number in \[0, 100\], found .-1." "$err"'
+# without -c, the model's context length bounds generation; with -c beyond it, -c is named
+"$loom" run -m "$model" -p hi -n 16000000 -c 1 >"$out" 2>"$err"; rc=$?
+check "run -c 1 limits generation to 1 token" '[ $rc -eq 0 ] && grep -q "limits generation to 1 token$" "$err"'
+"$loom" run -m "$model" -p hi -n 2 -c 16000000 >"$out" 2>"$err"; rc=$?
+check "run -c beyond context_length names -c" '[ $rc -ne 0 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
 
 # chat: the second turn reuses the tokens the session holds from the first (through its prompt cache)
 printf 'Hello there\nTell me more\n/timing\n' | "$loom" chat -m "$model" --temp 0 -n 8 -t 2 >"$out" 2>"$err"; rc=$?
