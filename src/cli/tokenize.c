@@ -52,6 +52,10 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
             return -1;
         }
     }
+    if (o->decode && (o->pieces || o->special || o->bos)) {
+        fprintf(stderr, "loom tokenize: --decode prints text; --pieces, --special and --bos apply to encoding only\n");
+        return -1;
+    }
     return 0;
 }
 

@@ -71,6 +71,8 @@ check "run -t 1 does not warn" '! grep -q "online CPUs" "$err"'
 echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
 check "tokenize --decode names the bad token" 'grep -q "expected a token id (an integer in \[0, [0-9]*)), found .x.$" "$err"'
+echo 1 | "$loom" tokenize -m "$model" --decode --pieces >"$out" 2>"$err"; rc=$?
+check "tokenize --decode --pieces is refused" '[ $rc -eq 2 ] && grep -q "apply to encoding only" "$err"'
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
