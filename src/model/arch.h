@@ -42,7 +42,7 @@ struct loom_scratch_widths {
     uint64_t head_dim;   /* one attention head's query as F16, per worker thread */
 };
 
-#define LOOM_ARCH_MAX_DIMS 16
+#define LOOM_ARCH_MAX_DIMS 24
 
 /* Sizes derived from the hyper-parameters, computed once by the architecture's admission. */
 struct loom_geometry {
