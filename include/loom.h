@@ -576,6 +576,13 @@ typedef struct loom_model_desc {
     uint64_t n_tokens;              /* tokenizer vocabulary (tokenizer.ggml.tokens) */
     uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position */
     uint64_t recurrent_state_bytes; /* conv and recurrent state of every recurrent layer, per sequence */
+    /* The expert plan of a mixture-of-experts model (all 0 for a dense one): routed experts per layer, experts each
+     * token is routed to, the bytes of one routed expert of one layer (its gate, up and down rows in the file's
+     * types; smallest and largest over the layers, as quantization recipes give some layers wider types) and of
+     * one layer's shared expert (its gate, up and down matrices and its gate vector; largest over the layers). */
+    uint32_t n_expert, n_expert_used;
+    uint64_t expert_bytes_min, expert_bytes_max;
+    uint64_t shared_expert_bytes;
     char plan[128];                 /* the layer plan in words: "24 layers (18 Gated DeltaNet recurrent, 6 ...)" */
     int n_hparams;
     loom_desc_item hparams[LOOM_DESC_MAX_HPARAMS];
