@@ -598,8 +598,8 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
 void loom_model_desc_free(loom_model_desc *d);
 
 /* ---- Synthetic models ----------------------------------------------------------------------------------------
- * Random-weight qwen35 and qwen35moe models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
- * well-conditioned recipe: test models only (no trained weights are reachable offline). */
+ * Random-weight qwen35 and qwen35moe models of exact Qwen3.5 geometry (presets), from a seeded deterministic
+ * generator and a well-conditioned recipe: test models only (no trained weights are reachable offline). */
 
 /* Bumped whenever the bytes written for a given (preset, type, seed, vocabulary) change. */
 #define LOOM_SYNTH_VERSION 2
@@ -622,7 +622,7 @@ typedef struct loom_synth_options {
     void *progress_ctx;
     loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
-    const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic routers") */
+    const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic MoE models") */
 } loom_synth_options;
 
 /* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options

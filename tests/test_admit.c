@@ -149,7 +149,8 @@ static void add_tokenizer(struct loom_gguf_writer *w, enum mutation m)
 static void add_moe_ffn(struct loom_gguf_writer *w, int il, enum mutation m)
 {
     char n[64];
-#define T3(suffix, type, ne0, ne1, ne2) (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), add3(w, n, type, ne0, ne1, ne2))
+#define T3(suffix, type, ne0, ne1, ne2) \
+    (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), add3(w, n, type, ne0, ne1, ne2))
     T3("ffn_gate_inp.weight", LOOM_TYPE_F32, N_EMBD, m == M_MOE_ROUTER && il == 0 ? N_EXPERT - 1 : N_EXPERT, 1);
     if (m == M_MOE_FUSED || (m == M_MOE_BOTH_FORMS && il == 0))
         T3("ffn_gate_up_exps.weight", LOOM_TYPE_Q8_0, N_EMBD, 2 * N_FF_EXP, N_EXPERT);

@@ -315,7 +315,7 @@ static void test_routers(const char *dir)
     unlink(k);
 }
 
-/* The large MoE presets' geometry, as README "Synthetic models" gives the sources for Qwen3.5-35B-A3B. */
+/* The large MoE presets' geometry, as README "Synthetic MoE models" gives the sources for Qwen3.5-35B-A3B. */
 static void test_moe_presets(void)
 {
     const struct loom_synth_preset *big = loom_synth_find_preset("35b-a3b"), *mid = loom_synth_find_preset("moe-mid");
