@@ -1,6 +1,7 @@
 /* test_quantize.c — model quantization without the reference: weight quantizer round-trip error bounds,
  * llama.cpp's Q4_K_M/Q8_0/IQ4_XS type choices on the Qwen3.5-0.8B geometry (the list in REFERENCE.md),
- * rejection of a row length the block size does not divide, a small end-to-end conversion, and the
+ * rejection of a row length the block size does not divide, the mixture-of-experts choices (expert,
+ * shared-expert and fused gate/up tensors; 8 experts and not), a small end-to-end conversion, and the
  * atomic write leaving no file behind on failure, and the refusal (naming tensor, row and block) of values
  * a type cannot hold and of non-finite sources, as llama_model_quantize refuses them. */
 #include <math.h>
@@ -230,9 +231,105 @@ static void test_bad_geometry(void)
     l.t[0].type = LOOM_TYPE_Q4_K;
     rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "token_embd.weight"), "quantized source: rc %d, '%s'", rc, err.msg);
+    /* a mixture-of-experts model takes the ffn layer from the name: one outside blk.0..blk.N-1 is refused */
     const struct loom_quant_model moe = {.n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_expert = 8};
-    rc = loom_quant_choose_types(&moe, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
-    CHECK(rc == LOOM_E_ARG, "mixture of experts: rc %d", rc);
+    static const char *const bad_names[] = {"ffn_down_exps.weight", "blk.1.ffn_up_shexp.weight"};
+    for (int k = 0; k < 2; k++) {
+        l.n = 0;
+        tl_add(&l, bad_names[k], 256, 8, LOOM_TYPE_F16);
+        rc = loom_quant_choose_types(&moe, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
+        CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, bad_names[k]) && strstr(err.msg, "blk.N."),
+              "mixture of experts, tensor %s: rc %d, '%s'", bad_names[k], rc, err.msg);
+        rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
+        CHECK(rc == LOOM_OK, "dense, tensor %s: rc %d, '%s'", bad_names[k], rc, err.msg);
+    }
+}
+
+/* ---- mixture of experts ------------------------------------------------------------------------------ */
+
+#define LMOE 8 /* use_more_bits(i, 8): layers 0, 3, 6, 7 */
+
+/* An 8-layer qwen35moe list (attention at layers 3 and 7), shapes in ggml order; fused: ffn_gate_up_exps. */
+static void tl_qwen35moe(struct tlist *l, uint64_t n_expert, int fused)
+{
+    const uint32_t F16 = LOOM_TYPE_F16, F32 = LOOM_TYPE_F32;
+    l->n = 0;
+    tl_add(l, "token_embd.weight", 256, 1024, F16);
+    tl_add(l, "output_norm.weight", 256, 0, F32);
+    for (int il = 0; il < LMOE; il++) {
+        if (il % 4 == 3) {
+            tl_layer(l, il, "attn_q.weight", 256, 1024, F16);
+            tl_layer(l, il, "attn_k.weight", 256, 256, F16);
+            tl_layer(l, il, "attn_v.weight", 256, 256, F16);
+            tl_layer(l, il, "attn_output.weight", 512, 256, F16);
+        } else {
+            tl_layer(l, il, "attn_qkv.weight", 256, 1536, F16);
+            tl_layer(l, il, "ssm_conv1d.weight", 4, 1536, F32);
+            tl_layer(l, il, "ssm_out.weight", 512, 256, F16);
+        }
+        tl_layer(l, il, "ffn_gate_inp.weight", 256, n_expert, F32);
+        tl_layer(l, il, "ffn_gate_inp_shexp.weight", 256, 0, F32);
+        tl_layer(l, il, "ffn_gate_shexp.weight", 256, 256, F16);
+        tl_layer(l, il, "ffn_up_shexp.weight", 256, 256, F16);
+        tl_layer(l, il, "ffn_down_shexp.weight", 256, 256, F16);
+        tl_layer(l, il, fused ? "ffn_gate_up_exps.weight" : "ffn_gate_exps.weight", 256, fused ? 512 : 256, F16);
+        if (!fused)
+            tl_layer(l, il, "ffn_up_exps.weight", 256, 256, F16);
+        tl_layer(l, il, "ffn_down_exps.weight", 256, 256, F16);
+        for (size_t i = l->n - (fused ? 2 : 3); i < l->n; i++) { /* the expert tensors are 3-D */
+            l->t[i].n_dims = 3;
+            l->t[i].ne[2] = n_expert;
+        }
+    }
+}
+
+/* The type llama-quant.cpp's rules (as read: llama_tensor_get_type_impl, layer_info) give tensor t of
+ * tl_qwen35moe under Q4_K_M or Q6_K; the bytes are checked against llama_model_quantize in
+ * tests/parity/test_ref_quantize.c. */
+static uint32_t moe_expected(const struct loom_quant_tensor *t, int n_expert, int q4km)
+{
+    int il = -1;
+    sscanf(t->name, "blk.%d.", &il);
+    int more_bits = il == 0 || il == 3 || il == 6 || il == 7;
+    uint32_t dflt = q4km ? LOOM_TYPE_Q4_K : LOOM_TYPE_Q6_K;
+    if (!strcmp(t->name, "token_embd.weight"))
+        return LOOM_TYPE_Q6_K;
+    if (t->n_dims == 1 || t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
+        return t->type;
+    if (strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v")) /* counted: qkv 0 1 2, v 3, qkv 4 5 6, v 7 */
+        return n_expert == 8 ? LOOM_TYPE_Q8_0 : q4km && more_bits ? LOOM_TYPE_Q6_K : dflt;
+    if (strstr(t->name, "attn_k."))
+        return n_expert == 8 ? LOOM_TYPE_Q8_0 : dflt;
+    if (strstr(t->name, "attn_output"))
+        return n_expert == 8 && q4km ? LOOM_TYPE_Q5_K : dflt;
+    if (strstr(t->name, "ffn_down")) /* experts and shared expert alike: the layer of the name */
+        return q4km && more_bits ? LOOM_TYPE_Q6_K : dflt;
+    return dflt;
+}
+
+static void test_moe_recipes(void)
+{
+    static struct tlist l;
+    static uint32_t got[MAX_T];
+    static const int experts[] = {4, 8, 16};
+    for (int e = 0; e < 3; e++)
+        for (int fused = 0; fused < 2; fused++)
+            for (int q4km = 0; q4km < 2; q4km++) {
+                const struct loom_quant_model m = {.n_layer = LMOE, .n_head = 2, .n_head_kv = 1,
+                                                   .n_expert = (uint32_t)experts[e]};
+                loom_error err = {0};
+                tl_qwen35moe(&l, (uint64_t)experts[e], fused);
+                int rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe(q4km ? "Q4_K_M" : "Q6_K"),
+                                                 got, &err);
+                int bad = 0;
+                for (size_t i = 0; i < l.n; i++)
+                    if (got[i] != moe_expected(&l.t[i], experts[e], q4km) && bad++ < 3)
+                        fprintf(stderr, "  %d experts%s %s: %s type %u, expected %u\n", experts[e],
+                                fused ? " fused" : "", q4km ? "Q4_K_M" : "Q6_K", l.t[i].name, got[i],
+                                moe_expected(&l.t[i], experts[e], q4km));
+                CHECK(rc == LOOM_OK && bad == 0, "%d experts%s, %s: rc %d (%s), %d tensors not as expected",
+                      experts[e], fused ? " fused" : "", q4km ? "Q4_K_M" : "Q6_K", rc, err.msg, bad);
+            }
 }
 
 /* ---- end to end on a small file ------------------------------------------------------------------- */
@@ -482,6 +579,7 @@ int main(void)
     test_round_trip();
     test_recipes();
     test_bad_geometry();
+    test_moe_recipes();
     char dir[] = "/tmp/loom-test-quantize-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_end_to_end(dir);
