@@ -291,6 +291,12 @@ static int quant_model_info(const struct loom_gguf *g, struct loom_quant_model *
     return rc;
 }
 
+int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant_recipe *r)
+{
+    int rc = loom_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    return rc ? rc : loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
+}
+
 /* Keys llama_model_quantize drops (split info) or rewrites at the end (file type, quantization version). */
 static int quant_key_replaced(const struct loom_gguf_str k)
 {
@@ -459,9 +465,7 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
         if (!quant_key_replaced(in->kv[i].key))
             rc = loom_gguf_writer_copy_kv(w, &in->kv[i]);
     if (!rc)
-        rc = loom_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    if (!rc)
-        rc = loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
+        rc = loom_quant_set_file_keys(w, r);
     if (rc)
         return loom_errorf(err, rc, "copying metadata to the output writer");
     *max_row = 1;

@@ -51,6 +51,10 @@ struct loom_quant_tensor {
 int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
                             const struct loom_quant_recipe *r, uint32_t *out, loom_error *err);
 
+/* Append the keys llama_model_quantize writes last: general.quantization_version (2), then general.file_type
+ * (r->ftype); the writer's error code (a caller must not have set either key before). */
+int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant_recipe *r);
+
 /* Quantize the GGUF `in` (F32/F16/BF16 source tensors) with recipe r into out_path: metadata copied
  * verbatim in order, except general.quantization_version (2) and general.file_type (r->ftype), which are
  * appended last as the reference does, and split.* keys, which are dropped; tensors in the input's order,

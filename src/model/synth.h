@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "loom.h"
+#include "model/quantize.h"
 
 /* LOOM_SYNTH_VERSION and LOOM_SYNTH_DEFAULT_SEED are public (loom.h). */
 
@@ -29,6 +30,9 @@ const struct loom_synth_preset *loom_synth_find_preset(const char *name);
 struct loom_synth_params {
     const struct loom_synth_preset *preset;
     uint32_t wtype;          /* storage of the 2-D matrices: LOOM_TYPE_F32, LOOM_TYPE_F16 or LOOM_TYPE_BF16 */
+    const struct loom_quant_recipe *recipe; /* NULL, or (with wtype F32) the quantization recipe whose file is
+                                             * written directly: each tensor generated in F32 and quantized as
+                                             * it is written, the bytes of loom_quant_write on the F32 file */
     uint64_t seed;
     const char *vocab_path;  /* a GGUF with tokenizer.ggml.* keys (e.g. ggml-vocab-qwen35.gguf) */
     loom_progress_fn progress; /* may be NULL (loom.h) */
