@@ -30,15 +30,15 @@ const struct loom_synth_preset *loom_synth_find_preset(const char *name);
 struct loom_synth_params {
     const struct loom_synth_preset *preset;
     uint32_t wtype;          /* storage of the 2-D matrices: LOOM_TYPE_F32, LOOM_TYPE_F16 or LOOM_TYPE_BF16 */
-    const struct loom_quant_recipe *recipe; /* NULL, or (with wtype F32) the quantization recipe whose file is
-                                             * written directly: each tensor generated in F32 and quantized as
-                                             * it is written, the bytes of loom_quant_write on the F32 file */
     uint64_t seed;
     const char *vocab_path;  /* a GGUF with tokenizer.ggml.* keys (e.g. ggml-vocab-qwen35.gguf) */
     loom_progress_fn progress; /* may be NULL (loom.h) */
     void *progress_ctx;
     loom_abort_fn abort;     /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
+    const struct loom_quant_recipe *recipe; /* NULL, or (with wtype F32) the quantization recipe whose file is
+                                             * written directly: each tensor generated in F32 and quantized as
+                                             * it is written, the bytes of loom_quant_write on the F32 file */
 };
 
 /* Write the model to out_path (atomically: the GGUF writer renames a temporary file into place).
