@@ -23,7 +23,7 @@ static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, fo
 
 static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
 {
-    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, NULL};
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, 0, NULL};
     loom_error err = {0};
     int rc = loom_synth_write(&p, out, &err);
     CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
@@ -247,7 +247,7 @@ static void test_errors(const char *dir)
     char path[4200];
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab,
-                                  NULL, NULL, NULL, NULL, NULL};
+                                  NULL, NULL, NULL, NULL, 0, NULL};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_E_ARG, "Q4_K weight type accepted");
     p.wtype = LOOM_TYPE_F16;
@@ -270,7 +270,7 @@ static void test_direct_quantized(const char *dir)
     loom_error err = {0};
     for (int i = 0; i < 2; i++) {
         struct loom_synth_params p = {loom_synth_find_preset(cases[i][0]), LOOM_TYPE_F32, 3, mini_vocab,
-                                      NULL, NULL, NULL, NULL, NULL};
+                                      NULL, NULL, NULL, NULL, 0, NULL};
         struct loom_gguf *g = NULL;
         if (loom_synth_write(&p, f32, &err) || loom_gguf_open(f32, &g, &err)) {
             CHECK(0, "%s F32: %s", cases[i][0], err.msg);
@@ -290,7 +290,7 @@ static void test_direct_quantized(const char *dir)
         unlink(direct);
     }
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F32, 3, mini_vocab, NULL, NULL, NULL,
-                                  NULL, loom_quant_find_recipe("Q4_K_M")};
+                                  NULL, 0, loom_quant_find_recipe("Q4_K_M")};
     int rc = loom_synth_write(&p, direct, &err);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "row length 128") && access(direct, F_OK) != 0,
           "micro under Q4_K_M: rc %d, '%s'", rc, err.msg);
@@ -310,7 +310,7 @@ static void test_cancel(const char *dir)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     struct abort_at a = {0, 1 << 30};
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 1, mini_vocab, NULL, NULL, abort_at,
-                                  &a, NULL};
+                                  &a, 0, NULL};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_OK, "uncancelled synth: %s", err.msg);
     unlink(path);
