@@ -284,9 +284,15 @@ int main(void)
             printf("tiny %-6s: skipped, loom has no %s quantizer yet\n", r->name, loom_type_traits(r->default_type)->name);
     }
     test_preset("tiny", vocab, dir, pool);
+    int branches = 0; /* the expert recipe's branches the tiny-moe presets take: 8 experts, not 8, fused, separate */
     for (int i = 0; loom_synth_preset(i); i++)
-        if (!strncmp(loom_synth_preset(i), "tiny-moe", 8))
-            test_preset(loom_synth_preset(i), vocab, dir, pool);
+        if (!strncmp(loom_synth_preset(i), "tiny-moe", 8)) {
+            const struct loom_synth_preset *P = loom_synth_find_preset(loom_synth_preset(i));
+            branches |= (P->n_expert == 8 ? 1 : 2) | (P->fused_gate_up ? 4 : 8);
+            test_preset(P->name, vocab, dir, pool);
+        }
+    CHECK(branches == 15, "the tiny-moe presets cover branches %#x of 0xf (8 experts, other counts, fused, separate)",
+          branches);
     const char *big_on = getenv("LOOM_QUANT_0P8B");
     if (!big_on || *big_on != '0') {
         CHECK(access(big, R_OK) == 0, "%s missing (run scripts/prepare-models.sh)", big);
