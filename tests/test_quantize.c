@@ -75,7 +75,7 @@ static void test_round_trip(void)
 /* ---- the Qwen3.5-0.8B tensor list (names and shapes only) ---------------------------------------- */
 
 #define L08 24
-#define MAX_T 400
+#define MAX_T 640
 
 struct tlist {
     struct loom_quant_tensor t[MAX_T];
@@ -247,64 +247,51 @@ static void test_bad_geometry(void)
 
 /* ---- mixture of experts ------------------------------------------------------------------------------ */
 
-#define LMOE 8 /* use_more_bits(i, 8): layers 0, 3, 6, 7 */
-
-/* An 8-layer qwen35moe list (attention at layers 3 and 7), shapes in ggml order; fused: ffn_gate_up_exps. */
+/* The 0.8B list with each layer's dense FFN replaced by a qwen35moe FFN (router, routed experts as 3-D
+ * tensors, shared expert and its gate; fused: ffn_gate_up_exps). */
 static void tl_qwen35moe(struct tlist *l, uint64_t n_expert, int fused)
 {
+    static struct tlist dense;
     const uint32_t F16 = LOOM_TYPE_F16, F32 = LOOM_TYPE_F32;
+    tl_qwen35_08b(&dense);
     l->n = 0;
-    tl_add(l, "token_embd.weight", 256, 1024, F16);
-    tl_add(l, "output_norm.weight", 256, 0, F32);
-    for (int il = 0; il < LMOE; il++) {
-        if (il % 4 == 3) {
-            tl_layer(l, il, "attn_q.weight", 256, 1024, F16);
-            tl_layer(l, il, "attn_k.weight", 256, 256, F16);
-            tl_layer(l, il, "attn_v.weight", 256, 256, F16);
-            tl_layer(l, il, "attn_output.weight", 512, 256, F16);
-        } else {
-            tl_layer(l, il, "attn_qkv.weight", 256, 1536, F16);
-            tl_layer(l, il, "ssm_conv1d.weight", 4, 1536, F32);
-            tl_layer(l, il, "ssm_out.weight", 512, 256, F16);
-        }
-        tl_layer(l, il, "ffn_gate_inp.weight", 256, n_expert, F32);
-        tl_layer(l, il, "ffn_gate_inp_shexp.weight", 256, 0, F32);
-        tl_layer(l, il, "ffn_gate_shexp.weight", 256, 256, F16);
-        tl_layer(l, il, "ffn_up_shexp.weight", 256, 256, F16);
-        tl_layer(l, il, "ffn_down_shexp.weight", 256, 256, F16);
-        tl_layer(l, il, fused ? "ffn_gate_up_exps.weight" : "ffn_gate_exps.weight", 256, fused ? 512 : 256, F16);
+    for (size_t i = 0; i < dense.n; i++) {
+        int il = -1;
+        sscanf(dense.names[i], "blk.%d.", &il);
+        if (strstr(dense.names[i], ".ffn_"))
+            continue;
+        tl_add(l, dense.names[i], dense.t[i].ne[0], dense.t[i].n_dims > 1 ? dense.t[i].ne[1] : 0, dense.t[i].type);
+        if (!strstr(dense.names[i], "post_attention_norm"))
+            continue;
+        tl_layer(l, il, "ffn_gate_inp.weight", 1024, n_expert, F32);
+        tl_layer(l, il, "ffn_gate_inp_shexp.weight", 1024, 0, F32);
+        tl_layer(l, il, "ffn_gate_shexp.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_up_shexp.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_down_shexp.weight", 512, 1024, F16);
+        tl_layer(l, il, fused ? "ffn_gate_up_exps.weight" : "ffn_gate_exps.weight", 1024, fused ? 1024 : 512, F16);
         if (!fused)
-            tl_layer(l, il, "ffn_up_exps.weight", 256, 256, F16);
-        tl_layer(l, il, "ffn_down_exps.weight", 256, 256, F16);
-        for (size_t i = l->n - (fused ? 2 : 3); i < l->n; i++) { /* the expert tensors are 3-D */
-            l->t[i].n_dims = 3;
-            l->t[i].ne[2] = n_expert;
+            tl_layer(l, il, "ffn_up_exps.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_down_exps.weight", 512, 1024, F16);
+        for (size_t k = l->n - (fused ? 2 : 3); k < l->n; k++) { /* the expert tensors are 3-D */
+            l->t[k].n_dims = 3;
+            l->t[k].ne[2] = n_expert;
         }
     }
 }
 
 /* The type llama-quant.cpp's rules (as read: llama_tensor_get_type_impl, layer_info) give tensor t of
- * tl_qwen35moe under Q4_K_M or Q6_K; the bytes are checked against llama_model_quantize in
- * tests/parity/test_ref_quantize.c. */
+ * tl_qwen35moe under Q4_K_M or Q6_K: the 8-expert rules, else under Q4_K_M the dense model's list with every
+ * ffn_down (experts and shared expert alike) ruled by the layer of its name. The bytes are checked against
+ * llama_model_quantize in tests/parity/test_ref_quantize.c. */
 static uint32_t moe_expected(const struct loom_quant_tensor *t, int n_expert, int q4km)
 {
-    int il = -1;
-    sscanf(t->name, "blk.%d.", &il);
-    int more_bits = il == 0 || il == 3 || il == 6 || il == 7;
-    uint32_t dflt = q4km ? LOOM_TYPE_Q4_K : LOOM_TYPE_Q6_K;
-    if (!strcmp(t->name, "token_embd.weight"))
-        return LOOM_TYPE_Q6_K;
-    if (t->n_dims == 1 || t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
+    if (t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
         return t->type;
-    if (strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v")) /* counted: qkv 0 1 2, v 3, qkv 4 5 6, v 7 */
-        return n_expert == 8 ? LOOM_TYPE_Q8_0 : q4km && more_bits ? LOOM_TYPE_Q6_K : dflt;
-    if (strstr(t->name, "attn_k."))
-        return n_expert == 8 ? LOOM_TYPE_Q8_0 : dflt;
-    if (strstr(t->name, "attn_output"))
-        return n_expert == 8 && q4km ? LOOM_TYPE_Q5_K : dflt;
-    if (strstr(t->name, "ffn_down")) /* experts and shared expert alike: the layer of the name */
-        return q4km && more_bits ? LOOM_TYPE_Q6_K : dflt;
-    return dflt;
+    if (n_expert == 8 && (strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v") || strstr(t->name, "attn_k.")))
+        return LOOM_TYPE_Q8_0;
+    if (n_expert == 8 && q4km && strstr(t->name, "attn_output"))
+        return LOOM_TYPE_Q5_K;
+    return q4km ? q4km_expected(t) : LOOM_TYPE_Q6_K;
 }
 
 static void test_moe_recipes(void)
@@ -315,7 +302,7 @@ static void test_moe_recipes(void)
     for (int e = 0; e < 3; e++)
         for (int fused = 0; fused < 2; fused++)
             for (int q4km = 0; q4km < 2; q4km++) {
-                const struct loom_quant_model m = {.n_layer = LMOE, .n_head = 2, .n_head_kv = 1,
+                const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2,
                                                    .n_expert = (uint32_t)experts[e]};
                 loom_error err = {0};
                 tl_qwen35moe(&l, (uint64_t)experts[e], fused);
