@@ -76,7 +76,8 @@ int loom_cli_synth(int argc, char **argv)
             par.router = v;
         } else if (!strcmp(a, "--type")) {
             if (!(par.type = synth_cli_type(v))) {
-                fprintf(stderr, "loom synth: --type '%s', expected f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)\n", v);
+                fprintf(stderr, "loom synth: --type '%s', expected f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)\n",
+                        v);
                 return 2;
             }
         } else if (!strcmp(a, "--seed")) {
