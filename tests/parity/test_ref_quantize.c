@@ -6,7 +6,8 @@
  * has a loom quantizer is checked the same way. The mixture-of-experts presets (tiny-moe and its variants,
  * which take each branch of the reference's expert recipe) and the dense tiny preset are written in F32 by
  * loom synth and checked the same way under the four recipes; `loom synth --type RECIPE` (the quantized file
- * written directly) must equal loom quantize's file of the F32 model byte for byte. Then Q4_K_M on the 0.8b
+ * written directly) must equal loom quantize's file of the F32 model byte for byte. LOOM_QUANT_MID=1 checks
+ * moe-mid the same way under Q4_K_M (outside the default suite: 26 GB of F32 in /tmp). Then Q4_K_M on the 0.8b
  * F16 model (about 20 s per engine on 2 cores; LOOM_QUANT_0P8B=0 skips it). */
 #include <math.h>
 #include <stdlib.h>
@@ -245,9 +246,10 @@ static void test_model(const char *model, const char *tag, const char *name, con
     unlink(loom_path);
 }
 
-/* The synthetic preset written in F32 into dir, quantized by both engines under the four recipes the issue
- * names, and written directly under each. */
-static void test_preset(const char *preset, const char *vocab, const char *dir, struct loom_pool *pool)
+/* The synthetic preset written in F32 into dir, quantized by both engines under the first n_recipes of the four
+ * recipes the issue names, and written directly under each. */
+static void test_preset(const char *preset, size_t n_recipes, const char *vocab, const char *dir,
+                        struct loom_pool *pool)
 {
     static const char *const recipes[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"};
     char tag[64], path[1200];
@@ -258,7 +260,7 @@ static void test_preset(const char *preset, const char *vocab, const char *dir, 
     loom_error err = {0};
     int rc = par.preset ? loom_synth_write(&par, path, &err) : LOOM_E_ARG;
     CHECK(rc == LOOM_OK, "synth %s F32: %s", preset, par.preset ? err.msg : "no such preset");
-    for (size_t i = 0; rc == LOOM_OK && i < sizeof recipes / sizeof recipes[0]; i++)
+    for (size_t i = 0; rc == LOOM_OK && i < n_recipes && i < sizeof recipes / sizeof recipes[0]; i++)
         test_model(path, tag, recipes[i], dir, pool, &par);
     unlink(path);
 }
@@ -283,16 +285,19 @@ int main(void)
         else
             printf("tiny %-6s: skipped, loom has no %s quantizer yet\n", r->name, loom_type_traits(r->default_type)->name);
     }
-    test_preset("tiny", vocab, dir, pool);
+    test_preset("tiny", 4, vocab, dir, pool);
     int branches = 0; /* the expert recipe's branches the tiny-moe presets take: 8 experts, not 8, fused, separate */
     for (int i = 0; loom_synth_preset(i); i++)
         if (!strncmp(loom_synth_preset(i), "tiny-moe", 8)) {
             const struct loom_synth_preset *P = loom_synth_find_preset(loom_synth_preset(i));
             branches |= (P->n_expert == 8 ? 1 : 2) | (P->fused_gate_up ? 4 : 8);
-            test_preset(P->name, vocab, dir, pool);
+            test_preset(P->name, 4, vocab, dir, pool);
         }
     CHECK(branches == 15, "the tiny-moe presets cover branches %#x of 0xf (8 experts, other counts, fused, separate)",
           branches);
+    const char *mid_on = getenv("LOOM_QUANT_MID"); /* opt-in: a 26 GB F32 file, about an hour on 2 cores */
+    if (mid_on && *mid_on == '1')
+        test_preset("moe-mid", 1, vocab, dir, pool);
     const char *big_on = getenv("LOOM_QUANT_0P8B");
     if (!big_on || *big_on != '0') {
         CHECK(access(big, R_OK) == 0, "%s missing (run scripts/prepare-models.sh)", big);
