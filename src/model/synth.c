@@ -891,8 +891,12 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
             par.wtype = types[i].type;
     if (o->type && (par.recipe = loom_quant_find_recipe(o->type)) != NULL)
         par.wtype = LOOM_TYPE_F32;
-    if (par.wtype == LOOM_TYPE_COUNT)
-        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16, BF16 or a loom_quantize_recipe name, found '%s'",
+    if (par.wtype == LOOM_TYPE_COUNT) {
+        char names[128] = "";
+        for (const struct loom_quant_recipe *q = loom_quant_recipes; q->name; q++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s", q->name);
+        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16, BF16 or a recipe (%s), found '%s'", names + 1,
                            o->type ? o->type : "(null)");
+    }
     return loom_synth_write(&par, out_path, err);
 }
