@@ -615,7 +615,10 @@ const char *loom_synth_preset(int i);
 
 typedef struct loom_synth_options {
     const char *preset;     /* a name loom_synth_preset lists */
-    const char *type;       /* storage of the 2-D matrices: "F32", "F16" or "BF16" */
+    const char *type;       /* storage of the 2-D matrices: "F32", "F16" or "BF16"; or a quantization recipe
+                             * (loom_quantize_recipe: "Q4_K_M", ...), written directly tensor by tensor in
+                             * bounded memory, the bytes loom_quantize writes for the F32 file (and so
+                             * llama_model_quantize's tensor data and metadata) */
     uint64_t seed;          /* e.g. LOOM_SYNTH_DEFAULT_SEED */
     const char *vocab_path; /* a GGUF with tokenizer.ggml.* keys (e.g. the reference's ggml-vocab-qwen35.gguf) */
     loom_progress_fn progress; /* may be NULL */

@@ -179,7 +179,7 @@ static void test_refusals(void)
     o.router = NULL;
     o.preset = "micro", o.type = "f16";
     CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG &&
-              strstr(e.msg, "type: expected F32, F16 or BF16, found 'f16'"),
+              strstr(e.msg, "type: expected F32, F16, BF16 or a recipe (Q8_0 ") && strstr(e.msg, "found 'f16'"),
           "an unknown type is named: %s", e.msg);
     loom_machine_probe m = {0};
     CHECK(loom_probe_machine(&(loom_probe_options){.n_threads = 1, .abort = abort_now}, &m, &e) == LOOM_E_CANCELLED &&

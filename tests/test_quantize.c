@@ -1,6 +1,7 @@
 /* test_quantize.c — model quantization without the reference: weight quantizer round-trip error bounds,
  * llama.cpp's Q4_K_M/Q8_0/IQ4_XS type choices on the Qwen3.5-0.8B geometry (the list in REFERENCE.md),
- * rejection of a row length the block size does not divide, a small end-to-end conversion, and the
+ * rejection of a row length the block size does not divide, the mixture-of-experts choices (expert,
+ * shared-expert and fused gate/up tensors; 8 experts and not), a small end-to-end conversion, and the
  * atomic write leaving no file behind on failure, and the refusal (naming tensor, row and block) of values
  * a type cannot hold and of non-finite sources, as llama_model_quantize refuses them. */
 #include <math.h>
@@ -74,7 +75,7 @@ static void test_round_trip(void)
 /* ---- the Qwen3.5-0.8B tensor list (names and shapes only) ---------------------------------------- */
 
 #define L08 24
-#define MAX_T 400
+#define MAX_T 640
 
 struct tlist {
     struct loom_quant_tensor t[MAX_T];
@@ -230,9 +231,92 @@ static void test_bad_geometry(void)
     l.t[0].type = LOOM_TYPE_Q4_K;
     rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "token_embd.weight"), "quantized source: rc %d, '%s'", rc, err.msg);
+    /* a mixture-of-experts model takes the ffn layer from the name: one outside blk.0..blk.N-1 is refused */
     const struct loom_quant_model moe = {.n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_expert = 8};
-    rc = loom_quant_choose_types(&moe, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
-    CHECK(rc == LOOM_E_ARG, "mixture of experts: rc %d", rc);
+    static const char *const bad_names[] = {"ffn_down_exps.weight", "blk.1.ffn_up_shexp.weight"};
+    for (int k = 0; k < 2; k++) {
+        l.n = 0;
+        tl_add(&l, bad_names[k], 256, 8, LOOM_TYPE_F16);
+        rc = loom_quant_choose_types(&moe, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
+        CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, bad_names[k]) && strstr(err.msg, "blk.N."),
+              "mixture of experts, tensor %s: rc %d, '%s'", bad_names[k], rc, err.msg);
+        rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
+        CHECK(rc == LOOM_OK, "dense, tensor %s: rc %d, '%s'", bad_names[k], rc, err.msg);
+    }
+}
+
+/* ---- mixture of experts ------------------------------------------------------------------------------ */
+
+/* The 0.8B list with each layer's dense FFN replaced by a qwen35moe FFN (router, routed experts as 3-D
+ * tensors, shared expert and its gate; fused: ffn_gate_up_exps). */
+static void tl_qwen35moe(struct tlist *l, uint64_t n_expert, int fused)
+{
+    static struct tlist dense;
+    const uint32_t F16 = LOOM_TYPE_F16, F32 = LOOM_TYPE_F32;
+    tl_qwen35_08b(&dense);
+    l->n = 0;
+    for (size_t i = 0; i < dense.n; i++) {
+        int il = -1;
+        sscanf(dense.names[i], "blk.%d.", &il);
+        if (strstr(dense.names[i], ".ffn_"))
+            continue;
+        tl_add(l, dense.names[i], dense.t[i].ne[0], dense.t[i].n_dims > 1 ? dense.t[i].ne[1] : 0, dense.t[i].type);
+        if (!strstr(dense.names[i], "post_attention_norm"))
+            continue;
+        tl_layer(l, il, "ffn_gate_inp.weight", 1024, n_expert, F32);
+        tl_layer(l, il, "ffn_gate_inp_shexp.weight", 1024, 0, F32);
+        tl_layer(l, il, "ffn_gate_shexp.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_up_shexp.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_down_shexp.weight", 512, 1024, F16);
+        tl_layer(l, il, fused ? "ffn_gate_up_exps.weight" : "ffn_gate_exps.weight", 1024, fused ? 1024 : 512, F16);
+        if (!fused)
+            tl_layer(l, il, "ffn_up_exps.weight", 1024, 512, F16);
+        tl_layer(l, il, "ffn_down_exps.weight", 512, 1024, F16);
+        for (size_t k = l->n - (fused ? 2 : 3); k < l->n; k++) { /* the expert tensors are 3-D */
+            l->t[k].n_dims = 3;
+            l->t[k].ne[2] = n_expert;
+        }
+    }
+}
+
+/* The type llama-quant.cpp's rules (as read: llama_tensor_get_type_impl, layer_info) give tensor t of
+ * tl_qwen35moe under Q4_K_M or Q6_K: the 8-expert rules, else under Q4_K_M the dense model's list with every
+ * ffn_down (experts and shared expert alike) ruled by the layer of its name. The bytes are checked against
+ * llama_model_quantize in tests/parity/test_ref_quantize.c. */
+static uint32_t moe_expected(const struct loom_quant_tensor *t, int n_expert, int q4km)
+{
+    if (t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
+        return t->type;
+    if (n_expert == 8 && (strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v") || strstr(t->name, "attn_k.")))
+        return LOOM_TYPE_Q8_0;
+    if (n_expert == 8 && q4km && strstr(t->name, "attn_output"))
+        return LOOM_TYPE_Q5_K;
+    return q4km ? q4km_expected(t) : LOOM_TYPE_Q6_K;
+}
+
+static void test_moe_recipes(void)
+{
+    static struct tlist l;
+    static uint32_t got[MAX_T];
+    static const int experts[] = {4, 8, 16};
+    for (int e = 0; e < 3; e++)
+        for (int fused = 0; fused < 2; fused++)
+            for (int q4km = 0; q4km < 2; q4km++) {
+                const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2,
+                                                   .n_expert = (uint32_t)experts[e]};
+                loom_error err = {0};
+                tl_qwen35moe(&l, (uint64_t)experts[e], fused);
+                int rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe(q4km ? "Q4_K_M" : "Q6_K"),
+                                                 got, &err);
+                int bad = 0;
+                for (size_t i = 0; i < l.n; i++)
+                    if (got[i] != moe_expected(&l.t[i], experts[e], q4km) && bad++ < 3)
+                        fprintf(stderr, "  %d experts%s %s: %s type %u, expected %u\n", experts[e],
+                                fused ? " fused" : "", q4km ? "Q4_K_M" : "Q6_K", l.t[i].name, got[i],
+                                moe_expected(&l.t[i], experts[e], q4km));
+                CHECK(rc == LOOM_OK && bad == 0, "%d experts%s, %s: rc %d (%s), %d tensors not as expected",
+                      experts[e], fused ? " fused" : "", q4km ? "Q4_K_M" : "Q6_K", rc, err.msg, bad);
+            }
 }
 
 /* ---- end to end on a small file ------------------------------------------------------------------- */
@@ -482,6 +566,7 @@ int main(void)
     test_round_trip();
     test_recipes();
     test_bad_geometry();
+    test_moe_recipes();
     char dir[] = "/tmp/loom-test-quantize-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_end_to_end(dir);

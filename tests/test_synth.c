@@ -1,5 +1,6 @@
 /* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
- * bytes), geometry admitted by loom_arch_admit, tokenizer padding, and the recipe's statistics. */
+ * bytes), geometry admitted by loom_arch_admit, tokenizer padding, the recipe's statistics, and quantized files
+ * written directly (the bytes of the F32 file quantized by loom_quant_write). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "kernels/types.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "model/synth.h"
 #include "test.h"
 #include "test_abort.h"
@@ -22,7 +24,8 @@ static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, fo
 static int synth_router(const char *voc, const char *preset, uint32_t type, uint64_t seed, uint32_t router,
                         const char *out)
 {
-    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, router};
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, router,
+                                  NULL};
     loom_error err = {0};
     int rc = loom_synth_write(&p, out, &err);
     CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
@@ -340,7 +343,7 @@ static void test_errors(const char *dir)
     char path[4200];
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab,
-                                  NULL, NULL, NULL, NULL, 0};
+                                  NULL, NULL, NULL, NULL, 0, NULL};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_E_ARG, "Q4_K weight type accepted");
     p.wtype = LOOM_TYPE_F16;
@@ -348,6 +351,50 @@ static void test_errors(const char *dir)
     CHECK(loom_synth_write(&p, path, &err) != LOOM_OK, "missing vocab accepted");
     CHECK(access(path, F_OK) != 0, "output written despite error");
     CHECK(loom_synth_find_preset("nope") == NULL, "unknown preset found");
+}
+
+/* synth --type RECIPE: byte for byte the F32 file quantized by loom_quant_write (tiny under Q4_K_M, micro under
+ * Q8_0); a recipe whose block size does not divide a row (micro's 128-wide rows under Q4_K_M) or a recipe on
+ * a non-F32 weight type is refused with no file written. */
+static void test_direct_quantized(const char *dir)
+{
+    static const char *const cases[][2] = {{"tiny", "Q4_K_M"}, {"micro", "Q8_0"}};
+    char f32[4200], via[4200], direct[4200];
+    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+    snprintf(via, sizeof via, "%s/via.gguf", dir);
+    snprintf(direct, sizeof direct, "%s/direct.gguf", dir);
+    loom_error err = {0};
+    for (int i = 0; i < 2; i++) {
+        struct loom_synth_params p = {loom_synth_find_preset(cases[i][0]), LOOM_TYPE_F32, 3, mini_vocab,
+                                      NULL, NULL, NULL, NULL, 0, NULL};
+        struct loom_gguf *g = NULL;
+        if (loom_synth_write(&p, f32, &err) || loom_gguf_open(f32, &g, &err)) {
+            CHECK(0, "%s F32: %s", cases[i][0], err.msg);
+            continue;
+        }
+        p.recipe = loom_quant_find_recipe(cases[i][1]);
+        int rc = loom_quant_write(g, p.recipe, via, NULL, NULL, NULL, NULL, NULL, &err);
+        CHECK(rc == LOOM_OK, "%s quantize %s: %s", cases[i][0], cases[i][1], err.msg);
+        rc = loom_synth_write(&p, direct, &err);
+        CHECK(rc == LOOM_OK, "%s direct %s: %s", cases[i][0], cases[i][1], err.msg);
+        uint64_t hv = file_digest(via), hd = file_digest(direct);
+        CHECK(hv && hv == hd, "%s %s: direct %016llx, F32 + quantize %016llx", cases[i][0], cases[i][1],
+              (unsigned long long)hd, (unsigned long long)hv);
+        loom_gguf_close(g);
+        unlink(f32);
+        unlink(via);
+        unlink(direct);
+    }
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F32, 3, mini_vocab, NULL, NULL, NULL,
+                                  NULL, 0, loom_quant_find_recipe("Q4_K_M")};
+    int rc = loom_synth_write(&p, direct, &err);
+    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "row length 128") && access(direct, F_OK) != 0,
+          "micro under Q4_K_M: rc %d, '%s'", rc, err.msg);
+    p.wtype = LOOM_TYPE_F16;
+    p.recipe = loom_quant_find_recipe("Q8_0");
+    rc = loom_synth_write(&p, direct, &err);
+    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "Q8_0") && access(direct, F_OK) != 0, "recipe on F16: rc %d, '%s'", rc,
+          err.msg);
 }
 
 /* Cancelled at the first, a middle and the last poll (before each tensor and every 64 rows): LOOM_E_CANCELLED, no
@@ -359,7 +406,7 @@ static void test_cancel(const char *dir)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     struct abort_at a = {0, 1 << 30};
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 1, mini_vocab, NULL, NULL, abort_at,
-                                  &a, 0};
+                                  &a, 0, NULL};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_OK, "uncancelled synth: %s", err.msg);
     unlink(path);
@@ -394,6 +441,7 @@ int main(void)
         test_routers(dir);
         test_errors(dir);
         test_cancel(dir);
+        test_direct_quantized(dir);
         unlink(mini_vocab);
     }
     test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);

@@ -11,9 +11,10 @@
 
 static void synth_usage(FILE *f)
 {
-    fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16] [--router uniform|skewed] [--seed N] "
+    fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16|TYPE] [--router uniform|skewed] [--seed N] "
                "[--vocab PATH] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
+               "  TYPE: a loom quantize TYPE (Q4_K_M, ...), written directly: the bytes of f32 then loom quantize\n"
                "  presets:");
     for (int i = 0; loom_synth_preset(i); i++)
         fprintf(f, " %s", loom_synth_preset(i));
@@ -39,14 +40,14 @@ static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, ui
             name, loom_cli_now() - p->t0);
 }
 
-/* The file's type name ("F16") for a --type value ("f16"), or NULL. */
+/* The file's type name ("F16") for a --type value ("f16", or a quantization recipe "Q4_K_M"), or NULL. */
 static const char *synth_cli_type(const char *s)
 {
     static const char *const types[][2] = {{"f32", "F32"}, {"f16", "F16"}, {"bf16", "BF16"}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (!strcmp(s, types[i][0]))
             return types[i][1];
-    return NULL;
+    return loom_cli_listed(s, loom_quantize_recipe) ? s : NULL;
 }
 
 int loom_cli_synth(int argc, char **argv)
@@ -75,7 +76,8 @@ int loom_cli_synth(int argc, char **argv)
             par.router = v;
         } else if (!strcmp(a, "--type")) {
             if (!(par.type = synth_cli_type(v))) {
-                fprintf(stderr, "loom synth: --type '%s', expected f32, f16 or bf16\n", v);
+                fprintf(stderr, "loom synth: --type '%s', expected f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)\n",
+                        v);
                 return 2;
             }
         } else if (!strcmp(a, "--seed")) {

@@ -96,14 +96,16 @@ static int quant_more_bits(int i, int n)
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* Counters the rules advance in the reference's tensor order. */
+/* Counters the rules advance in the reference's tensor order, and what they test of the model. */
 struct quant_state {
-    int n_attn_v, i_attn_v, n_ffn_down, i_ffn_down, tied, gqa;
+    int n_attn_v, i_attn_v, i_ffn_down, n_layer, n_expert, tied, gqa;
 };
 
-/* llama_tensor_get_type_impl restricted to loom's recipes on a dense model that is not Falcon. */
+/* llama_tensor_get_type_impl restricted to loom's recipes on a model that is not Falcon (nor Llama 70B).
+ * layer: the ffn_down rule's layer (quant_ffn_layer). The 8-expert rules are the reference's: attn_v, attn_qkv
+ * and attn_k go to Q8_0 under every recipe, attn_output to Q5_K under Q4_K_M, Q4_K_S and IQ4_XS. */
 static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor *t, enum quant_category cat,
-                           uint32_t ftype, uint32_t type)
+                           int layer, uint32_t ftype, uint32_t type)
 {
     if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
         const struct loom_type_traits *tr = loom_type_traits(type);
@@ -118,17 +120,25 @@ static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor
             type = LOOM_TYPE_Q6_K;
         else if (ftype == FT_Q4_K_S && s->i_attn_v < 4)
             type = LOOM_TYPE_Q5_K;
+        if (s->n_expert == 8)
+            type = LOOM_TYPE_Q8_0;
         s->i_attn_v++;
-    } else if (cat == CAT_FFN_DOWN) {
-        int i = s->i_ffn_down, n = s->n_ffn_down;
-        if (ftype == FT_Q4_K_M) {
-            if (quant_more_bits(i, n))
-                type = LOOM_TYPE_Q6_K;
-        } else if (i < n / 8 && ftype == FT_IQ4_XS) {
+    } else if (cat == CAT_ATTN_K) {
+        if (s->n_expert == 8)
+            type = LOOM_TYPE_Q8_0;
+    } else if (cat == CAT_ATTN_OUTPUT) {
+        if (s->n_expert == 8 && (ftype == FT_Q4_K_M || ftype == FT_Q4_K_S || ftype == FT_IQ4_XS))
             type = LOOM_TYPE_Q5_K;
-        } else if (ftype == FT_Q5_K_M && quant_more_bits(i, n)) {
+    } else if (cat == CAT_FFN_DOWN) {
+        int n = s->n_layer;
+        if (ftype == FT_Q4_K_M) {
+            if (quant_more_bits(layer, n))
+                type = LOOM_TYPE_Q6_K;
+        } else if (layer < n / 8 && ftype == FT_IQ4_XS) {
+            type = LOOM_TYPE_Q5_K;
+        } else if (ftype == FT_Q5_K_M && quant_more_bits(layer, n)) {
             type = LOOM_TYPE_Q6_K;
-        } else if (ftype == FT_Q4_K_S && i < n / 8) {
+        } else if (ftype == FT_Q4_K_S && layer < n / 8) {
             type = LOOM_TYPE_Q5_K;
         }
         s->i_ffn_down++;
@@ -144,6 +154,25 @@ static int quant_layer(const char *name)
     if (sscanf(name, "blk.%d.", &layer) != 1)
         layer = -1;
     return layer;
+}
+
+/* The layer the ffn rules see (llama-quant.cpp layer_info): in a dense model the running count of ffn_down
+ * tensors; in a mixture-of-experts model (expert_count > 1) the N of the name's "blk.N.", so a layer's expert,
+ * shared-expert and fused gate/up tensors all count as that layer. The reference refuses an ffn tensor
+ * without a layer in [0, block_count) there, and so does loom. */
+static int quant_ffn_layer(const struct quant_state *s, const char *name, enum quant_category cat, int *layer,
+                           loom_error *err)
+{
+    *layer = s->i_ffn_down;
+    if (s->n_expert <= 1 || (cat != CAT_FFN_DOWN && cat != CAT_FFN_GATE && cat != CAT_FFN_UP))
+        return LOOM_OK;
+    *layer = quant_layer(name);
+    if (*layer < 0 || *layer >= s->n_layer)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "tensor '%s': expected a name 'blk.N.' with N in 0..%d (block_count %d; the expert "
+                           "recipe reads the layer from the name)",
+                           name, s->n_layer - 1, s->n_layer);
+    return LOOM_OK;
 }
 
 struct quant_order {
@@ -171,7 +200,12 @@ static int quant_choose_one(struct quant_state *s, const struct loom_quant_tenso
         *out = t->type;
         return LOOM_OK;
     }
-    uint32_t type = quant_rule(s, t, quant_category(t->name), r->ftype, r->default_type);
+    enum quant_category cat = quant_category(t->name);
+    int layer;
+    int rc = quant_ffn_layer(s, t->name, cat, &layer, err);
+    if (rc)
+        return rc;
+    uint32_t type = quant_rule(s, t, cat, layer, r->ftype, r->default_type);
     const struct loom_type_traits *tr = loom_type_traits(type);
     if (t->ne[0] % (uint64_t)tr->block_size)
         return loom_errorf(err, LOOM_E_ARG,
@@ -192,10 +226,7 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
 {
     if (!m || !r || (n && (!t || !out)))
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing model, tensors, recipe or output");
-    if (m->n_expert > 1)
-        return loom_errorf(err, LOOM_E_ARG, "expert_count %u: loom's recipes cover dense models only (expected <= 1)",
-                           m->n_expert);
-    struct quant_state s = {.n_ffn_down = (int)m->n_layer, .tied = 1,
+    struct quant_state s = {.n_layer = (int)m->n_layer, .n_expert = (int)m->n_expert, .tied = 1,
                             .gqa = m->n_head_kv ? (int)(m->n_head / m->n_head_kv) : 0};
     struct quant_order *order = malloc((n ? n : 1) * sizeof *order);
     if (!order)
@@ -258,6 +289,12 @@ static int quant_model_info(const struct loom_gguf *g, struct loom_quant_model *
     if (!rc)
         rc = quant_hparam(g, arch, "expert_count", &m->n_expert, err);
     return rc;
+}
+
+int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant_recipe *r)
+{
+    int rc = loom_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    return rc ? rc : loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
 }
 
 /* Keys llama_model_quantize drops (split info) or rewrites at the end (file type, quantization version). */
@@ -352,16 +389,21 @@ static int quant_report(const struct quant_job *j, loom_error *err)
             first = &j->faults[i];
     if (first->row == INT64_MAX)
         return LOOM_OK;
-    char what[160];
+    char what[160], where[64];
     loom_row_fault_describe(first->type, &first->f, what, sizeof what);
-    const struct loom_gguf_str name = j->t->name;
+    const struct loom_gguf_tensor *t = j->t;
+    if (t->n_dims >= 3) /* an expert tensor: its rows are ne[2] matrices of ne[1] rows */
+        snprintf(where, sizeof where, "expert %" PRId64 " row %" PRId64, first->row / (int64_t)t->ne[1],
+                 first->row % (int64_t)t->ne[1]);
+    else
+        snprintf(where, sizeof where, "row %" PRId64, first->row);
     if (first->quantized)
         return loom_errorf(err, LOOM_E_FORMAT,
-                           "tensor '%.*s' row %" PRId64 ": quantized %s, expected finite (a value beyond the range "
-                           "of the type's F16 scales; llama.cpp's quantized data validation fails too)",
-                           (int)name.len, name.ptr, first->row, what);
-    return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' row %" PRId64 ": source %s, expected finite",
-                       (int)name.len, name.ptr, first->row, what);
+                           "tensor '%.*s' %s: quantized %s, expected finite (a value beyond the range of the "
+                           "type's F16 scales; llama.cpp's quantized data validation fails too)",
+                           (int)t->name.len, t->name.ptr, where, what);
+    return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' %s: source %s, expected finite", (int)t->name.len,
+                       t->name.ptr, where, what);
 }
 
 static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
@@ -423,9 +465,7 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
         if (!quant_key_replaced(in->kv[i].key))
             rc = loom_gguf_writer_copy_kv(w, &in->kv[i]);
     if (!rc)
-        rc = loom_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    if (!rc)
-        rc = loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
+        rc = loom_quant_set_file_keys(w, r);
     if (rc)
         return loom_errorf(err, rc, "copying metadata to the output writer");
     *max_row = 1;

@@ -23,8 +23,8 @@ const struct loom_quant_recipe *loom_quant_find_recipe(const char *name);
 /* The recipes, NULL-name terminated (for usage messages). */
 extern const struct loom_quant_recipe loom_quant_recipes[];
 
-/* What the type choice needs of the model: block count, the head counts of layer 0 (their ratio is the
- * reference's n_gqa) and the expert count. */
+/* What the type choice needs of the model: block count (MTP layers included), the head counts of layer 0
+ * (their ratio is the reference's n_gqa) and the expert count (0 or 1: dense). */
 struct loom_quant_model {
     uint32_t n_layer, n_head, n_head_kv, n_expert;
 };
@@ -39,13 +39,21 @@ struct loom_quant_tensor {
 
 /* Choose out[i], the stored type of each of the n tensors, as llama.cpp's llama_tensor_get_type does
  * (llama-quant.cpp, no imatrix, no overrides): tensors it does not quantize (fewer than 2 dims, names not
- * ending in "weight", norms, ssm_conv1d) keep their type; the token embedding of a model without
- * output.weight is treated as the output; attn_v/attn_qkv and ffn_down counters advance in the
- * reference's tensor order (layer number, then name). Errors (LOOM_E_ARG, naming the tensor): a chosen
- * type whose block size does not divide the row length (loom rejects where the reference falls back to
- * another type), a quantized source tensor, a mixture-of-experts model (recipes not implemented). */
+ * ending in "weight", norms, the expert router ffn_gate_inp, ssm_conv1d) keep their type; the token embedding
+ * of a model without output.weight is treated as the output; attn_v/attn_qkv and ffn_down counters advance in
+ * the reference's tensor order (layer number, then name). Mixture-of-experts models (n_expert > 1) take the
+ * ffn rules' layer from the tensor name, so 3-D expert tensors (one [ne0, ne1] matrix per expert, ne[2]
+ * experts), shared-expert tensors and the fused ffn_gate_up_exps follow their layer; an 8-expert model gets the
+ * reference's 8-expert choices (attn_v, attn_qkv, attn_k in Q8_0; attn_output in Q5_K under Q4_K_M/S, IQ4_XS).
+ * Errors naming the tensor: LOOM_E_ARG for a chosen type whose block size does not divide the row length
+ * (loom rejects where the reference falls back to another type) or a quantized source tensor; LOOM_E_FORMAT
+ * for an ffn tensor of a mixture-of-experts model without a "blk.N." name, N < n_layer (the reference fails). */
 int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
                             const struct loom_quant_recipe *r, uint32_t *out, loom_error *err);
+
+/* Append the keys llama_model_quantize writes last: general.quantization_version (2), then general.file_type
+ * (r->ftype); the writer's error code (a caller must not have set either key before). */
+int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant_recipe *r);
 
 /* Quantize the GGUF `in` (F32/F16/BF16 source tensors) with recipe r into out_path: metadata copied
  * verbatim in order, except general.quantization_version (2) and general.file_type (r->ftype), which are
@@ -60,7 +68,7 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
  * loom_quant_choose_types;
  * LOOM_E_ARG when a chosen type has no quantizer yet or the model lacks <arch>.block_count;
  * LOOM_E_FORMAT naming the tensor, the row, the block or element and what was found ("tensor 'X' row 17:
- * quantized Q4_0 block 3 scale d is inf, ..."), for a NaN or inf source value or a quantized block whose
+ * quantized Q4_0 block 3 scale d is inf, ..."; in a 3-D expert tensor "expert 5 row 17"), for a NaN or inf source value or a quantized block whose
  * scale came out inf (source values beyond what the type's F16 scales reach); LOOM_E_IO, LOOM_E_NOMEM;
  * LOOM_E_CANCELLED when abort asked (out_path untouched). */
 int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,

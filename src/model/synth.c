@@ -12,6 +12,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "model/quantize.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -354,10 +355,14 @@ static void synth_plan(struct synth *s)
 
 /* ---- tensor generators ------------------------------------------------------------------------------- */
 
-/* dst[off .. off+n) = src[0..n) converted to `type` (F32, F16 or BF16). */
+/* dst[off .. off+n) = src[0..n) converted to `type`: F32, F16, BF16, or a quantized type (a recipe's choice)
+ * when off and n are whole rows, quantized as llama_model_quantize quantizes the F32 file's rows. */
 static void synth_store(uint32_t type, void *dst, size_t off, const float *src, size_t n)
 {
-    if (type == LOOM_TYPE_F32) {
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    if (tr->block_size > 1) {
+        tr->quantize(src, (uint8_t *)dst + off / (size_t)tr->block_size * tr->type_size, (int64_t)n);
+    } else if (type == LOOM_TYPE_F32) {
         memcpy((float *)dst + off, src, n * sizeof(float));
     } else if (type == LOOM_TYPE_F16) {
         uint16_t *d = (uint16_t *)dst + off;
@@ -517,7 +522,22 @@ static void synth_gen_a(const struct synth_tensor *t, struct synth_rng *r, float
 
 static uint64_t synth_tensor_bytes(const struct synth_tensor *t)
 {
-    return (t->type == LOOM_TYPE_F32 ? 4u : 2u) * t->ne[0] * t->ne[1] * t->ne[2]; /* F32, F16 or BF16 elements */
+    return loom_type_row_bytes(t->type, (int64_t)t->ne[0]) * t->ne[1] * t->ne[2];
+}
+
+/* A quantized tensor's rows must be valid (ggml_validate_row_data's rules, as llama_model_quantize checks). */
+static int synth_check_rows(const struct synth_tensor *t, const void *buf, loom_error *err)
+{
+    struct loom_row_fault f;
+    int64_t row = loom_type_traits(t->type)->block_size > 1
+                      ? loom_type_validate_rows(t->type, buf, (int64_t)t->ne[0], (int64_t)(t->ne[1] * t->ne[2]), &f)
+                      : -1;
+    if (row < 0)
+        return LOOM_OK;
+    char what[160];
+    loom_row_fault_describe(t->type, &f, what, sizeof what);
+    return loom_errorf(err, LOOM_E_FORMAT, "synth: tensor '%s' row %lld: quantized %s, expected finite", t->name,
+                       (long long)row, what);
 }
 
 static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
@@ -551,7 +571,7 @@ static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     if (s->cancelled)
         return loom_errorf(err, LOOM_E_CANCELLED, "synth: cancelled by the abort callback in tensor '%s'", t->name);
     s->done_bytes += nbytes;
-    return LOOM_OK;
+    return synth_check_rows(t, buf, err);
 }
 
 /* ---- metadata ------------------------------------------------------------------------------------------ */
@@ -625,7 +645,8 @@ static int synth_set_hparams(struct loom_gguf_writer *w, const struct synth *s, 
     };
     SYNTH_TRY(loom_gguf_writer_set_str(w, "general.architecture", arch), "general.architecture");
     SYNTH_TRY(loom_gguf_writer_set_str(w, "general.name", name), "general.name");
-    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++) {
+    /* a recipe's file type goes last, after the tokenizer, where llama_model_quantize puts it */
+    for (size_t i = s->par->recipe ? 1 : 0; i < sizeof u32 / sizeof u32[0]; i++) {
         int global = !strncmp(u32[i].key, "general.", 8) || !strncmp(u32[i].key, "loom.", 5);
         int moe_key = !strncmp(u32[i].key, "expert", 6);
         if ((moe_key && !P->n_expert) || (!strcmp(u32[i].key, "feed_forward_length") && !P->n_ff))
@@ -744,6 +765,40 @@ static void synth_free(struct synth *s)
     free(s->shared);
 }
 
+/* Generators that write their F32 output straight into the tensor buffer instead of through synth_store. */
+static int synth_kind_direct(enum synth_kind k)
+{
+    return k == SYNTH_OUT_NORM || k == SYNTH_NORM || k == SYNTH_CONV || k == SYNTH_DT || k == SYNTH_A ||
+           k == SYNTH_ROUTER;
+}
+
+/* Each tensor's type under the recipe: those llama_model_quantize gives the F32 file (loom_quant_choose_types on
+ * the F32 plan), so that writing quantized rows directly gives the bytes of writing F32 and quantizing. */
+static int synth_quant_types(struct synth *s, loom_error *err)
+{
+    const struct loom_synth_preset *P = s->P;
+    const struct loom_quant_model m = {.n_layer = P->n_layer, .n_head = P->n_head, .n_head_kv = P->n_head_kv,
+                                       .n_expert = P->n_expert};
+    struct loom_quant_tensor *d = malloc(s->n_t * sizeof *d);
+    uint32_t *types = malloc(s->n_t * sizeof *types);
+    int rc = d && types ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "synth: %u tensor descriptors", s->n_t);
+    for (uint32_t i = 0; rc == LOOM_OK && i < s->n_t; i++) {
+        const struct synth_tensor *t = &s->t[i];
+        d[i] = (struct loom_quant_tensor){t->name, t->n_dims, {t->ne[0], t->ne[1], t->ne[2], 1}, t->type};
+    }
+    if (rc == LOOM_OK)
+        rc = loom_quant_choose_types(&m, d, s->n_t, s->par->recipe, types, err);
+    for (uint32_t i = 0; rc == LOOM_OK && i < s->n_t; i++) {
+        if (types[i] != s->t[i].type && synth_kind_direct(s->t[i].kind))
+            rc = loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': recipe %s quantizes a tensor generated as F32",
+                             s->t[i].name, s->par->recipe->name);
+        s->t[i].type = types[i];
+    }
+    free(d);
+    free(types);
+    return rc;
+}
+
 static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error *err)
 {
     for (uint32_t i = 0; i < s->n_t; i++) {
@@ -761,6 +816,9 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
     if (par->wtype != LOOM_TYPE_F32 && par->wtype != LOOM_TYPE_F16 && par->wtype != LOOM_TYPE_BF16)
         return loom_errorf(err, LOOM_E_ARG, "synth: weight type %u, expected F32 (0), F16 (1) or BF16 (30)",
                            par->wtype);
+    if (par->recipe && par->wtype != LOOM_TYPE_F32)
+        return loom_errorf(err, LOOM_E_ARG, "synth: recipe %s quantizes the F32 model, found weight type %u",
+                           par->recipe->name, par->wtype);
     int rc = synth_check_preset(par->preset, err);
     if (rc != LOOM_OK)
         return rc;
@@ -779,11 +837,16 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
         rc = synth_set_hparams(w, &s, err);
     if (rc == LOOM_OK)
         rc = synth_set_tokenizer(w, voc, &s, err);
+    if (rc == LOOM_OK && par->recipe && (rc = loom_quant_set_file_keys(w, par->recipe)) != LOOM_OK)
+        rc = loom_errorf(err, rc, "synth: gguf writer failed on the file type keys");
     if (rc == LOOM_OK) {
         synth_basis_init(&s);
         synth_plan(&s);
-        rc = synth_declare(w, &s, err);
+        if (par->recipe)
+            rc = synth_quant_types(&s, err);
     }
+    if (rc == LOOM_OK)
+        rc = synth_declare(w, &s, err);
     if (rc == LOOM_OK)
         rc = loom_gguf_writer_write(w, out_path, synth_fill, &s, err);
     if (rc == LOOM_OK && par->progress)
@@ -827,8 +890,14 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (o->type && !strcmp(o->type, types[i].name))
             par.wtype = types[i].type;
-    if (par.wtype == LOOM_TYPE_COUNT)
-        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16 or BF16, found '%s'",
+    if (o->type && (par.recipe = loom_quant_find_recipe(o->type)) != NULL)
+        par.wtype = LOOM_TYPE_F32;
+    if (par.wtype == LOOM_TYPE_COUNT) {
+        char names[128] = "";
+        for (const struct loom_quant_recipe *q = loom_quant_recipes; q->name; q++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s", q->name);
+        return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16, BF16 or a recipe (%s), found '%s'", names + 1,
                            o->type ? o->type : "(null)");
+    }
     return loom_synth_write(&par, out_path, err);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "loom.h"
+#include "model/quantize.h"
 
 /* LOOM_SYNTH_VERSION and LOOM_SYNTH_DEFAULT_SEED are public (loom.h). */
 
@@ -47,6 +48,9 @@ struct loom_synth_params {
     loom_abort_fn abort;     /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
     uint32_t router;         /* enum loom_synth_router (MoE presets only; 0 = uniform) */
+    const struct loom_quant_recipe *recipe; /* NULL, or (with wtype F32) the quantization recipe whose file is
+                                             * written directly: each tensor generated in F32 and quantized as
+                                             * it is written, the bytes of loom_quant_write on the F32 file */
 };
 
 /* Write the model to out_path (atomically: the GGUF writer renames a temporary file into place).

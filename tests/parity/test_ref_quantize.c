@@ -3,8 +3,12 @@
  * rows, and `loom quantize` (loom_quant_write) on the synthetic tiny F16 model must give the tensor types
  * and data of llama_model_quantize, bytewise, for Q4_K_M, Q5_K_M, Q6_K and Q8_0,
  * with the same metadata, and the reference must load loom's files; every other recipe whose default type
- * has a loom quantizer is checked the same way. Then Q4_K_M on the 0.8b F16 model (about 20 s per engine
- * on 2 cores; LOOM_QUANT_0P8B=0 skips it). */
+ * has a loom quantizer is checked the same way. The mixture-of-experts presets (tiny-moe and its variants,
+ * which take each branch of the reference's expert recipe) and the dense tiny preset are written in F32 by
+ * loom synth and checked the same way under the four recipes; `loom synth --type RECIPE` (the quantized file
+ * written directly) must equal loom quantize's file of the F32 model byte for byte. LOOM_QUANT_MID=1 checks
+ * moe-mid the same way under Q4_K_M (outside the default suite: 26 GB of F32 in /tmp). Then Q4_K_M on the 0.8b
+ * F16 model (about 20 s per engine on 2 cores; LOOM_QUANT_0P8B=0 skips it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "kernels/types.h"
 #include "model/quantize.h"
+#include "model/synth.h"
 #include "parity.h"
 #include "util/pool.h"
 #include "test.h"
@@ -156,8 +161,48 @@ static void progress_none(void *ctx, uint64_t i, uint64_t n, uint64_t done, uint
     (void)ctx, (void)i, (void)n, (void)done, (void)total, (void)name;
 }
 
-/* Quantize model with the reference and with loom under recipe `name` and compare the files. */
-static void test_model(const char *model, const char *tag, const char *name, const char *dir, struct loom_pool *pool)
+/* Files a and b hold the same bytes. */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    static char x[1 << 16], y[1 << 16];
+    while (same) {
+        size_t na = fread(x, 1, sizeof x, fa), nb = fread(y, 1, sizeof y, fb);
+        same = na == nb && !memcmp(x, y, na);
+        if (na < sizeof x)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* The preset written directly under recipe r (synth --type) equals loom's quantization of its F32 file. */
+static void test_direct(const struct loom_synth_params *f32, const struct loom_quant_recipe *r,
+                        const char *loom_path, const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/direct-%s-%s.gguf", dir, f32->preset->name, r->name);
+    struct loom_synth_params par = *f32;
+    par.recipe = r;
+    loom_error err = {0};
+    int rc = loom_synth_write(&par, path, &err);
+    CHECK(rc == LOOM_OK, "synth %s --type %s: %s", f32->preset->name, r->name, err.msg);
+    int same = rc == LOOM_OK && same_file(path, loom_path);
+    CHECK(same, "synth %s --type %s differs from synth F32 + loom quantize", f32->preset->name, r->name);
+    if (same)
+        printf("%s %-6s: synth --type %s is byte for byte synth F32 + loom quantize\n", f32->preset->name, r->name,
+               r->name);
+    unlink(path);
+}
+
+/* Quantize model with the reference and with loom under recipe `name` and compare the files; with synth
+ * (the parameters that wrote model in F32), also the directly written quantized file. */
+static void test_model(const char *model, const char *tag, const char *name, const char *dir, struct loom_pool *pool,
+                       const struct loom_synth_params *synth)
 {
     const struct loom_quant_recipe *r = loom_quant_find_recipe(name);
     char ref_path[1200], loom_path[1200];
@@ -191,6 +236,8 @@ static void test_model(const char *model, const char *tag, const char *name, con
         CHECK(m != NULL, "%s %s: the reference cannot load loom's file", tag, name);
         if (m)
             llama_model_free(m);
+        if (synth)
+            test_direct(synth, r, loom_path, dir);
     }
     loom_gguf_close(got);
     loom_gguf_close(ref);
@@ -199,28 +246,62 @@ static void test_model(const char *model, const char *tag, const char *name, con
     unlink(loom_path);
 }
 
+/* The synthetic preset written in F32 into dir, quantized by both engines under the first n_recipes of the four
+ * recipes the issue names, and written directly under each. */
+static void test_preset(const char *preset, size_t n_recipes, const char *vocab, const char *dir,
+                        struct loom_pool *pool)
+{
+    static const char *const recipes[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"};
+    char tag[64], path[1200];
+    snprintf(tag, sizeof tag, "%s-F32", preset);
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, tag);
+    struct loom_synth_params par = {.preset = loom_synth_find_preset(preset), .wtype = LOOM_TYPE_F32,
+                                    .seed = LOOM_SYNTH_DEFAULT_SEED, .vocab_path = vocab};
+    loom_error err = {0};
+    int rc = par.preset ? loom_synth_write(&par, path, &err) : LOOM_E_ARG;
+    CHECK(rc == LOOM_OK, "synth %s F32: %s", preset, par.preset ? err.msg : "no such preset");
+    for (size_t i = 0; rc == LOOM_OK && i < n_recipes && i < sizeof recipes / sizeof recipes[0]; i++)
+        test_model(path, tag, recipes[i], dir, pool, &par);
+    unlink(path);
+}
+
 int main(void)
 {
     if (parity_ref_init() != 0)
         return 1;
     test_rows();
-    char cache[1024], tiny[1200], big[1200], dir[] = "/tmp/loom-quantize-XXXXXX";
+    char cache[1024], ref[1024], tiny[1200], big[1200], vocab[1200], dir[] = "/tmp/loom-quantize-XXXXXX";
     parity_cache_dir(cache, sizeof cache);
+    parity_ref_dir(ref, sizeof ref);
     snprintf(tiny, sizeof tiny, "%s/models/qwen35-tiny-F16.gguf", cache);
     snprintf(big, sizeof big, "%s/models/qwen35-0.8b-F16.gguf", cache);
+    snprintf(vocab, sizeof vocab, "%s/src/models/ggml-vocab-qwen35.gguf", ref);
     CHECK(access(tiny, R_OK) == 0, "%s missing (run scripts/prepare-models.sh)", tiny);
     CHECK(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
     struct loom_pool *pool = loom_pool_new(2);
     for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++) {
         if (loom_type_traits(r->default_type)->quantize)
-            test_model(tiny, "tiny", r->name, dir, pool);
+            test_model(tiny, "tiny", r->name, dir, pool, NULL);
         else
             printf("tiny %-6s: skipped, loom has no %s quantizer yet\n", r->name, loom_type_traits(r->default_type)->name);
     }
+    test_preset("tiny", 4, vocab, dir, pool);
+    int branches = 0; /* the expert recipe's branches the tiny-moe presets take: 8 experts, not 8, fused, separate */
+    for (int i = 0; loom_synth_preset(i); i++)
+        if (!strncmp(loom_synth_preset(i), "tiny-moe", 8)) {
+            const struct loom_synth_preset *P = loom_synth_find_preset(loom_synth_preset(i));
+            branches |= (P->n_expert == 8 ? 1 : 2) | (P->fused_gate_up ? 4 : 8);
+            test_preset(P->name, 4, vocab, dir, pool);
+        }
+    CHECK(branches == 15, "the tiny-moe presets cover branches %#x of 0xf (8 experts, other counts, fused, separate)",
+          branches);
+    const char *mid_on = getenv("LOOM_QUANT_MID"); /* opt-in: a 26 GB F32 file, about an hour on 2 cores */
+    if (mid_on && *mid_on == '1')
+        test_preset("moe-mid", 1, vocab, dir, pool);
     const char *big_on = getenv("LOOM_QUANT_0P8B");
     if (!big_on || *big_on != '0') {
         CHECK(access(big, R_OK) == 0, "%s missing (run scripts/prepare-models.sh)", big);
-        test_model(big, "0.8b", "Q4_K_M", dir, pool);
+        test_model(big, "0.8b", "Q4_K_M", dir, pool, NULL);
     }
     loom_pool_free(pool);
     rmdir(dir);
