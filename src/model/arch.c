@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "util/error.h"
 
-static const struct loom_arch *const archs[] = {&loom_arch_qwen35};
+static const struct loom_arch *const archs[] = {&loom_arch_qwen35, &loom_arch_qwen35moe};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 const struct loom_arch *loom_arch_find(struct loom_gguf_str name)
@@ -56,27 +56,33 @@ int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_h
     return ovf;
 }
 
-int loom_arch_check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                           loom_error *err)
+int loom_arch_check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1,
+                           uint64_t ne2, int f32, loom_error *err)
 {
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        if (ne2 == 1)
+            return loom_errorf(err, LOOM_E_FORMAT,
+                               "tensor '%s': expected shape [%" PRIu64 ", %" PRIu64 "], found [%" PRIu64 ", %" PRIu64
+                               ", %" PRIu64 ", %" PRIu64 "]",
+                               name, ne0, ne1, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
         return loom_errorf(err, LOOM_E_FORMAT,
-                           "tensor '%s': expected shape [%" PRIu64 ", %" PRIu64 "], found [%" PRIu64 ", %" PRIu64
-                           ", %" PRIu64 ", %" PRIu64 "]",
-                           name, ne0, ne1, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+                           "tensor '%s': expected shape [%" PRIu64 " (row width), %" PRIu64 " (rows per expert), "
+                           "%" PRIu64 " (expert_count)], found [%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 "]",
+                           name, ne0, ne1, ne2, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+    }
     if (f32 && t->type != LOOM_TYPE_F32)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected type F32, found %s", name,
                            loom_type_traits(t->type)->name);
     return LOOM_OK;
 }
 
-int loom_arch_expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                            loom_error *err)
+int loom_arch_expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                            int f32, loom_error *err)
 {
     const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
     if (!t)
         return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s'", name);
-    return loom_arch_check_tensor(t, name, ne0, ne1, f32, err);
+    return loom_arch_check_tensor(t, name, ne0, ne1, ne2, f32, err);
 }
 
 int loom_arch_check_layer_tensors(const struct loom_arch *arch, const struct loom_gguf *g,
@@ -92,7 +98,8 @@ int loom_arch_check_layer_tensors(const struct loom_arch *arch, const struct loo
             snprintf(name, sizeof name, "blk.%u.%s", il, r->name);
             if (!r->required && !loom_gguf_find_tensor(g, name))
                 continue;
-            int rc = loom_arch_expect_tensor(g, name, geo->dim[r->ne[0]], geo->dim[r->ne[1]], r->vector, err);
+            int rc = loom_arch_expect_tensor(g, name, geo->dim[r->ne[0]], geo->dim[r->ne[1]], geo->dim[r->ne[2]],
+                                             r->vector, err);
             if (rc)
                 return rc;
         }

@@ -1,8 +1,9 @@
 /* arch.h — the architecture interface: what an architecture declares (admission of its hyper-parameters,
  * its layer plan, the weight table of each layer kind, the state owners of each layer kind) and the sizes
  * derived from its hyper-parameters once, at admission (struct loom_geometry). Its circuits live in the
- * runtime (struct loom_circuits, runtime/session.h). qwen35 (src/model/arch_qwen35.c) is the first instance;
- * loom_arch_admit picks the instance that general.architecture names. */
+ * runtime (struct loom_circuits, runtime/session.h). The instances: qwen35 (src/model/arch_qwen35.c) and
+ * qwen35moe (arch_qwen35moe.c), sharing arch_qwen35_common.c; loom_arch_admit picks the instance that
+ * general.architecture names. */
 #ifndef LOOM_MODEL_ARCH_H
 #define LOOM_MODEL_ARCH_H
 
@@ -58,14 +59,17 @@ struct loom_geometry {
 };
 
 /* One row of a layer's weight table: the tensor "blk.N.<name>", the layer kinds that have it, its shape
- * [ne0, ne1] as dim ids into geometry.dim, whether it is an F32 vector (bound as const float *) or a
- * matrix of any admitted type (bound as struct loom_weight, multiplied by loom_matmul), whether a file
- * must have it, and where it is bound in struct loom_layer. */
+ * [ne0, ne1, ne2] as dim ids into geometry.dim (ne2 names a dimension of size 1 except for expert tensors),
+ * whether it is an F32 vector (bound as const float *), a matrix of any admitted type (bound as struct
+ * loom_weight, multiplied by loom_matmul) or a 3-D expert tensor [n_in, n_out, n_expert] of any admitted
+ * type (bound as struct loom_experts, left in the file layout), whether a file must have it, and where it is
+ * bound in struct loom_layer. */
 struct loom_weight_row {
     const char *name;
     uint8_t kinds;   /* bit (1 << kind) for each enum loom_layer_kind */
-    uint8_t ne[2];
-    uint8_t vector;  /* 1: F32 vector; 0: matrix */
+    uint8_t ne[3];
+    uint8_t vector;  /* 1: F32 vector; 0: matrix (or experts) */
+    uint8_t experts; /* 1: 3-D expert tensor (vector 0) */
     uint8_t required;
     size_t field;    /* offsetof(struct loom_layer, ...) */
 };
@@ -91,7 +95,7 @@ struct loom_arch {
 };
 
 /* The instances. */
-extern const struct loom_arch loom_arch_qwen35;
+extern const struct loom_arch loom_arch_qwen35, loom_arch_qwen35moe;
 
 /* The instance named name, or NULL. */
 const struct loom_arch *loom_arch_find(struct loom_gguf_str name);
@@ -106,12 +110,13 @@ int loom_arch_admit(const struct loom_gguf *g, const struct loom_arch **arch, st
 int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_hparams *hp,
                                struct loom_geometry *geo);
 
-/* Admission steps the instances share. A tensor of shape [ne0, ne1] (and type F32 when f32), named in
- * errors as name; expect_tensor also requires it to be present ("missing tensor 'NAME'"). */
-int loom_arch_check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                           loom_error *err);
-int loom_arch_expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int f32,
-                            loom_error *err);
+/* Admission steps the instances share. A tensor of shape [ne0, ne1, ne2] (ne2 = 1: a matrix or vector; else
+ * an expert tensor, whose error names the row width, rows per expert and expert_count), and type F32 when f32,
+ * named in errors as name; expect_tensor also requires it to be present ("missing tensor 'NAME'"). */
+int loom_arch_check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1,
+                           uint64_t ne2, int f32, loom_error *err);
+int loom_arch_expect_tensor(const struct loom_gguf *g, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                            int f32, loom_error *err);
 /* Every layer's tensors against the weight table rows of its kind, layer by layer in table order. */
 int loom_arch_check_layer_tensors(const struct loom_arch *arch, const struct loom_gguf *g,
                                   const struct loom_hparams *hp, const struct loom_geometry *geo, loom_error *err);

@@ -1,6 +1,7 @@
 /* model.c — loading a model: open the GGUF (mmap), run its architecture's admission, bind every tensor to
- * the layer plan by the architecture's weight table (struct loom_model / loom_layer as views into the map), optionally validate every tensor's
- * data (check_tensors), repack the weights the active kernel set multiplies faster in the X16 layout,
+ * the layer plan by the architecture's weight table (struct loom_model / loom_layer as views into the map,
+ * expert tensors as struct loom_experts), optionally validate every tensor's data (check_tensors), repack
+ * the matrices (not the experts) the active kernel set multiplies faster in the X16 layout,
  * and load the tokenizer. Also the model file's warnings (the text-side queries are in src/api/model_info.c).
  * The model is immutable once returned. */
 #include <stdio.h>
@@ -15,11 +16,11 @@
 #include "text/tokenizer.h"
 #include "util/error.h"
 
-/* Bind a 2-D weight `name` (admission has checked its shape; it admits any type); n_in = ne[0], n_out =
- * ne[1]. A matrix that loom_matmul multiplies (matmul != 0) needs its type's dot product: an
- * activation-only type (Q8_K, Q8_1) is rejected here, naming the tensor. */
-static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, struct loom_weight *w,
-                       loom_error *err)
+/* Bind the tensor `name` as n_mats = ne[2] matrices of one shape (admission has checked its shape; it admits
+ * any type): w gets the first, n_in = ne[0], n_out = ne[1]. A weight that loom_matmul multiplies (matmul != 0)
+ * needs its type's dot product: an activation-only type (Q8_K, Q8_1) is rejected here, naming the tensor. */
+static int bind_matrices(const struct loom_gguf *g, const char *name, int matmul, uint32_t max_dims,
+                         struct loom_weight *w, uint64_t *n_mats, loom_error *err)
 {
     const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
     if (!t)
@@ -31,17 +32,37 @@ static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, 
         return loom_errorf(err, LOOM_E_FORMAT,
                            "tensor '%s': expected a weight type with a dot product, found %s (an activation type)",
                            name, tr->name);
-    if (t->n_dims > 2)
-        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected 1 or 2 dims, found %u", name, t->n_dims);
+    if (t->n_dims > max_dims)
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected 1 to %u dims, found %u", name, max_dims,
+                           t->n_dims);
     w->type = t->type;
     w->n_in = (int64_t)t->ne[0];
     w->n_out = (int64_t)t->ne[1];
     w->row_bytes = loom_type_row_bytes(t->type, w->n_in);
-    if (w->row_bytes == 0 || w->row_bytes * (uint64_t)w->n_out != t->nbytes)
+    *n_mats = t->ne[2];
+    if (w->row_bytes == 0 || w->row_bytes * (uint64_t)w->n_out * *n_mats != t->nbytes)
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': row of %lld elements does not fit type %s", name,
                            (long long)w->n_in, tr->name);
     w->data = t->data;
     return LOOM_OK;
+}
+
+/* Bind a 2-D weight `name` (n_in = ne[0], n_out = ne[1]). */
+static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, struct loom_weight *w,
+                       loom_error *err)
+{
+    uint64_t n_mats;
+    return bind_matrices(g, name, matmul, 2, w, &n_mats, err);
+}
+
+/* Bind a 3-D expert tensor `name` (ne = [n_in, n_out, n_expert]), left in the file layout. */
+static int bind_experts(const struct loom_gguf *g, const char *name, struct loom_experts *x, loom_error *err)
+{
+    uint64_t n_mats;
+    int rc = bind_matrices(g, name, 1, 3, &x->w, &n_mats, err);
+    x->n_expert = (uint32_t)n_mats; /* admission bounded it by expert_count */
+    x->expert_bytes = x->w.row_bytes * (size_t)x->w.n_out;
+    return rc;
 }
 
 /* Bind an F32 vector `name` of exactly n elements. */
@@ -75,7 +96,8 @@ static int bind_layer(const struct loom_model *m, uint32_t il, struct loom_layer
             continue;
         if (r->vector)
             *(const float **)field = t->data;
-        else if ((rc = bind_weight(m->gguf, name, 1, field, err)))
+        else if ((rc = r->experts ? bind_experts(m->gguf, name, field, err)
+                                  : bind_weight(m->gguf, name, 1, field, err)))
             return rc;
     }
     return LOOM_OK;
@@ -116,7 +138,8 @@ void loom_weight_release_rows(const struct loom_weight *w)
         madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only: a failure leaves the pages in */
 }
 
-/* The weights loom_matmul multiplies (the head, and per layer its weight table's matrices). */
+/* The weights loom_matmul multiplies that may be repacked (the head, and per layer its weight table's
+ * matrices; expert tensors stay in the file layout). */
 static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
 {
     int n = 0;
@@ -125,7 +148,7 @@ static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
         for (int i = 0; i < m->arch->n_weights; i++) {
             const struct loom_weight_row *r = &m->arch->weights[i];
             struct loom_weight *w = (struct loom_weight *)(void *)((char *)&m->layers[il] + r->field);
-            if (!r->vector && w->data)
+            if (!r->vector && !r->experts && w->data)
                 ws[n++] = w;
         }
     return n;

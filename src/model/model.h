@@ -12,7 +12,8 @@
 #include "loom.h"
 #include "model/arch.h"
 
-/* Hyper-parameters of the qwen35 family (GGUF keys under "qwen35."; see ../shared/REFERENCE.md for the mapping). */
+/* Hyper-parameters of the qwen35 family: qwen35 and qwen35moe (GGUF keys under "<general.architecture>.";
+ * see ../shared/REFERENCE.md for the mapping). */
 struct loom_hparams {
     char arch[32];          /* general.architecture */
     uint32_t n_vocab;       /* rows of token_embd (= logits width) */
@@ -35,7 +36,43 @@ struct loom_hparams {
     uint32_t ssm_n_v_heads; /* ssm.time_step_rank */
     uint32_t ssm_n_k_heads; /* ssm.group_count */
     int tied_output;        /* no output.weight: the head is token_embd */
+    uint32_t n_nextn;       /* nextn_predict_layers: multi-token-prediction blocks after the n_layer layers
+                             * loom runs (admitted by name, never loaded) */
+    /* Mixture of experts (qwen35moe; all 0 in a dense model, whose layers have ffn_gate/up/down instead).
+     * The router is the reference's for qwen35moe (llama.cpp qwen35moe.cpp build_layer_ffn -> llama-graph.cpp
+     * build_moe_ffn): probs = softmax(ffn_gate_inp . x) over n_expert, the top n_expert_used by prob, their
+     * probs divided by their sum (clamped below at 6.103515625e-5), no further scale (the reference does not
+     * read expert_weights_scale or expert_gating_func for this architecture); each selected expert
+     * down(silu(gate . x) * (up . x)) weighted and summed; plus the shared expert's
+     * down(silu(gate_shexp . x) * (up_shexp . x)) times sigmoid(ffn_gate_inp_shexp . x). Expert groups
+     * (expert_group_count > 1), which would change the selection, are refused at admission. */
+    uint32_t n_expert;      /* expert_count: routed experts per layer (1..LOOM_MAX_EXPERTS) */
+    uint32_t n_expert_used; /* expert_used_count: experts each token is routed to (1..n_expert) */
+    uint32_t n_ff_exp;      /* expert_feed_forward_length: one routed expert's hidden width */
+    uint32_t n_ff_shexp;    /* expert_shared_feed_forward_length: the shared expert's hidden width */
 };
+
+/* Most routed experts per layer loom admits (llama.cpp's LLAMA_MAX_EXPERTS, llama-hparams.h). */
+#define LOOM_MAX_EXPERTS 1024
+
+/* A 3-D expert tensor in GGUF layout, ne = [n_in, n_out, n_expert]: n_expert matrices W_e[n_out][n_in]
+ * stored one after another, expert e's rows at (const char *)w.data + e * expert_bytes. Kept in the file
+ * layout (never repacked): expert e is reachable without copying, and a later expert cache can hand out
+ * other bytes through loom_experts_get. w comes first so a pointer to the struct is also a pointer to
+ * expert 0's matrix (the shape every expert shares: matmul scratch sizing reads it that way). */
+struct loom_experts {
+    struct loom_weight w; /* expert 0: type, n_in, n_out, row_bytes, data; layout ROWS */
+    uint32_t n_expert;
+    size_t expert_bytes;  /* n_out * row_bytes: the stride between experts */
+};
+
+/* Expert e (< x->n_expert) of x as a matrix: y[n_out] = W_e[n_out, n_in] . x[n_in] by loom_matmul. */
+static inline struct loom_weight loom_experts_get(const struct loom_experts *x, uint32_t e)
+{
+    struct loom_weight w = x->w;
+    w.data = (const char *)x->w.data + (size_t)e * x->expert_bytes;
+    return w;
+}
 
 /* Weights of one layer: the binding fields of the architectures' weight tables (a layer binds the rows of
  * its kind; the others stay empty). Norm vectors are F32 arrays in the map. */
@@ -43,7 +80,7 @@ struct loom_layer {
     enum loom_layer_kind kind;
     const float *attn_norm;      /* [n_embd] */
     const float *post_norm;      /* [n_embd] post_attention_norm */
-    struct loom_weight ffn_gate, ffn_up, ffn_down;
+    struct loom_weight ffn_gate, ffn_up, ffn_down; /* dense FFN: gate/up n_out = n_ff, down n_in = n_ff */
     /* recurrent (Gated DeltaNet) */
     struct loom_weight qkv;      /* attn_qkv: n_out = 2*n_k_heads*d + n_v_heads*d (q | k | v) */
     struct loom_weight z;        /* attn_gate: n_out = ssm_inner */
@@ -59,6 +96,18 @@ struct loom_layer {
     struct loom_weight wk, wv;   /* n_out = n_head_kv * head_dim */
     struct loom_weight wo;       /* attn_output: n_in = n_head * head_dim_v */
     const float *q_norm, *k_norm; /* [head_dim_k] */
+    /* mixture of experts (qwen35moe, every layer; llama.cpp qwen35moe.cpp load_block_trunk) */
+    struct loom_weight ffn_gate_inp;      /* router: n_in = n_embd, n_out = n_expert (logits per expert) */
+    struct loom_experts ffn_gate_exps;    /* [n_expert] x (n_in = n_embd, n_out = n_ff_exp); empty when fused */
+    struct loom_experts ffn_up_exps;      /* [n_expert] x (n_in = n_embd, n_out = n_ff_exp); empty when fused */
+    struct loom_experts ffn_gate_up_exps; /* fused: [n_expert] x (n_in = n_embd, n_out = 2 * n_ff_exp): per
+                                           * expert the n_ff_exp gate rows, then the n_ff_exp up rows; empty
+                                           * when separate (a file has exactly one of the two forms) */
+    struct loom_experts ffn_down_exps;    /* [n_expert] x (n_in = n_ff_exp, n_out = n_embd) */
+    struct loom_weight ffn_gate_inp_shexp; /* shared expert gate: ne [n_embd] (n_in = n_embd, n_out = 1; the
+                                            * reference multiplies it as a matrix, so any type) */
+    struct loom_weight ffn_gate_shexp, ffn_up_shexp; /* n_in = n_embd, n_out = n_ff_shexp */
+    struct loom_weight ffn_down_shexp;    /* n_in = n_ff_shexp, n_out = n_embd */
 };
 
 struct loom_tokenizer;
@@ -77,10 +126,15 @@ struct loom_model {
     const struct loom_kernel_set *kernels; /* the kernel set chosen when it was loaded (loom_kernels_active) */
 };
 
-/* The binding field of weight table row r in layer L: a matrix, or an F32 vector. */
+/* The binding field of weight table row r in layer L: a matrix (for an expert row, expert 0's), the experts of
+ * an expert row, or an F32 vector. */
 static inline const struct loom_weight *loom_layer_matrix(const struct loom_layer *L, const struct loom_weight_row *r)
 {
     return (const struct loom_weight *)(const void *)((const char *)L + r->field);
+}
+static inline const struct loom_experts *loom_layer_experts(const struct loom_layer *L, const struct loom_weight_row *r)
+{
+    return (const struct loom_experts *)(const void *)((const char *)L + r->field);
 }
 static inline const float *loom_layer_vector(const struct loom_layer *L, const struct loom_weight_row *r)
 {

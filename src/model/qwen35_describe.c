@@ -81,7 +81,7 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
     const struct loom_gguf_kv *tokens = loom_gguf_find_kv(g, "tokenizer.ggml.tokens");
     snprintf(out->arch, sizeof out->arch, "%s", hp.arch);
     out->n_layer = hp.n_layer;
-    loom_gguf_get_u32(g, "qwen35.nextn_predict_layers", 1, &out->n_nextn, NULL); /* admission checked it */
+    out->n_nextn = hp.n_nextn;
     out->n_tokens = tokens ? tokens->arr_n : 0;
     out->kv_bytes_per_token = geo.kv_bytes_per_token;
     out->recurrent_state_bytes = geo.recurrent_state_bytes;

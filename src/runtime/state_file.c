@@ -44,6 +44,15 @@ static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
     loom_weight_release_rows(w);
 }
 
+/* An expert tensor: its type, shape and every expert's GGUF bytes. */
+static void hash_experts(XXH3_state_t *st, const struct loom_experts *x)
+{
+    int64_t shape[4] = {x->w.type, x->w.n_in, x->w.n_out, x->n_expert};
+    XXH3_64bits_update(st, shape, sizeof shape);
+    if (x->w.data)
+        XXH3_64bits_update(st, x->w.data, x->expert_bytes * x->n_expert);
+}
+
 static void hash_floats(XXH3_state_t *st, const float *v, size_t n)
 {
     if (v)
@@ -63,6 +72,10 @@ static void hash_hparams(XXH3_state_t *st, const struct loom_hparams *hp)
     const float f[] = {hp->rope_freq_base, hp->rms_eps};
     XXH3_64bits_update(st, u, sizeof u);
     XXH3_64bits_update(st, f, sizeof f);
+    if (hp->n_expert) { /* appended for MoE models only: dense identities stay as they were */
+        const uint32_t moe[] = {hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp};
+        XXH3_64bits_update(st, moe, sizeof moe);
+    }
 }
 
 /* Identity of a loaded model: its hyper-parameters and every tensor's type, shape and bytes. */
@@ -77,10 +90,12 @@ static uint64_t model_identity(const struct loom_model *m)
     hash_weight(&st, &m->output);
     hash_floats(&st, m->output_norm, hp->n_embd);
     const struct loom_arch *a = m->arch;
-    for (uint32_t il = 0; il < hp->n_layer; il++) { /* every matrix row (absent ones as empty), then vectors */
+    for (uint32_t il = 0; il < hp->n_layer; il++) { /* every matrix and expert row (absent: empty), then vectors */
         const struct loom_layer *L = &m->layers[il];
         for (int i = 0; i < a->n_weights; i++)
-            if (!a->weights[i].vector)
+            if (a->weights[i].experts)
+                hash_experts(&st, loom_layer_experts(L, &a->weights[i]));
+            else if (!a->weights[i].vector)
                 hash_weight(&st, loom_layer_matrix(L, &a->weights[i]));
         for (int i = 0; i < a->n_weights; i++) {
             const struct loom_weight_row *r = &a->weights[i];
