@@ -108,7 +108,7 @@ void loom_ops_softmax(int64_t n, float *x, float scale);
  *   get_rows, sum_rows (vec.h ggml_vec_sum_f32: a double sum in slot order, rounded to float), clamp
  *     (ops.cpp clamp_f32: MAX(MIN(s, INFINITY), 6.103515625e-5)), div: w[j] = p[ids[j]] / clamped sum.
  * The CPU backend fuses none of these (ggml-cpu.c ggml_cpu_try_fuse_ops fuses only RMS_NORM + MUL). */
-#define LOOM_OPS_MAX_EXPERTS 512
+#define LOOM_OPS_MAX_EXPERTS 1024
 
 /* idx[0..n) = the permutation of 0..n-1 that libstdc++'s std::sort(idx, idx + n, cmp) leaves with
  * cmp(a, b) = x[a] > x[b] (introsort: median-of-three quicksort above 16 elements, heapsort past depth

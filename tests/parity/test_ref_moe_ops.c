@@ -1,4 +1,4 @@
-/* test_ref_moe.c — the mixture-of-experts pieces of loom against llama.cpp's ggml as the oracle, op by op,
+/* test_ref_moe_ops.c — the mixture-of-experts pieces of loom against llama.cpp's ggml as the oracle, op by op,
  * bitwise: the router (soft_max, argsort with its tie order, get_rows, sum_rows, clamp, div, as
  * llama-graph.cpp build_moe_ffn builds them) on random and tie-heavy logits, and the grouped expert matmul
  * (loom_ops_moe_group + loom_matmul_experts) against a ggml MUL_MAT_ID graph on the reference's CPU backend,
