@@ -591,7 +591,7 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
 void loom_model_desc_free(loom_model_desc *d);
 
 /* ---- Synthetic models ----------------------------------------------------------------------------------------
- * Random-weight qwen35 models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
+ * Random-weight qwen35 and qwen35moe models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
  * well-conditioned recipe: test models only (no trained weights are reachable offline). */
 
 /* Bumped whenever the bytes written for a given (preset, type, seed, vocabulary) change. */
@@ -603,7 +603,7 @@ void loom_model_desc_free(loom_model_desc *d);
 typedef void (*loom_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
                                  uint64_t total_bytes, const char *name);
 
-/* The presets' names, i = 0, 1, ... ("micro", "tiny", "0.8b"); NULL past the last. */
+/* The presets' names, i = 0, 1, ... ("micro", "tiny", "0.8b", "tiny-moe", ..., "35b-a3b"); NULL past the last. */
 const char *loom_synth_preset(int i);
 
 typedef struct loom_synth_options {
@@ -615,6 +615,7 @@ typedef struct loom_synth_options {
     void *progress_ctx;
     loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
+    const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic routers") */
 } loom_synth_options;
 
 /* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# prepare-models.sh BUILD — generate (once) the synthetic qwen35 test models the parity tests use,
+# prepare-models.sh BUILD — generate (once) the synthetic qwen35 / qwen35moe test models the parity tests use,
 # cached under $LOOM_CACHE/models, with BUILD/loom synth and BUILD/loom quantize.
 # Each model has a stamp (FILE.stamp) naming the generator version, seed and inputs: a model whose stamp
 # differs (e.g. after a generator change) is regenerated; otherwise nothing is done.
@@ -24,9 +24,9 @@ base="synth-v$gen_version seed=$seed vocab=$vocab_id"
 # fresh FILE KEY: the model exists and its stamp holds KEY
 fresh() { [ -f "$1" ] && [ -f "$1.stamp" ] && [ "$(cat "$1.stamp")" = "$2" ]; }
 
-# synth PRESET TYPE
+# synth PRESET TYPE [STEM] (the file is STEM-TYPE.gguf; STEM defaults to qwen35-PRESET)
 synth() {
-    local out=$models/qwen35-$1-$2.gguf key="$base preset=$1 type=$2"
+    local out=$models/${3:-qwen35-$1}-$2.gguf key="$base preset=$1 type=$2"
     fresh "$out" "$key" && return 0
     echo "prepare-models: generating $out"
     rm -f "$out.stamp"
@@ -52,4 +52,6 @@ synth tiny F16
 quantize tiny Q4_K_M
 synth 0.8b F16
 quantize 0.8b Q4_K_M
+synth tiny-moe F32 qwen35moe-tiny
+synth tiny-moe F16 qwen35moe-tiny
 echo "prepare-models: models ready in $models"

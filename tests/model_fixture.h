@@ -59,7 +59,7 @@ static inline int write_mini_vocab(const char *path)
 static inline loom_model *load_micro_model(const char *vocab, const char *path, uint32_t type, uint64_t seed)
 {
     loom_error err = {0};
-    struct loom_synth_params p = {loom_synth_find_preset("micro"), type, seed, vocab, NULL, NULL, NULL, NULL};
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), type, seed, vocab, NULL, NULL, NULL, NULL, 0};
     int rc = loom_synth_write(&p, path, &err);
     CHECK(rc == LOOM_OK, "synth micro: %s", err.msg);
     loom_model *m = rc ? NULL : loom_model_load(path, &err);

@@ -165,10 +165,18 @@ static void test_refusals(void)
     CHECK(loom_quantize(NULL, "Q3_X", "/nonexistent/out.gguf", NULL, &e) == LOOM_E_ARG &&
               strstr(e.msg, "recipe: expected one of Q8_0") && strstr(e.msg, "found 'Q3_X'"),
           "an unknown recipe is named: %s", e.msg);
-    CHECK(!strcmp(loom_synth_preset(0), "micro") && loom_synth_preset(3) == NULL, "preset names");
+    CHECK(!strcmp(loom_synth_preset(0), "micro") && !strcmp(loom_synth_preset(3), "tiny-moe") &&
+              !strcmp(loom_synth_preset(8), "35b-a3b") && loom_synth_preset(9) == NULL,
+          "preset names");
     loom_synth_options o = {.preset = "huge", .type = "F16", .vocab_path = "x"};
-    CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG && strstr(e.msg, "found 'huge'"),
+    CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG && strstr(e.msg, "found 'huge'") &&
+              strstr(e.msg, "expected one of micro, tiny, 0.8b, tiny-moe"),
           "an unknown preset is named: %s", e.msg);
+    o.preset = "tiny-moe", o.router = "zipf";
+    CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG &&
+              strstr(e.msg, "router: expected uniform or skewed, found 'zipf'"),
+          "an unknown router is named: %s", e.msg);
+    o.router = NULL;
     o.preset = "micro", o.type = "f16";
     CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG &&
               strstr(e.msg, "type: expected F32, F16 or BF16, found 'f16'"),

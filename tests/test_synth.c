@@ -21,7 +21,7 @@ static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, fo
 
 static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
 {
-    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL};
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, 0};
     loom_error err = {0};
     int rc = loom_synth_write(&p, out, &err);
     CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
@@ -245,7 +245,7 @@ static void test_errors(const char *dir)
     char path[4200];
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_Q4_K, 1, mini_vocab,
-                                  NULL, NULL, NULL, NULL};
+                                  NULL, NULL, NULL, NULL, 0};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_E_ARG, "Q4_K weight type accepted");
     p.wtype = LOOM_TYPE_F16;
@@ -264,7 +264,7 @@ static void test_cancel(const char *dir)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     struct abort_at a = {0, 1 << 30};
     struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 1, mini_vocab, NULL, NULL, abort_at,
-                                  &a};
+                                  &a, 0};
     loom_error err = {0};
     CHECK(loom_synth_write(&p, path, &err) == LOOM_OK, "uncancelled synth: %s", err.msg);
     unlink(path);

@@ -1,4 +1,4 @@
-/* synth.c — `loom synth`: write a synthetic random-weight qwen35 GGUF model of a preset geometry
+/* synth.c — `loom synth`: write a synthetic random-weight qwen35 / qwen35moe GGUF model of a preset geometry
  * (test models; loom_synthesize), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
  * written. */
 #include <inttypes.h>
@@ -11,8 +11,13 @@
 
 static void synth_usage(FILE *f)
 {
-    fprintf(f, "usage: loom synth --preset micro|tiny|0.8b [--type f32|f16|bf16] [--seed N] [--vocab PATH] -o OUT.gguf\n"
+    fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16] [--router uniform|skewed] [--seed N] "
+               "[--vocab PATH] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
+               "  presets:");
+    for (int i = 0; loom_synth_preset(i); i++)
+        fprintf(f, " %s", loom_synth_preset(i));
+    fprintf(f, "\n  --router: the experts' router of a MoE preset (default uniform)\n"
                "  --vocab defaults to $LOOM_REF/src/models/ggml-vocab-qwen35.gguf (LOOM_REF defaults to $LOOM_CACHE/ref, LOOM_CACHE to ~/.cache/loom)\n");
 }
 
@@ -66,6 +71,8 @@ int loom_cli_synth(int argc, char **argv)
             out = v;
         } else if (!strcmp(a, "--vocab")) {
             vocab = v;
+        } else if (!strcmp(a, "--router")) {
+            par.router = v;
         } else if (!strcmp(a, "--type")) {
             if (!(par.type = synth_cli_type(v))) {
                 fprintf(stderr, "loom synth: --type '%s', expected f32, f16 or bf16\n", v);
@@ -90,7 +97,8 @@ int loom_cli_synth(int argc, char **argv)
         return 2;
     }
     if (!loom_cli_listed(par.preset, loom_synth_preset)) {
-        fprintf(stderr, "loom synth: unknown preset '%s', expected micro, tiny or 0.8b\n", par.preset);
+        fprintf(stderr, "loom synth: unknown preset '%s'\n", par.preset);
+        synth_usage(stderr);
         return 2;
     }
     char vocab_buf[4096];

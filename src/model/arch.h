@@ -46,7 +46,7 @@ struct loom_scratch_widths {
     uint64_t expert_ff;  /* n_ff_exp: one routed expert's hidden width */
 };
 
-#define LOOM_ARCH_MAX_DIMS 16
+#define LOOM_ARCH_MAX_DIMS 24
 
 /* Sizes derived from the hyper-parameters, computed once by the architecture's admission. */
 struct loom_geometry {

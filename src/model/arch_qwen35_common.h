@@ -15,6 +15,7 @@ struct loom_hparams;
  * ne[2] out names a dimension of size 1). */
 enum { D_ONE, D_EMBD, D_FF, D_CONV_CH, D_CONV_K, D_INNER, D_V_HEADS, D_SSM_HEAD, D_Q_ROWS, D_K_ROWS, D_V_ROWS,
        D_ATTN_IN, D_HEAD_K, D_EXPERT, D_FF_EXP, D_FF_EXP2, D_FF_SHEXP, D_COUNT };
+_Static_assert(D_COUNT <= LOOM_ARCH_MAX_DIMS, "the family's dim ids fit struct loom_geometry.dim");
 
 #define LOOM_Q35_REC (1u << LOOM_LAYER_RECURRENT)
 #define LOOM_Q35_ATT (1u << LOOM_LAYER_ATTENTION)

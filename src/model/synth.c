@@ -1,6 +1,8 @@
-/* synth.c — the synthetic qwen35 generator: presets, the seeded PRNG (splitmix64 + Marsaglia polar
+/* synth.c — the synthetic qwen35 / qwen35moe generator: presets, the seeded PRNG (splitmix64 + Marsaglia polar
  * normals), the well-conditioned weight recipe (../shared/REFERENCE.md, "Synthetic models must be
- * well-conditioned") and the GGUF layout llama.cpp expects for LLM_ARCH_QWEN35, streamed tensor by tensor. */
+ * well-conditioned"), the routers of the MoE presets (README "Synthetic routers") and the GGUF layout llama.cpp
+ * expects for LLM_ARCH_QWEN35 / LLM_ARCH_QWEN35MOE, streamed tensor by tensor (synth_fill yields one tensor's
+ * bytes at a time). */
 #include "model/synth.h"
 
 #include <math.h>
@@ -17,11 +19,30 @@
 
 static const struct loom_synth_preset synth_presets[] = {
     /* smallest valid model, for fast unit tests: 1 Gated DeltaNet + 1 attention layer, H_k < H_v */
-    {"micro", 2, 128, 256, 2, 1, 64, 16, {3, 3, 2, 0}, 1e7f, 1e-6f, 2, 32, 1, 2, 4, 4096, 0},
+    {"micro", 2, 128, 256, 2, 1, 64, 16, {3, 3, 2, 0}, 1e7f, 1e-6f, 2, 32, 1, 2, 4, 4096, 0, 0, 0, 0, 0, 0},
     /* 3 Gated DeltaNet + 1 attention layer; attention head dims as in the real model */
-    {"tiny", 4, 256, 512, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0},
+    {"tiny", 4, 256, 512, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 0, 0, 0, 0, 0},
     /* Qwen3.5-0.8B text geometry */
-    {"0.8b", 24, 1024, 3584, 8, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 16, 4, 262144, 248320},
+    {"0.8b", 24, 1024, 3584, 8, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 16, 4, 262144, 248320, 0, 0, 0, 0,
+     0},
+    /* qwen35moe, tiny's trunk: exactly 8 experts (llama_tensor_get_type's n_expert == 8 branches), 2 used,
+     * gate and up experts separate (as the converter writes them) */
+    {"tiny-moe", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256, 0},
+    /* fewer than 8 experts (the n_expert != 8 branches, and n_expert >= 4) */
+    {"tiny-moe-e4", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 4, 2, 256, 256,
+     0},
+    /* more than 8 experts (the n_expert != 8 branches, as the real models take them) */
+    {"tiny-moe-e16", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 16, 4, 256, 256,
+     0},
+    /* 8 experts with the fused ffn_gate_up_exps */
+    {"tiny-moe-fused", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256,
+     1},
+    /* Qwen3.5-35B-A3B layer shapes and all 256 experts, 8 of its 40 layers (about 4.4 GB at Q4_K_M) */
+    {"moe-mid", 8, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8, 512,
+     512, 0},
+    /* Qwen3.5-35B-A3B text geometry (README "Synthetic models": where each number comes from) */
+    {"35b-a3b", 40, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8,
+     512, 512, 0},
 };
 
 const struct loom_synth_preset *loom_synth_find_preset(const char *name)
@@ -49,6 +70,10 @@ const struct loom_synth_preset *loom_synth_find_preset(const char *name)
 #define SYNTH_A_HI 16.0
 #define SYNTH_DT_LO 1e-3          /* dt ~ logU(lo, hi), stored as ssm_dt.bias = softplus^-1(dt) */
 #define SYNTH_DT_HI 1e-1
+#define SYNTH_ROUTER_GAIN 1.0f    /* router logits' per-token spread (std) */
+#define SYNTH_SHEXP_GATE_GAIN 1.0f /* shared expert gate logit std: sigmoid spread around 0.5 */
+#define SYNTH_SKEW_SHARE 0.5f     /* skewed router: share of every real token's embedding along the shared direction */
+#define SYNTH_SKEW_ZIPF 1.0       /* skewed router: the expert of popularity rank k gets logit bias -a ln(k + 1) */
 
 /* ---- PRNG ------------------------------------------------------------------------------------------ */
 
@@ -125,6 +150,12 @@ static void synth_fwht(float *x, uint32_t n)
             }
 }
 
+static void synth_scale(float *x, size_t n, float a)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
 struct synth {
     const struct loom_synth_params *par;
     const struct loom_synth_preset *P;
@@ -134,6 +165,7 @@ struct synth {
     float basis_norm; /* E^(-3/2) */
     float c_in;       /* sqrt(E / sum p^4): a profile-shaped rms-1 input gives rms-1 reads */
     float *vec;       /* [E] one row or column */
+    float *shared;    /* [E] skewed router: the direction every real token's embedding shares (rms 1), else NULL */
     uint32_t *perm;   /* [E] permutation work array */
     float *scratch;   /* staging for tensors generated column-wise or with row mixing */
     struct synth_tensor *t;
@@ -189,6 +221,16 @@ static void synth_basis_init(struct synth *s)
     }
     s->c_in = (float)sqrt(E / s4);
     s->basis_norm = (float)pow((double)E, -1.5);
+    if (s->shared) { /* the skewed router's shared direction: profile-shaped like a token row, rms 1 */
+        synth_rng_normal(&r, s->shared, E);
+        double ss = 0;
+        for (uint32_t i = 0; i < E; i++)
+            s->shared[i] *= s->prof[i];
+        synth_basis_apply(s, s->shared);
+        for (uint32_t i = 0; i < E; i++)
+            ss += (double)s->shared[i] * s->shared[i];
+        synth_scale(s->shared, E, (float)sqrt(E / ss));
+    }
 }
 
 /* ---- tensor table ------------------------------------------------------------------------------------ */
@@ -203,6 +245,7 @@ enum synth_kind {
     SYNTH_CONV,     /* ssm_conv1d taps */
     SYNTH_DT,       /* ssm_dt.bias */
     SYNTH_A,        /* ssm_a = -A */
+    SYNTH_ROUTER,   /* ffn_gate_inp: SYNTH_READ rows, plus for the skewed router a per-expert bias along shared */
 };
 
 struct synth_tensor {
@@ -210,7 +253,7 @@ struct synth_tensor {
     enum synth_kind kind;
     uint32_t type;
     uint32_t n_dims;
-    uint64_t ne[2]; /* ggml order: ne[0] contiguous */
+    uint64_t ne[3]; /* ggml order: ne[0] contiguous; ne[2] experts (1 for a matrix or vector) */
     float gain;
 };
 
@@ -227,11 +270,42 @@ static void synth_add(struct synth *s, int layer, const char *base, enum synth_k
     t->n_dims = ne1 ? 2 : 1;
     t->ne[0] = ne0;
     t->ne[1] = ne1 ? ne1 : 1;
+    t->ne[2] = 1;
     t->gain = gain;
 }
 
-/* The qwen35 tensor list (names and ggml shapes as llama.cpp's LLM_ARCH_QWEN35 loader expects; tied
- * embeddings, so no output.weight). Matrices in wtype, vectors and ssm_conv1d in F32. */
+/* A 3-D expert tensor: n_expert matrices [ne0, ne1] of one kind. */
+static void synth_add_experts(struct synth *s, int layer, const char *base, enum synth_kind kind, uint64_t ne0,
+                              uint64_t ne1, float gain)
+{
+    synth_add(s, layer, base, kind, s->par->wtype, ne0, ne1, gain);
+    s->t[s->n_t - 1].n_dims = 3;
+    s->t[s->n_t - 1].ne[2] = s->P->n_expert;
+}
+
+/* A qwen35moe layer's FFN (llama.cpp qwen35moe.cpp load_block_trunk): router, routed experts, shared expert
+ * and its gate (router and gate in F32, as the converter stores them). The routed outputs are summed with
+ * weights that sum to 1, so each expert's down projection gets the dense FFN's depth gain. */
+static void synth_plan_moe(struct synth *s, int l, float depth)
+{
+    const struct loom_synth_preset *P = s->P;
+    uint32_t W = s->par->wtype, E = P->n_embd;
+    synth_add(s, l, "ffn_gate_inp.weight", SYNTH_ROUTER, LOOM_TYPE_F32, E, P->n_expert, SYNTH_ROUTER_GAIN);
+    if (P->fused_gate_up) {
+        synth_add_experts(s, l, "ffn_gate_up_exps.weight", SYNTH_READ, E, 2 * (uint64_t)P->n_ff_exp, 1);
+    } else {
+        synth_add_experts(s, l, "ffn_gate_exps.weight", SYNTH_READ, E, P->n_ff_exp, 1);
+        synth_add_experts(s, l, "ffn_up_exps.weight", SYNTH_READ, E, P->n_ff_exp, 1);
+    }
+    synth_add_experts(s, l, "ffn_down_exps.weight", SYNTH_WRITE, P->n_ff_exp, E, depth);
+    synth_add(s, l, "ffn_gate_inp_shexp.weight", SYNTH_READ, LOOM_TYPE_F32, E, 1, SYNTH_SHEXP_GATE_GAIN);
+    synth_add(s, l, "ffn_gate_shexp.weight", SYNTH_READ, W, E, P->n_ff_shexp, 1);
+    synth_add(s, l, "ffn_up_shexp.weight", SYNTH_READ, W, E, P->n_ff_shexp, 1);
+    synth_add(s, l, "ffn_down_shexp.weight", SYNTH_WRITE, W, P->n_ff_shexp, E, depth);
+}
+
+/* The qwen35 / qwen35moe tensor list (names and ggml shapes as llama.cpp's loaders expect; tied embeddings, so
+ * no output.weight). Matrices in wtype, vectors, ssm_conv1d and the MoE gates in F32. */
 static void synth_plan(struct synth *s)
 {
     const struct loom_synth_preset *P = s->P;
@@ -267,6 +341,10 @@ static void synth_plan(struct synth *s)
             synth_add(s, l, "attn_k_norm.weight", SYNTH_NORM, F32, hd, 0, 0);
         }
         synth_add(s, l, "post_attention_norm.weight", SYNTH_NORM, F32, E, 0, 0);
+        if (P->n_expert) {
+            synth_plan_moe(s, l, depth);
+            continue;
+        }
         synth_add(s, l, "ffn_gate.weight", SYNTH_READ, W, E, P->n_ff, 1);
         synth_add(s, l, "ffn_up.weight", SYNTH_READ, W, E, P->n_ff, 1);
         synth_add(s, l, "ffn_down.weight", SYNTH_WRITE, W, P->n_ff, E, depth);
@@ -291,15 +369,9 @@ static void synth_store(uint32_t type, void *dst, size_t off, const float *src, 
     }
 }
 
-static void synth_scale(float *x, size_t n, float a)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] *= a;
-}
-
 /* Residual-reading rows: W[n_out, E], row i = B (g_i . p) c_in gain / sqrt(E). For SYNTH_QKV the k rows
  * (second key_dim block) are g_k = rho g_q + sqrt(1 - rho^2) g_k before the rotation. */
-static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf, size_t off)
 {
     uint32_t E = s->E, key_dim = s->P->ssm_head_dim * s->P->ssm_k_heads;
     float scale = s->c_in * t->gain / sqrtf((float)E) * s->basis_norm;
@@ -318,12 +390,12 @@ static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct
             g[j] *= s->prof[j];
         synth_basis_apply(s, g);
         synth_scale(g, E, scale);
-        synth_store(t->type, buf, i * E, g, E);
+        synth_store(t->type, buf, off + i * E, g, E);
     }
 }
 
 /* Residual-writing matrix W[E, n_in] (ne = [n_in, E]): column j = B (h_j . p), h_j ~ N(0, gain^2 / n_in). */
-static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf, size_t off)
 {
     uint32_t E = s->E;
     uint64_t n_in = t->ne[0];
@@ -339,7 +411,38 @@ static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struc
         for (uint32_t i = 0; i < E; i++)
             s->scratch[i * n_in + j] = h[i] * scale;
     }
-    synth_store(t->type, buf, 0, s->scratch, (size_t)n_in * E);
+    synth_store(t->type, buf, off, s->scratch, (size_t)n_in * E);
+}
+
+/* Every expert of t (one matrix for ne[2] = 1), one after another from one stream. */
+static void synth_gen_matrices(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, void *buf)
+{
+    size_t per = (size_t)t->ne[0] * t->ne[1];
+    for (uint64_t e = 0; e < t->ne[2] && !s->cancelled; e++) {
+        if (t->kind == SYNTH_WRITE)
+            synth_gen_write(s, t, r, buf, e * per);
+        else
+            synth_gen_read(s, t, r, buf, e * per);
+    }
+}
+
+/* The router [n_expert, E]: SYNTH_READ rows (uniform popularity in expectation). The skewed router adds to row
+ * e the bias b_e = -SYNTH_SKEW_ZIPF ln(rank_e + 1) along the shared direction, scaled so that an input whose
+ * share along it is SYNTH_SKEW_SHARE (the embeddings' share) gets logit bias b_e; the popularity ranks are a
+ * random permutation per layer (the tensor's own stream). */
+static void synth_gen_router(struct synth *s, const struct synth_tensor *t, struct synth_rng *r, float *out)
+{
+    synth_gen_read(s, t, r, out, 0);
+    if (!s->shared)
+        return;
+    uint32_t n = (uint32_t)t->ne[1], E = s->E;
+    synth_rng_choose(r, s->perm, n, n); /* perm[rank] = expert */
+    for (uint32_t k = 0; k < n; k++) {
+        float b = (float)(-SYNTH_SKEW_ZIPF * log(k + 1.0)) / (SYNTH_SKEW_SHARE * (float)E);
+        float *row = out + (size_t)s->perm[k] * E;
+        for (uint32_t j = 0; j < E; j++)
+            row[j] += b * s->shared[j];
+    }
 }
 
 /* Token embeddings [n_rows, E]: real rows B (z . p) emb_std, padding rows z pad_std. */
@@ -354,6 +457,10 @@ static void synth_gen_embd(struct synth *s, const struct synth_tensor *t, struct
                 z[j] *= s->prof[j];
             synth_basis_apply(s, z);
             synth_scale(z, E, SYNTH_EMB_STD * s->basis_norm);
+            if (s->shared) /* the skewed router's shared direction */
+                for (uint32_t j = 0; j < E; j++)
+                    z[j] = sqrtf(1.0f - SYNTH_SKEW_SHARE * SYNTH_SKEW_SHARE) * z[j] +
+                           SYNTH_SKEW_SHARE * SYNTH_EMB_STD * s->shared[j];
         } else {
             synth_scale(z, E, SYNTH_PAD_STD);
         }
@@ -409,7 +516,7 @@ static void synth_gen_a(const struct synth_tensor *t, struct synth_rng *r, float
 
 static uint64_t synth_tensor_bytes(const struct synth_tensor *t)
 {
-    return (t->type == LOOM_TYPE_F32 ? 4u : 2u) * t->ne[0] * t->ne[1]; /* F32, F16 or BF16 elements */
+    return (t->type == LOOM_TYPE_F32 ? 4u : 2u) * t->ne[0] * t->ne[1] * t->ne[2]; /* F32, F16 or BF16 elements */
 }
 
 static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
@@ -433,8 +540,9 @@ static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loo
     case SYNTH_OUT_NORM: synth_gen_out_norm(s, t, &r, buf); break;
     case SYNTH_NORM: synth_gen_norm(t, &r, buf); break;
     case SYNTH_READ:
-    case SYNTH_QKV: synth_gen_read(s, t, &r, buf); break;
-    case SYNTH_WRITE: synth_gen_write(s, t, &r, buf); break;
+    case SYNTH_QKV:
+    case SYNTH_WRITE: synth_gen_matrices(s, t, &r, buf); break;
+    case SYNTH_ROUTER: synth_gen_router(s, t, &r, buf); break;
     case SYNTH_CONV: synth_gen_conv(s, t, &r, buf); break;
     case SYNTH_DT: synth_gen_dt(t, &r, buf); break;
     case SYNTH_A: synth_gen_a(t, &r, buf); break;
@@ -460,6 +568,11 @@ static int synth_check_preset(const struct loom_synth_preset *P, loom_error *err
     if (P->ssm_v_heads % P->ssm_k_heads || P->n_head % P->n_head_kv || !P->full_attn_interval)
         return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': head counts must divide (ssm %u/%u, attn %u/%u)",
                            P->name, P->ssm_v_heads, P->ssm_k_heads, P->n_head, P->n_head_kv);
+    if (P->n_expert && (P->n_expert_used == 0 || P->n_expert_used > P->n_expert || !P->n_ff_exp || !P->n_ff_shexp))
+        return loom_errorf(err, LOOM_E_ARG,
+                           "synth preset '%s': experts used %u of %u with widths %u/%u, expected 1..count used and "
+                           "nonzero widths",
+                           P->name, P->n_expert_used, P->n_expert, P->n_ff_exp, P->n_ff_shexp);
     return LOOM_OK;
 }
 
@@ -470,45 +583,68 @@ static int synth_check_preset(const struct loom_synth_preset *P, loom_error *err
             return loom_errorf(err, rc_, "synth: gguf writer failed on %s", what);                           \
     } while (0)
 
+/* "<arch>.<suffix>" into key[96]. */
+static const char *synth_arch_key(char *key, const struct synth *s, const char *suffix)
+{
+    snprintf(key, 96, "%s.%s", s->P->n_expert ? "qwen35moe" : "qwen35", suffix);
+    return key;
+}
+
 static int synth_set_hparams(struct loom_gguf_writer *w, const struct synth *s, loom_error *err)
 {
     const struct loom_synth_preset *P = s->P;
-    char name[64];
-    snprintf(name, sizeof name, "loom synthetic qwen35 %s", P->name);
+    const char *arch = P->n_expert ? "qwen35moe" : "qwen35";
+    char name[64], key[96];
+    snprintf(name, sizeof name, "loom synthetic %s %s", arch, P->name);
     uint32_t ftype = s->par->wtype == LOOM_TYPE_F32 ? 0 : s->par->wtype == LOOM_TYPE_F16 ? 1 : 32;
     int32_t sections[4] = {(int32_t)P->sections[0], (int32_t)P->sections[1], (int32_t)P->sections[2],
                            (int32_t)P->sections[3]};
-    struct { const char *key; uint32_t v; } u32[] = {
+    struct { const char *key; uint32_t v; } u32[] = { /* suffixes after "<arch>." except general.* and loom.* */
         {"general.file_type", ftype},
-        {"qwen35.block_count", P->n_layer},
-        {"qwen35.context_length", P->n_ctx_train},
-        {"qwen35.embedding_length", P->n_embd},
-        {"qwen35.feed_forward_length", P->n_ff},
-        {"qwen35.attention.head_count", P->n_head},
-        {"qwen35.attention.head_count_kv", P->n_head_kv},
-        {"qwen35.attention.key_length", P->head_dim},
-        {"qwen35.attention.value_length", P->head_dim},
-        {"qwen35.rope.dimension_count", P->n_rot},
-        {"qwen35.ssm.conv_kernel", P->ssm_conv},
-        {"qwen35.ssm.state_size", P->ssm_head_dim},
-        {"qwen35.ssm.group_count", P->ssm_k_heads},
-        {"qwen35.ssm.time_step_rank", P->ssm_v_heads},
-        {"qwen35.ssm.inner_size", P->ssm_head_dim * P->ssm_v_heads},
-        {"qwen35.full_attention_interval", P->full_attn_interval},
+        {"block_count", P->n_layer},
+        {"context_length", P->n_ctx_train},
+        {"embedding_length", P->n_embd},
+        {"feed_forward_length", P->n_ff}, /* MoE presets have none */
+        {"attention.head_count", P->n_head},
+        {"attention.head_count_kv", P->n_head_kv},
+        {"attention.key_length", P->head_dim},
+        {"attention.value_length", P->head_dim},
+        {"rope.dimension_count", P->n_rot},
+        {"ssm.conv_kernel", P->ssm_conv},
+        {"ssm.state_size", P->ssm_head_dim},
+        {"ssm.group_count", P->ssm_k_heads},
+        {"ssm.time_step_rank", P->ssm_v_heads},
+        {"ssm.inner_size", P->ssm_head_dim * P->ssm_v_heads},
+        {"full_attention_interval", P->full_attn_interval},
+        {"expert_count", P->n_expert},
+        {"expert_used_count", P->n_expert_used},
+        {"expert_feed_forward_length", P->n_ff_exp},
+        {"expert_shared_feed_forward_length", P->n_ff_shexp},
         {"loom.synth.version", LOOM_SYNTH_VERSION},
     };
-    SYNTH_TRY(loom_gguf_writer_set_str(w, "general.architecture", "qwen35"), "general.architecture");
+    SYNTH_TRY(loom_gguf_writer_set_str(w, "general.architecture", arch), "general.architecture");
     SYNTH_TRY(loom_gguf_writer_set_str(w, "general.name", name), "general.name");
-    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++)
-        SYNTH_TRY(loom_gguf_writer_set_u32(w, u32[i].key, u32[i].v), u32[i].key);
-    SYNTH_TRY(loom_gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", LOOM_GGUF_INT32, sections, 4),
-              "qwen35.rope.dimension_sections");
-    SYNTH_TRY(loom_gguf_writer_set_f32(w, "qwen35.rope.freq_base", P->rope_base), "qwen35.rope.freq_base");
-    SYNTH_TRY(loom_gguf_writer_set_f32(w, "qwen35.attention.layer_norm_rms_epsilon", P->rms_eps),
-              "qwen35.attention.layer_norm_rms_epsilon");
+    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++) {
+        int global = !strncmp(u32[i].key, "general.", 8) || !strncmp(u32[i].key, "loom.", 5);
+        int moe_key = !strncmp(u32[i].key, "expert", 6);
+        if ((moe_key && !P->n_expert) || (!strcmp(u32[i].key, "feed_forward_length") && !P->n_ff))
+            continue;
+        const char *k = global ? u32[i].key : synth_arch_key(key, s, u32[i].key);
+        SYNTH_TRY(loom_gguf_writer_set_u32(w, k, u32[i].v), k);
+    }
+    synth_arch_key(key, s, "rope.dimension_sections");
+    SYNTH_TRY(loom_gguf_writer_set_arr(w, key, LOOM_GGUF_INT32, sections, 4), key);
+    synth_arch_key(key, s, "rope.freq_base");
+    SYNTH_TRY(loom_gguf_writer_set_f32(w, key, P->rope_base), key);
+    synth_arch_key(key, s, "attention.layer_norm_rms_epsilon");
+    SYNTH_TRY(loom_gguf_writer_set_f32(w, key, P->rms_eps), key);
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->par->seed);
     SYNTH_TRY(loom_gguf_writer_set_str(w, "loom.synth.seed", seed), "loom.synth.seed");
+    if (P->n_expert)
+        SYNTH_TRY(loom_gguf_writer_set_str(w, "loom.synth.router",
+                                           s->par->router == LOOM_SYNTH_ROUTER_SKEWED ? "skewed" : "uniform"),
+                  "loom.synth.router");
     return LOOM_OK;
 }
 
@@ -576,18 +712,22 @@ static int synth_alloc(struct synth *s, loom_error *err)
 {
     const struct loom_synth_preset *P = s->P;
     uint32_t E = P->n_embd, key_dim = P->ssm_head_dim * P->ssm_k_heads;
-    uint64_t max_in = P->n_ff > P->n_head * P->head_dim ? P->n_ff : P->n_head * P->head_dim;
-    if (max_in < P->ssm_head_dim * P->ssm_v_heads)
-        max_in = P->ssm_head_dim * P->ssm_v_heads;
-    if (max_in < key_dim)
-        max_in = key_dim;
+    const uint64_t widths[] = {P->n_ff, (uint64_t)P->n_head * P->head_dim, (uint64_t)P->ssm_head_dim * P->ssm_v_heads,
+                               key_dim, P->n_ff_exp, P->n_ff_shexp}; /* the n_in of each SYNTH_WRITE; QKV k rows */
+    uint64_t max_in = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        max_in = widths[i] > max_in ? widths[i] : max_in;
     s->sign = malloc(3 * (size_t)E * sizeof(float));
     s->prof = malloc((size_t)E * sizeof(float));
     s->vec = malloc((size_t)E * sizeof(float));
-    s->perm = malloc((size_t)E * sizeof(uint32_t));
     s->scratch = malloc((size_t)max_in * E * sizeof(float));
-    s->t = calloc(4 + 16 * (size_t)P->n_layer, sizeof *s->t);
-    if (!s->sign || !s->prof || !s->vec || !s->perm || !s->scratch || !s->t)
+    s->t = calloc(4 + 24 * (size_t)P->n_layer, sizeof *s->t);
+    uint32_t n_perm = E > P->n_expert ? E : P->n_expert;
+    s->perm = malloc((size_t)n_perm * sizeof(uint32_t));
+    if (P->n_expert && s->par->router == LOOM_SYNTH_ROUTER_SKEWED)
+        s->shared = malloc((size_t)E * sizeof(float));
+    if (!s->sign || !s->prof || !s->vec || !s->perm || !s->scratch || !s->t ||
+        (P->n_expert && s->par->router == LOOM_SYNTH_ROUTER_SKEWED && !s->shared))
         return loom_errorf(err, LOOM_E_NOMEM, "synth: work buffers for preset '%s'", P->name);
     return LOOM_OK;
 }
@@ -600,6 +740,7 @@ static void synth_free(struct synth *s)
     free(s->perm);
     free(s->scratch);
     free(s->t);
+    free(s->shared);
 }
 
 static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error *err)
@@ -671,9 +812,17 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
                                     .wtype = LOOM_TYPE_COUNT, .seed = o->seed, .vocab_path = o->vocab_path,
                                     .progress = o->progress, .progress_ctx = o->progress_ctx, .abort = o->abort,
                                     .abort_ctx = o->abort_ctx};
-    if (!par.preset)
-        return loom_errorf(err, LOOM_E_ARG, "preset: expected micro, tiny or 0.8b, found '%s'",
+    if (!par.preset) {
+        char names[256];
+        size_t at = 0;
+        for (size_t i = 0; i < sizeof synth_presets / sizeof synth_presets[0] && at < sizeof names; i++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", synth_presets[i].name);
+        return loom_errorf(err, LOOM_E_ARG, "preset: expected one of %s, found '%s'", names,
                            o->preset ? o->preset : "(null)");
+    }
+    if (o->router && strcmp(o->router, "uniform") && strcmp(o->router, "skewed"))
+        return loom_errorf(err, LOOM_E_ARG, "router: expected uniform or skewed, found '%s'", o->router);
+    par.router = o->router && !strcmp(o->router, "skewed") ? LOOM_SYNTH_ROUTER_SKEWED : LOOM_SYNTH_ROUTER_UNIFORM;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (o->type && !strcmp(o->type, types[i].name))
             par.wtype = types[i].type;

@@ -1,4 +1,4 @@
-/* synth.h — the synthetic qwen35 GGUF generator: random-weight models of exact Qwen3.5 geometry
+/* synth.h — the synthetic qwen35 / qwen35moe GGUF generator: random-weight models of exact Qwen3.5 geometry
  * (presets), built with a seeded deterministic PRNG and a well-conditioned recipe, streamed tensor by
  * tensor through the GGUF writer. Test models only: no trained weights are reachable offline. */
 #ifndef LOOM_MODEL_SYNTH_H
@@ -21,9 +21,20 @@ struct loom_synth_preset {
     uint32_t ssm_head_dim, ssm_k_heads, ssm_v_heads, ssm_conv; /* state_size, group_count, time_step_rank */
     uint32_t n_ctx_train;
     uint32_t n_rows;                        /* embedding rows; 0 = vocab tokens padded up to a multiple of 256 */
+    /* mixture of experts (n_expert 0: a dense qwen35 model; else qwen35moe, whose n_ff is 0: no
+     * feed_forward_length key) */
+    uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    uint32_t fused_gate_up;                 /* 1: ffn_gate_up_exps; 0: ffn_gate_exps + ffn_up_exps */
 };
 
-/* The preset called `name` ("micro", "tiny", "0.8b"), or NULL. */
+/* The router of a qwen35moe preset (loom.h loom_synth_options.router; README "Synthetic routers"). */
+enum loom_synth_router {
+    LOOM_SYNTH_ROUTER_UNIFORM = 0, /* every expert equally popular in expectation */
+    LOOM_SYNTH_ROUTER_SKEWED = 1,  /* Zipf-like expert popularity per layer, through a direction shared by
+                                    * every token's embedding */
+};
+
+/* The preset called `name` ("micro", "tiny", "0.8b", "tiny-moe", ...), or NULL. */
 const struct loom_synth_preset *loom_synth_find_preset(const char *name);
 
 struct loom_synth_params {
@@ -35,6 +46,7 @@ struct loom_synth_params {
     void *progress_ctx;
     loom_abort_fn abort;     /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
+    uint32_t router;         /* enum loom_synth_router (MoE presets only; 0 = uniform) */
 };
 
 /* Write the model to out_path (atomically: the GGUF writer renames a temporary file into place).
