@@ -20,12 +20,14 @@ static void swap_idx(int32_t *a, int32_t *b)
     *b = t;
 }
 
-/* Move `val` down past the elements before `last` that it sorts before (no lower bound check). */
-static void unguarded_linear_insert(const float *x, int32_t *last)
+/* Move `val` down past the elements before `last` that it sorts before. libstdc++ has no lower bound check
+ * here (the elements before always hold one that stops it); loom stops at lo too, which never happens for
+ * keys that compare consistently and keeps a NaN key (whose comparisons are inconsistent) inside the array. */
+static void unguarded_linear_insert(const float *x, int32_t *lo, int32_t *last)
 {
     int32_t val = *last;
     int32_t *next = last - 1;
-    while (before(x, val, *next)) {
+    while (next >= lo && before(x, val, *next)) {
         *last = *next;
         last = next;
         next--;
@@ -44,7 +46,7 @@ static void insertion_sort(const float *x, int32_t *first, int32_t *last)
                 *p = p[-1];
             *first = val;
         } else {
-            unguarded_linear_insert(x, i);
+            unguarded_linear_insert(x, first, i);
         }
     }
 }
@@ -111,14 +113,16 @@ static void median_to_first(const float *x, int32_t *result, int32_t *a, int32_t
     }
 }
 
-/* Hoare partition of [first, last) around *pivot (std::__unguarded_partition). */
+/* Hoare partition of [first, last) around *pivot (std::__unguarded_partition; the bounds checks never
+ * trigger for consistent keys, as in unguarded_linear_insert). */
 static int32_t *unguarded_partition(const float *x, int32_t *first, int32_t *last, const int32_t *pivot)
 {
+    int32_t *lo = first, *hi = last;
     for (;;) {
-        while (before(x, *first, *pivot))
+        while (first < hi - 1 && before(x, *first, *pivot))
             first++;
         last--;
-        while (before(x, *pivot, *last))
+        while (last > lo && before(x, *pivot, *last))
             last--;
         if (!(first < last))
             return first;
@@ -156,7 +160,7 @@ void loom_ops_argsort_desc(int n, const float *x, int32_t *idx)
     if (n > SORT_THRESHOLD) {
         insertion_sort(x, idx, idx + SORT_THRESHOLD);
         for (int32_t *i = idx + SORT_THRESHOLD; i != idx + n; i++)
-            unguarded_linear_insert(x, i);
+            unguarded_linear_insert(x, idx, i);
     } else {
         insertion_sort(x, idx, idx + n);
     }

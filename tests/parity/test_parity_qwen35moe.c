@@ -25,6 +25,7 @@ enum { N_TOK = 1026, N_TBT = 140, N_CTX = 1280, N_THREADS = 1 };
 
 #define TOK_SEED 0x0E5C0DEull
 #define TOK_RANGE 151643u /* regular byte-level BPE tokens of the qwen35 vocabulary */
+#define TOK_FNV 0xef0d11d3350f5846ull /* contract control: FNV-1a of the ids */
 
 static const char *const MODELS[] = {"qwen35moe-tiny-F32.gguf", "qwen35moe-tiny-F16.gguf",
                                      "qwen35moe-tiny-Q4_K_M.gguf", "qwen35moe-tiny-fused-F32.gguf",
@@ -108,7 +109,7 @@ static void check_reference_batch(struct model *m, int n_ubatch, float *ref, flo
         llama_free(rc);
 }
 
-/* The reference token by token: m->ref_tbt. */
+/* The reference token by token (the single-token orders): m->ref_tbt. */
 static int ref_token_by_token(struct model *m)
 {
     struct llama_context *rc = ref_context(m->rm, 512);
@@ -198,7 +199,8 @@ int main(void)
     if (!ref_ok)
         return test_finish();
     make_tokens(tok);
-    printf("fnv 0x%016llx\n", (unsigned long long)parity_fnv1a_ids(tok, N_TOK));
+    CHECK(parity_fnv1a_ids(tok, N_TOK) == TOK_FNV, "token ids changed: fnv 0x%016llx",
+          (unsigned long long)parity_fnv1a_ids(tok, N_TOK));
     parity_cache_dir(cache, sizeof cache);
     int ran = 0;
     for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) {
