@@ -27,7 +27,6 @@ struct chunk {
     int pos0; /* position of the first */
     int src, dst; /* recurrent owners are read from copy src and updated in copy dst */
     const struct loom_row *rows; /* several sequences, one row each (NULL: every row is s's, at pos0 + t) */
-    int (*ffn)(struct chunk *c); /* the architecture's FFN step: ffn_dense or ffn_moe */
 };
 
 /* Where row t's state lives: its sequence's layer state, the copy to update and whether it must first be
@@ -405,7 +404,7 @@ static int layer_forward(struct chunk *c, uint32_t il)
     STAGE(c, "residual");
     norm_rows(c, sc->x, c->L->post_norm, sc->xn);
     STAGE(c, "post_norm");
-    rc = c->ffn(c);
+    rc = c->L->ffn_gate_inp.data ? ffn_moe(c) : ffn_dense(c); /* a router: the mixture-of-experts FFN */
     if (rc)
         return rc;
     add_rows(c, sc->x, sc->proj);
@@ -467,54 +466,33 @@ static void head(struct loom_session *s, const float *rows, int n, float *out)
     matmul_n(s, &s->model->output, rows, n, out);
 }
 
-static int forward_chunk(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst,
-                         int (*ffn)(struct chunk *c))
+static int forward_chunk(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
 {
     struct chunk c = {.s = s, .m = s->model, .hp = &s->model->hp, .il = -1, .n = n, .pos0 = pos0, .src = src,
-                      .dst = dst, .ffn = ffn};
+                      .dst = dst};
     return forward(c, tokens);
 }
 
-static int forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows,
-                        int (*ffn)(struct chunk *c))
+static int forward_rows(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
 {
-    struct chunk c = {.s = lead, .m = lead->model, .hp = &lead->model->hp, .il = -1, .n = n, .rows = rows, .ffn = ffn};
+    struct chunk c = {.s = lead, .m = lead->model, .hp = &lead->model->hp, .il = -1, .n = n, .rows = rows};
     return forward(c, tokens);
-}
-
-static int forward_dense(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
-{
-    return forward_chunk(s, tokens, n, pos0, src, dst, ffn_dense);
-}
-
-static int forward_rows_dense(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
-{
-    return forward_rows(lead, tokens, n, rows, ffn_dense);
-}
-
-static int forward_moe(struct loom_session *s, const int32_t *tokens, int n, int pos0, int src, int dst)
-{
-    return forward_chunk(s, tokens, n, pos0, src, dst, ffn_moe);
-}
-
-static int forward_rows_moe(struct loom_session *lead, const int32_t *tokens, int n, const struct loom_row *rows)
-{
-    return forward_rows(lead, tokens, n, rows, ffn_moe);
 }
 
 const struct loom_circuits loom_circuits_qwen35 = {
     .arch = &loom_arch_qwen35,
-    .forward = forward_dense,
-    .forward_rows = forward_rows_dense,
+    .forward = forward_chunk,
+    .forward_rows = forward_rows,
     .output_norm = output_norm,
     .head = head,
 };
 
-/* qwen35moe: the same layers with the mixture-of-experts FFN (llama.cpp src/models/qwen35moe.cpp). */
+/* qwen35moe (llama.cpp src/models/qwen35moe.cpp): the same circuits; its layers have a router, so their FFN
+ * step is the mixture of experts. */
 const struct loom_circuits loom_circuits_qwen35moe = {
     .arch = &loom_arch_qwen35moe,
-    .forward = forward_moe,
-    .forward_rows = forward_rows_moe,
+    .forward = forward_chunk,
+    .forward_rows = forward_rows,
     .output_norm = output_norm,
     .head = head,
 };

@@ -132,6 +132,47 @@ static inline struct llama_context *parity_ref_context(struct llama_model *model
     return llama_init_from_model(model, cp);
 }
 
+/* A reference context of n_ctx positions for one sequence with the given n_batch / n_ubatch (0 = the
+ * reference's default), n_threads, flash attention off and an F16 K/V cache. */
+static inline struct llama_context *parity_ref_context_split(struct llama_model *model, int n_ctx, int n_batch,
+                                                             int n_ubatch, int n_threads)
+{
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    if (n_batch)
+        cp.n_batch = (uint32_t)n_batch;
+    if (n_ubatch)
+        cp.n_ubatch = (uint32_t)n_ubatch;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = n_threads;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cp.type_v = GGML_TYPE_F16;
+    cp.no_perf = true;
+    return llama_init_from_model(model, cp);
+}
+
+/* The reference's CPU backend as a device for op-level graphs (2 threads), and its CPU_REPACK buffer type
+ * (*repack, NULL when it has none). NULL on failure. Call after parity_ref_init. */
+static inline ggml_backend_t parity_cpu_backend(ggml_backend_buffer_type_t *repack)
+{
+    ggml_backend_t backend = NULL;
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    *repack = NULL;
+    if (!dev || !(backend = ggml_backend_dev_init(dev, NULL)))
+        return NULL;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    ggml_backend_set_n_threads_t set_threads =
+        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (set_threads)
+        set_threads(backend, 2);
+    ggml_backend_dev_get_extra_bufts_t extra =
+        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
+        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
+            *repack = *b;
+    return backend;
+}
+
 /* Width of the reference's logits rows (its vocabulary: one token per output-head row). */
 static inline int parity_ref_n_vocab(const struct llama_model *model)
 {

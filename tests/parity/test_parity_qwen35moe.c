@@ -47,17 +47,10 @@ static void make_tokens(int32_t *tok)
         tok[i] = (int32_t)(parity_splitmix64(&st) % TOK_RANGE);
 }
 
+/* A reference context whose llama_decode takes all N_TOK tokens, in micro-batches of n_ubatch. */
 static struct llama_context *ref_context(struct llama_model *rm, int n_ubatch)
 {
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = N_CTX;
-    cp.n_ubatch = (uint32_t)n_ubatch;
-    cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = N_THREADS;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = cp.type_v = GGML_TYPE_F16;
-    cp.no_perf = true;
-    return llama_init_from_model(rm, cp);
+    return parity_ref_context_split(rm, N_CTX, 2048, n_ubatch, N_THREADS);
 }
 
 static loom_session *loom_session_for(const loom_model *lm, enum loom_numerics numerics, int n_ubatch)

@@ -87,18 +87,7 @@ static void make_tokens(int32_t *tok)
 /* A reference context of N_CTX positions with the given n_batch / n_ubatch (0 = the reference's default). */
 static struct llama_context *ref_context(struct llama_model *rm, int n_batch, int n_ubatch, int n_threads)
 {
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = N_CTX;
-    if (n_batch)
-        cp.n_batch = (uint32_t)n_batch;
-    if (n_ubatch)
-        cp.n_ubatch = (uint32_t)n_ubatch;
-    cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = n_threads;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = cp.type_v = GGML_TYPE_F16;
-    cp.no_perf = true;
-    return llama_init_from_model(rm, cp);
+    return parity_ref_context_split(rm, N_CTX, n_batch, n_ubatch, n_threads);
 }
 
 /* A loom session mirroring a reference context whose effective micro-batch is n_ubatch. */

@@ -25,22 +25,7 @@ static ggml_backend_buffer_type_t repack_buft;
 
 static int init_backend(void)
 {
-    if (parity_ref_init() != 0)
-        return 0;
-    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-    if (!dev || !(cpu_backend = ggml_backend_dev_init(dev, NULL)))
-        return 0;
-    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-    ggml_backend_set_n_threads_t set_threads =
-        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
-    if (set_threads)
-        set_threads(cpu_backend, 2);
-    ggml_backend_dev_get_extra_bufts_t extra =
-        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
-    for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
-        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
-            repack_buft = *b;
-    return 1;
+    return parity_ref_init() == 0 && (cpu_backend = parity_cpu_backend(&repack_buft)) != NULL;
 }
 
 static int count_equal(const float *a, const float *b, int64_t n)
