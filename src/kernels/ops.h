@@ -1,7 +1,7 @@
 /* ops.h — the non-matmul math of the qwen35 forward pass: RMSNorm, L2 norm, partial NEOX RoPE, softmax,
- * SiLU/SwiGLU/sigmoid/softplus, the mixture-of-experts router, the causal conv1d over a conv state, the gated delta rule step and
- * causal GQA attention over an F16 KV cache. Every reduction has one documented order, chosen to be the
- * order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
+ * SiLU/SwiGLU/sigmoid/softplus, the mixture-of-experts router, the causal conv1d over a conv state, the gated
+ * delta rule step and causal GQA attention over an F16 KV cache. Every reduction has one documented order,
+ * chosen to be the order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
  * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c
  * and ops_impl.h (whose C x86/ops_avx2.c builds again for AVX2); AVX-512 variants of the hot ones
  * (x86/ops_avx512.c) give bitwise the same results. None allocates or spawns threads. */

@@ -104,8 +104,8 @@ static void check_router(int n, int k, int kind)
         bad_w += k - count_equal(w, w_ref + t * k, k);
     }
     printf("  router n %3d k %2d logits %d: probs %d, order %d, weights %d differ\n", n, k, kind, bad_p, bad_o, bad_w);
-    CHECK(bad_p == 0 && bad_o == 0 && bad_w == 0, "router n %d k %d kind %d: %d probs, %d order entries, %d weights differ",
-          n, k, kind, bad_p, bad_o, bad_w);
+    CHECK(bad_p == 0 && bad_o == 0 && bad_w == 0,
+          "router n %d k %d kind %d: %d probs, %d order entries, %d weights differ", n, k, kind, bad_p, bad_o, bad_w);
     free(logits);
     free(probs);
     free(p_ref);
