@@ -576,6 +576,13 @@ typedef struct loom_model_desc {
     uint64_t n_tokens;              /* tokenizer vocabulary (tokenizer.ggml.tokens) */
     uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position */
     uint64_t recurrent_state_bytes; /* conv and recurrent state of every recurrent layer, per sequence */
+    /* The expert plan of a mixture-of-experts model (all 0 for a dense one): routed experts per layer, experts each
+     * token is routed to, the bytes of one routed expert of one layer (its gate, up and down rows in the file's
+     * types; smallest and largest over the layers, as quantization recipes give some layers wider types) and of
+     * one layer's shared expert (its gate, up and down matrices and its gate vector; largest over the layers). */
+    uint32_t n_expert, n_expert_used;
+    uint64_t expert_bytes_min, expert_bytes_max;
+    uint64_t shared_expert_bytes;
     char plan[128];                 /* the layer plan in words: "24 layers (18 Gated DeltaNet recurrent, 6 ...)" */
     int n_hparams;
     loom_desc_item hparams[LOOM_DESC_MAX_HPARAMS];
@@ -591,8 +598,8 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
 void loom_model_desc_free(loom_model_desc *d);
 
 /* ---- Synthetic models ----------------------------------------------------------------------------------------
- * Random-weight qwen35 and qwen35moe models of exact Qwen3.5 geometry (presets), from a seeded deterministic generator and a
- * well-conditioned recipe: test models only (no trained weights are reachable offline). */
+ * Random-weight qwen35 and qwen35moe models of exact Qwen3.5 geometry (presets), from a seeded deterministic
+ * generator and a well-conditioned recipe: test models only (no trained weights are reachable offline). */
 
 /* Bumped whenever the bytes written for a given (preset, type, seed, vocabulary) change. */
 #define LOOM_SYNTH_VERSION 2
@@ -615,7 +622,7 @@ typedef struct loom_synth_options {
     void *progress_ctx;
     loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
-    const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic routers") */
+    const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic MoE models") */
 } loom_synth_options;
 
 /* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options

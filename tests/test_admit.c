@@ -1,6 +1,6 @@
-/* test_admit.c — qwen35 admission: a tiny valid model written with the GGUF writer is admitted with the
- * right hyper-parameters and state sizes, and corrupting one key or tensor at a time is rejected with a
- * message naming it. */
+/* test_admit.c — qwen35 and qwen35moe admission: a tiny valid model written with the GGUF writer is admitted
+ * with the right hyper-parameters and state sizes (a MoE one also loads, its experts bound in place), and
+ * corrupting one key or tensor at a time is rejected with a message naming it. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +11,26 @@
 #include "model/model.h"
 #include "test.h"
 
-/* Tiny geometry: 4 layers (0-2 Gated DeltaNet, 3 attention), n_embd 64, vocab 512 rows. */
+/* Tiny geometry: 4 layers (0-2 Gated DeltaNet, 3 attention), n_embd 64, vocab 512 rows; the MoE model has 4
+ * routed experts of width 32 (2 used per token) and a shared expert of width 48 instead of the dense FFN. */
 enum { N_LAYER = 4, N_EMBD = 64, N_FF = 128, N_VOCAB = 512, N_TOKENS = 500, N_HEAD = 4, N_HEAD_KV = 2,
-       HEAD_DIM = 16, N_ROT = 8, SSM_D = 16, SSM_NV = 4, SSM_NK = 2, SSM_INNER = 64, CONV_K = 4 };
+       HEAD_DIM = 16, N_ROT = 8, SSM_D = 16, SSM_NV = 4, SSM_NK = 2, SSM_INNER = 64, CONV_K = 4, N_EXPERT = 4,
+       N_USED = 2, N_FF_EXP = 32, N_FF_SHEXP = 48 };
 
+/* Dense mutations, then the MoE model (M_MOE) and its mutations. */
 enum mutation {
     M_NONE, M_MISSING_TENSOR, M_EXTRA_TENSOR, M_WRONG_SHAPE, M_NORM_TYPE, M_KEY_TYPE, M_MISSING_KEY,
     M_BAD_INNER, M_BAD_HEADS, M_TOO_MANY_TOKENS, M_TYPE_LEN, M_UNTIED, M_BAD_SECTIONS, M_RECURRENT_LAYERS,
     M_NEXTN, M_MATRIX_BF16, M_MATRIX_Q8_1,
+    M_MOE, M_MOE_FUSED, M_MOE_NEXTN, M_MOE_USED_GT_COUNT, M_MOE_NO_EXPERTS, M_MOE_USED_ARRAY, M_MOE_NO_SHEXP_KEY,
+    M_MOE_GROUPS, M_MOE_EXPERT_DIM, M_MOE_ROW_WIDTH, M_MOE_ROUTER, M_MOE_NO_SHEXP_GATE, M_MOE_BOTH_FORMS,
+    M_MOE_NO_UP, M_MOE_DENSE_FFN,
 };
+
+static int is_moe(enum mutation m)
+{
+    return m >= M_MOE;
+}
 
 static int fill_zero(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
 {
@@ -28,46 +39,85 @@ static int fill_zero(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom
     return LOOM_OK;
 }
 
+static void add3(struct loom_gguf_writer *w, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1,
+                 uint64_t ne2)
+{
+    const uint64_t ne[3] = {ne0, ne1, ne2};
+    int rc = loom_gguf_writer_add_tensor(w, name, type, ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1, ne);
+    CHECK(rc == LOOM_OK, "add tensor %s", name);
+}
+
 static void add(struct loom_gguf_writer *w, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1)
 {
-    const uint64_t ne[2] = {ne0, ne1};
-    int rc = loom_gguf_writer_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne);
-    CHECK(rc == LOOM_OK, "add tensor %s", name);
+    add3(w, name, type, ne0, ne1, 1);
+}
+
+/* "<arch>.<suffix>" for the model of mutation m. */
+static const char *key(enum mutation m, const char *suffix)
+{
+    static char buf[96];
+    snprintf(buf, sizeof buf, "%s.%s", is_moe(m) ? "qwen35moe" : "qwen35", suffix);
+    return buf;
+}
+
+static void set_u32(struct loom_gguf_writer *w, enum mutation m, const char *suffix, uint32_t v)
+{
+    loom_gguf_writer_set_u32(w, key(m, suffix), v);
+}
+
+/* The expert keys of the MoE model. */
+static void add_moe_keys(struct loom_gguf_writer *w, enum mutation m)
+{
+    set_u32(w, m, "expert_count", m == M_MOE_NO_EXPERTS ? 0 : N_EXPERT);
+    if (m == M_MOE_USED_ARRAY) {
+        const uint32_t used[N_LAYER] = {N_USED, N_USED, N_USED, N_USED};
+        loom_gguf_writer_set_arr(w, key(m, "expert_used_count"), LOOM_GGUF_UINT32, used, N_LAYER);
+    } else {
+        set_u32(w, m, "expert_used_count", m == M_MOE_USED_GT_COUNT ? N_EXPERT + 1 : N_USED);
+    }
+    set_u32(w, m, "expert_feed_forward_length", N_FF_EXP);
+    if (m != M_MOE_NO_SHEXP_KEY)
+        set_u32(w, m, "expert_shared_feed_forward_length", N_FF_SHEXP);
+    if (m == M_MOE_GROUPS)
+        set_u32(w, m, "expert_group_count", 2);
 }
 
 static void add_keys(struct loom_gguf_writer *w, enum mutation m)
 {
-    loom_gguf_writer_set_str(w, "general.architecture", "qwen35");
-    loom_gguf_writer_set_u32(w, "qwen35.context_length", 4096);
+    loom_gguf_writer_set_str(w, "general.architecture", is_moe(m) ? "qwen35moe" : "qwen35");
+    set_u32(w, m, "context_length", 4096);
     if (m == M_KEY_TYPE)
-        loom_gguf_writer_set_f32(w, "qwen35.embedding_length", N_EMBD);
+        loom_gguf_writer_set_f32(w, key(m, "embedding_length"), N_EMBD);
     else
-        loom_gguf_writer_set_u32(w, "qwen35.embedding_length", N_EMBD);
-    loom_gguf_writer_set_u32(w, "qwen35.block_count", N_LAYER + (m == M_NEXTN));
-    loom_gguf_writer_set_u32(w, "qwen35.feed_forward_length", N_FF);
-    loom_gguf_writer_set_u32(w, "qwen35.attention.head_count", m == M_BAD_HEADS ? 3 : N_HEAD);
-    loom_gguf_writer_set_u32(w, "qwen35.attention.head_count_kv", N_HEAD_KV);
-    loom_gguf_writer_set_u32(w, "qwen35.attention.key_length", HEAD_DIM);
-    loom_gguf_writer_set_u32(w, "qwen35.attention.value_length", HEAD_DIM);
-    loom_gguf_writer_set_f32(w, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
-    loom_gguf_writer_set_u32(w, "qwen35.rope.dimension_count", N_ROT);
-    loom_gguf_writer_set_f32(w, "qwen35.rope.freq_base", 1e7f);
+        set_u32(w, m, "embedding_length", N_EMBD);
+    set_u32(w, m, "block_count", N_LAYER + (m == M_NEXTN || m == M_MOE_NEXTN));
+    if (!is_moe(m)) /* optional in a MoE model */
+        set_u32(w, m, "feed_forward_length", N_FF);
+    set_u32(w, m, "attention.head_count", m == M_BAD_HEADS ? 3 : N_HEAD);
+    set_u32(w, m, "attention.head_count_kv", N_HEAD_KV);
+    set_u32(w, m, "attention.key_length", HEAD_DIM);
+    set_u32(w, m, "attention.value_length", HEAD_DIM);
+    loom_gguf_writer_set_f32(w, key(m, "attention.layer_norm_rms_epsilon"), 1e-6f);
+    set_u32(w, m, "rope.dimension_count", N_ROT);
+    loom_gguf_writer_set_f32(w, key(m, "rope.freq_base"), 1e7f);
     const int32_t sections[4] = {2, 1, 1, 0}, bad_sections[4] = {1, 1, 1, 1};
-    loom_gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", LOOM_GGUF_INT32,
+    loom_gguf_writer_set_arr(w, key(m, "rope.dimension_sections"), LOOM_GGUF_INT32,
                              m == M_BAD_SECTIONS ? bad_sections : sections, 4);
-    loom_gguf_writer_set_u32(w, "qwen35.full_attention_interval", 4);
-    loom_gguf_writer_set_u32(w, "qwen35.ssm.conv_kernel", CONV_K);
-    loom_gguf_writer_set_u32(w, "qwen35.ssm.inner_size", m == M_BAD_INNER ? SSM_INNER - 1 : SSM_INNER);
-    loom_gguf_writer_set_u32(w, "qwen35.ssm.state_size", SSM_D);
-    loom_gguf_writer_set_u32(w, "qwen35.ssm.time_step_rank", SSM_NV);
+    set_u32(w, m, "full_attention_interval", 4);
+    set_u32(w, m, "ssm.conv_kernel", CONV_K);
+    set_u32(w, m, "ssm.inner_size", m == M_BAD_INNER ? SSM_INNER - 1 : SSM_INNER);
+    set_u32(w, m, "ssm.state_size", SSM_D);
+    set_u32(w, m, "ssm.time_step_rank", SSM_NV);
     if (m != M_MISSING_KEY)
-        loom_gguf_writer_set_u32(w, "qwen35.ssm.group_count", SSM_NK);
+        set_u32(w, m, "ssm.group_count", SSM_NK);
     if (m == M_RECURRENT_LAYERS) {
         const uint8_t rec[N_LAYER] = {1, 1, 0, 0}; /* layer 2 disagrees with the interval */
-        loom_gguf_writer_set_arr(w, "qwen35.attention.recurrent_layers", LOOM_GGUF_BOOL, rec, N_LAYER);
+        loom_gguf_writer_set_arr(w, key(m, "attention.recurrent_layers"), LOOM_GGUF_BOOL, rec, N_LAYER);
     }
-    if (m == M_NEXTN)
-        loom_gguf_writer_set_u32(w, "qwen35.nextn_predict_layers", 1);
+    if (m == M_NEXTN || m == M_MOE_NEXTN)
+        set_u32(w, m, "nextn_predict_layers", 1);
+    if (is_moe(m))
+        add_moe_keys(w, m);
 }
 
 static void add_tokenizer(struct loom_gguf_writer *w, enum mutation m)
@@ -81,11 +131,44 @@ static void add_tokenizer(struct loom_gguf_writer *w, enum mutation m)
         tok[i].ptr = text + 8 * i;
         type[i] = 1;
     }
+    if (is_moe(m)) { /* loaded, not only admitted: a tokenizer loom_model_load takes */
+        loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
+        struct loom_gguf_str merge = {5, "t1 t0"};
+        loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", &merge, 1);
+    }
     loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, n);
     loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, type, m == M_TYPE_LEN ? n - 1 : n);
     free(tok);
     free(type);
     free(text);
+}
+
+/* A MoE layer's FFN (router, routed experts separate or fused, shared expert and its gate); layer il of a nextn
+ * block when il == N_LAYER. */
+static void add_moe_ffn(struct loom_gguf_writer *w, int il, enum mutation m)
+{
+    char n[64];
+#define T3(suffix, type, ne0, ne1, ne2) \
+    (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), add3(w, n, type, ne0, ne1, ne2))
+    T3("ffn_gate_inp.weight", LOOM_TYPE_F32, N_EMBD, m == M_MOE_ROUTER && il == 0 ? N_EXPERT - 1 : N_EXPERT, 1);
+    if (m == M_MOE_FUSED || (m == M_MOE_BOTH_FORMS && il == 0))
+        T3("ffn_gate_up_exps.weight", LOOM_TYPE_Q8_0, N_EMBD, 2 * N_FF_EXP, N_EXPERT);
+    if (m != M_MOE_FUSED) {
+        T3("ffn_gate_exps.weight", LOOM_TYPE_Q8_0, N_EMBD, N_FF_EXP, N_EXPERT);
+        if (!(m == M_MOE_NO_UP && il == 1))
+            T3("ffn_up_exps.weight", LOOM_TYPE_F16, N_EMBD, N_FF_EXP, m == M_MOE_EXPERT_DIM && il == 1 ? 3 : N_EXPERT);
+    }
+    T3("ffn_down_exps.weight", LOOM_TYPE_Q8_0, m == M_MOE_ROW_WIDTH && il == 2 ? N_FF_EXP + 32 : N_FF_EXP, N_EMBD,
+       N_EXPERT);
+    if (!(m == M_MOE_NO_SHEXP_GATE && il == 3))
+        T3("ffn_gate_inp_shexp.weight", LOOM_TYPE_F32, N_EMBD, 1, 1);
+    T3("ffn_gate_shexp.weight", LOOM_TYPE_F16, N_EMBD, N_FF_SHEXP, 1);
+    T3("ffn_up_shexp.weight", LOOM_TYPE_F16, N_EMBD, N_FF_SHEXP, 1);
+    T3("ffn_down_shexp.weight", LOOM_TYPE_F16, N_FF_SHEXP, N_EMBD, 1);
+    if (m == M_MOE_DENSE_FFN && il == 0)
+        T3("ffn_gate.weight", LOOM_TYPE_F16, N_EMBD, N_FF, 1);
+#undef T3
 }
 
 static void add_layer(struct loom_gguf_writer *w, int il, enum mutation m)
@@ -95,9 +178,13 @@ static void add_layer(struct loom_gguf_writer *w, int il, enum mutation m)
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", il, suffix), add(w, n, type, ne0, ne1))
     T("attn_norm.weight", LOOM_TYPE_F32, N_EMBD, 1);
     T("post_attention_norm.weight", LOOM_TYPE_F32, N_EMBD, 1);
-    T("ffn_gate.weight", m == M_MATRIX_Q8_1 && il == 1 ? LOOM_TYPE_Q8_1 : mat, N_EMBD, N_FF);
-    T("ffn_up.weight", LOOM_TYPE_F16, N_EMBD, m == M_WRONG_SHAPE && il == 2 ? N_FF + 1 : N_FF);
-    T("ffn_down.weight", LOOM_TYPE_F32, N_FF, N_EMBD);
+    if (is_moe(m)) {
+        add_moe_ffn(w, il, m);
+    } else {
+        T("ffn_gate.weight", m == M_MATRIX_Q8_1 && il == 1 ? LOOM_TYPE_Q8_1 : mat, N_EMBD, N_FF);
+        T("ffn_up.weight", LOOM_TYPE_F16, N_EMBD, m == M_WRONG_SHAPE && il == 2 ? N_FF + 1 : N_FF);
+        T("ffn_down.weight", LOOM_TYPE_F32, N_FF, N_EMBD);
+    }
     if ((il + 1) % 4 == 0) {
         T("attn_q.weight", mat, N_EMBD, HEAD_DIM * N_HEAD * 2);
         T("attn_k.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
@@ -135,10 +222,12 @@ static int write_model(const char *path, enum mutation m)
         add(w, "output.weight", LOOM_TYPE_F16, N_EMBD, N_VOCAB);
     for (int il = 0; il < N_LAYER; il++)
         add_layer(w, il, m);
-    if (m == M_NEXTN) {
+    if (m == M_NEXTN || m == M_MOE_NEXTN) {
         add(w, "blk.4.nextn.eh_proj.weight", LOOM_TYPE_F16, 2 * N_EMBD, N_EMBD);
         add(w, "blk.4.attn_norm.weight", LOOM_TYPE_F32, N_EMBD, 1);
     }
+    if (m == M_MOE_NEXTN)
+        add_moe_ffn(w, N_LAYER, m);
     loom_error e = {0};
     int rc = loom_gguf_writer_write(w, path, fill_zero, NULL, &e);
     CHECK(rc == LOOM_OK, "write %s: %s", path, e.msg);
@@ -204,6 +293,8 @@ static void test_valid(const char *dir)
     CHECK(admit(dir, M_MATRIX_BF16, &hp, &e) == LOOM_OK, "BF16 matrices admitted: %s", e.msg);
 }
 
+/* Each bad file (the MoE ones too) is refused at admission, before anything is allocated, naming the key or
+ * tensor. */
 static void test_corruptions(const char *dir)
 {
     static const struct {
@@ -222,6 +313,21 @@ static void test_corruptions(const char *dir)
         {M_TYPE_LEN, "key 'tokenizer.ggml.token_type': expected 500 elements (one per token), found 499"},
         {M_BAD_SECTIONS, "rope.dimension_sections': [1, 1, 1, 1] leaves rotary pair 3"},
         {M_RECURRENT_LAYERS, "layer 2 is marked attention, but full_attention_interval 4 makes it recurrent"},
+        {M_MOE_USED_GT_COUNT, "key 'qwen35moe.expert_used_count': expected 1..4 (expert_count), found 5"},
+        {M_MOE_NO_EXPERTS, "key 'qwen35moe.expert_count': expected 1..1024, found 0"},
+        {M_MOE_USED_ARRAY, "key 'qwen35moe.expert_used_count': expected UINT32, found array of UINT32"},
+        {M_MOE_NO_SHEXP_KEY, "missing required key 'qwen35moe.expert_shared_feed_forward_length'"},
+        {M_MOE_GROUPS, "key 'qwen35moe.expert_group_count': expected 0 or 1 below expert_count 4"},
+        {M_MOE_EXPERT_DIM, "tensor 'blk.1.ffn_up_exps.weight': expected shape [64 (row width), 32 (rows per expert), "
+                           "4 (expert_count)], found [64, 32, 3, 1]"},
+        {M_MOE_ROW_WIDTH, "tensor 'blk.2.ffn_down_exps.weight': expected shape [32 (row width), 64 (rows per "
+                          "expert), 4 (expert_count)], found [64, 64, 4, 1]"},
+        {M_MOE_ROUTER, "tensor 'blk.0.ffn_gate_inp.weight': expected shape [64, 4], found [64, 3, 1, 1]"},
+        {M_MOE_NO_SHEXP_GATE, "missing tensor 'blk.3.ffn_gate_inp_shexp.weight'"},
+        {M_MOE_BOTH_FORMS, "tensor 'blk.0.ffn_gate_exps.weight': expected absent next to the fused "
+                           "'blk.0.ffn_gate_up_exps.weight', found present"},
+        {M_MOE_NO_UP, "missing tensor 'blk.1.ffn_up_exps.weight' (or the fused 'blk.1.ffn_gate_up_exps.weight')"},
+        {M_MOE_DENSE_FFN, "unexpected tensor 'blk.0.ffn_gate.weight' (not part of a qwen35moe model"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct loom_hparams hp;
@@ -253,6 +359,79 @@ static void test_load_activation_type(const char *dir)
     unlink(path);
 }
 
+/* A loaded MoE model (mutation m: separate or fused gate/up) binds every layer's experts in place: expert e at
+ * e * expert_bytes of the file's tensor, no copy, in the file layout. */
+static void check_moe_binding(const char *path, enum mutation m)
+{
+    loom_error e = {0};
+    struct loom_model *lm = loom_model_load(path, &e);
+    CHECK(lm != NULL, "MoE model %d loads: %s", (int)m, e.msg);
+    for (uint32_t il = 0; lm && il < N_LAYER; il++) {
+        const struct loom_layer *L = &lm->layers[il];
+        const struct loom_experts *gu = m == M_MOE_FUSED ? &L->ffn_gate_up_exps : &L->ffn_up_exps;
+        CHECK(L->ffn_gate_inp.n_in == N_EMBD && L->ffn_gate_inp.n_out == N_EXPERT, "router bound");
+        CHECK(gu->n_expert == N_EXPERT && gu->w.n_in == N_EMBD &&
+                  gu->w.n_out == (m == M_MOE_FUSED ? 2 : 1) * N_FF_EXP && gu->w.layout == LOOM_WEIGHT_ROWS,
+              "layer %u gate/up experts bound", il);
+        CHECK((m == M_MOE_FUSED) == (L->ffn_gate_exps.w.data == NULL), "layer %u: one gate/up form", il);
+        const struct loom_experts *d = &L->ffn_down_exps;
+        struct loom_weight last = loom_experts_get(d, N_EXPERT - 1);
+        CHECK(d->expert_bytes == 64 * 34 && (const char *)last.data == (const char *)d->w.data + 3 * 64 * 34 &&
+                  last.n_in == N_FF_EXP && last.n_out == N_EMBD,
+              "layer %u: expert 3 of ffn_down_exps in place", il);
+        CHECK(L->ffn_gate_inp_shexp.n_in == N_EMBD && L->ffn_gate_inp_shexp.n_out == 1 &&
+                  L->ffn_down_shexp.n_in == N_FF_SHEXP && L->ffn_up_shexp.n_out == N_FF_SHEXP,
+              "layer %u: shared expert bound", il);
+    }
+    loom_model_free(lm);
+}
+
+/* The description's expert plan. From the geometry above: one routed expert = gate Q8_0 32 rows x 68 B + up F16
+ * 32 x 64 x 2 B + down Q8_0 64 rows x 34 B = 8448 B; the shared expert = 3 F16 matrices of 64 x 48 (6144 B
+ * each) + its F32 gate of 64 (256 B) = 18688 B. */
+static void check_moe_plan(const char *path)
+{
+    loom_error e = {0};
+    loom_gguf *g = NULL;
+    loom_model_desc d = {0};
+    int rc = loom_gguf_open(path, &g, &e);
+    CHECK(rc == LOOM_OK && loom_model_describe(g, &d, &e) == LOOM_OK, "describe: %s", e.msg);
+    CHECK(d.n_expert == N_EXPERT && d.n_expert_used == N_USED && d.expert_bytes_min == 8448 &&
+              d.expert_bytes_max == 8448 && d.shared_expert_bytes == 18688,
+          "expert plan: %u/%u, %" PRIu64 "..%" PRIu64 " B, shared %" PRIu64 " B", d.n_expert, d.n_expert_used,
+          d.expert_bytes_min, d.expert_bytes_max, d.shared_expert_bytes);
+    loom_model_desc_free(&d);
+    loom_gguf_close(g);
+}
+
+/* The MoE model: expert keys into hparams, state sizes as the dense model's (the trunk is the same), the fused
+ * form and a nextn block admitted; loaded bindings and the description's expert plan. */
+static void test_moe_valid(const char *dir)
+{
+    struct loom_hparams hp;
+    struct loom_geometry geo;
+    loom_error e = {0};
+    CHECK(admit_geo(dir, M_MOE, &hp, &geo, &e) == LOOM_OK, "valid MoE model admitted: %s", e.msg);
+    CHECK(!strcmp(hp.arch, "qwen35moe") && hp.n_expert == N_EXPERT && hp.n_expert_used == N_USED &&
+              hp.n_ff_exp == N_FF_EXP && hp.n_ff_shexp == N_FF_SHEXP && hp.n_ff == 0 && hp.n_nextn == 0,
+          "MoE hparams");
+    CHECK(geo.recurrent_state_bytes == 3 * (1536 + 4096) && geo.kv_bytes_per_token == 128, "MoE state sizes");
+    CHECK(geo.scratch.a >= 2 * N_FF_EXP && geo.scratch.b >= N_FF_SHEXP, "FFN scratch covers the experts");
+    CHECK(admit(dir, M_MOE_FUSED, &hp, &e) == LOOM_OK, "fused MoE model admitted: %s", e.msg);
+    CHECK(admit(dir, M_MOE_NEXTN, &hp, &e) == LOOM_OK && hp.n_layer == N_LAYER && hp.n_nextn == 1,
+          "MoE nextn block tolerated: %s", e.msg);
+    for (enum mutation m = M_MOE; m <= M_MOE_FUSED; m++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/moe%d.gguf", dir, (int)m);
+        if (write_model(path, m))
+            continue;
+        check_moe_binding(path, m);
+        if (m == M_MOE)
+            check_moe_plan(path);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
     char dir[] = "/tmp/loom-test-admit-XXXXXX";
@@ -263,6 +442,7 @@ int main(void)
     test_valid(dir);
     test_corruptions(dir);
     test_load_activation_type(dir);
+    test_moe_valid(dir);
     rmdir(dir);
     return test_finish();
 }

@@ -19,13 +19,19 @@ static char mini_vocab[4200]; /* a 300-token vocabulary written by this test, fo
 
 #define MINI_TOKENS 300
 
-static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
+static int synth_router(const char *voc, const char *preset, uint32_t type, uint64_t seed, uint32_t router,
+                        const char *out)
 {
-    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, 0};
+    struct loom_synth_params p = {loom_synth_find_preset(preset), type, seed, voc, NULL, NULL, NULL, NULL, router};
     loom_error err = {0};
     int rc = loom_synth_write(&p, out, &err);
     CHECK(rc == LOOM_OK, "synth %s seed %llu: %s", preset, (unsigned long long)seed, err.msg);
     return rc;
+}
+
+static int synth_with(const char *voc, const char *preset, uint32_t type, uint64_t seed, const char *out)
+{
+    return synth_router(voc, preset, type, seed, LOOM_SYNTH_ROUTER_UNIFORM, out);
 }
 
 static int synth(const char *preset, uint32_t type, uint64_t seed, const char *out)
@@ -139,6 +145,10 @@ static void check_hparams(const struct loom_synth_preset *P, const struct loom_h
               hp->ssm_n_v_heads == P->ssm_v_heads && hp->ssm_inner == P->ssm_head_dim * P->ssm_v_heads,
           "ssm geometry");
     CHECK(hp->tied_output, "expected tied embeddings");
+    CHECK(!strcmp(hp->arch, P->n_expert ? "qwen35moe" : "qwen35") && hp->n_expert == P->n_expert &&
+              hp->n_expert_used == P->n_expert_used && hp->n_ff_exp == P->n_ff_exp && hp->n_ff_shexp == P->n_ff_shexp,
+          "%s: %u experts, %u used, widths %u/%u", hp->arch, hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
+          hp->n_ff_shexp);
 }
 
 static void check_tokenizer(const struct loom_gguf *g, uint64_t n_rows, uint64_t n_min)
@@ -213,6 +223,27 @@ static void check_recipe(const struct loom_gguf *g)
               1.0 / sqrt(48.0) / 16.0);
 }
 
+/* The MoE recipe on an F32 tiny-moe model: every expert of ffn_down_exps [256, 256, 8] has the dense
+ * ffn_down's scale, gain 1/sqrt(2 * 24) / sqrt(n_ff_exp 256); the shared expert's down projection the same. */
+static void check_moe_recipe(const struct loom_gguf *g)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight");
+    CHECK(t && t->type == LOOM_TYPE_F32 && t->n_dims == 3 && t->ne[0] == 256 && t->ne[1] == 256 && t->ne[2] == 8,
+          "ffn_down_exps F32 [256, 256, 8]");
+    double want = 1.0 / sqrt(48.0) / 16.0;
+    for (uint64_t e = 0; t && e < t->ne[2]; e += 7) {
+        double r = rms((const float *)t->data + e * 256 * 256, 256 * 256);
+        CHECK(fabs(r - want) < 0.0005, "expert %llu of ffn_down_exps: rms %.5f, expected %.5f",
+              (unsigned long long)e, r, want);
+    }
+    uint64_t n = 0;
+    const float *sh = f32_tensor(g, "blk.1.ffn_down_shexp.weight", &n);
+    if (sh)
+        CHECK(fabs(rms(sh, n) - want) < 0.0005, "ffn_down_shexp rms %.5f, expected %.5f", rms(sh, n), want);
+    const struct loom_gguf_tensor *gate = loom_gguf_find_tensor(g, "blk.1.ffn_gate_inp_shexp.weight");
+    CHECK(gate && gate->type == LOOM_TYPE_F32 && gate->ne[0] == 256 && gate->ne[1] == 1, "shared expert gate F32");
+}
+
 /* Generate preset with vocabulary voc (n_tok tokens), admit it, check geometry, tokenizer and (F32) recipe. */
 static void test_admit(const char *dir, const char *voc, uint64_t n_tok, const char *preset, uint32_t type)
 {
@@ -233,11 +264,75 @@ static void test_admit(const char *dir, const char *voc, uint64_t n_tok, const c
         if (rc == LOOM_OK)
             check_hparams(loom_synth_find_preset(preset), &hp);
         check_tokenizer(g, loom_gguf_find_tensor(g, "token_embd.weight")->ne[1], n_tok);
-        if (type == LOOM_TYPE_F32)
+        if (type == LOOM_TYPE_F32 && !strcmp(preset, "micro"))
             check_recipe(g);
+        if (type == LOOM_TYPE_F32 && !strcmp(preset, "tiny-moe"))
+            check_moe_recipe(g);
         loom_gguf_close(g);
     }
     unlink(path);
+}
+
+/* The skewed router changes only token_embd (every real row shares a direction: the mean of the rows keeps
+ * SYNTH_SKEW_SHARE 0.5 of their rms 0.3, where independent rows average out) and ffn_gate_inp; every other
+ * tensor is byte for byte the uniform router's. */
+static void test_routers(const char *dir)
+{
+    char u[4200], k[4200];
+    snprintf(u, sizeof u, "%s/uniform.gguf", dir);
+    snprintf(k, sizeof k, "%s/skewed.gguf", dir);
+    if (synth_router(mini_vocab, "tiny-moe", LOOM_TYPE_F32, 3, LOOM_SYNTH_ROUTER_UNIFORM, u) ||
+        synth_router(mini_vocab, "tiny-moe", LOOM_TYPE_F32, 3, LOOM_SYNTH_ROUTER_SKEWED, k))
+        return;
+    struct loom_gguf *gu = NULL, *gk = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_open(u, &gu, &err) == LOOM_OK && loom_gguf_open(k, &gk, &err) == LOOM_OK, "open: %s", err.msg);
+    for (uint64_t i = 0; gu && gk && i < gu->n_tensors; i++) {
+        const struct loom_gguf_tensor *a = &gu->tensors[i], *b = &gk->tensors[i];
+        int changed = loom_gguf_str_eq(a->name, "token_embd.weight") ||
+                      (a->name.len > 24 && !memcmp(a->name.ptr + a->name.len - 19, "ffn_gate_inp.weight", 19));
+        int differs = a->nbytes != b->nbytes || memcmp(a->data, b->data, a->nbytes);
+        CHECK(differs == changed, "tensor '%.*s': %s between the routers", (int)a->name.len, a->name.ptr,
+              differs ? "differs" : "equal");
+    }
+    for (int f = 0; gu && gk && f < 2; f++) {
+        const struct loom_gguf_tensor *emb = loom_gguf_find_tensor(f ? gk : gu, "token_embd.weight");
+        static double mean[256];
+        memset(mean, 0, sizeof mean);
+        for (uint64_t r = 0; r < MINI_TOKENS; r++)
+            for (int j = 0; j < 256; j++)
+                mean[j] += ((const float *)emb->data)[r * 256 + j] / MINI_TOKENS;
+        double m = 0;
+        for (int j = 0; j < 256; j++)
+            m += mean[j] * mean[j] / 256;
+        m = sqrt(m);
+        CHECK(f ? fabs(m - 0.15) < 0.01 : m < 0.03, "%s router: mean real embedding rms %.4f, expected %s",
+              f ? "skewed" : "uniform", m, f ? "0.15" : "< 0.03");
+    }
+    loom_gguf_close(gu);
+    loom_gguf_close(gk);
+    unlink(u);
+    unlink(k);
+}
+
+/* The large MoE presets' geometry, as README "Synthetic MoE models" gives the sources for Qwen3.5-35B-A3B. */
+static void test_moe_presets(void)
+{
+    const struct loom_synth_preset *big = loom_synth_find_preset("35b-a3b"), *mid = loom_synth_find_preset("moe-mid");
+    CHECK(big && big->n_layer == 40 && big->n_embd == 2048 && big->n_head == 16 && big->n_head_kv == 2 &&
+              big->head_dim == 256 && big->n_rot == 64 && big->ssm_head_dim == 128 && big->ssm_k_heads == 16 &&
+              big->ssm_v_heads == 32 && big->n_rows == 248320 && big->n_expert == 256 && big->n_expert_used == 8 &&
+              big->n_ff_exp == 512 && big->n_ff_shexp == 512 && !big->fused_gate_up,
+          "35b-a3b geometry");
+    CHECK(mid && big && mid->n_layer == 8 && mid->n_embd == big->n_embd && mid->n_expert == 256 &&
+              mid->n_ff_exp == big->n_ff_exp && mid->n_rows == big->n_rows,
+          "moe-mid: the 35b-a3b layer shapes, 8 layers");
+    const char *tiny[] = {"tiny-moe", "tiny-moe-e4", "tiny-moe-e16", "tiny-moe-fused"};
+    const uint32_t experts[] = {8, 4, 16, 8};
+    for (int i = 0; i < 4; i++) {
+        const struct loom_synth_preset *P = loom_synth_find_preset(tiny[i]);
+        CHECK(P && P->n_expert == experts[i] && P->fused_gate_up == (i == 3) && P->n_ff == 0, "%s", tiny[i]);
+    }
 }
 
 static void test_errors(const char *dir)
@@ -292,11 +387,17 @@ int main(void)
     if (write_mini_vocab(dir) == LOOM_OK) {
         test_determinism(dir);
         test_admit(dir, mini_vocab, MINI_TOKENS, "micro", LOOM_TYPE_F32);
+        test_admit(dir, mini_vocab, MINI_TOKENS, "tiny-moe", LOOM_TYPE_F32);
+        test_admit(dir, mini_vocab, MINI_TOKENS, "tiny-moe-fused", LOOM_TYPE_F16);
+        test_admit(dir, mini_vocab, MINI_TOKENS, "tiny-moe-e4", LOOM_TYPE_F16);
+        test_admit(dir, mini_vocab, MINI_TOKENS, "tiny-moe-e16", LOOM_TYPE_BF16);
+        test_routers(dir);
         test_errors(dir);
         test_cancel(dir);
         unlink(mini_vocab);
     }
     test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);
+    test_moe_presets();
     rmdir(dir);
     return test_finish();
 }

@@ -1,7 +1,7 @@
-/* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 GGUF (with the flag, also
- * validates every tensor's data), then prints the architecture, the hyper-parameters, the layer execution
- * plan (which state each layer owns), the tensor table with file offsets, totals by type and the memory the
- * model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
+/* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 or qwen35moe GGUF (with the
+ * flag, also validates every tensor's data), then prints the architecture, the hyper-parameters, the layer
+ * execution plan (which state each layer owns), the expert plan of a MoE model, the tensor table with file
+ * offsets, totals by type and the memory the model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +22,24 @@ static void print_layer_plan(const loom_model_desc *d)
         const loom_desc_item *kind = &d->kinds[d->layer_kind[il]];
         printf("  %3u %-10s %s\n", il, kind->name, kind->value);
     }
+}
+
+/* Routed experts per layer, used per token, bytes per expert, the shared expert, and what one token reads of the
+ * experts per layer (its used experts and the shared expert). */
+static void print_expert_plan(const loom_model_desc *d)
+{
+    if (!d->n_expert)
+        return;
+    printf("\nexpert plan: %u routed experts per layer, %u used per token, plus 1 shared expert\n", d->n_expert,
+           d->n_expert_used);
+    if (d->expert_bytes_min == d->expert_bytes_max)
+        print_bytes("one routed expert (gate, up, down)", d->expert_bytes_max);
+    else {
+        print_bytes("one routed expert, smallest layer", d->expert_bytes_min);
+        print_bytes("one routed expert, largest layer", d->expert_bytes_max);
+    }
+    print_bytes("shared expert per layer", d->shared_expert_bytes);
+    print_bytes("experts one token reads per layer", d->n_expert_used * d->expert_bytes_max + d->shared_expert_bytes);
 }
 
 static void format_shape(const loom_gguf_tensor_info *t, char *buf, size_t cap)
@@ -83,6 +101,7 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
     for (int i = 0; i < d->n_hparams; i++)
         printf("  %-34s %s\n", d->hparams[i].name, d->hparams[i].value);
     print_layer_plan(d);
+    print_expert_plan(d);
     uint64_t weights = print_tensors(g, f.n_tensors);
     print_memory(d, weights);
 }

@@ -37,7 +37,7 @@ int loom_arch_admit(const struct loom_gguf *g, const struct loom_arch **arch, st
         return loom_errorf(err, LOOM_E_FORMAT, "key 'general.architecture': expected %s, found '%.*s'", expected,
                            (int)(name.len < 64 ? name.len : 64), name.ptr);
     }
-    return (*arch)->admit(g, hp, geo, err);
+    return (*arch)->admit(*arch, g, hp, geo, err);
 }
 
 int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_hparams *hp,

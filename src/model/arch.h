@@ -78,8 +78,9 @@ struct loom_weight_row {
 struct loom_arch {
     const char *name; /* general.architecture */
     /* Check every key and tensor of g (fail closed, naming the key or tensor, the expectation and the
-     * finding), fill *hp and *geo. Allocates nothing. */
-    int (*admit)(const struct loom_gguf *g, struct loom_hparams *hp, struct loom_geometry *geo, loom_error *err);
+     * finding), fill *hp and *geo. Allocates nothing. arch is this instance. */
+    int (*admit)(const struct loom_arch *arch, const struct loom_gguf *g, struct loom_hparams *hp,
+                 struct loom_geometry *geo, loom_error *err);
     /* Limits of loom's circuits beyond what admission checks (checked when loading to run). */
     int (*check_circuits)(const struct loom_hparams *hp, loom_error *err);
     /* The layer plan: the kind of layer il. */
@@ -92,6 +93,8 @@ struct loom_arch {
         int n;
         enum loom_owner_kind kinds[2];
     } owners[LOOM_LAYER_KINDS];
+    const void *variant; /* what the instance's functions read beyond this (the qwen35 family: struct
+                          * loom_qwen35_variant, model/arch_qwen35_common.h) */
 };
 
 /* The instances. */

@@ -1,5 +1,5 @@
 /* arch_qwen35.c — the qwen35 (dense) architecture instance: its weight table (llama.cpp qwen35.cpp
- * load_block_trunk), the FFN tensors of its nextn blocks and its state owners; admission, the layer plan and
+ * load_block_trunk) and the FFN tensors of its nextn blocks; admission, the layer plan, the state owners and
  * the geometry are the family's (arch_qwen35_common.c). */
 #include "model/arch_qwen35_common.h"
 #include "model/model.h"
@@ -24,22 +24,8 @@ static const struct loom_weight_row weights[] = {
 static const char *const nextn_ffn[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
 
 static const struct loom_qwen35_variant variant = {
-    .arch = &loom_arch_qwen35,
     .nextn_ffn = nextn_ffn,
     .n_nextn_ffn = (int)(sizeof nextn_ffn / sizeof nextn_ffn[0]),
 };
 
-static int admit(const struct loom_gguf *g, struct loom_hparams *hp, struct loom_geometry *geo, loom_error *err)
-{
-    return loom_qwen35_admit(&variant, g, hp, geo, err);
-}
-
-const struct loom_arch loom_arch_qwen35 = {
-    .name = "qwen35",
-    .admit = admit,
-    .check_circuits = loom_qwen35_check_circuits,
-    .layer_kind = loom_qwen35_layer_kind,
-    .weights = weights,
-    .n_weights = (int)(sizeof weights / sizeof weights[0]),
-    .owners = LOOM_Q35_OWNERS,
-};
+const struct loom_arch loom_arch_qwen35 = LOOM_Q35_ARCH("qwen35", weights, variant);

@@ -125,12 +125,11 @@ static int check_recurrent_layers(const struct loom_gguf *g, const struct loom_h
     return LOOM_OK;
 }
 
-/* The family's keys under "<arch>." (general.architecture was checked by loom_arch_admit). */
+/* The family's keys under "<arch>." (hp->arch; general.architecture was checked by loom_arch_admit). */
 static int read_keys(const struct loom_qwen35_variant *v, const struct loom_gguf *g, struct loom_hparams *hp,
                      loom_error *err)
 {
     int rc;
-    snprintf(hp->arch, sizeof hp->arch, "%s", v->arch->name);
     char key[96];
     for (size_t i = 0; i < sizeof u32_keys / sizeof u32_keys[0]; i++) {
         int optional = v->n_ff_optional && u32_keys[i].field == offsetof(struct loom_hparams, n_ff);
@@ -329,9 +328,9 @@ static int in_list(struct loom_gguf_str name, const char *const *list, size_t n)
 }
 
 /* Whether a file tensor is one admission expects (or a known nextn tensor). */
-static int tensor_expected(const struct loom_qwen35_variant *v, const struct loom_hparams *hp,
-                           struct loom_gguf_str name)
+static int tensor_expected(const struct loom_arch *arch, const struct loom_hparams *hp, struct loom_gguf_str name)
 {
+    const struct loom_qwen35_variant *v = arch->variant;
     if (loom_gguf_str_eq(name, "token_embd.weight") || loom_gguf_str_eq(name, "output_norm.weight") ||
         (!hp->tied_output && loom_gguf_str_eq(name, "output.weight")))
         return 1;
@@ -348,15 +347,15 @@ static int tensor_expected(const struct loom_qwen35_variant *v, const struct loo
     if (il >= hp->n_layer)
         return in_list(suffix, nextn_suffixes, sizeof nextn_suffixes / sizeof nextn_suffixes[0]) ||
                in_list(suffix, v->nextn_ffn, (size_t)v->n_nextn_ffn);
-    return loom_arch_layer_expects(v->arch, hp, (uint32_t)il, suffix);
+    return loom_arch_layer_expects(arch, hp, (uint32_t)il, suffix);
 }
 
-static int check_no_extra(const struct loom_qwen35_variant *v, const struct loom_gguf *g,
-                          const struct loom_hparams *hp, loom_error *err)
+static int check_no_extra(const struct loom_arch *arch, const struct loom_gguf *g, const struct loom_hparams *hp,
+                          loom_error *err)
 {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct loom_gguf_str n = g->tensors[i].name;
-        if (!tensor_expected(v, hp, n))
+        if (!tensor_expected(arch, hp, n))
             return loom_errorf(err, LOOM_E_FORMAT,
                                "unexpected tensor '%.*s' (not part of a %s model with %u layers, "
                                "full_attention_interval %u)",
@@ -395,10 +394,12 @@ static int check_tokenizer(const struct loom_gguf *g, const struct loom_hparams 
 
 /* ---- admission ------------------------------------------------------------------------------- */
 
-int loom_qwen35_admit(const struct loom_qwen35_variant *v, const struct loom_gguf *g, struct loom_hparams *hp,
+int loom_qwen35_admit(const struct loom_arch *arch, const struct loom_gguf *g, struct loom_hparams *hp,
                       struct loom_geometry *geo, loom_error *err)
 {
+    const struct loom_qwen35_variant *v = arch->variant;
     memset(hp, 0, sizeof *hp);
+    snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     int rc = read_keys(v, g, hp, err);
     if (!rc)
         rc = check_hparams(v, hp, err);
@@ -406,16 +407,16 @@ int loom_qwen35_admit(const struct loom_qwen35_variant *v, const struct loom_ggu
         rc = v->read_keys(g, hp, err);
     if (!rc)
         rc = check_recurrent_layers(g, hp, err);
-    if (!rc && derive_geometry(v->arch, hp, geo))
+    if (!rc && derive_geometry(arch, hp, geo))
         rc = loom_errorf(err, LOOM_E_FORMAT, "hyper-parameters: per-sequence state size overflows 64 bits");
     if (!rc)
         rc = check_global_tensors(g, hp, err);
     if (!rc)
-        rc = loom_arch_check_layer_tensors(v->arch, g, hp, geo, err);
+        rc = loom_arch_check_layer_tensors(arch, g, hp, geo, err);
     if (!rc && v->check_layers)
         rc = v->check_layers(g, hp, err);
     if (!rc)
-        rc = check_no_extra(v, g, hp, err);
+        rc = check_no_extra(arch, g, hp, err);
     if (!rc)
         rc = check_tokenizer(g, hp, err);
     return rc;

@@ -51,14 +51,8 @@ _Static_assert(D_COUNT <= LOOM_ARCH_MAX_DIMS, "the family's dim ids fit struct l
     LOOM_Q35_VEC("attn_q_norm.weight", LOOM_Q35_ATT, D_HEAD_K, D_ONE, q_norm),           \
     LOOM_Q35_VEC("attn_k_norm.weight", LOOM_Q35_ATT, D_HEAD_K, D_ONE, k_norm)
 
-/* The state owners of each layer kind, in state-file order. */
-#define LOOM_Q35_OWNERS                                                                    \
-    {[LOOM_LAYER_RECURRENT] = {2, {LOOM_OWNER_CONV, LOOM_OWNER_RECURRENT}},                \
-     [LOOM_LAYER_ATTENTION] = {2, {LOOM_OWNER_K, LOOM_OWNER_V}}}
-
-/* What an instance of the family adds to the shared admission. */
+/* What an instance of the family adds to the shared admission (its struct loom_arch's variant). */
 struct loom_qwen35_variant {
-    const struct loom_arch *arch;
     int n_ff_optional; /* feed_forward_length may be absent (0) */
     /* Keys beyond the family's, read and checked into hp after the family's (NULL: none). */
     int (*read_keys)(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err);
@@ -68,9 +62,17 @@ struct loom_qwen35_variant {
     int n_nextn_ffn;
 };
 
-/* The family's admission with variant v's additions: fills *hp (hp->arch = v->arch->name) and *geo. */
-int loom_qwen35_admit(const struct loom_qwen35_variant *v, const struct loom_gguf *g, struct loom_hparams *hp,
+/* The family's admission with the additions of arch's variant: fills *hp (hp->arch = arch->name) and *geo. */
+int loom_qwen35_admit(const struct loom_arch *arch, const struct loom_gguf *g, struct loom_hparams *hp,
                       struct loom_geometry *geo, loom_error *err);
+
+/* An instance of the family named nm with weight table `table` and struct loom_qwen35_variant `var`. */
+#define LOOM_Q35_ARCH(nm, table, var)                                                                    \
+    {.name = nm, .admit = loom_qwen35_admit, .check_circuits = loom_qwen35_check_circuits,                  \
+     .layer_kind = loom_qwen35_layer_kind, .weights = table, .n_weights = (int)(sizeof table / sizeof table[0]), \
+     .owners = {[LOOM_LAYER_RECURRENT] = {2, {LOOM_OWNER_CONV, LOOM_OWNER_RECURRENT}},                        \
+                [LOOM_LAYER_ATTENTION] = {2, {LOOM_OWNER_K, LOOM_OWNER_V}}},                                    \
+     .variant = &var}
 
 /* "key '<arch>.<suffix>': " followed by the formatted rest, as LOOM_E_FORMAT. */
 int loom_qwen35_key_errorf(loom_error *err, const struct loom_hparams *hp, const char *suffix, const char *fmt, ...)

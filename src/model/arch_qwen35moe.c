@@ -105,7 +105,6 @@ static const char *const nextn_ffn[] = {
 /* feed_forward_length is optional: llama.cpp reads it optionally and converters write it only when the
  * source config has one; no qwen35moe tensor is sized by it. */
 static const struct loom_qwen35_variant variant = {
-    .arch = &loom_arch_qwen35moe,
     .n_ff_optional = 1,
     .read_keys = read_keys,
     .check_layers = check_layers,
@@ -113,17 +112,4 @@ static const struct loom_qwen35_variant variant = {
     .n_nextn_ffn = (int)(sizeof nextn_ffn / sizeof nextn_ffn[0]),
 };
 
-static int admit(const struct loom_gguf *g, struct loom_hparams *hp, struct loom_geometry *geo, loom_error *err)
-{
-    return loom_qwen35_admit(&variant, g, hp, geo, err);
-}
-
-const struct loom_arch loom_arch_qwen35moe = {
-    .name = "qwen35moe",
-    .admit = admit,
-    .check_circuits = loom_qwen35_check_circuits,
-    .layer_kind = loom_qwen35_layer_kind,
-    .weights = weights,
-    .n_weights = (int)(sizeof weights / sizeof weights[0]),
-    .owners = LOOM_Q35_OWNERS,
-};
+const struct loom_arch loom_arch_qwen35moe = LOOM_Q35_ARCH("qwen35moe", weights, variant);

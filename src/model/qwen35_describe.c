@@ -1,6 +1,7 @@
 /* qwen35_describe.c — loom_model_describe (loom.h, "Model files"): admission of a file without loading its
- * weights, and its description in qwen35's terms: hyper-parameters as its keys name them, the layer plan, and
- * the state each kind of layer owns, whose sizes come from the geometry its admission derived (arch_qwen35.c). */
+ * weights, and its description in the qwen35 family's terms: hyper-parameters as its keys name them, the layer
+ * plan, the state each kind of layer owns, whose sizes come from the geometry its admission derived
+ * (arch_qwen35_common.c), and for qwen35moe the expert plan (experts, used per token, bytes per expert). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@ static void desc_hparams(const struct loom_hparams *hp, loom_model_desc *d)
     desc_item(h++, "context_length", "%u", hp->n_ctx_train);
     desc_item(h++, "embedding_length", "%u", hp->n_embd);
     desc_item(h++, "block_count (layers run)", "%u", hp->n_layer);
-    desc_item(h++, "feed_forward_length", "%u", hp->n_ff);
+    if (hp->n_ff || !hp->n_expert) /* optional in a MoE model, which sizes no tensor by it */
+        desc_item(h++, "feed_forward_length", "%u", hp->n_ff);
     desc_item(h++, "attention.head_count / _kv", "%u / %u", hp->n_head, hp->n_head_kv);
     desc_item(h++, "attention.key_length / value_len", "%u / %u", hp->head_dim_k, hp->head_dim_v);
     desc_item(h++, "attention.layer_norm_rms_epsilon", "%g", (double)hp->rms_eps);
@@ -41,6 +43,11 @@ static void desc_hparams(const struct loom_hparams *hp, loom_model_desc *d)
     desc_item(h++, "ssm.time_step_rank (value heads)", "%u", hp->ssm_n_v_heads);
     desc_item(h++, "ssm.group_count (key heads)", "%u", hp->ssm_n_k_heads);
     desc_item(h++, "output head", "%s", hp->tied_output ? "tied to token_embd" : "output.weight");
+    if (hp->n_expert) {
+        desc_item(h++, "expert_count / expert_used_count", "%u / %u", hp->n_expert, hp->n_expert_used);
+        desc_item(h++, "expert_feed_forward_length", "%u", hp->n_ff_exp);
+        desc_item(h++, "expert_shared_feed_forward_length", "%u", hp->n_ff_shexp);
+    }
     d->n_hparams = (int)(h - d->hparams);
 }
 
@@ -66,6 +73,34 @@ static void desc_layers(const struct loom_arch *arch, const struct loom_hparams 
              hp->n_layer, hp->n_layer - n_attn, n_attn);
 }
 
+/* The bytes of one routed expert (each expert row's tensor bytes over its expert count) and of the shared expert
+ * (the "_shexp" rows) of every layer, smallest and largest over the layers. */
+static void desc_experts(const struct loom_gguf *g, const struct loom_arch *arch, const struct loom_hparams *hp,
+                         loom_model_desc *d)
+{
+    d->n_expert = hp->n_expert;
+    d->n_expert_used = hp->n_expert_used;
+    if (!hp->n_expert)
+        return;
+    char name[128];
+    d->expert_bytes_min = UINT64_MAX;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        uint64_t routed = 0, shared = 0;
+        for (int i = 0; i < arch->n_weights; i++) {
+            const struct loom_weight_row *r = &arch->weights[i];
+            snprintf(name, sizeof name, "blk.%u.%s", il, r->name);
+            const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+            if (t && r->experts)
+                routed += t->nbytes / t->ne[2];
+            else if (t && strstr(r->name, "_shexp."))
+                shared += t->nbytes;
+        }
+        d->expert_bytes_min = routed < d->expert_bytes_min ? routed : d->expert_bytes_min;
+        d->expert_bytes_max = routed > d->expert_bytes_max ? routed : d->expert_bytes_max;
+        d->shared_expert_bytes = shared > d->shared_expert_bytes ? shared : d->shared_expert_bytes;
+    }
+}
+
 int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *err)
 {
     const struct loom_arch *arch;
@@ -87,6 +122,7 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
     out->recurrent_state_bytes = geo.recurrent_state_bytes;
     desc_hparams(&hp, out);
     desc_layers(arch, &hp, &geo, out);
+    desc_experts(g, arch, &hp, out);
     return LOOM_OK;
 }
 

@@ -1,6 +1,6 @@
 /* synth.c — the synthetic qwen35 / qwen35moe generator: presets, the seeded PRNG (splitmix64 + Marsaglia polar
  * normals), the well-conditioned weight recipe (../shared/REFERENCE.md, "Synthetic models must be
- * well-conditioned"), the routers of the MoE presets (README "Synthetic routers") and the GGUF layout llama.cpp
+ * well-conditioned"), the routers of the MoE presets (README "Synthetic MoE models") and the GGUF layout llama.cpp
  * expects for LLM_ARCH_QWEN35 / LLM_ARCH_QWEN35MOE, streamed tensor by tensor (synth_fill yields one tensor's
  * bytes at a time). */
 #include "model/synth.h"
@@ -38,9 +38,9 @@ static const struct loom_synth_preset synth_presets[] = {
     {"tiny-moe-fused", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256,
      1},
     /* Qwen3.5-35B-A3B layer shapes and all 256 experts, 8 of its 40 layers (about 4.4 GB at Q4_K_M) */
-    {"moe-mid", 8, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8, 512,
-     512, 0},
-    /* Qwen3.5-35B-A3B text geometry (README "Synthetic models": where each number comes from) */
+    {"moe-mid", 8, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8,
+     512, 512, 0},
+    /* Qwen3.5-35B-A3B text geometry (README "Synthetic MoE models": where each number comes from) */
     {"35b-a3b", 40, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8,
      512, 512, 0},
 };

@@ -27,7 +27,7 @@ struct loom_synth_preset {
     uint32_t fused_gate_up;                 /* 1: ffn_gate_up_exps; 0: ffn_gate_exps + ffn_up_exps */
 };
 
-/* The router of a qwen35moe preset (loom.h loom_synth_options.router; README "Synthetic routers"). */
+/* The router of a qwen35moe preset (loom.h loom_synth_options.router; README "Synthetic MoE models"). */
 enum loom_synth_router {
     LOOM_SYNTH_ROUTER_UNIFORM = 0, /* every expert equally popular in expectation */
     LOOM_SYNTH_ROUTER_SKEWED = 1,  /* Zipf-like expert popularity per layer, through a direction shared by

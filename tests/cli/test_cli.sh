@@ -2,7 +2,8 @@
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
 # $LOOM_KERNELS (bit-identical output in every set), option range messages, the thread-count warning, the
 # token-id message of `tokenize --decode`, a chat's second turn reusing the first, and a metadata key the reference
-# refuses (refused) or only the GGUF convention forbids (warned about). Prints "N passed, N failed".
+# refuses (refused) or only the GGUF convention forbids (warned about), and the expert plan `inspect` shows for the
+# cached qwen35moe model. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -83,6 +84,17 @@ for cmd in "inspect $edited" "run -m $edited -p hi -n 1 --temp 0 -t 1"; do
 done
 "$loom" inspect "$model" >"$out" 2>"$err"
 check "inspect of the tiny model warns about nothing" '! grep -q warning "$err"'
+
+# the expert plan of the cached qwen35moe model (preset tiny-moe, F16: 8 experts, 2 used per token; one routed
+# expert is 3 matrices of 256 x 256 F16 = 393216 B; the shared expert the same plus its F32 gate [256] = 394240 B)
+moe=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35moe-tiny-F16.gguf
+"$loom" inspect "$moe" >"$out" 2>"$err"; rc=$?
+check "inspect admits the MoE model" '[ $rc -eq 0 ] && grep -q "^architecture: qwen35moe$" "$out"'
+check "inspect shows the expert counts" \
+    'grep -q "^expert plan: 8 routed experts per layer, 2 used per token, plus 1 shared expert$" "$out"'
+check "inspect shows the bytes per expert" \
+    'grep -q "one routed expert (gate, up, down) *393216 B" "$out" && grep -q "shared expert per layer *394240 B" "$out"'
+check "inspect shows what a token reads" 'grep -q "experts one token reads per layer *1180672 B" "$out"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
