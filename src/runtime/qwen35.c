@@ -367,25 +367,21 @@ static int attention_branch(struct chunk *c)
 /* ---- the FFN step and the whole network ---------------------------------------------------------- */
 
 /* The dense SwiGLU MLP (qwen35). */
-static int ffn_dense(struct chunk *c)
+static int ffn_dense(struct chunk *c, struct loom_ffn *f)
 {
-    struct loom_ffn f;
-    loom_ffn_init(&f, c->s, c->L, c->n, c->s->sc.xn, c->s->sc.proj);
-    loom_ffn_dense(&f);
+    loom_ffn_dense(f);
     STAGE(c, "mlp");
     return 0;
 }
 
 /* The mixture-of-experts FFN (qwen35moe): router, routed experts, shared expert. */
-static int ffn_moe(struct chunk *c)
+static int ffn_moe(struct chunk *c, struct loom_ffn *f)
 {
-    struct loom_ffn f;
-    loom_ffn_init(&f, c->s, c->L, c->n, c->s->sc.xn, c->s->sc.proj);
-    loom_moe_route(&f);
+    loom_moe_route(f);
     STAGE(c, "route");
-    loom_moe_experts(&f);
+    loom_moe_experts(f);
     STAGE(c, "experts");
-    loom_moe_shared(&f);
+    loom_moe_shared(f);
     STAGE(c, "shared");
     return 0;
 }
@@ -404,7 +400,9 @@ static int layer_forward(struct chunk *c, uint32_t il)
     STAGE(c, "residual");
     norm_rows(c, sc->x, c->L->post_norm, sc->xn);
     STAGE(c, "post_norm");
-    rc = c->L->ffn_gate_inp.data ? ffn_moe(c) : ffn_dense(c); /* a router: the mixture-of-experts FFN */
+    struct loom_ffn f;
+    loom_ffn_init(&f, c->s, c->L, c->n, sc->xn, sc->proj);
+    rc = c->L->ffn_gate_inp.data ? ffn_moe(c, &f) : ffn_dense(c, &f); /* a router: the mixture of experts */
     if (rc)
         return rc;
     add_rows(c, sc->x, sc->proj);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "llama.h"
 #include "loom.h"
@@ -171,6 +172,28 @@ static inline ggml_backend_t parity_cpu_backend(ggml_backend_buffer_type_t *repa
         if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
             *repack = *b;
     return backend;
+}
+
+/* Run an op-level graph on the reference's CPU backend: the tensors of context cw (weights) in a buffer of
+ * type wbuft (NULL: a plain CPU buffer), those of cx in a plain one; inputs in[i] set from data[i]; out's
+ * bytes copied to y. Frees both contexts. */
+static inline void parity_graph_compute(ggml_backend_t backend, ggml_backend_buffer_type_t wbuft,
+                                        struct ggml_context *cw, struct ggml_context *cx, struct ggml_tensor *const *in,
+                                        const void *const *data, int n_in, struct ggml_tensor *out, void *y)
+{
+    ggml_backend_buffer_t bw = wbuft ? ggml_backend_alloc_ctx_tensors_from_buft(cw, wbuft)
+                                     : ggml_backend_alloc_ctx_tensors(cw, backend);
+    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, backend);
+    for (int i = 0; i < n_in; i++)
+        ggml_backend_tensor_set(in[i], data[i], 0, ggml_nbytes(in[i]));
+    struct ggml_cgraph *gf = ggml_new_graph(cx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_graph_compute(backend, gf);
+    ggml_backend_tensor_get(out, y, 0, ggml_nbytes(out));
+    ggml_backend_buffer_free(bw);
+    ggml_backend_buffer_free(bx);
+    ggml_free(cw);
+    ggml_free(cx);
 }
 
 /* Width of the reference's logits rows (its vocabulary: one token per output-head row). */

@@ -141,20 +141,9 @@ static void ggml_mul_mat_id_ref(uint32_t type, const void *w, int64_t n_in, int6
     struct ggml_tensor *tb = ggml_new_tensor_3d(cx, GGML_TYPE_F32, n_in, n_b, n_tok);
     struct ggml_tensor *ti = ggml_new_tensor_2d(cx, GGML_TYPE_I32, k, n_tok);
     struct ggml_tensor *ty = ggml_mul_mat_id(cx, tw, tb, ti);
-    ggml_backend_buffer_t bw = repacked ? ggml_backend_alloc_ctx_tensors_from_buft(cw, repack_buft)
-                                        : ggml_backend_alloc_ctx_tensors(cw, cpu_backend);
-    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, cpu_backend);
-    ggml_backend_tensor_set(tw, w, 0, ggml_nbytes(tw));
-    ggml_backend_tensor_set(tb, b, 0, ggml_nbytes(tb));
-    ggml_backend_tensor_set(ti, ids, 0, ggml_nbytes(ti));
-    struct ggml_cgraph *gf = ggml_new_graph(cx);
-    ggml_build_forward_expand(gf, ty);
-    ggml_backend_graph_compute(cpu_backend, gf);
-    ggml_backend_tensor_get(ty, y, 0, ggml_nbytes(ty));
-    ggml_backend_buffer_free(bw);
-    ggml_backend_buffer_free(bx);
-    ggml_free(cw);
-    ggml_free(cx);
+    struct ggml_tensor *in[] = {tw, tb, ti};
+    const void *data[] = {w, b, ids};
+    parity_graph_compute(cpu_backend, repacked ? repack_buft : NULL, cw, cx, in, data, 3, ty, y);
 }
 
 /* loom's MUL_MAT_ID: group the pairs, gather each pair's converted activation row, multiply expert by

@@ -290,19 +290,9 @@ static void ggml_matmul(uint32_t type, const void *w, int64_t n_out, int64_t n_i
     struct ggml_tensor *tw = ggml_new_tensor_2d(cw, (enum ggml_type)type, n_in, n_out);
     struct ggml_tensor *tx = ggml_new_tensor_2d(cx, GGML_TYPE_F32, n_in, n_tok);
     struct ggml_tensor *ty = ggml_mul_mat(cx, tw, tx);
-    ggml_backend_buffer_t bw = repacked ? ggml_backend_alloc_ctx_tensors_from_buft(cw, repack_buft)
-                                        : ggml_backend_alloc_ctx_tensors(cw, cpu_backend);
-    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, cpu_backend);
-    ggml_backend_tensor_set(tw, w, 0, ggml_nbytes(tw));
-    ggml_backend_tensor_set(tx, x, 0, ggml_nbytes(tx));
-    struct ggml_cgraph *gf = ggml_new_graph(cx);
-    ggml_build_forward_expand(gf, ty);
-    ggml_backend_graph_compute(cpu_backend, gf);
-    ggml_backend_tensor_get(ty, y, 0, ggml_nbytes(ty));
-    ggml_backend_buffer_free(bw);
-    ggml_backend_buffer_free(bx);
-    ggml_free(cw);
-    ggml_free(cx);
+    struct ggml_tensor *in[] = {tw, tx};
+    const void *data[] = {w, x};
+    parity_graph_compute(cpu_backend, repacked ? repack_buft : NULL, cw, cx, in, data, 2, ty, y);
 }
 
 /* loom_matmul (2 threads) against the ggml graph, bitwise. */
