@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "kernels/ops.h"
 #include "kernels/protos.h"
 #include "util/cpu.h"
 #include "util/pool.h"
@@ -263,12 +264,14 @@ struct experts_job {
     const struct loom_kernel_set *ks;
     const struct loom_weight *w; /* expert 0 */
     size_t expert_bytes;
-    int n_expert;
     const int32_t *start;
     const char *act;
     size_t act_bytes;
     float *y;
     int rowwise;
+    int n_active;           /* experts with rows */
+    const int32_t *active;  /* [n_active] their ids, ascending */
+    const int64_t *first;   /* [n_active + 1] their first work item */
 };
 
 /* The matmul_job of expert e's rows. */
@@ -284,25 +287,26 @@ static struct matmul_job expert_job(const struct experts_job *j, int e, struct l
                                .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n};
 }
 
-/* Work items [begin, end): the row blocks of every expert with rows, expert after expert. */
+/* Work items [begin, end): the row blocks of the experts with rows, expert after expert. */
 static void experts_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct experts_job *j = ctx;
-    int64_t item = 0;
-    for (int e = 0; e < j->n_expert && item < end; e++) {
-        int64_t n = j->start[e + 1] - j->start[e];
-        if (n == 0)
-            continue;
-        int64_t block = expert_block_rows(j->w, n), n_items = (j->w->n_out + block - 1) / block;
-        if (item + n_items > begin) {
-            struct loom_weight we;
-            struct matmul_job job = expert_job(j, e, &we);
-            for (int64_t i = begin > item ? begin - item : 0; i < n_items && item + i < end; i++) {
-                int64_t r1 = (i + 1) * block < we.n_out ? (i + 1) * block : we.n_out;
-                matmul_rows(&job, i * block, r1, thread);
-            }
-        }
-        item += n_items;
+    int lo = 0, hi = j->n_active - 1; /* the active expert whose items hold `begin` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (j->first[mid] <= begin)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    for (int a = lo; a < j->n_active && j->first[a] < end; a++) {
+        int e = j->active[a];
+        int64_t block = expert_block_rows(j->w, j->start[e + 1] - j->start[e]);
+        struct loom_weight we;
+        struct matmul_job job = expert_job(j, e, &we);
+        int64_t i0 = begin > j->first[a] ? begin - j->first[a] : 0, i1 = end - j->first[a];
+        for (int64_t i = i0; i < i1 && i * block < we.n_out; i++)
+            matmul_rows(&job, i * block, (i + 1) * block < we.n_out ? (i + 1) * block : we.n_out, thread);
     }
 }
 
@@ -310,16 +314,21 @@ void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *poo
                          size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
                          float *y, int rowwise)
 {
-    struct experts_job j = {ks, w, expert_bytes, n_expert, start, act, act_bytes, y, rowwise};
-    int64_t n_items = 0;
-    for (int e = 0; e < n_expert; e++) {
+    int32_t active[LOOM_OPS_MAX_EXPERTS];
+    int64_t first[LOOM_OPS_MAX_EXPERTS + 1];
+    int n_active = 0;
+    first[0] = 0;
+    for (int e = 0; e < n_expert && e < LOOM_OPS_MAX_EXPERTS; e++) {
         int64_t n = start[e + 1] - start[e];
         if (n > 0) {
             int64_t block = expert_block_rows(w, n);
-            n_items += (w->n_out + block - 1) / block;
+            active[n_active] = e;
+            first[n_active + 1] = first[n_active] + (w->n_out + block - 1) / block;
+            n_active++;
         }
     }
-    loom_pool_parallel_for(pool, n_items, 1, experts_task, &j);
+    struct experts_job j = {ks, w, expert_bytes, start, act, act_bytes, y, rowwise, n_active, active, first};
+    loom_pool_parallel_for(pool, first[n_active], 1, experts_task, &j);
 }
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)

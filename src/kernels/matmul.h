@@ -100,7 +100,8 @@ const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *
  * start[e + 1]) (start[0] = 0): y[r][o] = sum_i W_e[o][i] * a_r[i] for o < n_out, with a_r at
  * act + r * act_bytes already in w's vec_dot_type (loom_matmul_act_rows) and y [start[n_expert]][n_out].
  * Each expert's rows in loom_matmul_dot_id's order for their count, or (rowwise = 1) for one row, so
- * that row r does not depend on what else the ubatch routed. Only experts with rows are read. */
+ * that row r does not depend on what else the ubatch routed. Only experts with rows are read.
+ * n_expert <= LOOM_OPS_MAX_EXPERTS (kernels/ops.h). */
 void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
                          size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
                          float *y, int rowwise);
