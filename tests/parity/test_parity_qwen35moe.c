@@ -8,7 +8,8 @@
  *   decode: loom's token-by-token rows and a multi-sequence step, bitwise the reference's token-by-token rows.
  * Every prompt length across the micro-batch boundaries is swept by test_parity_ubatch (whose model list has
  * the MoE files). Models: $LOOM_CACHE/models (scripts/prepare-models.sh); a missing file is skipped with a
- * message (the quantized one comes from loom quantize); LOOM_PARITY_MODELS restricts the list. */
+ * message (the quantized one comes from loom quantize); LOOM_PARITY_MODELS restricts the list;
+ * LOOM_PARITY_MOE_FILES=a.gguf,... runs the checks on other files instead (the mid-size preset). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,28 @@ static void run_model(struct model *m)
     free(m->ref_tbt);
 }
 
+/* Both engines on the file at path (shown as name); returns 1 when both loaded it. */
+static int compare_file(const char *name, const char *path, const int32_t *tok)
+{
+    loom_error err = {0};
+    struct model m = {.name = name, .tok = tok};
+    m.lm = loom_model_load(path, &err);
+    CHECK(m.lm != NULL, "%s: loom_model_load: %s", name, err.msg);
+    m.rm = parity_ref_load(path, 1);
+    CHECK(m.rm != NULL, "%s: the reference failed to load the model", name);
+    int ok = m.lm && m.rm;
+    if (ok) {
+        m.n = loom_model_n_logits(m.lm);
+        CHECK(m.n > 0 && m.n <= parity_ref_n_vocab(m.rm), "%s: logits width %d", name, m.n);
+        run_model(&m);
+    }
+    if (m.rm)
+        llama_model_free(m.rm);
+    loom_model_free(m.lm);
+    fflush(stdout);
+    return ok;
+}
+
 int main(void)
 {
     char cache[1024], path[1200];
@@ -194,32 +217,24 @@ int main(void)
     make_tokens(tok);
     CHECK(parity_fnv1a_ids(tok, N_TOK) == TOK_FNV, "token ids changed: fnv 0x%016llx",
           (unsigned long long)parity_fnv1a_ids(tok, N_TOK));
-    parity_cache_dir(cache, sizeof cache);
     int ran = 0;
-    for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) {
-        if (!parity_model_selected(MODELS[i]))
-            continue;
-        snprintf(path, sizeof path, "%s/models/%s", cache, MODELS[i]);
-        if (access(path, R_OK) != 0) {
-            printf("%-30s skipped: %s is missing (scripts/prepare-models.sh makes it)\n", MODELS[i], path);
-            continue;
+    const char *files = getenv("LOOM_PARITY_MOE_FILES");
+    if (files && *files) { /* other files (the mid-size preset), by path */
+        char list[4096];
+        snprintf(list, sizeof list, "%s", files);
+        for (char *save = NULL, *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save))
+            ran += compare_file(f, f, tok);
+    } else {
+        parity_cache_dir(cache, sizeof cache);
+        for (size_t i = 0; i < sizeof MODELS / sizeof MODELS[0]; i++) {
+            if (!parity_model_selected(MODELS[i]))
+                continue;
+            snprintf(path, sizeof path, "%s/models/%s", cache, MODELS[i]);
+            if (access(path, R_OK) == 0)
+                ran += compare_file(MODELS[i], path, tok);
+            else
+                printf("%-30s skipped: %s is missing (scripts/prepare-models.sh makes it)\n", MODELS[i], path);
         }
-        loom_error err = {0};
-        struct model m = {.name = MODELS[i], .tok = tok};
-        m.lm = loom_model_load(path, &err);
-        CHECK(m.lm != NULL, "%s: loom_model_load: %s", MODELS[i], err.msg);
-        m.rm = parity_ref_load(path, 1);
-        CHECK(m.rm != NULL, "%s: the reference failed to load the model", MODELS[i]);
-        if (m.lm && m.rm) {
-            m.n = loom_model_n_logits(m.lm);
-            CHECK(m.n > 0 && m.n <= parity_ref_n_vocab(m.rm), "%s: logits width %d", MODELS[i], m.n);
-            run_model(&m);
-            ran++;
-        }
-        if (m.rm)
-            llama_model_free(m.rm);
-        loom_model_free(m.lm);
-        fflush(stdout);
     }
     printf("%d MoE model(s) compared\n", ran);
     llama_backend_free();
