@@ -73,7 +73,8 @@ const struct loom_synth_preset *loom_synth_find_preset(const char *name)
 #define SYNTH_ROUTER_GAIN 1.0f    /* router logits' per-token spread (std) */
 #define SYNTH_SHEXP_GATE_GAIN 1.0f /* shared expert gate logit std: sigmoid spread around 0.5 */
 #define SYNTH_SKEW_SHARE 0.5f     /* skewed router: share of every real token's embedding along the shared direction */
-#define SYNTH_SKEW_ZIPF 1.0       /* skewed router: the expert of popularity rank k gets logit bias -a ln(k + 1) */
+#define SYNTH_SKEW_ZIPF 0.5       /* skewed router: the expert of popularity rank k gets logit bias -a ln(k + 1)
+                                   * (README "Synthetic MoE models": why 0.5) */
 
 /* ---- PRNG ------------------------------------------------------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /* test_ref_moe.c — loom's synthetic qwen35moe models under the reference engine: it loads the cached tiny-moe
  * F32 and F16 models (scripts/prepare-models.sh), evaluates a prompt with finite logits, and loom admits the
- * same files (loom_model_describe, loom_model_load) with the expert plan the preset states. It also measures
- * the router statistics the README reports ("Synthetic routers"): per layer the selections' expert popularity
+ * same files (loom_model_load; the preset's 8 experts, 2 used per token, as the reference reads them). It also measures
+ * the router statistics the README reports ("Synthetic MoE models"): per layer the selections' expert popularity
  * and the token-to-token overlap of the selected sets, read from the reference's ffn_moe_topk tensors
  * (cb_eval). LOOM_MOE_FILES (comma-separated paths) measures other files instead (e.g. a skewed-router or
  * moe-mid file), without the tiny-moe expectations. */
