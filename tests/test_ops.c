@@ -2,7 +2,8 @@
  * and the many-row norms (loom_ops_rmsnorm_rows, loom_ops_l2norm_rows) against the single-token and
  * single-row scalar kernels, bitwise: scalar and active variants, several kernel widths, head dims and row
  * lengths, channel counts with a tail past the last 16-lane group, strided rows, and runs of tokens that
- * switch between state buffers as a multi-sequence chunk does. */
+ * switch between state buffers as a multi-sequence chunk does; and the MoE router on non-finite logits. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -239,8 +240,40 @@ static void test_norm_rows(void)
             norm_case(ops, rows[ri], lens[li]);
 }
 
+/* ---- the mixture-of-experts router ------------------------------------------------------------------
+ * (its float results are checked against ggml by tests/parity/test_ref_moe_ops) */
+
+/* Logits with NaN and infinities among ordinary values (an overflowing or poisoned row) make the sort's keys
+ * compare inconsistently: the router must still stay inside its arrays and select distinct experts in range. */
+static void test_route_nonfinite(void)
+{
+    const int ns[] = {8, 17, 64, 256, 1024};
+    const float specials[] = {NAN, INFINITY, -INFINITY};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int pattern = 0; pattern < 6; pattern++) {
+            int n = ns[i], k = n < 8 ? n : 8;
+            float logits[1024], w[8];
+            int32_t ids[8], order[1024];
+            for (int e = 0; e < n; e++)
+                logits[e] = (int)(rnd_u32() % 6) <= pattern ? specials[rnd_u32() % 3] : rnd_f();
+            loom_ops_argsort_desc(n, logits, order);
+            loom_ops_moe_route(n, k, logits, ids, w);
+            uint8_t seen[1024] = {0};
+            for (int e = 0; e < n; e++) {
+                bad += order[e] < 0 || order[e] >= n || seen[order[e]];
+                if (order[e] >= 0 && order[e] < n)
+                    seen[order[e]] = 1;
+            }
+            for (int j = 0; j < k; j++)
+                bad += ids[j] < 0 || ids[j] >= n;
+        }
+    CHECK(bad == 0, "router on non-finite logits: %d out-of-range or repeated indices", bad);
+}
+
 int main(void)
 {
+    test_route_nonfinite();
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         loom_error err;

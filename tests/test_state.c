@@ -1291,8 +1291,22 @@ out:
     rmdir(dir);
 }
 
-/* A cached model (scripts/prepare-models.sh) when present: partition invariance on a real geometry. */
-static void test_cached(const char *file, int n, int n_random, int n_gen)
+/* Failure injection after every stage (NaN and error), cancellation, the state digest and failing
+ * multi-sequence steps on model m. */
+static void check_transactions(const loom_model *m, const int32_t *tok)
+{
+    for (int poison = 0; poison < 2; poison++) {
+        check_injection(m, tok, 4, 5, LOOM_LOGITS_LAST, poison);
+        check_injection(m, tok, 0, 6, LOOM_LOGITS_ALL, poison);
+        check_many_injection(m, tok, poison);
+    }
+    check_cancel(m, tok, 4, 5, LOOM_LOGITS_LAST);
+    test_digest(m, tok);
+}
+
+/* A cached model (scripts/prepare-models.sh) when present: partition invariance on a real geometry; with
+ * `transactions`, check_transactions too (the mixture-of-experts model, whose FFN stages differ). */
+static void test_cached(const char *file, int n, int n_random, int n_gen, int transactions)
 {
     const char *cache = getenv("LOOM_CACHE");
     const char *home = getenv("HOME");
@@ -1325,6 +1339,8 @@ static void test_cached(const char *file, int n, int n_random, int n_gen)
     }
     check_rewind_cache(file, m, tok);
     check_many(file, m, tok);
+    if (transactions)
+        check_transactions(m, tok);
     loom_model_free(m);
 }
 
@@ -1336,8 +1352,9 @@ int main(void)
     const int sanitized = 0;
 #endif
     test_micro();
-    test_cached("qwen35-tiny-Q4_K_M.gguf", 16, 2, sanitized ? 8 : 64);
+    test_cached("qwen35-tiny-Q4_K_M.gguf", 16, 2, sanitized ? 8 : 64, 0);
+    test_cached("qwen35moe-tiny-F16.gguf", 16, 2, sanitized ? 8 : 32, 1);
     if (!sanitized && getenv("LOOM_TEST_SKIP_08B") == NULL)
-        test_cached("qwen35-0.8b-Q4_K_M.gguf", 12, 1, 64);
+        test_cached("qwen35-0.8b-Q4_K_M.gguf", 12, 1, 64, 0);
     return test_finish();
 }

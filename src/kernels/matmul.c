@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "kernels/ops.h"
 #include "kernels/protos.h"
 #include "util/cpu.h"
 #include "util/pool.h"
@@ -27,7 +28,6 @@ struct matmul_job {
     loom_dot_rows8_fn rows8_group;       /* 8-token form of dot_group, or NULL */
     int64_t n_group;
     const struct loom_x16_kernels *x16;  /* an X16 weight's group kernels in dot_group's order, or NULL */
-    loom_from_float_fn from_float;       /* the set's activation conversion into w's vec_dot_type */
 };
 
 /* tinyBLAS's vector step per type on the reference's AVX-512 build: it runs only when n_in is a multiple. */
@@ -173,24 +173,21 @@ static void matmul_groups(void *ctx, int64_t begin, int64_t end, int thread)
         matmul_rows(ctx, 16 * n_groups, j->w->n_out, thread);
 }
 
-/* Point job at the activations w reads: x itself for F32 partners, else act's scratch, where x is
- * converted to w's vec_dot_type unless it already is (a previous reader of the same rows). */
-static void use_activations(struct loom_pool *pool, struct matmul_job *job, struct loom_matmul_act *act)
+size_t loom_matmul_act_rows(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                            struct loom_matmul_act *act, const void **rows)
 {
-    const struct loom_weight *w = job->w;
     uint32_t vt = loom_type_traits(w->type)->vec_dot_type;
-    job->act = (const char *)act->x;
-    job->act_bytes = (size_t)w->n_in * sizeof(float);
+    *rows = act->x;
     if (vt == LOOM_TYPE_F32)
-        return; /* F32 weights read the F32 activations directly */
+        return (size_t)w->n_in * sizeof(float); /* F32 weights read the F32 activations directly */
     size_t bytes = loom_type_row_bytes(vt, w->n_in);
     if (act->type != vt) {
-        struct convert_job c = {job->from_float, act->x, w->n_in, act->scratch, bytes};
+        struct convert_job c = {ks->types[vt].from_float, act->x, w->n_in, act->scratch, bytes};
         loom_pool_parallel_for(pool, act->n_tok, 1, convert_rows, &c);
         act->type = vt;
     }
-    job->act = act->scratch;
-    job->act_bytes = bytes;
+    *rows = act->scratch;
+    return bytes;
 }
 
 /* Precondition: w->type has a dot product (ks's vec_dot; every type but the activation-only Q8_1 and Q8_K), as
@@ -210,9 +207,10 @@ void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool
     const struct loom_dot_kernels *rest =
         rowwise ? group : loom_matmul_dot(ks, w->type, w->n_out, w->n_in, n_tok, n_tok - 1, w->ref_plain_buffer);
     struct matmul_job job = {.w = w, .n_tok = n_tok, .y = y, .dot_group = group->row, .dot_rest = rest->row,
-                             .rows4_group = group->rows4, .rows8_group = group->rows8, .n_group = n_group,
-                             .from_float = ks->types[loom_type_traits(w->type)->vec_dot_type].from_float};
-    use_activations(pool, &job, act);
+                             .rows4_group = group->rows4, .rows8_group = group->rows8, .n_group = n_group};
+    const void *rows;
+    job.act_bytes = loom_matmul_act_rows(ks, pool, w, act, &rows);
+    job.act = rows;
     /* an X16 weight runs its group kernels when every token asks for the order they have (gemv's: CANONICAL,
      * or one token); otherwise (REFERENCE_BATCH prefill, another kernel set) its rows are unpacked */
     const struct loom_dot_kernels *all = n_group == n_tok ? group : n_group == 0 ? rest : 0;
@@ -237,6 +235,100 @@ void loom_matmul_rowwise(const struct loom_kernel_set *ks, struct loom_pool *poo
 {
     struct loom_matmul_act act = {x, n_tok, LOOM_TYPE_COUNT, scratch};
     loom_matmul_shared(ks, pool, w, &act, y, 1);
+}
+
+const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
+                                                  int64_t n_in, int64_t n_rows, int plain_buffer)
+{
+    if (!loom_type_traits(type))
+        return 0;
+    const struct loom_type_kernels *k = &ks->types[type];
+    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer &&
+        (type != LOOM_TYPE_Q2_K || (loom_cpu_features() & LOOM_CPU_AVX512F)))
+        return &k->gemv;
+    if (k->iqp.row && n_out % 8 == 0 && n_in % 256 == 0 && n_rows >= 8)
+        return &k->iqp;
+    return &k->vec_dot;
+}
+
+/* Output rows per work item of an expert with n_rows activation rows: a block of about ROW_BLOCK_BYTES of
+ * weights when enough rows share it, else 16 rows (decode: the work of the few selected experts is spread
+ * over the pool by rows). */
+static int64_t expert_block_rows(const struct loom_weight *w, int64_t n_rows)
+{
+    int64_t rows = n_rows >= TOKEN_TILE ? (int64_t)(ROW_BLOCK_BYTES / w->row_bytes) : 16;
+    return rows > 0 ? rows : 1;
+}
+
+struct experts_job {
+    const struct loom_kernel_set *ks;
+    const struct loom_weight *w; /* expert 0 */
+    size_t expert_bytes;
+    const int32_t *start;
+    const char *act;
+    size_t act_bytes;
+    float *y;
+    int rowwise;
+    int n_active;           /* experts with rows */
+    const int32_t *active;  /* [n_active] their ids, ascending */
+    const int64_t *first;   /* [n_active + 1] their first work item */
+};
+
+/* The matmul_job of expert e's rows. */
+static struct matmul_job expert_job(const struct experts_job *j, int e, struct loom_weight *we)
+{
+    int64_t n = j->start[e + 1] - j->start[e];
+    *we = *j->w;
+    we->data = (const char *)j->w->data + (size_t)e * j->expert_bytes;
+    const struct loom_dot_kernels *k =
+        loom_matmul_dot_id(j->ks, we->type, we->n_out, we->n_in, j->rowwise ? 1 : n, we->ref_plain_buffer);
+    return (struct matmul_job){.w = we, .act = j->act + (size_t)j->start[e] * j->act_bytes, .act_bytes = j->act_bytes,
+                               .n_tok = n, .y = j->y + (size_t)j->start[e] * (size_t)we->n_out, .dot_group = k->row,
+                               .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n};
+}
+
+/* Work items [begin, end): the row blocks of the experts with rows, expert after expert. */
+static void experts_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct experts_job *j = ctx;
+    int lo = 0, hi = j->n_active - 1; /* the active expert whose items hold `begin` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (j->first[mid] <= begin)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    for (int a = lo; a < j->n_active && j->first[a] < end; a++) {
+        int e = j->active[a];
+        int64_t block = expert_block_rows(j->w, j->start[e + 1] - j->start[e]);
+        struct loom_weight we;
+        struct matmul_job job = expert_job(j, e, &we);
+        int64_t i0 = begin > j->first[a] ? begin - j->first[a] : 0, i1 = end - j->first[a];
+        for (int64_t i = i0; i < i1 && i * block < we.n_out; i++)
+            matmul_rows(&job, i * block, (i + 1) * block < we.n_out ? (i + 1) * block : we.n_out, thread);
+    }
+}
+
+void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                         size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
+                         float *y, int rowwise)
+{
+    int32_t active[LOOM_OPS_MAX_EXPERTS];
+    int64_t first[LOOM_OPS_MAX_EXPERTS + 1];
+    int n_active = 0;
+    first[0] = 0;
+    for (int e = 0; e < n_expert && e < LOOM_OPS_MAX_EXPERTS; e++) {
+        int64_t n = start[e + 1] - start[e];
+        if (n > 0) {
+            int64_t block = expert_block_rows(w, n);
+            active[n_active] = e;
+            first[n_active + 1] = first[n_active] + (w->n_out + block - 1) / block;
+            n_active++;
+        }
+    }
+    struct experts_job j = {ks, w, expert_bytes, start, act, act_bytes, y, rowwise, n_active, active, first};
+    loom_pool_parallel_for(pool, first[n_active], 1, experts_task, &j);
 }
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)

@@ -78,6 +78,34 @@ struct loom_matmul_act {
 void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
                         struct loom_matmul_act *act, float *y, int rowwise);
 
+/* act's rows as w's vec_dot_type: *rows points at them (act->x itself for an F32 partner, else act->scratch,
+ * converted there unless it already holds them); returns the bytes per row. */
+size_t loom_matmul_act_rows(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                            struct loom_matmul_act *act, const void **rows);
+
+/* The dot kernels of the reference's MUL_MAT_ID for one expert W_e[n_out][n_in] (of `type`) that n_rows
+ * activation rows of a ubatch were routed to. Per expert, in sequence, ggml-cpu.c
+ * ggml_compute_forward_mul_mat_id multiplies each of its rows by one call per output (never tinyBLAS):
+ *   an expert tensor in the CPU_REPACK buffer (the types and n_out of loom_matmul_dot's gemv rule;
+ *     repack.cpp forward_mul_mat_id): the gemv order for every row, whatever n_rows (never gemm)
+ *   IQ4_XS with n_in % 256 == 0 and n_out % 8 == 0 when n_rows >= 8 (iqp.cpp
+ *     ggml_compute_forward_mul_mat_id_iqp, GGML_IQP_MIN_BATCH_ID): the IQ panel order
+ *   else vec_dot, one row and one output at a time (mul_mat_id_one_chunk).
+ * The activation rows are converted by the vec_dot_type's from_float, row by row, as for loom_matmul. */
+const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
+                                                  int64_t n_in, int64_t n_rows, int plain_buffer);
+
+/* The expert matmuls of a ubatch (MUL_MAT_ID), rows grouped by expert: expert e < n_expert is the matrix w
+ * (layout ROWS) with its data at w->data + e * expert_bytes, and its activation rows are r in [start[e],
+ * start[e + 1]) (start[0] = 0): y[r][o] = sum_i W_e[o][i] * a_r[i] for o < n_out, with a_r at
+ * act + r * act_bytes already in w's vec_dot_type (loom_matmul_act_rows) and y [start[n_expert]][n_out].
+ * Each expert's rows in loom_matmul_dot_id's order for their count, or (rowwise = 1) for one row, so
+ * that row r does not depend on what else the ubatch routed. Only experts with rows are read.
+ * n_expert <= LOOM_OPS_MAX_EXPERTS (kernels/ops.h). */
+void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                         size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
+                         float *y, int rowwise);
+
 /* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: kernel set
  * ks has no x16 kernels for its type, it has fewer than 16 rows or n_out % 8 != 0 (its one-row
  * order is then not the one those kernels have), or its rows exceed LOOM_WEIGHT_X16_MAX_ROW_BYTES. */

@@ -1,7 +1,7 @@
 /* ops.h — the non-matmul math of the qwen35 forward pass: RMSNorm, L2 norm, partial NEOX RoPE, softmax,
- * SiLU/SwiGLU/sigmoid/softplus, the causal conv1d over a conv state, the gated delta rule step and
- * causal GQA attention over an F16 KV cache. Every reduction has one documented order, chosen to be the
- * order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
+ * SiLU/SwiGLU/sigmoid/softplus, the mixture-of-experts router, the causal conv1d over a conv state, the gated
+ * delta rule step and causal GQA attention over an F16 KV cache. Every reduction has one documented order,
+ * chosen to be the order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
  * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c
  * and ops_impl.h (whose C x86/ops_avx2.c builds again for AVX2); AVX-512 variants of the hot ones
  * (x86/ops_avx512.c) give bitwise the same results. None allocates or spawns threads. */
@@ -94,6 +94,37 @@ void loom_ops_rope_neox(float *x, int n_rot, const float *cache);
  * 16-blocks (libm expf after); the sum adds each 16-block's R16 in double, then the tail in double;
  * x[i] = e[i] * (float)(1.0 / sum). */
 void loom_ops_softmax(int64_t n, float *x, float scale);
+
+/* ---- mixture-of-experts router ----------------------------------------------------------------------
+ * The reference's softmax-gated router for one token (llama-graph.cpp build_moe_ffn with gating SOFTMAX,
+ * norm_w on, no weight scale, no expert groups, as qwen35moe.cpp build_layer_ffn builds it), op by op on
+ * its CPU backend:
+ *   soft_max (ops.cpp ggml_compute_forward_soft_max_f32, scale 1, no mask): m = max in index order;
+ *     e = expf_poly(l - m) per whole 16-block, each block's R16 added to a double sum; the n % 16 tail with
+ *     libm expf, each added to the double sum (vec.cpp ggml_vec_soft_max_f32); p = e * (float)(1.0 / sum)
+ *   argsort_top_k (ggml.c ggml_argsort_top_k = a view of the first k of ARGSORT desc; ops.cpp
+ *     ggml_compute_forward_argsort_f32: std::sort of 0..n-1 with p[a] > p[b], not stable):
+ *     loom_ops_argsort_desc, whose order for equal probabilities is libstdc++'s introsort's
+ *   get_rows, sum_rows (vec.h ggml_vec_sum_f32: a double sum in slot order, rounded to float), clamp
+ *     (ops.cpp clamp_f32: MAX(MIN(s, INFINITY), 6.103515625e-5)), div: w[j] = p[ids[j]] / clamped sum.
+ * The CPU backend fuses none of these (ggml-cpu.c ggml_cpu_try_fuse_ops fuses only RMS_NORM + MUL). */
+#define LOOM_OPS_MAX_EXPERTS 1024
+
+/* idx[0..n) = the permutation of 0..n-1 that libstdc++'s std::sort(idx, idx + n, cmp) leaves with
+ * cmp(a, b) = x[a] > x[b] (introsort: median-of-three quicksort above 16 elements, heapsort past depth
+ * 2 * floor(log2 n), then insertion sort), so ties come out in the reference's order. */
+void loom_ops_argsort_desc(int n, const float *x, int32_t *idx);
+
+/* One token's router, n (1..LOOM_OPS_MAX_EXPERTS) experts, k (1..n) used: logits[n] in, probabilities
+ * out (in place); ids[k] the selected experts, best first; weights[k] their normalized weights. */
+void loom_ops_moe_route(int n, int k, float *logits, int32_t *ids, float *weights);
+
+/* The n_tok * k (token, slot) pairs of a ubatch (ids[t * k + slot]: expert of the pair, < n_expert) grouped
+ * by expert as MUL_MAT_ID groups its rows (ggml-cpu.c ggml_compute_forward_mul_mat_id: tokens in order,
+ * slots in order within a token): expert e's pairs at positions [start[e], start[e + 1]) (start has
+ * n_expert + 1 entries), perm[p] = t * k + slot of the pair at position p, pos[t * k + slot] = p. */
+void loom_ops_moe_group(int n_tok, int k, int n_expert, const int32_t *ids, int32_t *start, int32_t *perm,
+                        int32_t *pos);
 
 /* ---- Gated DeltaNet --------------------------------------------------------------------------------
  * Causal depthwise conv1d for one token over `channels` channels with kernel width K (1..MAX):

@@ -1,6 +1,7 @@
-/* qwen35.c — the qwen35 circuits (loom_circuits_qwen35): token embedding, then per layer RMSNorm -> (Gated DeltaNet branch |
- * gated full-attention branch) -> residual -> post-attention RMSNorm -> SwiGLU MLP -> residual, then the
- * final RMSNorm and the output head. A chunk of n tokens goes through each layer before the next one
+/* qwen35.c — the circuits of the qwen35 family (loom_circuits_qwen35, loom_circuits_qwen35moe): token embedding,
+ * then per layer RMSNorm -> (Gated DeltaNet branch | gated full-attention branch) -> residual ->
+ * post-attention RMSNorm -> FFN (qwen35: SwiGLU MLP; qwen35moe: mixture of experts, runtime/ffn.c) ->
+ * residual, then the final RMSNorm and the output head. A chunk of n tokens goes through each layer before the next one
  * (prefill); decode is the same code with n = 1. Follows llama.cpp src/models/qwen35.cpp and
  * delta-net-base.cpp (fused gated-delta-net path), with its rounding points (see kernels/ops.h). The
  * session's numerics pick the float order of matmuls and attention: CANONICAL uses the single-token
@@ -10,8 +11,9 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "util/pool.h"
+#include "runtime/ffn.h"
 #include "runtime/session.h"
+#include "util/pool.h"
 #include "util/fp16.h"
 
 /* One chunk being evaluated: the session, its model, and where the chunk sits. */
@@ -362,27 +364,26 @@ static int attention_branch(struct chunk *c)
     return 0;
 }
 
-/* ---- MLP and the whole network -------------------------------------------------------------------- */
+/* ---- the FFN step and the whole network ---------------------------------------------------------- */
 
-static void swiglu_task(void *ctx, int64_t begin, int64_t end, int thread)
+/* The dense SwiGLU MLP (qwen35). */
+static int ffn_dense(struct chunk *c, struct loom_ffn *f)
 {
-    (void)thread;
-    const struct chunk *c = ctx;
-    const struct loom_scratch *sc = &c->s->sc;
-    int64_t ff = c->hp->n_ff;
-    for (int64_t t = begin; t < end; t++)
-        c->s->ops->swiglu(ff, sc->a + t * ff, sc->b + t * ff, sc->a + t * ff);
+    loom_ffn_dense(f);
+    STAGE(c, "mlp");
+    return 0;
 }
 
-static void mlp(struct chunk *c)
+/* The mixture-of-experts FFN (qwen35moe): router, routed experts, shared expert. */
+static int ffn_moe(struct chunk *c, struct loom_ffn *f)
 {
-    const struct loom_layer *L = c->L;
-    struct loom_scratch *sc = &c->s->sc;
-    struct loom_matmul_act xn = shared_rows(c, sc->xn);
-    matmul_shared(c, &L->ffn_gate, &xn, sc->a);
-    matmul_shared(c, &L->ffn_up, &xn, sc->b);
-    for_tokens(c, swiglu_task, c);
-    matmul(c, &L->ffn_down, sc->a, sc->proj);
+    loom_moe_route(f);
+    STAGE(c, "route");
+    loom_moe_experts(f);
+    STAGE(c, "experts");
+    loom_moe_shared(f);
+    STAGE(c, "shared");
+    return 0;
 }
 
 static int layer_forward(struct chunk *c, uint32_t il)
@@ -399,8 +400,11 @@ static int layer_forward(struct chunk *c, uint32_t il)
     STAGE(c, "residual");
     norm_rows(c, sc->x, c->L->post_norm, sc->xn);
     STAGE(c, "post_norm");
-    mlp(c);
-    STAGE(c, "mlp");
+    struct loom_ffn f;
+    loom_ffn_init(&f, c->s, c->L, c->n, sc->xn, sc->proj);
+    rc = c->L->ffn_gate_inp.data ? ffn_moe(c, &f) : ffn_dense(c, &f); /* a router: the mixture of experts */
+    if (rc)
+        return rc;
     add_rows(c, sc->x, sc->proj);
     STAGE(c, "residual2");
     return 0;
@@ -475,6 +479,16 @@ static int forward_rows(struct loom_session *lead, const int32_t *tokens, int n,
 
 const struct loom_circuits loom_circuits_qwen35 = {
     .arch = &loom_arch_qwen35,
+    .forward = forward_chunk,
+    .forward_rows = forward_rows,
+    .output_norm = output_norm,
+    .head = head,
+};
+
+/* qwen35moe (llama.cpp src/models/qwen35moe.cpp): the same circuits; its layers have a router, so their FFN
+ * step is the mixture of experts. */
+const struct loom_circuits loom_circuits_qwen35moe = {
+    .arch = &loom_arch_qwen35moe,
     .forward = forward_chunk,
     .forward_rows = forward_rows,
     .output_norm = output_norm,

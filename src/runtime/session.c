@@ -37,7 +37,7 @@ static size_t matmul_scratch(const struct loom_model *m, int n_chunk)
 
 const struct loom_circuits *loom_circuits_find(const struct loom_arch *arch)
 {
-    static const struct loom_circuits *const all[] = {&loom_circuits_qwen35};
+    static const struct loom_circuits *const all[] = {&loom_circuits_qwen35, &loom_circuits_qwen35moe};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->arch == arch)
             return all[i];
@@ -60,6 +60,25 @@ static void set_owner(struct loom_layer_state *ls, enum loom_owner_kind kind, in
         ls->v = at;
         break;
     }
+}
+
+/* The mixture-of-experts buffers of struct loom_scratch for nc tokens. */
+static void plan_moe(struct loom_scratch *sc, const struct loom_scratch_widths *w, size_t n_embd, size_t nc, char *base,
+                     size_t *cur)
+{
+    size_t pairs = nc * w->slots, f = sizeof(float);
+    sc->moe_route = carve(base, cur, nc * w->experts * f);
+    sc->moe_ids = carve(base, cur, pairs * sizeof(int32_t));
+    sc->moe_weights = carve(base, cur, pairs * f);
+    sc->moe_start = carve(base, cur, (w->experts + 1) * sizeof(int32_t));
+    sc->moe_perm = carve(base, cur, pairs * sizeof(int32_t));
+    sc->moe_pos = carve(base, cur, pairs * sizeof(int32_t));
+    sc->moe_rows = carve(base, cur, pairs * n_embd * f);
+    sc->moe_gu = carve(base, cur, pairs * 2 * w->expert_ff * f);
+    sc->moe_h = carve(base, cur, pairs * w->expert_ff * f);
+    sc->moe_hq = carve(base, cur, pairs * w->expert_ff * f);
+    sc->moe_shared = carve(base, cur, nc * n_embd * f);
+    sc->moe_gate = carve(base, cur, nc * f);
 }
 
 /* Lay out (base NULL: measure) every state owner and scratch buffer in one arena. */
@@ -89,6 +108,8 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->beta = carve(base, &cur, nc * w->gates * sizeof(float));
     sc->rope = carve(base, &cur, nc * w->rope * sizeof(float));
     sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
+    if (w->experts)
+        plan_moe(sc, w, hp->n_embd, nc, base, &cur);
     sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
     sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(float));
     sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(uint16_t));

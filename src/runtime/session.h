@@ -59,7 +59,8 @@ void loom_owner_runs(const struct loom_session *s, const struct loom_state_owner
 /* Test hook, called after every stage of a request (layer -1 outside the layers; stage names are the
  * step just finished: "alloc" before the staging buffer grows or the K/V rows a rewind rewrites are kept
  * aside, "embed", per layer "norm", "proj", "conv",
- * "delta", "gated_norm", "kv_write", "attend", "gate", "out", "residual", "post_norm", "mlp", "residual2",
+ * "delta", "gated_norm", "kv_write", "attend", "gate", "out", "residual", "post_norm", "mlp" (dense) or
+ * "route", "experts", "shared" (mixture of experts), "residual2",
  * then "output_norm", "logits"). x is the chunk's residual stream [n_values] which the hook may overwrite
  * (e.g. with NaN). A nonzero return fails the request with that code (at "alloc": as a failed allocation). */
 typedef int (*loom_stage_hook_fn)(void *ctx, int layer, const char *stage, float *x, int64_t n_values);
@@ -111,6 +112,20 @@ struct loom_scratch {
     float *beta;    /* [n_chunk][n_v_heads] */
     float *rope;    /* [n_chunk][n_rot] cos/sin pairs */
     void *mm;       /* loom_matmul scratch */
+    /* mixture of experts (qwen35moe; none in a dense model): k = n_expert_used, pairs = n_chunk * k */
+    float *moe_route;    /* [n_chunk][n_expert] router logits, then probabilities */
+    int32_t *moe_ids;    /* [n_chunk][k] the selected experts, best first */
+    float *moe_weights;  /* [n_chunk][k] their normalized weights */
+    int32_t *moe_start;  /* [n_expert + 1] each expert's grouped rows */
+    int32_t *moe_perm;   /* [pairs] token * k + slot of each grouped row */
+    int32_t *moe_pos;    /* [pairs] grouped row of each token * k + slot */
+    void *moe_rows;      /* [pairs][n_embd] floats: the grouped rows' activations (any vec_dot_type), then
+                          * their down outputs */
+    float *moe_gu;       /* [pairs][2 * n_ff_exp] gate and up outputs */
+    float *moe_h;        /* [pairs][n_ff_exp] SwiGLU outputs */
+    void *moe_hq;        /* [pairs][n_ff_exp] floats: the same rows in down's vec_dot_type */
+    float *moe_shared;   /* [n_chunk][n_embd] the shared expert's output */
+    float *moe_gate;     /* [n_chunk] the shared expert's gate logit */
     struct loom_row *rows; /* [n_chunk] rows of a multi-sequence step */
     /* per worker thread */
     float *scores;     /* [n_threads][LOOM_OPS_ATTN_GROUP][n_ctx] */
@@ -184,7 +199,7 @@ struct loom_circuits {
 };
 
 /* The instances (src/runtime/qwen35.c) and the one for an architecture (NULL when loom has none). */
-extern const struct loom_circuits loom_circuits_qwen35;
+extern const struct loom_circuits loom_circuits_qwen35, loom_circuits_qwen35moe;
 const struct loom_circuits *loom_circuits_find(const struct loom_arch *arch);
 
 #endif

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "llama.h"
 #include "loom.h"
@@ -130,6 +131,69 @@ static inline struct llama_context *parity_ref_context(struct llama_model *model
     cp.type_v = GGML_TYPE_F16;
     cp.no_perf = true;
     return llama_init_from_model(model, cp);
+}
+
+/* A reference context of n_ctx positions for one sequence with the given n_batch / n_ubatch (0 = the
+ * reference's default), n_threads, flash attention off and an F16 K/V cache. */
+static inline struct llama_context *parity_ref_context_split(struct llama_model *model, int n_ctx, int n_batch,
+                                                             int n_ubatch, int n_threads)
+{
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    if (n_batch)
+        cp.n_batch = (uint32_t)n_batch;
+    if (n_ubatch)
+        cp.n_ubatch = (uint32_t)n_ubatch;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = n_threads;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cp.type_v = GGML_TYPE_F16;
+    cp.no_perf = true;
+    return llama_init_from_model(model, cp);
+}
+
+/* The reference's CPU backend as a device for op-level graphs (2 threads), and its CPU_REPACK buffer type
+ * (*repack, NULL when it has none). NULL on failure. Call after parity_ref_init. */
+static inline ggml_backend_t parity_cpu_backend(ggml_backend_buffer_type_t *repack)
+{
+    ggml_backend_t backend = NULL;
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    *repack = NULL;
+    if (!dev || !(backend = ggml_backend_dev_init(dev, NULL)))
+        return NULL;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    ggml_backend_set_n_threads_t set_threads =
+        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (set_threads)
+        set_threads(backend, 2);
+    ggml_backend_dev_get_extra_bufts_t extra =
+        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
+        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
+            *repack = *b;
+    return backend;
+}
+
+/* Run an op-level graph on the reference's CPU backend: the tensors of context cw (weights) in a buffer of
+ * type wbuft (NULL: a plain CPU buffer), those of cx in a plain one; inputs in[i] set from data[i]; out's
+ * bytes copied to y. Frees both contexts. */
+static inline void parity_graph_compute(ggml_backend_t backend, ggml_backend_buffer_type_t wbuft,
+                                        struct ggml_context *cw, struct ggml_context *cx, struct ggml_tensor *const *in,
+                                        const void *const *data, int n_in, struct ggml_tensor *out, void *y)
+{
+    ggml_backend_buffer_t bw = wbuft ? ggml_backend_alloc_ctx_tensors_from_buft(cw, wbuft)
+                                     : ggml_backend_alloc_ctx_tensors(cw, backend);
+    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, backend);
+    for (int i = 0; i < n_in; i++)
+        ggml_backend_tensor_set(in[i], data[i], 0, ggml_nbytes(in[i]));
+    struct ggml_cgraph *gf = ggml_new_graph(cx);
+    ggml_build_forward_expand(gf, out);
+    ggml_backend_graph_compute(backend, gf);
+    ggml_backend_tensor_get(out, y, 0, ggml_nbytes(out));
+    ggml_backend_buffer_free(bw);
+    ggml_backend_buffer_free(bx);
+    ggml_free(cw);
+    ggml_free(cx);
 }
 
 /* Width of the reference's logits rows (its vocabulary: one token per output-head row). */

@@ -280,24 +280,6 @@ static void check_quantize(uint32_t type, int64_t n, int n_rows)
 static ggml_backend_t cpu_backend;
 static ggml_backend_buffer_type_t repack_buft;
 
-static int init_graph_backend(void)
-{
-    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-    if (!dev || !(cpu_backend = ggml_backend_dev_init(dev, NULL)))
-        return 0;
-    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-    ggml_backend_set_n_threads_t set_threads =
-        (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
-    if (set_threads)
-        set_threads(cpu_backend, 2);
-    ggml_backend_dev_get_extra_bufts_t extra =
-        (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
-    for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
-        if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0)
-            repack_buft = *b;
-    return 1;
-}
-
 /* y[n_tok][n_out] = W x by a ggml MUL_MAT graph on the reference CPU backend; W in the repack buffer
  * when `repacked`. */
 static void ggml_matmul(uint32_t type, const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok,
@@ -308,19 +290,9 @@ static void ggml_matmul(uint32_t type, const void *w, int64_t n_out, int64_t n_i
     struct ggml_tensor *tw = ggml_new_tensor_2d(cw, (enum ggml_type)type, n_in, n_out);
     struct ggml_tensor *tx = ggml_new_tensor_2d(cx, GGML_TYPE_F32, n_in, n_tok);
     struct ggml_tensor *ty = ggml_mul_mat(cx, tw, tx);
-    ggml_backend_buffer_t bw = repacked ? ggml_backend_alloc_ctx_tensors_from_buft(cw, repack_buft)
-                                        : ggml_backend_alloc_ctx_tensors(cw, cpu_backend);
-    ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, cpu_backend);
-    ggml_backend_tensor_set(tw, w, 0, ggml_nbytes(tw));
-    ggml_backend_tensor_set(tx, x, 0, ggml_nbytes(tx));
-    struct ggml_cgraph *gf = ggml_new_graph(cx);
-    ggml_build_forward_expand(gf, ty);
-    ggml_backend_graph_compute(cpu_backend, gf);
-    ggml_backend_tensor_get(ty, y, 0, ggml_nbytes(ty));
-    ggml_backend_buffer_free(bw);
-    ggml_backend_buffer_free(bx);
-    ggml_free(cw);
-    ggml_free(cx);
+    struct ggml_tensor *in[] = {tw, tx};
+    const void *data[] = {w, x};
+    parity_graph_compute(cpu_backend, repacked ? repack_buft : NULL, cw, cx, in, data, 2, ty, y);
 }
 
 /* loom_matmul (2 threads) against the ggml graph, bitwise. */
@@ -434,7 +406,7 @@ int main(void)
         check_vec_dot(LOOM_TYPE_IQ4_NL, 96, 8); /* an odd number of blocks: the reference's scalar tail */
         check_vec_dot(LOOM_TYPE_Q4_0, 96, 8);
     }
-    CHECK(init_graph_backend(), "the reference CPU backend must initialize");
+    CHECK((cpu_backend = parity_cpu_backend(&repack_buft)) != NULL, "the reference CPU backend must initialize");
     CHECK(repack_buft != NULL, "the reference CPU backend offers the CPU_REPACK buffer type");
     for (size_t m = 0; m < sizeof modes / sizeof modes[0] && cpu_backend; m++)
         if (loom_kernels_select(modes[m], NULL) == LOOM_OK)

@@ -1,0 +1,239 @@
+/* ffn.c — the FFN step of a layer (ffn.h): the dense SwiGLU FFN and the mixture-of-experts FFN of
+ * qwen35moe. Follows llama.cpp's CPU graph op by op, with its rounding points:
+ *
+ * qwen35moe.cpp build_layer_ffn: moe_out = build_moe_ffn(x, ffn_gate_inp, up/gate/down_exps (or the fused
+ * gate_up_exps), SILU, norm_w = true, scale = expert_weights_scale (not read for this architecture: 0, no
+ * scale), SOFTMAX gating); shexp = build_ffn(x, up/gate/down_shexp, SILU, PAR); g = sigmoid(
+ * ffn_gate_inp_shexp . x) (a MUL_MAT with one output row: vec_dot); out = moe_out + shexp * g.
+ *
+ * llama-graph.cpp build_moe_ffn, per token of the ubatch:
+ *   logits = ffn_gate_inp . x   a MUL_MAT like any weight (F32 in the quantized files: tinyBLAS for a
+ *                               batch, vec_dot for one row; loom_matmul's kernel choice)
+ *   probs = soft_max(logits); ids = argsort_top_k(probs, k); w = get_rows(probs, ids);
+ *   w = w / clamp(sum_rows(w), 6.103515625e-5, INF)       (loom_ops_moe_route: ops.h names each op)
+ *   gate|up = MUL_MAT_ID(exps, x, ids)  [n_ff, k, n_tok] (fused: one MUL_MAT_ID, gate and up as the two
+ *             halves of each row: ggml_view_3d at offset 0 and n_ff)
+ *   h = swiglu_split(gate, up)          (ops.cpp ggml_compute_forward_swiglu_f32: ggml_vec_swiglu_f32 per row)
+ *   d = MUL_MAT_ID(down_exps, h, ids)   [n_embd, k, n_tok]: slot j of token t reads row h[t][j]
+ *   d = d * w                           (binary mul, w broadcast along n_embd)
+ *   moe_out = ((d[0] + d[1]) + d[2]) + ...  views of d added in slot order (k == 1: ggml_cont of d[0])
+ * MUL_MAT_ID on the CPU backend (ggml-cpu.c ggml_compute_forward_mul_mat_id): src1 converted to the
+ * weight's vec_dot_type row by row; the ubatch's (token, slot) pairs grouped by expert (tokens in order, slots
+ * in order: loom_ops_moe_group); expert after expert, every output one dot of a weight row with a pair's
+ * row by vec_dot (never tinyBLAS, llamafile is not called for MUL_MAT_ID); experts in the CPU_REPACK
+ * buffer (repack.cpp forward_mul_mat_id: Q4_0, Q4_K, IQ4_NL, Q2_K on AVX-512 with n_out % 8 == 0) by gemv
+ * for every pair, never gemm; IQ4_XS experts with 8 pairs or more by the IQ panel (iqp.cpp). So a pair's
+ * outputs depend on the ubatch only for IQ4_XS (loom_matmul_dot_id). The CPU backend fuses none of these
+ * ops (ggml-cpu.c ggml_cpu_try_fuse_ops: only RMS_NORM + MUL).
+ *
+ * loom groups a chunk's pairs as MUL_MAT_ID does and gathers each pair's converted activation row next to
+ * the others of its expert, so that each expert reads its weights once for all its rows (loom_matmul_experts)
+ * and decode reads only the selected experts. CANONICAL numerics multiply every pair in its one-row order
+ * (rowwise), so a token's result does not depend on the chunk it is in. */
+#include "runtime/ffn.h"
+
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "util/pool.h"
+
+_Static_assert(LOOM_MAX_EXPERTS <= LOOM_OPS_MAX_EXPERTS, "the router's sort buffer holds every expert");
+
+/* Rows per item of the per-row loops run over the pool (each row is ~microseconds of work). */
+#define ROW_GRAIN 4
+
+static int rowwise(const struct loom_ffn *f) { return f->s->numerics == LOOM_NUMERICS_CANONICAL; }
+
+static const struct loom_kernel_set *kset(const struct loom_ffn *f) { return f->s->model->kernels; }
+
+void loom_ffn_init(struct loom_ffn *f, struct loom_session *s, const struct loom_layer *L, int n, const float *xn,
+                   float *out)
+{
+    *f = (struct loom_ffn){s, L, n, xn, out, {xn, n, LOOM_TYPE_COUNT, s->sc.mm}};
+}
+
+/* y[n][w->n_out] = w . xn rows (conversions shared through f->act). */
+static void matmul_xn(struct loom_ffn *f, const struct loom_weight *w, float *y)
+{
+    loom_matmul_shared(kset(f), f->s->pool, w, &f->act, y, rowwise(f));
+}
+
+/* y[n][w->n_out] = w . x rows (x converted into the session's matmul scratch). */
+static void matmul_rows(struct loom_ffn *f, const struct loom_weight *w, const float *x, float *y)
+{
+    struct loom_matmul_act act = {x, f->n, LOOM_TYPE_COUNT, f->s->sc.mm};
+    loom_matmul_shared(kset(f), f->s->pool, w, &act, y, rowwise(f));
+}
+
+/* ---- SwiGLU rows ---------------------------------------------------------------------------------- */
+
+/* Row r (< n rows) of width n_ff: y[r] = silu(g[r]) * u[r], rows at g + r * stride, u + r * stride, y + r *
+ * y_stride. */
+struct swiglu_job {
+    const struct loom_ops_kernels *ops;
+    int64_t n_ff, stride, y_stride;
+    const float *g, *u;
+    float *y;
+};
+
+static void swiglu_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct swiglu_job *j = ctx;
+    for (int64_t r = begin; r < end; r++)
+        j->ops->swiglu(j->n_ff, j->g + r * j->stride, j->u + r * j->stride, j->y + r * j->y_stride);
+}
+
+static void swiglu_rows(struct loom_ffn *f, int64_t n_rows, struct swiglu_job j)
+{
+    j.ops = f->s->ops;
+    loom_pool_parallel_for(f->s->pool, n_rows, ROW_GRAIN, swiglu_task, &j);
+}
+
+/* out = down . (silu(gate . xn) * (up . xn)), the gate and up rows in sc.a and sc.b (build_ffn, PAR). */
+static void swiglu_ffn(struct loom_ffn *f, const struct loom_weight *gate, const struct loom_weight *up,
+                       const struct loom_weight *down, float *out)
+{
+    struct loom_scratch *sc = &f->s->sc;
+    int64_t n_ff = gate->n_out;
+    matmul_xn(f, gate, sc->a);
+    matmul_xn(f, up, sc->b);
+    swiglu_rows(f, f->n, (struct swiglu_job){.n_ff = n_ff, .stride = n_ff, .y_stride = n_ff, .g = sc->a, .u = sc->b,
+                                             .y = sc->a});
+    matmul_rows(f, down, sc->a, out);
+}
+
+void loom_ffn_dense(struct loom_ffn *f)
+{
+    swiglu_ffn(f, &f->L->ffn_gate, &f->L->ffn_up, &f->L->ffn_down, f->out);
+}
+
+/* ---- router --------------------------------------------------------------------------------------- */
+
+static void route_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct loom_ffn *f = ctx;
+    const struct loom_hparams *hp = &f->s->model->hp;
+    const struct loom_scratch *sc = &f->s->sc;
+    int E = (int)hp->n_expert, k = (int)hp->n_expert_used;
+    for (int64_t t = begin; t < end; t++)
+        loom_ops_moe_route(E, k, sc->moe_route + t * E, sc->moe_ids + t * k, sc->moe_weights + t * k);
+}
+
+void loom_moe_route(struct loom_ffn *f)
+{
+    const struct loom_hparams *hp = &f->s->model->hp;
+    struct loom_scratch *sc = &f->s->sc;
+    matmul_xn(f, &f->L->ffn_gate_inp, sc->moe_route);
+    loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, route_task, f);
+    loom_ops_moe_group(f->n, (int)hp->n_expert_used, (int)hp->n_expert, sc->moe_ids, sc->moe_start, sc->moe_perm,
+                       sc->moe_pos);
+}
+
+/* ---- routed experts ------------------------------------------------------------------------------- */
+
+/* Grouped row p's activation: row perm[p] / k of src (bytes each) copied to dst + p * bytes. */
+struct gather_job {
+    const char *src;
+    char *dst;
+    size_t bytes;
+    const int32_t *perm;
+    int k;
+};
+
+static void gather_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct gather_job *j = ctx;
+    for (int64_t p = begin; p < end; p++)
+        memcpy(j->dst + (size_t)p * j->bytes, j->src + (size_t)(j->perm[p] / j->k) * j->bytes, j->bytes);
+}
+
+/* y[p] = experts x . (the token of grouped row p)'s xn row, for every grouped row p, as MUL_MAT_ID. The
+ * gathered rows (sc.moe_rows) are kept for the next reader of the same vec_dot_type (*gathered). */
+static void experts_xn(struct loom_ffn *f, const struct loom_experts *x, uint32_t *gathered, float *y)
+{
+    const struct loom_hparams *hp = &f->s->model->hp;
+    struct loom_scratch *sc = &f->s->sc;
+    const void *rows;
+    size_t bytes = loom_matmul_act_rows(kset(f), f->s->pool, &x->w, &f->act, &rows);
+    int64_t n_pairs = (int64_t)f->n * hp->n_expert_used;
+    uint32_t vt = loom_type_traits(x->w.type)->vec_dot_type;
+    if (*gathered != vt) {
+        struct gather_job g = {rows, sc->moe_rows, bytes, sc->moe_perm, (int)hp->n_expert_used};
+        loom_pool_parallel_for(f->s->pool, n_pairs, 64, gather_task, &g);
+        *gathered = vt;
+    }
+    loom_matmul_experts(kset(f), f->s->pool, &x->w, x->expert_bytes, (int)hp->n_expert, sc->moe_start,
+                        sc->moe_rows, bytes, y, rowwise(f));
+}
+
+/* Per token: out[t] = sum over slots j in order of d[pos[t * k + j]] * w[t][j] (d: the down outputs). */
+static void combine_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct loom_ffn *f = ctx;
+    const struct loom_scratch *sc = &f->s->sc;
+    int64_t E = f->s->model->hp.n_embd, k = f->s->model->hp.n_expert_used;
+    const float *d = (const float *)sc->moe_rows;
+    for (int64_t t = begin; t < end; t++) {
+        float *o = f->out + t * E;
+        for (int64_t j = 0; j < k; j++) {
+            const float *dj = d + (int64_t)sc->moe_pos[t * k + j] * E;
+            float w = sc->moe_weights[t * k + j];
+            for (int64_t i = 0; i < E; i++)
+                o[i] = j == 0 ? dj[i] * w : o[i] + dj[i] * w;
+        }
+    }
+}
+
+void loom_moe_experts(struct loom_ffn *f)
+{
+    const struct loom_layer *L = f->L;
+    struct loom_scratch *sc = &f->s->sc;
+    int64_t n_pairs = (int64_t)f->n * f->s->model->hp.n_expert_used, n_ff = f->s->model->hp.n_ff_exp;
+    uint32_t gathered = LOOM_TYPE_COUNT;
+    struct swiglu_job sj = {.n_ff = n_ff, .y_stride = n_ff, .g = sc->moe_gu, .y = sc->moe_h};
+    if (L->ffn_gate_up_exps.w.data) { /* fused: each row's n_ff gate outputs, then its n_ff up outputs */
+        experts_xn(f, &L->ffn_gate_up_exps, &gathered, sc->moe_gu);
+        sj.stride = 2 * n_ff, sj.u = sc->moe_gu + n_ff;
+    } else {
+        experts_xn(f, &L->ffn_gate_exps, &gathered, sc->moe_gu);
+        experts_xn(f, &L->ffn_up_exps, &gathered, sc->moe_gu + n_pairs * n_ff);
+        sj.stride = n_ff, sj.u = sc->moe_gu + n_pairs * n_ff;
+    }
+    swiglu_rows(f, n_pairs, sj);
+    const struct loom_experts *down = &L->ffn_down_exps;
+    struct loom_matmul_act h = {sc->moe_h, n_pairs, LOOM_TYPE_COUNT, sc->moe_hq};
+    const void *rows;
+    size_t bytes = loom_matmul_act_rows(kset(f), f->s->pool, &down->w, &h, &rows);
+    loom_matmul_experts(kset(f), f->s->pool, &down->w, down->expert_bytes, (int)f->s->model->hp.n_expert,
+                        sc->moe_start, rows, bytes, (float *)sc->moe_rows, rowwise(f));
+    loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, combine_task, f);
+}
+
+/* ---- shared expert -------------------------------------------------------------------------------- */
+
+static void shared_add_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct loom_ffn *f = ctx;
+    const struct loom_scratch *sc = &f->s->sc;
+    int64_t E = f->s->model->hp.n_embd;
+    for (int64_t t = begin; t < end; t++) {
+        float g = loom_ops_sigmoid(sc->moe_gate[t]);
+        for (int64_t i = 0; i < E; i++)
+            f->out[t * E + i] = f->out[t * E + i] + sc->moe_shared[t * E + i] * g;
+    }
+}
+
+void loom_moe_shared(struct loom_ffn *f)
+{
+    const struct loom_layer *L = f->L;
+    struct loom_scratch *sc = &f->s->sc;
+    matmul_xn(f, &L->ffn_gate_inp_shexp, sc->moe_gate);
+    swiglu_ffn(f, &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, sc->moe_shared);
+    loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, shared_add_task, f);
+}
