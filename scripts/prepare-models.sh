@@ -34,9 +34,9 @@ synth() {
     echo "$key" >"$out.stamp"
 }
 
-# quantize PRESET TYPE (from the preset's F16 model)
+# quantize PRESET TYPE [STEM] (from the preset's F16 model STEM-F16.gguf; STEM defaults to qwen35-PRESET)
 quantize() {
-    local src=$models/qwen35-$1-F16.gguf out=$models/qwen35-$1-$2.gguf
+    local src=$models/${3:-qwen35-$1}-F16.gguf out=$models/${3:-qwen35-$1}-$2.gguf
     local key
     key="$(cat "$src.stamp") quant=$2 quantizer=loom"
     fresh "$out" "$key" && return 0
@@ -54,4 +54,7 @@ synth 0.8b F16
 quantize 0.8b Q4_K_M
 synth tiny-moe F32 qwen35moe-tiny
 synth tiny-moe F16 qwen35moe-tiny
+quantize tiny-moe Q4_K_M qwen35moe-tiny
+synth tiny-moe-fused F32 qwen35moe-tiny-fused
+synth tiny-moe-e16 F16 qwen35moe-tiny-e16
 echo "prepare-models: models ready in $models"
