@@ -39,8 +39,10 @@ struct bench_work {
     uint64_t file_bytes;      /* size of the file */
     uint64_t size, params;    /* bytes and elements of all tensors (llama-bench's "size" and "params") */
     uint64_t decode_bytes;    /* weight bytes read per decoded token: all but the embedding table (one row of
-                               * it), which is read whole when it doubles as the output head */
-    uint64_t body_params;     /* weights every token passes through (all but the embedding and the head) */
+                               * it), which is read whole when it doubles as the output head; of each routed
+                               * expert tensor only the expert_used_count experts a token selects */
+    uint64_t body_params;     /* weights a token passes through (all but the embedding and the head; of the
+                               * routed experts, expert_used_count per layer) */
     uint64_t head_params;     /* output head: applied to the last token of a batch only */
 };
 
@@ -222,17 +224,27 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
     loom_gguf_info info;
     loom_gguf_get_info(g, &info);
     w->file_bytes = info.file_bytes;
+    loom_model_desc d = {0};
+    loom_error err = {0};
+    double used = 1; /* the share of a routed expert tensor ("*_exps") one token uses */
+    if (loom_model_describe(g, &d, &err) == LOOM_OK && d.n_expert)
+        used = (double)d.n_expert_used / d.n_expert;
+    loom_model_desc_free(&d);
+    uint64_t active_bytes = 0, active_params = 0;
     for (uint64_t i = 0; loom_gguf_tensor_at(g, i, &t, NULL) == LOOM_OK; i++) {
+        double share = strstr(t.name, "_exps.") ? used : 1;
         w->size += t.n_bytes;
         w->params += t.n_elements;
+        active_bytes += (uint64_t)((double)t.n_bytes * share);
+        active_params += (uint64_t)((double)t.n_elements * share);
         if (!strcmp(t.name, "token_embd.weight"))
             embd_bytes = t.n_bytes, embd_params = t.n_elements;
         else if (!strcmp(t.name, "output.weight"))
             out_params = t.n_elements, tied = 0;
     }
-    w->decode_bytes = w->size - (tied ? 0 : embd_bytes);
+    w->decode_bytes = active_bytes - (tied ? 0 : embd_bytes);
     w->head_params = tied ? embd_params : out_params;
-    w->body_params = w->params - embd_params - (tied ? 0 : out_params);
+    w->body_params = active_params - embd_params - (tied ? 0 : out_params);
 }
 
 /* Fixed pseudo-random sampleable token ids (splitmix64 from seed) into ids[n]. */
