@@ -420,7 +420,10 @@ static int chat_loop(struct chat *c)
 
 static int chat_setup(struct chat *c, loom_error *err)
 {
-    int n_rows = loom_model_n_logits(c->m);
+    int n_rows = loom_model_n_logits(c->m), n_train = loom_model_n_ctx_train(c->m);
+    if (n_train > 0 && c->o->n_ctx > n_train)
+        return loom_errorf(err, LOOM_E_RANGE, "-c: expected at most the model's context_length %d, found %d",
+                           n_train, c->o->n_ctx);
     loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads};
     c->logits = malloc((size_t)n_rows * sizeof(float));
     if (!c->logits)

@@ -38,8 +38,12 @@ static void print_expert_plan(const loom_model_desc *d)
         print_bytes("one routed expert, smallest layer", d->expert_bytes_min);
         print_bytes("one routed expert, largest layer", d->expert_bytes_max);
     }
-    print_bytes("shared expert per layer", d->shared_expert_bytes);
-    print_bytes("experts one token reads per layer", d->n_expert_used * d->expert_bytes_max + d->shared_expert_bytes);
+    const char *at = d->expert_bytes_min == d->expert_bytes_max ? "per layer" : "(largest layer)";
+    char label[64];
+    snprintf(label, sizeof label, "shared expert %s", at);
+    print_bytes(label, d->shared_expert_bytes);
+    snprintf(label, sizeof label, "one token reads %s", at);
+    print_bytes(label, d->n_expert_used * d->expert_bytes_max + d->shared_expert_bytes);
 }
 
 static void format_shape(const loom_gguf_tensor_info *t, char *buf, size_t cap)

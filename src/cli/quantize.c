@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -89,6 +90,13 @@ int loom_cli_quantize(int argc, char **argv)
     if (!loom_cli_listed(recipe, loom_quantize_recipe)) {
         fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
         quantize_usage(stderr);
+        return 2;
+    }
+    struct stat st_in, st_out;
+    if (stat(pos[0], &st_in) == 0 && stat(pos[1], &st_out) == 0 && st_in.st_dev == st_out.st_dev &&
+        st_in.st_ino == st_out.st_ino) {
+        fprintf(stderr, "loom quantize: output '%s': expected a file other than the input, found the input itself\n",
+                pos[1]);
         return 2;
     }
     loom_cli_signals_install();

@@ -1,6 +1,7 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 / qwen35moe GGUF model of a preset geometry
  * (test models; loom_synthesize), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
  * written. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,10 @@ int loom_cli_synth(int argc, char **argv)
         } else if (!strcmp(a, "--vocab")) {
             vocab = v;
         } else if (!strcmp(a, "--router")) {
+            if (strcmp(v, "uniform") && strcmp(v, "skewed")) {
+                fprintf(stderr, "loom synth: --router '%s', expected uniform or skewed\n", v);
+                return 2;
+            }
             par.router = v;
         } else if (!strcmp(a, "--type")) {
             if (!(par.type = synth_cli_type(v))) {
@@ -82,9 +87,10 @@ int loom_cli_synth(int argc, char **argv)
             }
         } else if (!strcmp(a, "--seed")) {
             char *end;
+            errno = 0;
             par.seed = strtoull(v, &end, 0);
-            if (!*v || *end) {
-                fprintf(stderr, "loom synth: --seed '%s', expected an unsigned integer\n", v);
+            if (!*v || *end || errno || strchr(v, '-')) { /* strtoull wraps "-1" and saturates on overflow */
+                fprintf(stderr, "loom synth: --seed '%s', expected an integer in [0, 2^64)\n", v);
                 return 2;
             }
         } else {

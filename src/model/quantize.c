@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kernels/types.h"
+#include "model/model.h"
 #include "util/error.h"
 
 const struct loom_quant_recipe loom_quant_recipes[] = {
@@ -552,6 +553,17 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
             snprintf(names + strlen(names), sizeof names - strlen(names), " %s", q->name);
         return loom_errorf(err, LOOM_E_ARG, "recipe: expected one of%s, found '%s'", names,
                            recipe ? recipe : "(null)");
+    }
+    /* A file of an architecture loom runs is admitted first (as the reference's quantizer loads its
+     * hyper-parameters), so that loom never writes a model it would refuse to load. */
+    struct loom_gguf_str arch;
+    if (loom_gguf_get_str(in, "general.architecture", 0, &arch, NULL) == LOOM_OK && loom_arch_find(arch)) {
+        const struct loom_arch *a;
+        struct loom_hparams hp;
+        struct loom_geometry geo;
+        int rc = loom_arch_admit(in, &a, &hp, &geo, err);
+        if (rc)
+            return rc;
     }
     long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
     int n_threads = n_cpu > 0 ? (int)n_cpu : 1;

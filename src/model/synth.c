@@ -886,6 +886,9 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
     }
     if (o->router && strcmp(o->router, "uniform") && strcmp(o->router, "skewed"))
         return loom_errorf(err, LOOM_E_ARG, "router: expected uniform or skewed, found '%s'", o->router);
+    if (o->router && !par.preset->n_expert)
+        return loom_errorf(err, LOOM_E_ARG, "router: expected none for the dense preset '%s' (it has no experts), "
+                           "found '%s'", par.preset->name, o->router);
     par.router = o->router && !strcmp(o->router, "skewed") ? LOOM_SYNTH_ROUTER_SKEWED : LOOM_SYNTH_ROUTER_UNIFORM;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (o->type && !strcmp(o->type, types[i].name))

@@ -20,13 +20,14 @@ check() { # description, condition (evaluated)
 le() { local v=$1 n=$2 i s=; for ((i = 0; i < n; i++)); do s+=$(printf '\\x%02x' $(((v >> (8 * i)) & 255))); done; printf '%s' "$s"; }
 gstr() { printf "$(le ${#1} 8)"; printf '%s' "$1"; }
 
-# A GGUF v3 file with general.architecture = qwen35, qwen35.block_count = 1 and one F32 tensor
-# blk.0.ffn_up.weight [256, 2]: row 0 all 1.0, row 1 all the float with bits $2.
+# A GGUF v3 file with general.architecture = llama, llama.block_count = 1 and one F32 tensor
+# blk.0.ffn_up.weight [256, 2]: row 0 all 1.0, row 1 all the float with bits $2. (An architecture loom does not
+# run: quantize admits files of the ones it runs first, and this file is no whole model.)
 make_f32() {
     {
         printf 'GGUF'; printf "$(le 3 4)$(le 1 8)$(le 2 8)"
-        gstr general.architecture; printf "$(le 8 4)"; gstr qwen35
-        gstr qwen35.block_count; printf "$(le 4 4)$(le 1 4)"
+        gstr general.architecture; printf "$(le 8 4)"; gstr llama
+        gstr llama.block_count; printf "$(le 4 4)$(le 1 4)"
         gstr blk.0.ffn_up.weight; printf "$(le 2 4)$(le 256 8)$(le 2 8)$(le 0 4)$(le 0 8)"
     } >"$1"
     local size one big i

@@ -52,6 +52,8 @@ check "chat --temp -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--temp expe
 check "run -c 1 limits generation to 1 token" '[ $rc -eq 0 ] && grep -q "limits generation to 1 token$" "$err"'
 "$loom" run -m "$model" -p hi -n 2 -c 16000000 >"$out" 2>"$err"; rc=$?
 check "run -c beyond context_length names -c" '[ $rc -ne 0 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
+"$loom" chat -m "$model" -c 16000000 </dev/null >"$out" 2>"$err"; rc=$?
+check "chat -c beyond context_length names -c" '[ $rc -ne 0 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
 
 # chat: the second turn reuses the tokens the session holds from the first (through its prompt cache)
 printf 'Hello there\nTell me more\n/timing\n' | "$loom" chat -m "$model" --temp 0 -n 8 -t 2 >"$out" 2>"$err"; rc=$?
@@ -71,6 +73,16 @@ check "run -t 1 does not warn" '! grep -q "online CPUs" "$err"'
 echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
 check "tokenize --decode names the bad token" 'grep -q "expected a token id (an integer in \[0, [0-9]*)), found .x.$" "$err"'
+# synth's option values are checked before anything is written; quantize never overwrites its input
+for o in "--router bogus:--router .bogus., expected uniform or skewed" "--seed -1:--seed .-1., expected an integer"; do
+    "$loom" synth --preset tiny-moe ${o%%:*} -o "$edited" >"$out" 2>"$err"; rc=$?
+    check "synth ${o%%:*} is refused" '[ $rc -eq 2 ] && grep -q -- "${o#*:}" "$err"'
+done
+"$loom" synth --preset micro --router skewed -o "$edited" >"$out" 2>"$err"; rc=$?
+check "synth --router on a dense preset is refused" '[ $rc -ne 0 ] && grep -q "expected none for the dense preset" "$err"'
+cp "$model" "$edited"
+"$loom" quantize "$edited" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize onto its own input is refused" '[ $rc -eq 2 ] && cmp -s "$model" "$edited"'
 echo 1 | "$loom" tokenize -m "$model" --decode --pieces >"$out" 2>"$err"; rc=$?
 check "tokenize --decode --pieces is refused" '[ $rc -eq 2 ] && grep -q "apply to encoding only" "$err"'
 
@@ -107,7 +119,7 @@ check "inspect shows the expert counts" \
     'grep -q "^expert plan: 8 routed experts per layer, 2 used per token, plus 1 shared expert$" "$out"'
 check "inspect shows the bytes per expert" \
     'grep -q "one routed expert (gate, up, down) *393216 B" "$out" && grep -q "shared expert per layer *394240 B" "$out"'
-check "inspect shows what a token reads" 'grep -q "experts one token reads per layer *1180672 B" "$out"'
+check "inspect shows what a token reads" 'grep -q "one token reads per layer *1180672 B" "$out"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
