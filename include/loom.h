@@ -656,8 +656,8 @@ typedef struct loom_quantize_options {
  * every quantized row is validated as llama_model_quantize does. options may be NULL (all defaults). Returns
  * LOOM_OK, or LOOM_E_ARG for an unknown recipe or a tensor the recipe cannot take, LOOM_E_FORMAT naming the key
  * or tensor admission refuses, or the tensor, row, block and what was found for a value the type cannot hold
- * ("tensor 'X' row 17: quantized Q4_0 block 3 scale d is inf, expected finite"), LOOM_E_IO, LOOM_E_NOMEM (also when the threads cannot start),
- * LOOM_E_CANCELLED when abort asked (out_path untouched). */
+ * ("tensor 'X' row 17: quantized Q4_0 block 3 scale d is inf, expected finite"), LOOM_E_IO, LOOM_E_NOMEM (also
+ * when the threads cannot start), LOOM_E_CANCELLED when abort asked (out_path untouched). */
 int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path, const loom_quantize_options *options,
                   loom_error *err);
 
