@@ -253,10 +253,12 @@ const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *
 
 /* Output rows per work item of an expert with n_rows activation rows: a block of about ROW_BLOCK_BYTES of
  * weights when enough rows share it, else 16 rows (decode: the work of the few selected experts is spread
- * over the pool by rows). */
+ * over the pool by rows); whole groups of 16 rows for an X16 expert tensor. */
 static int64_t expert_block_rows(const struct loom_weight *w, int64_t n_rows)
 {
     int64_t rows = n_rows >= TOKEN_TILE ? (int64_t)(ROW_BLOCK_BYTES / w->row_bytes) : 16;
+    if (w->layout == LOOM_WEIGHT_X16)
+        return rows >= 16 ? rows / 16 * 16 : 16;
     return rows > 0 ? rows : 1;
 }
 
@@ -274,17 +276,24 @@ struct experts_job {
     const int64_t *first;   /* [n_active + 1] their first work item */
 };
 
-/* The matmul_job of expert e's rows. */
+/* The matmul_job of expert e's rows; an X16 expert runs its group kernels when its rows ask for the gemv
+ * order (they all do, or none). */
 static struct matmul_job expert_job(const struct experts_job *j, int e, struct loom_weight *we)
 {
     int64_t n = j->start[e + 1] - j->start[e];
     *we = *j->w;
     we->data = (const char *)j->w->data + (size_t)e * j->expert_bytes;
+    if (we->rows)
+        we->rows = (const char *)j->w->rows + (size_t)e * j->expert_bytes;
     const struct loom_dot_kernels *k =
         loom_matmul_dot_id(j->ks, we->type, we->n_out, we->n_in, j->rowwise ? 1 : n, we->ref_plain_buffer);
+    const struct loom_x16_kernels *x16 = &j->ks->types[we->type].x16;
     return (struct matmul_job){.w = we, .act = j->act + (size_t)j->start[e] * j->act_bytes, .act_bytes = j->act_bytes,
                                .n_tok = n, .y = j->y + (size_t)j->start[e] * (size_t)we->n_out, .dot_group = k->row,
-                               .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n};
+                               .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n,
+                               .x16 = we->layout == LOOM_WEIGHT_X16 && k == &j->ks->types[we->type].gemv && x16->row
+                                          ? x16
+                                          : 0};
 }
 
 /* Work items [begin, end): the row blocks of the experts with rows, expert after expert. */
@@ -305,8 +314,13 @@ static void experts_task(void *ctx, int64_t begin, int64_t end, int thread)
         struct loom_weight we;
         struct matmul_job job = expert_job(j, e, &we);
         int64_t i0 = begin > j->first[a] ? begin - j->first[a] : 0, i1 = end - j->first[a];
-        for (int64_t i = i0; i < i1 && i * block < we.n_out; i++)
-            matmul_rows(&job, i * block, (i + 1) * block < we.n_out ? (i + 1) * block : we.n_out, thread);
+        for (int64_t i = i0; i < i1 && i * block < we.n_out; i++) {
+            int64_t r0 = i * block, r1 = r0 + block < we.n_out ? r0 + block : we.n_out;
+            if (job.x16)
+                matmul_groups(&job, r0 / 16, r1 / 16, thread); /* n_out % 16 == 0 for an X16 expert tensor */
+            else
+                matmul_rows(&job, r0, r1, thread);
+        }
     }
 }
 

@@ -55,7 +55,8 @@ static int bind_weight(const struct loom_gguf *g, const char *name, int matmul, 
     return bind_matrices(g, name, matmul, 2, w, &n_mats, err);
 }
 
-/* Bind a 3-D expert tensor `name` (ne = [n_in, n_out, n_expert]), left in the file layout. */
+/* Bind a 3-D expert tensor `name` (ne = [n_in, n_out, n_expert]) in the file layout (repack_weights may
+ * repack it). */
 static int bind_experts(const struct loom_gguf *g, const char *name, struct loom_experts *x, loom_error *err)
 {
     uint64_t n_mats;
@@ -126,60 +127,113 @@ static int bind_model(struct loom_model *m, loom_error *err)
     return LOOM_OK;
 }
 
-void loom_weight_release_rows(const struct loom_weight *w)
+/* Give back the file-map pages wholly inside [begin, begin + bytes). */
+static void release_pages(const void *at, size_t bytes)
 {
-    if (w->layout != LOOM_WEIGHT_X16)
-        return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = (uintptr_t)w->rows;
-    uintptr_t end = begin + (size_t)(w->n_out / 16) * 16 * w->row_bytes;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = (uintptr_t)at, end = begin + bytes;
     begin = (begin + page - 1) / page * page;
     end = end / page * page;
     if (end > begin)
         madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only: a failure leaves the pages in */
 }
 
-/* The weights loom_matmul multiplies that may be repacked (the head, and per layer its weight table's
- * matrices; expert tensors stay in the file layout). */
-static int matmul_weights(struct loom_model *m, struct loom_weight **ws)
+void loom_weight_release_rows(const struct loom_weight *w)
+{
+    if (w->layout == LOOM_WEIGHT_X16)
+        release_pages(w->rows, (size_t)(w->n_out / 16) * 16 * w->row_bytes);
+}
+
+void loom_experts_release_rows(const struct loom_experts *x)
+{
+    if (x->w.layout == LOOM_WEIGHT_X16)
+        release_pages(x->w.rows, x->expert_bytes * x->n_expert);
+}
+
+/* A matrix, or an expert tensor's n_mats matrices expert_bytes apart, that loom_matmul or
+ * loom_matmul_experts multiplies and that may be repacked. */
+struct repack_item {
+    struct loom_weight *w;
+    struct loom_experts *x; /* the expert tensor w belongs to, or NULL */
+};
+
+/* The weights that may be repacked: the head, and per layer its weight table's matrices and expert
+ * tensors. */
+static int repack_items(struct loom_model *m, struct repack_item *it)
 {
     int n = 0;
-    ws[n++] = &m->output;
+    it[n++] = (struct repack_item){&m->output, 0};
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         for (int i = 0; i < m->arch->n_weights; i++) {
             const struct loom_weight_row *r = &m->arch->weights[i];
-            struct loom_weight *w = (struct loom_weight *)(void *)((char *)&m->layers[il] + r->field);
-            if (!r->vector && !r->experts && w->data)
-                ws[n++] = w;
+            char *field = (char *)&m->layers[il] + r->field;
+            struct loom_experts *x = r->experts ? (struct loom_experts *)(void *)field : 0;
+            struct loom_weight *w = x ? &x->w : (struct loom_weight *)(void *)field;
+            if (!r->vector && w->data)
+                it[n++] = (struct repack_item){w, x};
         }
     return n;
 }
 
-/* Repack every weight the model's kernel set has x16 kernels for (loom_weight_x16_bytes) into one 64-byte
- * aligned allocation, releasing each tensor's file pages once it is copied: the peak during load is about
- * the final resident size plus one tensor. */
+/* Bytes of item it's X16 copy: loom_weight_x16_bytes of each matrix; an expert tensor only when its rows
+ * fill whole groups (n_out % 16 == 0), so that every expert keeps its stride. */
+static size_t repack_bytes(const struct loom_model *m, const struct repack_item *it)
+{
+    size_t bytes = loom_weight_x16_bytes(m->kernels, it->w);
+    if (!it->x)
+        return bytes;
+    return it->w->n_out % 16 == 0 ? bytes * it->x->n_expert : 0;
+}
+
+/* Repack item it into dst (repack_bytes) and give back its file pages. */
+static void repack_item(struct repack_item *it, char *dst)
+{
+    if (!it->x) {
+        loom_weight_repack_x16(it->w, dst);
+        loom_weight_release_rows(it->w);
+        return;
+    }
+    struct loom_experts *x = it->x;
+    const void *rows = x->w.data;
+    for (uint32_t e = 0; e < x->n_expert; e++) {
+        struct loom_weight we = loom_experts_get(x, e);
+        loom_weight_repack_x16(&we, dst + (size_t)e * x->expert_bytes);
+    }
+    x->w.layout = LOOM_WEIGHT_X16;
+    x->w.data = dst;
+    x->w.rows = rows;
+    loom_experts_release_rows(x);
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Repack every weight the model's kernel set has x16 kernels for (repack_bytes) into one 64-byte aligned
+ * allocation, releasing each tensor's file pages once it is copied: the peak during load is about the final
+ * resident size plus one tensor. */
 static int repack_weights(struct loom_model *m, loom_error *err)
 {
-    struct loom_weight **ws = malloc(sizeof *ws * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
-    if (!ws)
+    struct repack_item *it = malloc(sizeof *it * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
+    if (!it)
         return loom_errorf(err, LOOM_E_NOMEM, "repacking weights: allocating the weight list failed");
-    int n = matmul_weights(m, ws);
+    int n = repack_items(m, it);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += loom_weight_x16_bytes(m->kernels, ws[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
-    if (total && !(m->x16_store = aligned_alloc(64, total))) {
-        free(ws);
+        total += repack_bytes(m, &it[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
+    total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (total && !(m->x16_store = aligned_alloc(HUGE_PAGE, total))) {
+        free(it);
         return loom_errorf(err, LOOM_E_NOMEM, "repacked weights: allocating %zu bytes failed", total);
     }
+    if (total)
+        madvise(m->x16_store, total, MADV_HUGEPAGE); /* advice only: fewer page faults and TLB misses */
     char *at = m->x16_store;
     for (int i = 0; i < n; i++) {
-        size_t bytes = loom_weight_x16_bytes(m->kernels, ws[i]);
+        size_t bytes = repack_bytes(m, &it[i]);
         if (!bytes)
             continue;
-        loom_weight_repack_x16(ws[i], at);
-        loom_weight_release_rows(ws[i]);
+        repack_item(&it[i], at);
         at += bytes;
     }
-    free(ws);
+    free(it);
     return LOOM_OK;
 }
 
@@ -193,10 +247,11 @@ int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err)
                                                         (int64_t)(t->nbytes / row_bytes), &f)
                               : -1;
         if (r >= 0) {
-            char what[160];
+            char what[160], where[64];
             loom_row_fault_describe(t->type, &f, what, sizeof what);
-            return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' row %lld: %s, expected finite (tensor check)",
-                               (int)t->name.len, t->name.ptr, (long long)r, what);
+            loom_gguf_row_where(t, r, where, sizeof where);
+            return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' %s: %s, expected finite (tensor check)",
+                               (int)t->name.len, t->name.ptr, where, what);
         }
     }
     return LOOM_OK;

@@ -55,15 +55,16 @@ struct loom_hparams {
 /* Most routed experts per layer loom admits (llama.cpp's LLAMA_MAX_EXPERTS, llama-hparams.h). */
 #define LOOM_MAX_EXPERTS 1024
 
-/* A 3-D expert tensor in GGUF layout, ne = [n_in, n_out, n_expert]: n_expert matrices W_e[n_out][n_in]
- * stored one after another, expert e's rows at (const char *)w.data + e * expert_bytes. Kept in the file
- * layout (never repacked): expert e is reachable without copying, and a later expert cache can hand out
- * other bytes through loom_experts_get. w comes first so a pointer to the struct is also a pointer to
- * expert 0's matrix (the shape every expert shares: matmul scratch sizing reads it that way). */
+/* A 3-D expert tensor, ne = [n_in, n_out, n_expert]: n_expert matrices W_e[n_out][n_in] stored one after
+ * another, expert e's bytes at (const char *)w.data + e * expert_bytes. In the GGUF layout, or (w.layout X16:
+ * Q4_K experts with n_out % 16 == 0 when the kernel set has x16 kernels) each expert repacked at load into
+ * groups of 16 rows, the same bytes per expert, the file's bytes still at w.rows with the same stride. w comes
+ * first so a pointer to the struct is also a pointer to expert 0's matrix (the shape every expert shares:
+ * matmul scratch sizing reads it that way). */
 struct loom_experts {
-    struct loom_weight w; /* expert 0: type, n_in, n_out, row_bytes, data; layout ROWS */
+    struct loom_weight w; /* expert 0: type, n_in, n_out, row_bytes, data, layout, rows */
     uint32_t n_expert;
-    size_t expert_bytes;  /* n_out * row_bytes: the stride between experts */
+    size_t expert_bytes;  /* n_out * row_bytes: the stride between experts (in either layout) */
 };
 
 /* Expert e (< x->n_expert) of x as a matrix: y[n_out] = W_e[n_out, n_in] . x[n_in] by loom_matmul. */
@@ -71,6 +72,8 @@ static inline struct loom_weight loom_experts_get(const struct loom_experts *x, 
 {
     struct loom_weight w = x->w;
     w.data = (const char *)x->w.data + (size_t)e * x->expert_bytes;
+    if (w.rows)
+        w.rows = (const char *)x->w.rows + (size_t)e * x->expert_bytes;
     return w;
 }
 
@@ -145,6 +148,8 @@ static inline const float *loom_layer_vector(const struct loom_layer *L, const s
  * that its groups replace, so that the process does not keep both copies resident (the map re-reads them
  * from the file if they are touched again). Nothing for other layouts. */
 void loom_weight_release_rows(const struct loom_weight *w);
+/* The same for every expert of an X16 expert tensor (its GGUF bytes at x->w.rows). */
+void loom_experts_release_rows(const struct loom_experts *x);
 
 /* Validate every tensor of g, row by row, with its type's validate_row (ggml_validate_row_data's rules,
  * what llama.cpp's check_tensors runs); reads all tensor data. LOOM_OK, or LOOM_E_FORMAT naming the first

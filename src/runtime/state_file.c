@@ -44,13 +44,15 @@ static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
     loom_weight_release_rows(w);
 }
 
-/* An expert tensor: its type, shape and every expert's GGUF bytes. */
+/* An expert tensor: its type, shape and every expert's GGUF bytes (as hash_weight for an X16 one). */
 static void hash_experts(XXH3_state_t *st, const struct loom_experts *x)
 {
     int64_t shape[4] = {x->w.type, x->w.n_in, x->w.n_out, x->n_expert};
     XXH3_64bits_update(st, shape, sizeof shape);
-    if (x->w.data)
-        XXH3_64bits_update(st, x->w.data, x->expert_bytes * x->n_expert);
+    const void *bytes = x->w.layout == LOOM_WEIGHT_ROWS ? x->w.data : x->w.rows;
+    if (bytes)
+        XXH3_64bits_update(st, bytes, x->expert_bytes * x->n_expert);
+    loom_experts_release_rows(x);
 }
 
 static void hash_floats(XXH3_state_t *st, const float *v, size_t n)

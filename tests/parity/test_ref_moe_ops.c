@@ -2,7 +2,8 @@
  * bitwise: the router (soft_max, argsort with its tie order, get_rows, sum_rows, clamp, div, as
  * llama-graph.cpp build_moe_ffn builds them) on random and tie-heavy logits, and the grouped expert matmul
  * (loom_ops_moe_group + loom_matmul_experts) against a ggml MUL_MAT_ID graph on the reference's CPU backend,
- * plain and repacked (CPU_REPACK) expert tensors, for every loom kernel set. */
+ * plain and repacked (CPU_REPACK) expert tensors, for every loom kernel set, and Q4_K experts in loom's own X16
+ * layout. */
 #include <dlfcn.h>
 
 #include "ggml-alloc.h"
@@ -178,6 +179,36 @@ static void loom_mul_mat_id(struct loom_pool *pool, const struct loom_weight *w,
     free(yg);
 }
 
+/* The experts of lw repacked into the X16 layout (as model load repacks Q4_K experts when the kernel set has
+ * x16 kernels) must give the same bits: y_ref in the ubatch's order, y_rowwise in the one-row order. */
+static void check_x16(struct loom_pool *pool, const struct loom_weight *lw, int n_expert, const float *b, int n_b,
+                      const int32_t *ids, int k, int n_tok, const float *y_ref, const float *y_rowwise)
+{
+    size_t expert_bytes = (size_t)lw->n_out * lw->row_bytes, n_y = (size_t)(n_tok * k) * (size_t)lw->n_out;
+    if (lw->n_out % 16 || !loom_weight_x16_bytes(loom_kernels_active(), lw))
+        return;
+    char *x16 = aligned_alloc(64, expert_bytes * (size_t)n_expert);
+    for (int e = 0; e < n_expert; e++) {
+        struct loom_weight we = *lw;
+        we.data = (const char *)lw->data + (size_t)e * expert_bytes;
+        loom_weight_repack_x16(&we, x16 + (size_t)e * expert_bytes);
+    }
+    struct loom_weight w16 = *lw;
+    w16.data = x16, w16.layout = LOOM_WEIGHT_X16, w16.rows = lw->data;
+    float *y = malloc(sizeof(float) * n_y);
+    loom_mul_mat_id(pool, &w16, n_expert, b, n_b, ids, k, n_tok, y, 0);
+    int equal = count_equal(y, y_ref, (int64_t)n_y);
+    loom_mul_mat_id(pool, &w16, n_expert, b, n_b, ids, k, n_tok, y, 1);
+    int equal_rowwise = count_equal(y, y_rowwise, (int64_t)n_y);
+    printf("  %-6s %lldx%lld x%d n_tok %2d X16 layout %-8s: %d/%zu bitwise equal to MUL_MAT_ID, rowwise %d/%zu\n",
+           loom_type_traits(lw->type)->name, (long long)lw->n_out, (long long)lw->n_in, n_expert, n_tok,
+           loom_kernels_name(), equal, n_y, equal_rowwise, n_y);
+    CHECK(equal == (int)n_y && equal_rowwise == (int)n_y, "%s x16 experts n_tok %d (%s): %d and %d of %zu equal",
+          loom_type_traits(lw->type)->name, n_tok, loom_kernels_name(), equal, equal_rowwise, n_y);
+    free(x16);
+    free(y);
+}
+
 /* Expert of token t, slot j: expert 0 for every token's slot 0 (so it gathers rows), the others spread. */
 static int32_t pick_expert(int t, int j, int n_expert) { return j == 0 ? 0 : 1 + (t * 3 + j * 7) % (n_expert - 1); }
 
@@ -201,6 +232,8 @@ static void check_experts(struct loom_pool *pool, uint32_t type, int64_t n_in, i
     int equal = count_equal(y, y_ref, (int64_t)n_y);
     /* rowwise: each token's pairs as if they were the ubatch's only ones */
     loom_mul_mat_id(pool, &lw, n_expert, b, n_b, ids, k, n_tok, y, 1);
+    if (repacked)
+        check_x16(pool, &lw, n_expert, b, n_b, ids, k, n_tok, y_ref, y);
     int equal_one = 0;
     for (int t = 0; t < n_tok; t++) {
         loom_mul_mat_id(pool, &lw, n_expert, b + (size_t)t * (size_t)(n_in * n_b), n_b, ids + t * k, k, 1, y_one, 0);
