@@ -535,6 +535,12 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     if (!model)
         goto done;
     loom_cli_model_warnings("bench", o->model, model);
+    int n_train = loom_model_n_ctx_train(model);
+    if (n_train > 0 && o->n_prompt + o->n_gen > n_train) {
+        loom_errorf(&err, LOOM_E_RANGE, "-p + -n: expected at most the model's context_length %d, found %d", n_train,
+                    o->n_prompt + o->n_gen);
+        goto done;
+    }
     loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads,
                               .skip_prompt_checkpoints = 1}; /* every run starts empty: no prefix is reused */
     eng[0].ls = loom_session_new(model, &sp, &err);

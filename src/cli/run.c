@@ -83,12 +83,6 @@ static int run_parse_float(const char *s, double lo, int lo_open, double hi, flo
     return 0;
 }
 
-static int run_bad_value(const char *opt, const char *val)
-{
-    fprintf(stderr, "loom run: invalid value '%s' for %s\n", val, opt);
-    return -1;
-}
-
 /* The float-valued sampler options, their fields and ranges. */
 static const struct run_float_opt {
     const char *name;
@@ -130,8 +124,10 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         return 0;
     }
     if (!strcmp(opt, "--seed")) {
-        if (run_parse_long(val, 0, INT64_MAX, &v) != 0)
-            return run_bad_value(opt, val);
+        if (run_parse_long(val, 0, INT64_MAX, &v) != 0) {
+            fprintf(stderr, "loom run: --seed expects an integer in [0, %lld], found '%s'\n", (long long)INT64_MAX, val);
+            return -1;
+        }
         o->sp.seed = (uint64_t)v;
         return 0;
     }
@@ -150,8 +146,11 @@ static int run_set_option(void *opts, const char *opt, const char *val)
             fprintf(stderr, "loom run: at most %d --stop strings\n", RUN_MAX_STOPS);
             return -1;
         }
-        if (!val[0] || strlen(val) > RUN_STOP_MAX_LEN)
-            return run_bad_value(opt, val);
+        if (!val[0] || strlen(val) > RUN_STOP_MAX_LEN) {
+            fprintf(stderr, "loom run: --stop expects a string of 1 to %d bytes, found %zu bytes\n", RUN_STOP_MAX_LEN,
+                    strlen(val));
+            return -1;
+        }
         o->stops[o->n_stops++] = val;
         return 0;
     }

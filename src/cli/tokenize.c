@@ -31,12 +31,13 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct tokenize_opts *o)
 {
     memset(o, 0, sizeof *o);
+    int ids = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) && i + 1 < argc)
             o->model = argv[++i];
         else if (strcmp(a, "--ids") == 0)
-            o->pieces = 0;
+            ids = 1;
         else if (strcmp(a, "--pieces") == 0)
             o->pieces = 1;
         else if (strcmp(a, "--special") == 0)
@@ -51,6 +52,10 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
             fprintf(stderr, "loom tokenize: unknown or incomplete option '%s'\n", a);
             return -1;
         }
+    }
+    if (ids && o->pieces) {
+        fprintf(stderr, "loom tokenize: --ids and --pieces choose the output form; give one of them\n");
+        return -1;
     }
     if (o->decode && (o->pieces || o->special || o->bos)) {
         fprintf(stderr, "loom tokenize: --decode prints text; --pieces, --special and --bos apply to encoding only\n");

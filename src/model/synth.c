@@ -534,10 +534,15 @@ static int synth_check_rows(const struct synth_tensor *t, const void *buf, loom_
                       : -1;
     if (row < 0)
         return LOOM_OK;
-    char what[160];
+    char what[160], where[64];
     loom_row_fault_describe(t->type, &f, what, sizeof what);
-    return loom_errorf(err, LOOM_E_FORMAT, "synth: tensor '%s' row %lld: quantized %s, expected finite", t->name,
-                       (long long)row, what);
+    if (t->ne[2] > 1) /* as loom_gguf_row_where names an expert tensor's rows */
+        snprintf(where, sizeof where, "expert %lld row %lld", (long long)(row / (int64_t)t->ne[1]),
+                 (long long)(row % (int64_t)t->ne[1]));
+    else
+        snprintf(where, sizeof where, "row %lld", (long long)row);
+    return loom_errorf(err, LOOM_E_FORMAT, "synth: tensor '%s' %s: quantized %s, expected finite", t->name, where,
+                       what);
 }
 
 static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)

@@ -2,8 +2,9 @@
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
 # $LOOM_KERNELS (bit-identical output in every set), option range messages (integer and float), run's context
 # bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
-# first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), and
-# the expert plan `inspect` shows for the cached qwen35moe model. Prints "N passed, N failed".
+# first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
+# expert plan `inspect` shows for the cached qwen35moe model, and conflicting or empty options refused by name.
+# Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -85,6 +86,14 @@ cp "$model" "$edited"
 check "quantize onto its own input is refused" '[ $rc -eq 2 ] && cmp -s "$model" "$edited"'
 echo 1 | "$loom" tokenize -m "$model" --decode --pieces >"$out" 2>"$err"; rc=$?
 check "tokenize --decode --pieces is refused" '[ $rc -eq 2 ] && grep -q "apply to encoding only" "$err"'
+echo hi | "$loom" tokenize -m "$model" --ids --pieces >"$out" 2>"$err"; rc=$?
+check "tokenize --ids --pieces is refused" '[ $rc -eq 2 ] && grep -q "give one of them" "$err"'
+"$loom" run -m "$model" -p hi -n 2 --seed -1 >"$out" 2>"$err"; rc=$?
+check "run --seed -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--seed expects an integer in \[0, [0-9]*\], found .-1." "$err"'
+"$loom" run -m "$model" -p hi -n 2 --stop '' >"$out" 2>"$err"; rc=$?
+check "run --stop '' names the length" '[ $rc -eq 2 ] && grep -q -- "--stop expects a string of 1 to 256 bytes, found 0 bytes" "$err"'
+"$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
+check "bench -n beyond context_length names -p + -n" '[ $rc -ne 0 ] && grep -q -- "-p + -n: expected at most the model.s context_length" "$err"'
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
