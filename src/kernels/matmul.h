@@ -97,9 +97,9 @@ const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *
 
 /* The expert matmuls of a ubatch (MUL_MAT_ID), rows grouped by expert: expert e < n_expert is the matrix w
  * with its data at w->data + e * expert_bytes (layout ROWS, or X16 with n_out % 16 == 0 and its GGUF rows at
- * w->rows + e * expert_bytes), and its activation rows are r in [start[e],
- * start[e + 1]) (start[0] = 0): y[r][o] = sum_i W_e[o][i] * a_r[i] for o < n_out, with a_r at
- * act + r * act_bytes already in w's vec_dot_type (loom_matmul_act_rows) and y [start[n_expert]][n_out].
+ * w->rows + e * expert_bytes), and its activation rows are r in [start[e], start[e + 1]) (start[0] = 0):
+ * y[r][o] = sum_i W_e[o][i] * a_r[i] for o < n_out, with a_r at act + r * act_bytes already in w's
+ * vec_dot_type (loom_matmul_act_rows) and y [start[n_expert]][n_out].
  * Each expert's rows in loom_matmul_dot_id's order for their count, or (rowwise = 1) for one row, so
  * that row r does not depend on what else the ubatch routed. Only experts with rows are read.
  * n_expert <= LOOM_OPS_MAX_EXPERTS (kernels/ops.h). */

@@ -62,8 +62,8 @@ struct loom_geometry {
  * [ne0, ne1, ne2] as dim ids into geometry.dim (ne2 names a dimension of size 1 except for expert tensors),
  * whether it is an F32 vector (bound as const float *), a matrix of any admitted type (bound as struct
  * loom_weight, multiplied by loom_matmul) or a 3-D expert tensor [n_in, n_out, n_expert] of any admitted
- * type (bound as struct loom_experts), whether a file must have it, and where it is
- * bound in struct loom_layer. */
+ * type (bound as struct loom_experts), whether a file must have it, and where it is bound in struct
+ * loom_layer. */
 struct loom_weight_row {
     const char *name;
     uint8_t kinds;   /* bit (1 << kind) for each enum loom_layer_kind */

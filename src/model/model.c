@@ -206,9 +206,9 @@ static void repack_item(struct repack_item *it, char *dst)
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* Repack every weight the model's kernel set has x16 kernels for (repack_bytes) into one 64-byte aligned
- * allocation, releasing each tensor's file pages once it is copied: the peak during load is about the final
- * resident size plus one tensor. */
+/* Repack every weight the model's kernel set has x16 kernels for (repack_bytes) into one allocation (2 MiB
+ * aligned, advised for huge pages), releasing each tensor's file pages once it is copied: the peak during
+ * load is about the final resident size plus one tensor. */
 static int repack_weights(struct loom_model *m, loom_error *err)
 {
     struct repack_item *it = malloc(sizeof *it * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
