@@ -99,7 +99,17 @@ static inline int parity_ref_init(void)
         return -1;
     }
     llama_log_set(parity_ref_log, NULL);
-    ggml_backend_load_all_from_path(bins);
+    const char *cpu = getenv("LOOM_REF_CPU"); /* one CPU variant (haswell, zen4, ...) instead of the best */
+    if (cpu && *cpu) {
+        char lib[1200];
+        snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", bins, cpu);
+        if (!ggml_backend_load(lib)) {
+            fprintf(stderr, "LOOM_REF_CPU=%s: %s did not load\n", cpu, lib);
+            return -1;
+        }
+    } else {
+        ggml_backend_load_all_from_path(bins);
+    }
     llama_backend_init();
     return 0;
 }
