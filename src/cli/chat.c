@@ -213,7 +213,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
     loom_detok dt;
     char text[CHAT_TEXT_MAX];
     size_t cap = 0;
-    int rc = LOOM_OK;
+    int rc = LOOM_OK, cut = 0;
     loom_detok_init(&dt, c->tok);
     double t0 = loom_cli_now();
     for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
@@ -234,7 +234,8 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         fwrite(text, 1, k > 0 ? (size_t)k : 0, stdout);
         fflush(stdout);
         c->last.n_generated++;
-        if (rc != LOOM_OK || g + 1 == c->o->n_max || loom_session_pos(c->s) >= c->o->n_ctx)
+        cut = rc == LOOM_OK && g + 1 < c->o->n_max && loom_session_pos(c->s) >= c->o->n_ctx;
+        if (rc != LOOM_OK || g + 1 == c->o->n_max || cut)
             break;
         rc = loom_session_eval(c->s, &id, 1, c->logits, LOOM_LOGITS_LAST, err);
     }
@@ -246,6 +247,9 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         fwrite(text, 1, (size_t)k, stdout);
     fputc('\n', stdout);
     fflush(stdout);
+    if (cut)
+        fprintf(stderr, "loom chat: the answer was cut where the context of %d positions ends (use /reset, or a "
+                        "larger -c)\n", c->o->n_ctx);
     if (rc == LOOM_OK && !*ans)
         rc = chat_answer_put(ans, ans_len, &cap, "", 0);
     return rc;

@@ -1,4 +1,5 @@
 /* main.c — the `loom` command: dispatches to one subcommand per file in src/cli/. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,17 @@ static void usage(FILE *f)
                "  bench    measure prefill and decode speed\n");
 }
 
+/* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
+ * command: status 1 with the reason, unless it already failed. */
+static int check_stdout(const char *cmd, int status)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return status;
+    fprintf(stderr, "loom %s: writing standard output: %s\n", cmd, errno ? strerror(errno) : "write error");
+    return status ? status : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -25,7 +37,8 @@ int main(int argc, char **argv)
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))
-            return loom_cli_select_kernels() ? 2 : loom_cli_signal_exit(c->main(argc - 1, argv + 1));
+            return loom_cli_select_kernels() ? 2
+                                             : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1)));
     fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -3,7 +3,8 @@
 # $LOOM_KERNELS (bit-identical output in every set), option range messages (integer and float), run's context
 # bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
 # first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
-# expert plan `inspect` shows for the cached qwen35moe model, and conflicting or empty options refused by name.
+# expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
+# output that cannot be written (status 1) and a chat answer cut at the context's end (said).
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -92,6 +93,12 @@ check "tokenize --ids --pieces is refused" '[ $rc -eq 2 ] && grep -q "give one o
 check "run --seed -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--seed expects an integer in \[0, [0-9]*\], found .-1." "$err"'
 "$loom" run -m "$model" -p hi -n 2 --stop '' >"$out" 2>"$err"; rc=$?
 check "run --stop '' names the length" '[ $rc -eq 2 ] && grep -q -- "--stop expects a string of 1 to 256 bytes, found 0 bytes" "$err"'
+"$loom" run -m "$model" -p hi -n 4 >/dev/full 2>"$err"; rc=$?
+check "run to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
+check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
+check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context of 40 positions ends" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
 check "bench -n beyond context_length names -p + -n" '[ $rc -ne 0 ] && grep -q -- "-p + -n: expected at most the model.s context_length" "$err"'
 
