@@ -35,9 +35,10 @@ void loom_cli_model_warnings(const char *cmd, const char *path, const loom_model
 void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_tokenizer *tok);
 void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *g);
 
-/* Nonzero when name is one of the names list(0), list(1), ... (up to the first NULL), such as
- * loom_quantize_recipe or loom_synth_preset. commands.c. */
-int loom_cli_listed(const char *name, const char *(*list)(int i));
+/* The list's own spelling of name when it is one of the names list(0), list(1), ... (up to the first NULL),
+ * such as loom_quantize_recipe or loom_synth_preset, compared ignoring ASCII case; NULL when it is not.
+ * commands.c. */
+const char *loom_cli_listed(const char *name, const char *(*list)(int i));
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
  * buf[cap] and *path pointed there). Loads it (check_tensors as --check-tensors) and prints its warnings. NULL

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,12 +125,12 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
     return 1;
 }
 
-int loom_cli_listed(const char *name, const char *(*list)(int i))
+const char *loom_cli_listed(const char *name, const char *(*list)(int i))
 {
     for (int i = 0; list(i); i++)
-        if (!strcmp(name, list(i)))
-            return 1;
-    return 0;
+        if (!strcasecmp(name, list(i)))
+            return list(i);
+    return NULL;
 }
 
 int loom_cli_select_kernels(void)

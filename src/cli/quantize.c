@@ -86,8 +86,8 @@ int loom_cli_quantize(int argc, char **argv)
     int rc = quantize_args(argc, argv, &threads, pos);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *recipe = pos[2];
-    if (!loom_cli_listed(recipe, loom_quantize_recipe)) {
+    const char *recipe = loom_cli_listed(pos[2], loom_quantize_recipe);
+    if (!recipe) {
         fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
         quantize_usage(stderr);
         return 2;

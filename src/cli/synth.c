@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "cli/default_model.h"
@@ -46,9 +47,9 @@ static const char *synth_cli_type(const char *s)
 {
     static const char *const types[][2] = {{"f32", "F32"}, {"f16", "F16"}, {"bf16", "BF16"}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(s, types[i][0]))
+        if (!strcasecmp(s, types[i][0]))
             return types[i][1];
-    return loom_cli_listed(s, loom_quantize_recipe) ? s : NULL;
+    return loom_cli_listed(s, loom_quantize_recipe);
 }
 
 int loom_cli_synth(int argc, char **argv)
@@ -104,11 +105,13 @@ int loom_cli_synth(int argc, char **argv)
         synth_usage(stderr);
         return 2;
     }
-    if (!loom_cli_listed(par.preset, loom_synth_preset)) {
+    const char *preset = loom_cli_listed(par.preset, loom_synth_preset);
+    if (!preset) {
         fprintf(stderr, "loom synth: unknown preset '%s'\n", par.preset);
         synth_usage(stderr);
         return 2;
     }
+    par.preset = preset;
     char vocab_buf[4096];
     loom_error err = {0};
     if (!vocab) {

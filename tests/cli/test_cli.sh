@@ -93,6 +93,8 @@ check "tokenize --ids --pieces is refused" '[ $rc -eq 2 ] && grep -q "give one o
 check "run --seed -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--seed expects an integer in \[0, [0-9]*\], found .-1." "$err"'
 "$loom" run -m "$model" -p hi -n 2 --stop '' >"$out" 2>"$err"; rc=$?
 check "run --stop '' names the length" '[ $rc -eq 2 ] && grep -q -- "--stop expects a string of 1 to 256 bytes, found 0 bytes" "$err"'
+"$loom" quantize "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize takes a type name in any case" '[ $rc -eq 0 ] && grep -q "(Q8_0)" "$err"'
 "$loom" run -m "$model" -p hi -n 4 >/dev/full 2>"$err"; rc=$?
 check "run to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
 echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
