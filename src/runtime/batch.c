@@ -63,7 +63,7 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
         finite &= isfinite(xn[i]) != 0;
     if (rc || !finite)
         return loom_errorf(err, rc ? rc : LOOM_E_INTERNAL, "decode: non-finite or rejected hidden state; nothing "
-                           "was published");
+                           "was published" LOOM_NONFINITE_HINT);
     /* publishing cannot fail from here: the hidden rows are finite */
     if (logits)
         lead->circuits->head(lead, xn, n, logits);

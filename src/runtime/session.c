@@ -298,7 +298,7 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
             rc = LOOM_E_INTERNAL;
         if (rc)
             return loom_errorf(err, rc, "eval: non-finite or rejected hidden state in the chunk at position %d; "
-                               "nothing was published", pos0 + done - n);
+                               "nothing was published" LOOM_NONFINITE_HINT, pos0 + done - n);
     }
     if (all)
         return LOOM_OK;
@@ -307,8 +307,8 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
     if (!rc && !all_finite(s->logits_work, s->n_logits))
         rc = LOOM_E_INTERNAL;
     if (rc)
-        return loom_errorf(err, rc, "eval: non-finite or rejected logits at position %d; nothing was published",
-                           pos0 + n_tokens - 1);
+        return loom_errorf(err, rc, "eval: non-finite or rejected logits at position %d; nothing was published"
+                           LOOM_NONFINITE_HINT, pos0 + n_tokens - 1);
     return LOOM_OK;
 }
 

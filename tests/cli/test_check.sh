@@ -2,7 +2,8 @@
 # test_check.sh BUILD — tensor data validation from the command line: `loom quantize` refuses values its
 # output type's F16 scales cannot hold (exit 1, the tensor, row and block named, no output or temporary file
 # left), and --check-tensors on `loom inspect`, `run`, `chat` and `bench` refuses a damaged copy of the cached
-# tiny Q4_K_M model that loads without the flag. Prints "N passed, N failed".
+# tiny Q4_K_M model that loads without the flag; without it, NaN weights that reach the hidden state get an
+# error pointing at --check-tensors. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -67,6 +68,14 @@ check "inspect --check-tensors refuses the damaged file" '[ $rc -eq 1 ] && grep 
 check "run --check-tensors refuses the damaged file" '[ $rc -eq 1 ] && grep -qF "$want" "$err"'
 "$loom" run -m "$bad" -p hi -n 1 -t 2 >"$out" 2>"$err"
 check "run without --check-tensors does not check at load" '! grep -q "expected finite" "$err"'
+# NaNs in the last 4 KiB of the F32 model (its last tensor's data) reach the hidden state: the error says where
+# to look
+nan=$dir/nan.gguf
+cp "${model%-Q4_K_M.gguf}-F32.gguf" "$nan"
+python3 -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(-4096,2); f.write(struct.pack("<f",float("nan"))*1024)' "$nan"
+"$loom" run -m "$nan" -p hi -n 1 -t 2 >"$out" 2>"$err"; rc=$?
+check "run without --check-tensors points at it when NaN weights reach the hidden state" \
+    '[ $rc -eq 1 ] && grep -q "non-finite.*check_tensors, .--check-tensors., names the tensor" "$err"'
 "$loom" chat -m "$bad" --check-tensors -t 2 </dev/null >"$out" 2>"$err"; rc=$?
 check "chat --check-tensors refuses the damaged file" '[ $rc -eq 1 ] && grep -qF "$want" "$err"'
 "$loom" bench -m "$bad" --check-tensors -p 0 -n 1 -r 1 -t 2 >"$out" 2>"$err"; rc=$?
