@@ -624,18 +624,6 @@ static void test_reference_vocab(const char *dir)
     loom_gguf_close(g);
 }
 
-/* Messages name a bad row of an expert tensor by expert and row within it (quantize, --check-tensors). */
-static void test_row_where(void)
-{
-    struct loom_gguf_tensor matrix = {.n_dims = 2, .ne = {256, 64, 1, 1}};
-    struct loom_gguf_tensor experts = {.n_dims = 3, .ne = {256, 64, 8, 1}};
-    char buf[64];
-    loom_gguf_row_where(&matrix, 130, buf, sizeof buf);
-    CHECK(!strcmp(buf, "row 130"), "2-D row 130: found '%s'", buf);
-    loom_gguf_row_where(&experts, 130, buf, sizeof buf);
-    CHECK(!strcmp(buf, "expert 2 row 2"), "3-D row 130 of 64-row experts: found '%s'", buf);
-}
-
 int main(void)
 {
     char dir[] = "/tmp/loom-test-gguf-XXXXXX";
@@ -654,7 +642,6 @@ int main(void)
     test_truncation();
     test_byte_flips();
     test_reference_vocab(dir);
-    test_row_where();
     rmdir(dir);
     return test_finish();
 }

@@ -217,8 +217,19 @@ static void test_load_check(const char *dir)
     unlink(vocab);
 }
 
+/* Messages name a bad row of an expert tensor by expert and row within it (quantize, --check-tensors, synth). */
+static void test_row_where(void)
+{
+    char buf[64];
+    loom_row_where(2, 64, 130, buf, sizeof buf);
+    CHECK(!strcmp(buf, "row 130"), "2-D row 130: found '%s'", buf);
+    loom_row_where(3, 64, 130, buf, sizeof buf);
+    CHECK(!strcmp(buf, "expert 2 row 2"), "3-D row 130 of 64-row experts: found '%s'", buf);
+}
+
 int main(void)
 {
+    test_row_where();
     test_f16_scales();
     test_q8_k();
     test_values();

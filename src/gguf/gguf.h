@@ -62,11 +62,6 @@ int loom_gguf_open_buffer(const void *buf, size_t size, struct loom_gguf **out, 
 const struct loom_gguf_kv *loom_gguf_find_kv(const struct loom_gguf *g, const char *key);
 const struct loom_gguf_tensor *loom_gguf_find_tensor(const struct loom_gguf *g, const char *name);
 
-/* Where row `row` (counted over the whole tensor, ne[1] * ne[2] * ne[3] rows of ne[0] elements) of t lies, as
- * messages name it: "row R", or for a tensor of 3 or more dimensions (an expert tensor: ne[2] matrices of
- * ne[1] rows) "expert E row R" with R counted within expert E. Writes at most cap bytes into buf. */
-void loom_gguf_row_where(const struct loom_gguf_tensor *t, int64_t row, char *buf, size_t cap);
-
 /* Typed getters: LOOM_E_FORMAT naming the key when missing (unless optional) or of another type.
  * get_u32 accepts UINT32 (and INT32 >= 0); get_f32 accepts FLOAT32. When optional is nonzero a missing
  * key leaves *out untouched and returns LOOM_OK. */

@@ -658,15 +658,6 @@ const struct loom_gguf_tensor *loom_gguf_find_tensor(const struct loom_gguf *g, 
     return i < 0 ? NULL : &g->tensors[i];
 }
 
-void loom_gguf_row_where(const struct loom_gguf_tensor *t, int64_t row, char *buf, size_t cap)
-{
-    int64_t per = t->n_dims >= 3 && t->ne[1] ? (int64_t)t->ne[1] : 0;
-    if (per)
-        snprintf(buf, cap, "expert %" PRId64 " row %" PRId64, row / per, row % per);
-    else
-        snprintf(buf, cap, "row %" PRId64, row);
-}
-
 /* Find key; LOOM_OK with *kv NULL when missing and optional. */
 static int find_required(const struct loom_gguf *g, const char *key, int optional, const struct loom_gguf_kv **kv,
                          loom_error *err)

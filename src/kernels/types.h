@@ -66,6 +66,10 @@ int64_t loom_type_validate_rows(uint32_t type, const void *data, int64_t n, int6
                                 struct loom_row_fault *fault);
 /* "block 3 scale d is inf" / "element 5 is nan" / "type Q8_1 has no validation rule" into buf[cap]. */
 void loom_row_fault_describe(uint32_t type, const struct loom_row_fault *fault, char *buf, size_t cap);
+/* Where row `row` (counted over the whole tensor) of a tensor of n_dims dimensions with ne1 rows per matrix
+ * lies, as messages name it, into buf[cap]: "row R", or for 3 or more dimensions (an expert tensor: matrices
+ * of ne1 rows) "expert E row R" with R counted within expert E. */
+void loom_row_where(uint32_t n_dims, int64_t ne1, int64_t row, char *buf, size_t cap);
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block size or the type is unknown. */
 size_t loom_type_row_bytes(uint32_t type, int64_t n);
 

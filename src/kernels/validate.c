@@ -160,6 +160,14 @@ int64_t loom_type_validate_rows(uint32_t type, const void *data, int64_t n, int6
     return -1;
 }
 
+void loom_row_where(uint32_t n_dims, int64_t ne1, int64_t row, char *buf, size_t cap)
+{
+    if (n_dims >= 3 && ne1 > 0)
+        snprintf(buf, cap, "expert %" PRId64 " row %" PRId64, row / ne1, row % ne1);
+    else
+        snprintf(buf, cap, "row %" PRId64, row);
+}
+
 void loom_row_fault_describe(uint32_t type, const struct loom_row_fault *fault, char *buf, size_t cap)
 {
     const struct loom_type_traits *tr = loom_type_traits(type);

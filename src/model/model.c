@@ -249,7 +249,7 @@ int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err)
         if (r >= 0) {
             char what[160], where[64];
             loom_row_fault_describe(t->type, &f, what, sizeof what);
-            loom_gguf_row_where(t, r, where, sizeof where);
+            loom_row_where(t->n_dims, (int64_t)t->ne[1], r, where, sizeof where);
             return loom_errorf(err, LOOM_E_FORMAT, "tensor '%.*s' %s: %s, expected finite (tensor check)",
                                (int)t->name.len, t->name.ptr, where, what);
         }

@@ -393,7 +393,7 @@ static int quant_report(const struct quant_job *j, loom_error *err)
     char what[160], where[64];
     loom_row_fault_describe(first->type, &first->f, what, sizeof what);
     const struct loom_gguf_tensor *t = j->t;
-    loom_gguf_row_where(t, first->row, where, sizeof where);
+    loom_row_where(t->n_dims, (int64_t)t->ne[1], first->row, where, sizeof where);
     if (first->quantized)
         return loom_errorf(err, LOOM_E_FORMAT,
                            "tensor '%.*s' %s: quantized %s, expected finite (a value beyond the range of the "

@@ -536,11 +536,7 @@ static int synth_check_rows(const struct synth_tensor *t, const void *buf, loom_
         return LOOM_OK;
     char what[160], where[64];
     loom_row_fault_describe(t->type, &f, what, sizeof what);
-    if (t->ne[2] > 1) /* as loom_gguf_row_where names an expert tensor's rows */
-        snprintf(where, sizeof where, "expert %lld row %lld", (long long)(row / (int64_t)t->ne[1]),
-                 (long long)(row % (int64_t)t->ne[1]));
-    else
-        snprintf(where, sizeof where, "row %lld", (long long)row);
+    loom_row_where(t->n_dims, (int64_t)t->ne[1], row, where, sizeof where);
     return loom_errorf(err, LOOM_E_FORMAT, "synth: tensor '%s' %s: quantized %s, expected finite", t->name, where,
                        what);
 }

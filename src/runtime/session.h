@@ -20,6 +20,11 @@
  * per-chunk scratch (activations of every row) small at the same prefill speed. */
 #define LOOM_CHUNK_TOKENS_CANONICAL 128
 
+/* Appended to the errors of a step whose hidden state or logits are not finite: the usual cause is a weight
+ * that holds inf or NaN, which loom_model_params.check_tensors finds at load. */
+#define LOOM_NONFINITE_HINT                                                                                   \
+    " (inf or NaN in the weights? loading with check_tensors, `--check-tensors`, names the tensor)"
+
 /* State of one layer: the owners its kind keeps (model/arch.h), the others NULL. The fixed-size owners
  * (conv, recurrent) are double buffered: copy [cur] (struct loom_session) is public, the other is the private copy a request works
  * on; publishing flips cur. K/V rows at positions >= pos are private (never read as public state), so a
@@ -68,11 +73,6 @@ typedef int (*loom_stage_hook_fn)(void *ctx, int layer, const char *stage, float
 /* A checkpoint: the recurrent owners (every recurrent layer's conv state then recurrent matrices, in layer
  * order) at position pos; K/V rows below pos are in the cache. (src/runtime/checkpoint.c) */
 #define LOOM_MAX_CHECKPOINTS 64
-
-/* Appended to the errors of a step whose hidden state or logits are not finite: the usual cause is a weight
- * that holds inf or NaN, which loom_model_params.check_tensors finds at load. */
-#define LOOM_NONFINITE_HINT                                                                                   \
-    " (inf or NaN in the weights? loading with check_tensors, `--check-tensors`, names the tensor)"
 struct loom_checkpoint {
     int pos;
     uint64_t seq; /* creation order, for eviction */
