@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,13 +175,6 @@ static double bench_load_average(void)
         fclose(f);
     }
     return l;
-}
-
-/* Peak resident set size of the process so far, in bytes. */
-static double bench_peak_rss(void)
-{
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? 1024.0 * (double)ru.ru_maxrss : 0;
 }
 
 /* ---- --mem: the machine's rooflines ----------------------------------------------------------------- */
@@ -433,7 +425,7 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
            rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)loom_session_arena_bytes(ls) / mib,
            (double)w->file_bytes / mib, state / mib, bound / mib, rss_loom <= bound ? "within" : "OVER");
     if (ref)
-        printf("; whole process %.1f MiB at the end (both engines)", bench_peak_rss() / mib);
+        printf("; whole process %.1f MiB at the end (both engines)", loom_cli_peak_rss() / mib);
     printf("\n");
 }
 
@@ -493,7 +485,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     bench_tokens(model, 2, tok[TEST_TG], n[TEST_TG]);
     if (bench_engine_warmup(&eng[0], tok, n, err))
         goto done;
-    double rss_loom = bench_peak_rss();
+    double rss_loom = loom_cli_peak_rss();
     if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], tok, n, err)))
         goto done;
     double load0 = bench_load_average();
@@ -503,7 +495,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
         goto done;
     }
     if (!o->ref)
-        rss_loom = bench_peak_rss();
+        rss_loom = loom_cli_peak_rss();
     double load1 = bench_load_average();
     printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s%s\n\n", o->model, o->n_threads, o->reps,
            loom_kernels_name(),
@@ -530,7 +522,7 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     struct loom_ref ref = {0};
     struct loom_ref_model *rm = NULL;
     int rc = 1;
-    double rss_start = bench_peak_rss();
+    double rss_start = loom_cli_peak_rss();
     loom_model *model = loom_model_load_ex(o->model, &(loom_model_params){.check_tensors = o->check_tensors}, &err);
     if (!model)
         goto done;

@@ -24,6 +24,11 @@ int loom_cli_bench(int argc, char **argv);
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC), for the subcommands' timings. commands.c. */
 double loom_cli_now(void);
 
+/* This process's peak resident set size in bytes since it started: VmHWM of /proc/self/status, which starts
+ * afresh at exec (getrusage's ru_maxrss keeps the peak of the program that exec'd loom); ru_maxrss where
+ * /proc is not mounted. commands.c. */
+double loom_cli_peak_rss(void);
+
 /* Warn on stderr (as `loom CMD: ...`) when n_threads exceeds the online CPUs: loom's workers spin briefly at
  * every step, so threads that must share cores slow a run down steeply. commands.c. */
 void loom_cli_check_threads(const char *cmd, int n_threads);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,22 @@ double loom_cli_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double loom_cli_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kib = -1;
+    while (f && kib < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kib) != 1)
+            kib = -1;
+    if (f)
+        fclose(f);
+    struct rusage ru;
+    if (kib < 0)
+        kib = getrusage(RUSAGE_SELF, &ru) == 0 ? (long long)ru.ru_maxrss : 0; /* KiB on Linux */
+    return 1024.0 * (double)kib;
 }
 
 void loom_cli_check_threads(const char *cmd, int n_threads)

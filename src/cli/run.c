@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "loom.h"
@@ -273,20 +272,12 @@ static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_samp
     return rc < 0 ? rc : LOOM_OK;
 }
 
-static double run_peak_rss_mib(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return 0;
-    return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
-}
-
 static void run_print_stats(const struct run_stats *st)
 {
     fprintf(stderr, "loom run: prompt %d tokens, %.2f tok/s | decode %d tokens, %.2f tok/s (%d generated) | "
                     "peak RSS %.1f MiB\n",
             st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_decoded,
-            st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0, st->n_generated, run_peak_rss_mib());
+            st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0, st->n_generated, loom_cli_peak_rss() / (1024.0 * 1024.0));
 }
 
 /* Tokenize, prefill, generate. Returns LOOM_OK or a negative code with err filled. */

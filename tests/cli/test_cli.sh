@@ -4,7 +4,8 @@
 # bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
 # first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
-# output that cannot be written (status 1) and a chat answer cut at the context's end (said).
+# output that cannot be written (status 1), a chat answer cut at the context's end (said), and a peak RSS that
+# is loom's own.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -97,6 +98,13 @@ check "run --stop '' names the length" '[ $rc -eq 2 ] && grep -q -- "--stop expe
 check "quantize takes a type name in any case" '[ $rc -eq 0 ] && grep -q "(Q8_0)" "$err"'
 "$loom" run -m "$model" -p hi -n 4 >/dev/full 2>"$err"; rc=$?
 check "run to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+"$loom" --help >/dev/full 2>"$err"; rc=$?
+check "--help to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+# the peak RSS run reports is loom's own, not that of a program that exec'd it holding 300 MiB
+python3 -c 'import os,sys; b=bytearray(300 << 20); b[::4096] = b"\1" * len(b[::4096]); os.execv(sys.argv[1], sys.argv[1:])' \
+    "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
+rss=$(sed -n 's/.*peak RSS \([0-9]*\)\..*/\1/p' "$err")
+check "run's peak RSS is its own after an exec" '[ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -lt 250 ]'
 echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
 check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
