@@ -80,43 +80,39 @@ static void check_pack(const struct loom_block_q4_k *rows, const struct loom_blo
     CHECK(ok, "x16 unpack(pack(rows)) equals the rows bytewise");
 }
 
-/* A SIMD set's x16 dots (1, 4 and 8 activation rows), checked when the CPU has the set. */
+/* A SIMD set's x16 dot (1 to 8 activation rows), checked when the CPU has the set. */
 struct x16_set {
     enum loom_kernel_mode mode;
     const char *name;
-    loom_x16_dot_fn dot, dot4, dot8;
+    loom_x16_dot_fn dot;
 };
 
 static const struct x16_set simd_sets[] = {
-    {LOOM_KERNELS_AVX2, "AVX2", loom_q4_k_x16_gemv_avx2, loom_q4_k_x16_gemv_rows4_avx2, loom_q4_k_x16_gemv_rows8_avx2},
-    {LOOM_KERNELS_AVX512, "AVX-512", loom_q4_k_x16_gemv_avx512, loom_q4_k_x16_gemv_rows4_avx512, loom_q4_k_x16_gemv_rows8_avx512},
+    {LOOM_KERNELS_AVX2, "AVX2", loom_q4_k_x16_gemv_avx2},
+    {LOOM_KERNELS_AVX512, "AVX-512", loom_q4_k_x16_gemv_avx512},
 };
 
-/* Whether set k's 1-, 4- and 8-row dots of group block column packed (n_in = nb * 256) with the 8
- * activation rows at a (nb blocks apart) equal want[t][r] bitwise. */
+/* Whether set k's dot of group block column packed (n_in = nb * 256) with n_act = 1..8 of the 8 activation
+ * rows at a (nb blocks apart), starting at row 8 - n_act, equals want[t][r] bitwise. */
 static int simd_dots_equal(const struct x16_set *k, const struct loom_block_q4_k_x16 *packed,
                            const struct loom_block_q8_k *a, int nb, float want[8][16])
 {
     const size_t as = (size_t)nb * sizeof(struct loom_block_q8_k);
     float got[8][16];
     int ok = 1;
-    memset(got, 0, sizeof got);
-    k->dot8(nb * LOOM_QK_K, got[0], 16, packed, a, as);
-    ok &= same_bits(got[0], want[0], 8 * 16);
-    memset(got, 0, sizeof got);
-    k->dot4(nb * LOOM_QK_K, got[0], 16, packed, a + 2 * nb, as);
-    ok &= same_bits(got[0], want[2], 4 * 16);
-    for (int t = 0; t < 8; t++) {
-        k->dot(nb * LOOM_QK_K, got[t], 0, packed, a + t * nb, as);
-        ok &= same_bits(got[t], want[t], 16);
+    for (int n_act = 1; n_act <= 8; n_act++) {
+        int t0 = 8 - n_act;
+        memset(got, 0, sizeof got);
+        k->dot(nb * LOOM_QK_K, n_act, got[t0], 16, packed, a + t0 * nb, as);
+        ok &= same_bits(got[t0], want[t0], (size_t)n_act * 16);
     }
     return ok;
 }
 
 static int cpu_has(enum loom_kernel_mode mode) { return loom_kernels_select(mode, &(loom_error){0}) == LOOM_OK; }
 
-/* The x16 dots: scalar against the one-row repacked dot per row, and each SIMD set's 1-, 4- and 8-row
- * forms against the scalar x16 dot (the oracle). */
+/* The x16 dots: scalar against the one-row repacked dot per row, and each SIMD set's dot for 1 to 8
+ * rows against the scalar x16 dot (the oracle). */
 static void check_dots(const struct loom_block_q4_k *rows, const struct loom_block_q4_k_x16 *packed,
                        const struct loom_block_q8_k *a)
 {
@@ -138,7 +134,7 @@ static void check_dots(const struct loom_block_q4_k *rows, const struct loom_blo
     CHECK(scalar_ok, "scalar x16 dot equals loom_q4_k_gemv per row bitwise");
     for (int k = 0; k < 2; k++)
         if (has[k])
-            CHECK(simd_ok[k], "%s x16 dots (1, 4, 8 rows) equal the scalar x16 dot bitwise", simd_sets[k].name);
+            CHECK(simd_ok[k], "%s x16 dots (1 to 8 rows) equal the scalar x16 dot bitwise", simd_sets[k].name);
 }
 
 /* The int16 limits of the SIMD sums: one block column of 16 rows with every nibble 15 (or 0 on some

@@ -1,5 +1,5 @@
 /* blocks.h — the quantized block layouts loom reads and writes, byte-compatible with GGUF/ggml (ggml-common.h),
- * and the Q4_K x16 layout loom repacks weights into. Each struct says how its bytes map to weight values. */
+ * and the Q4_K and Q6_K x16 layouts loom repacks weights into. Each struct says how its bytes map to weight values. */
 #ifndef LOOM_KERNELS_BLOCKS_H
 #define LOOM_KERNELS_BLOCKS_H
 
@@ -72,6 +72,19 @@ struct loom_block_q6_k {
     uint16_t d;          /* F16 super-scale */
 };
 _Static_assert(sizeof(struct loom_block_q6_k) == 210, "Q6_K block is 210 bytes");
+
+/* Q6_K x16: one 256-weight block column of 16 consecutive Q6_K rows, interleaved for 16-row SIMD lanes
+ * (q6_k_x16.c), exactly as many bytes as the 16 standard blocks: every 4-byte word of a row's ql, qh and
+ * scales moves beside the same word of the other 15 rows, in the order the kernels read them. scales[s][r]
+ * = row r's scales 4s..4s+3; d: the rows' F16 super-scales; q[l][h] the words of positions 4l..4l+3 of
+ * half h's chunks: q[l][h][0][r] = bytes 4(8h + l).. of row r's qh, q[l][h][1][r] and q[l][h][2][r] =
+ * bytes 4(16h + l).. and 4(16h + 8 + l).. of its ql. */
+struct loom_block_q6_k_x16 {
+    int8_t scales[4][16][4];
+    uint16_t d[16];
+    uint8_t q[8][2][3][16][4];
+};
+_Static_assert(sizeof(struct loom_block_q6_k_x16) == 16 * sizeof(struct loom_block_q6_k), "Q6_K x16 is 16 blocks");
 
 /* Q4_0: 32 weights, 4-bit quants q with one F16 scale d; value = d * (q - 8). Element j < 16 is the low
  * nibble of qs[j], element j + 16 its high nibble. 18 bytes. */

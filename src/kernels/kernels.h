@@ -23,8 +23,9 @@
  *   loom_<type>_iqp       iqp.cpp ggml_compute_forward_mul_mat_iqp (IQ4_XS): batches of 8 rows or more
  * _rows4 / _rows8: the same dot for 4 / 8 activation rows at once (row k at a + k * a_stride bytes, result s[k]),
  * each row bit-identical to the one-row kernel. The reference's 8x8 repacking is only mirrored in the order;
- * a layout name stands only for loom's own weight layouts: loom_q4_k_x16_gemv[_rows4|_rows8] reads 16 rows
- * interleaved (struct loom_block_q4_k_x16) and writes the 16 outputs of each activation row, in gemv's order.
+ * a layout name stands only for loom's own weight layouts: loom_q4_k_x16_gemv and loom_q6_k_x16_vec_dot read
+ * 16 rows interleaved (struct loom_block_q4_k_x16 / _q6_k_x16) and write the 16 outputs of each activation
+ * row, in gemv's / vec_dot's order.
  * _avx2 / _avx512 name the instruction set a kernel is built for; no suffix: the scalar reference. */
 
 /* *s = dot(w[0..n), a[0..n)) where w is a weight row of the type and a an activation row of its vec_dot_type. */
@@ -32,9 +33,9 @@ typedef void (*loom_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 /* s[k] = dot(w, a + k * a_stride bytes) for k < 4 (8): each bit-identical to the loom_dot_fn it stands for. */
 typedef void (*loom_dot_rows4_fn)(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 typedef void (*loom_dot_rows8_fn)(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
-/* Over a 16-row x16 weight group: y[k * y_stride + r] for group row r < 16 and the activation rows k < 1, 4
- * or 8 at a + k * a_stride bytes. */
-typedef void (*loom_x16_dot_fn)(int64_t n, float *y, size_t y_stride, const void *w, const void *a,
+/* Over a 16-row x16 weight group: y[k * y_stride + r] for group row r < 16 and the n_act (1..8) activation
+ * rows k < n_act at a + k * a_stride bytes. */
+typedef void (*loom_x16_dot_fn)(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
                                 size_t a_stride);
 
 /* One float order (one reference kernel): its one-row kernel, or NULL where the type has none, and its 4- and
@@ -45,16 +46,17 @@ struct loom_dot_kernels {
     loom_dot_rows8_fn rows8;
 };
 
-/* The x16 layout's kernels for 1, 4 and 8 activation rows (all three, or none). */
+/* The x16 layout's kernel, or NULL where the set has none for the type. */
 struct loom_x16_kernels {
-    loom_x16_dot_fn row, rows4, rows8;
+    loom_x16_dot_fn dot;
 };
 
 /* A type's kernels in one set. */
 struct loom_type_kernels {
     loom_from_float_fn from_float; /* activation quantization into this type (F32/F16/BF16/Q8_0/Q8_1/Q8_K) */
     struct loom_dot_kernels vec_dot, gemv, gemm, tinyblas, iqp; /* per order, named above */
-    struct loom_x16_kernels x16;   /* weights in the x16 layout, in gemv's order (Q4_K in the SIMD sets) */
+    struct loom_x16_kernels x16;   /* weights in the x16 layout, in gemv's order where the type has a gemv, else
+                                    * in vec_dot's (Q4_K in the SIMD sets, Q6_K in the AVX-512 one) */
 };
 
 struct loom_kernel_set {

@@ -76,15 +76,31 @@ static void convert_rows(void *ctx, int64_t begin, int64_t end, int thread)
         c->from_float(c->x + t * c->n_in, c->dst + (size_t)t * c->dst_bytes, c->n_in);
 }
 
-/* Copy row o of an X16 weight (Q4_K, the one type with that layout) in the GGUF layout to dst
- * (row_bytes): unpacked from its group, or a tail row copied from the file map. */
+/* The types with an x16 layout: 16 GGUF rows into one group, and row r of a group back. */
+static const struct {
+    void (*pack)(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
+    void (*unpack_row)(const void *group, int r, void *dst, int64_t n_in);
+} x16_layouts[LOOM_TYPE_COUNT] = {
+    [LOOM_TYPE_Q4_K] = {loom_q4_k_x16_pack, loom_q4_k_x16_unpack_row},
+    [LOOM_TYPE_Q6_K] = {loom_q6_k_x16_pack, loom_q6_k_x16_unpack_row},
+};
+
+/* The float order a type's x16 kernels reproduce per row: gemv's where the type has one, else vec_dot's. */
+static const struct loom_dot_kernels *x16_order(const struct loom_kernel_set *ks, uint32_t type)
+{
+    const struct loom_type_kernels *k = &ks->types[type];
+    return k->gemv.row ? &k->gemv : &k->vec_dot;
+}
+
+/* Copy row o of an X16 weight in the GGUF layout to dst (row_bytes): unpacked from its group, or a tail row
+ * copied from the file map. */
 static void weight_row_to(const struct loom_weight *w, int64_t o, void *dst)
 {
     if (o >= w->n_out / 16 * 16)
         memcpy(dst, (const char *)w->rows + (size_t)o * w->row_bytes, w->row_bytes);
     else
-        loom_q4_k_x16_unpack_row((const char *)w->data + (size_t)(o / 16) * 16 * w->row_bytes, (int)(o % 16), dst,
-                                 w->n_in);
+        x16_layouts[w->type].unpack_row((const char *)w->data + (size_t)(o / 16) * 16 * w->row_bytes, (int)(o % 16),
+                                        dst, w->n_in);
 }
 
 /* Output rows [r0, r1) for the tokens [t0, t1): weight rows outer, then the tokens, 8 or 4 at a time
@@ -139,20 +155,14 @@ static void matmul_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* Group g of an X16 weight (its 16 rows) for the tokens [t0, t1), 8, 4 and then 1 at a time. */
+/* Group g of an X16 weight (its 16 rows) for the tokens [t0, t1), up to 8 at a time. */
 static void x16_tile(const struct matmul_job *j, int64_t g, int64_t t0, int64_t t1)
 {
     const struct loom_weight *w = j->w;
     const char *grp = (const char *)w->data + (size_t)g * 16 * w->row_bytes;
-    float *y = j->y + g * 16;
-    size_t ys = (size_t)w->n_out, as = j->act_bytes;
-    int64_t t = t0;
-    for (; t + 8 <= t1; t += 8)
-        j->x16->rows8(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
-    for (; t + 4 <= t1; t += 4)
-        j->x16->rows4(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
-    for (; t < t1; t++)
-        j->x16->row(w->n_in, y + t * w->n_out, ys, grp, j->act + (size_t)t * as, as);
+    for (int64_t t = t0; t < t1; t += 8)
+        j->x16->dot(w->n_in, t1 - t < 8 ? (int)(t1 - t) : 8, j->y + t * w->n_out + g * 16, (size_t)w->n_out, grp,
+                    j->act + (size_t)t * j->act_bytes, j->act_bytes);
 }
 
 /* Items [begin, end) of an X16 weight with group kernels: item g < n_out / 16 is group g, item n_out / 16
@@ -211,11 +221,12 @@ void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool
     const void *rows;
     job.act_bytes = loom_matmul_act_rows(ks, pool, w, act, &rows);
     job.act = rows;
-    /* an X16 weight runs its group kernels when every token asks for the order they have (gemv's: CANONICAL,
-     * or one token); otherwise (REFERENCE_BATCH prefill, another kernel set) its rows are unpacked */
+    /* an X16 weight runs its group kernels when every token asks for the order they have (Q4_K: gemv's, in
+     * CANONICAL or for one token; Q6_K: vec_dot's, always); otherwise (Q4_K's REFERENCE_BATCH prefill,
+     * another kernel set) its rows are unpacked */
     const struct loom_dot_kernels *all = n_group == n_tok ? group : n_group == 0 ? rest : 0;
     const struct loom_x16_kernels *x16 = &ks->types[w->type].x16;
-    if (w->layout == LOOM_WEIGHT_X16 && all == &ks->types[w->type].gemv && x16->row) {
+    if (w->layout == LOOM_WEIGHT_X16 && all == x16_order(ks, w->type) && x16->dot) {
         job.x16 = x16;
         loom_pool_parallel_for(pool, w->n_out / 16 + (w->n_out % 16 != 0), 1, matmul_groups, &job);
         return;
@@ -276,8 +287,8 @@ struct experts_job {
     const int64_t *first;   /* [n_active + 1] their first work item */
 };
 
-/* The matmul_job of expert e's rows; an X16 expert runs its group kernels when its rows ask for the gemv
- * order (they all do, or none). */
+/* The matmul_job of expert e's rows; an X16 expert runs its group kernels when its rows ask for their order
+ * (they all do, or none). */
 static struct matmul_job expert_job(const struct experts_job *j, int e, struct loom_weight *we)
 {
     int64_t n = j->start[e + 1] - j->start[e];
@@ -291,7 +302,7 @@ static struct matmul_job expert_job(const struct experts_job *j, int e, struct l
     return (struct matmul_job){.w = we, .act = j->act + (size_t)j->start[e] * j->act_bytes, .act_bytes = j->act_bytes,
                                .n_tok = n, .y = j->y + (size_t)j->start[e] * (size_t)we->n_out, .dot_group = k->row,
                                .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n,
-                               .x16 = we->layout == LOOM_WEIGHT_X16 && k == &j->ks->types[we->type].gemv && x16->row
+                               .x16 = we->layout == LOOM_WEIGHT_X16 && k == x16_order(j->ks, we->type) && x16->dot
                                           ? x16
                                           : 0};
 }
@@ -358,7 +369,8 @@ void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
 
 size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w)
 {
-    if (w->layout != LOOM_WEIGHT_ROWS || !ks->types[w->type].x16.row || w->n_out < 16 || w->n_out % 8 ||
+    if (w->layout != LOOM_WEIGHT_ROWS || !ks->types[w->type].x16.dot || w->n_out < 16 ||
+        loom_matmul_dot(ks, w->type, w->n_out, w->n_in, 1, 0, 0) != x16_order(ks, w->type) ||
         w->row_bytes > LOOM_WEIGHT_X16_MAX_ROW_BYTES)
         return 0;
     return (size_t)(w->n_out / 16) * 16 * w->row_bytes;
@@ -368,8 +380,8 @@ void loom_weight_repack_x16(struct loom_weight *w, void *dst)
 {
     size_t group_bytes = 16 * w->row_bytes;
     for (int64_t g = 0; g < w->n_out / 16; g++)
-        loom_q4_k_x16_pack((const char *)w->data + (size_t)g * group_bytes, w->row_bytes,
-                           (char *)dst + (size_t)g * group_bytes, w->n_in);
+        x16_layouts[w->type].pack((const char *)w->data + (size_t)g * group_bytes, w->row_bytes,
+                                  (char *)dst + (size_t)g * group_bytes, w->n_in);
     w->rows = w->data;
     w->data = dst;
     w->layout = LOOM_WEIGHT_X16;

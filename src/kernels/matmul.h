@@ -13,10 +13,10 @@
 struct loom_pool;
 
 /* How a weight's bytes are arranged in memory. ROWS: the GGUF layout, n_out rows of row_bytes. X16: rows
- * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (for Q4_K, struct
- * loom_block_q4_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load when the
- * model's kernel set has x16 kernels (AVX2, AVX-512); the remaining n_out % 16 rows stay in the GGUF layout
- * in `rows`. */
+ * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (struct loom_block_q4_k_x16
+ * or loom_block_q6_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load when the
+ * model's kernel set has x16 kernels for the type (Q4_K: AVX2, AVX-512; Q6_K: AVX-512); the remaining
+ * n_out % 16 rows stay in the GGUF layout in `rows`. */
 enum loom_weight_layout { LOOM_WEIGHT_ROWS = 0, LOOM_WEIGHT_X16 = 1 };
 
 /* Most bytes a row of an X16 weight may have (matmul unpacks one row on the stack where it must). */
@@ -108,8 +108,9 @@ void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *poo
                          float *y, int rowwise);
 
 /* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: kernel set
- * ks has no x16 kernels for its type, it has fewer than 16 rows or n_out % 8 != 0 (its one-row
- * order is then not the one those kernels have), or its rows exceed LOOM_WEIGHT_X16_MAX_ROW_BYTES. */
+ * ks has no x16 kernels for its type, it has fewer than 16 rows, the reference's order for one token is
+ * not the one those kernels have (Q4_K with n_out % 8 != 0: vec_dot's, not gemv's), or its rows exceed
+ * LOOM_WEIGHT_X16_MAX_ROW_BYTES. */
 size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w);
 
 /* Repack w's full groups of 16 rows into dst (loom_weight_x16_bytes(w) bytes, 64-byte aligned, owned by

@@ -1,6 +1,7 @@
 /* sets.c — the three kernel sets (kernels.h) as const tables, and the choice among them: the widest the CPU
  * runs at the first use, or the one loom_kernels_select names. Every SIMD kernel returns bit-identical results
- * to its scalar counterpart (tests/test_kernels.c, test_ops.c and test_q4_k_x16.c check this). */
+ * to its scalar counterpart (tests/test_kernels.c, test_ops.c, test_q4_k_x16.c and test_q6_k_x16.c check
+ * this). */
 #include <pthread.h>
 
 #include "kernels/kernels.h"
@@ -93,8 +94,7 @@ static const struct loom_kernel_set set_avx2 = {
         [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
                             .gemv = DOT4(loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx2),
                             .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
-                            .x16 = {loom_q4_k_x16_gemv_avx2, loom_q4_k_x16_gemv_rows4_avx2,
-                                    loom_q4_k_x16_gemv_rows8_avx2}},
+                            .x16 = {loom_q4_k_x16_gemv_avx2}},
         [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2)},
     },
     .ops = OPS(_avx2),
@@ -102,8 +102,8 @@ static const struct loom_kernel_set set_avx2 = {
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
  * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD), the 4- and 8-row
- * Q4_K gemv/Q6_K vec_dot forms (CANONICAL prefill), the Q4_K x16 kernels (VPDPBUSD outer products over 16
- * interleaved rows) and the hand-written ops. The one-row Q4_K and F16/F32 kernels measured no faster at 512
+ * Q4_K gemv/Q6_K vec_dot forms (CANONICAL prefill), the Q4_K and Q6_K x16 kernels (VPDPBUSD outer products
+ * over 16 interleaved rows) and the hand-written ops. The one-row Q4_K and F16/F32 kernels measured no faster at 512
  * bits. */
 static const struct loom_kernel_set set_avx512 = {
     .name = "avx512",
@@ -116,10 +116,10 @@ static const struct loom_kernel_set set_avx512 = {
         [LOOM_TYPE_Q4_K] = {.vec_dot = DOT(loom_q4_k_vec_dot_avx2),
                             .gemv = {loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx512, loom_q4_k_gemv_rows8_avx512},
                             .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
-                            .x16 = {loom_q4_k_x16_gemv_avx512, loom_q4_k_x16_gemv_rows4_avx512,
-                                    loom_q4_k_x16_gemv_rows8_avx512}},
+                            .x16 = {loom_q4_k_x16_gemv_avx512}},
         [LOOM_TYPE_Q6_K] = {.vec_dot = {loom_q6_k_vec_dot_avx512, loom_q6_k_vec_dot_rows4_avx512,
-                                        loom_q6_k_vec_dot_rows8_avx512}},
+                                        loom_q6_k_vec_dot_rows8_avx512},
+                            .x16 = {loom_q6_k_x16_vec_dot_avx512}},
     },
     .ops = OPS(_avx512),
 };

@@ -1,4 +1,4 @@
-/* q4_k_x16_avx2.c — AVX2 dots of Q4_K x16 weight groups (16 rows interleaved, q4_k_x16.c) with 1, 4 or 8
+/* q4_k_x16_avx2.c — AVX2 dots of Q4_K x16 weight groups (16 rows interleaved, q4_k_x16.c) with 1 to 8
  * activation rows, for CPUs without AVX-512: the 16 rows as two 8-row halves, each 4-byte activation
  * broadcast against the same 4 positions of 8 rows (VPMADDUBSW), one sub-block's 8 slots summed in int16,
  * then one VPMADDWD per sub-block against the row scales. Only whole-block integer sums (exact) meet the
@@ -148,23 +148,27 @@ static inline __attribute__((always_inline)) void dot_tile(int64_t n, float *out
             _mm256_storeu_ps(out + t * y_stride + 8 * (h0 + h), _mm256_sub_ps(acc[t * nh + h], accm[t * nh + h]));
 }
 
-/* One activation row: both halves per broadcast activation dword. */
-void loom_q4_k_x16_gemv_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+/* Up to 4 activation rows per pass over the group (an 8-row tile spills): one or two rows with both halves
+ * per broadcast activation dword, three or four one half at a time (both halves with 4 rows, or with 2 rows
+ * twice, measured no faster: VPMADDUBSW throughput bounds all three). */
+void loom_q4_k_x16_gemv_avx2(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
+                             size_t a_stride)
 {
-    dot_tile(n, y, y_stride, w, 0, 2, a, a_stride, 1);
-}
-
-/* Four activation rows: one half at a time (both halves with 4 rows, or with 2 rows twice, measured no
- * faster: VPMADDUBSW throughput bounds all three). */
-void loom_q4_k_x16_gemv_rows4_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
-{
-    dot_tile(n, y, y_stride, w, 0, 1, a, a_stride, 4);
-    dot_tile(n, y, y_stride, w, 1, 1, a, a_stride, 4);
-}
-
-/* Two passes of 4 activation rows (the group's second read comes from L1/L2; an 8-row tile spills). */
-void loom_q4_k_x16_gemv_rows8_avx2(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
-{
-    loom_q4_k_x16_gemv_rows4_avx2(n, y, y_stride, w, a, a_stride);
-    loom_q4_k_x16_gemv_rows4_avx2(n, y + 4 * y_stride, y_stride, w, (const char *)a + 4 * a_stride, a_stride);
+    for (; n_act > 0; n_act -= 4, y += 4 * y_stride, a = (const char *)a + 4 * a_stride)
+        switch (n_act) {
+        case 1:
+            dot_tile(n, y, y_stride, w, 0, 2, a, a_stride, 1);
+            break;
+        case 2:
+            dot_tile(n, y, y_stride, w, 0, 2, a, a_stride, 2);
+            break;
+        case 3:
+            dot_tile(n, y, y_stride, w, 0, 1, a, a_stride, 3);
+            dot_tile(n, y, y_stride, w, 1, 1, a, a_stride, 3);
+            break;
+        default:
+            dot_tile(n, y, y_stride, w, 0, 1, a, a_stride, 4);
+            dot_tile(n, y, y_stride, w, 1, 1, a, a_stride, 4);
+            break;
+        }
 }

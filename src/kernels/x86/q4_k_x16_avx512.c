@@ -1,5 +1,5 @@
 /* q4_k_x16_avx512.c — AVX-512 VNNI dots of Q4_K x16 weight groups (16 rows interleaved, q4_k_x16.c) with 1,
- * 4 or 8 activation rows: an outer product, each 4-byte activation broadcast against the same 4 positions
+ * to 8 activation rows: an outer product, each 4-byte activation broadcast against the same 4 positions
  * of 16 rows (VPDPBUSD), per-sub-block int32 sums scaled per row (VPMULLD), the mins by VPDPWSSD. Only the
  * whole-block integer sums (exact) enter the float steps, which are loom_q4_k_gemv's, so every
  * row is bit-identical to it. */
@@ -104,7 +104,7 @@ static inline __attribute__((always_inline)) void block_tile(const struct loom_b
     }
 }
 
-/* The dot of a group with nt (1 or 4; constant after inlining) activation rows. */
+/* The dot of a group with nt (1 to 4; constant after inlining) activation rows. */
 static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, size_t y_stride, const void *w,
                                                         const void *a, size_t a_stride, int nt)
 {
@@ -127,20 +127,24 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
         _mm512_storeu_ps(out + t * y_stride, _mm512_sub_ps(acc[t], accm[t]));
 }
 
-void loom_q4_k_x16_gemv_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
+/* Up to 4 activation rows per pass over the group (a second pass reads it from L1/L2): one 8-row tile per
+ * block spills registers and measured no faster. */
+void loom_q4_k_x16_gemv_avx512(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
+                               size_t a_stride)
 {
-    dot_n(n, y, y_stride, w, a, a_stride, 1);
-}
-
-void loom_q4_k_x16_gemv_rows4_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
-{
-    dot_n(n, y, y_stride, w, a, a_stride, 4);
-}
-
-/* Two passes of 4 rows over the group (its second read comes from L1/L2): one 8-row tile per block
- * spills registers and measured no faster. */
-void loom_q4_k_x16_gemv_rows8_avx512(int64_t n, float *y, size_t y_stride, const void *w, const void *a, size_t a_stride)
-{
-    dot_n(n, y, y_stride, w, a, a_stride, 4);
-    dot_n(n, y + 4 * y_stride, y_stride, w, (const char *)a + 4 * a_stride, a_stride, 4);
+    for (; n_act > 0; n_act -= 4, y += 4 * y_stride, a = (const char *)a + 4 * a_stride)
+        switch (n_act) {
+        case 1:
+            dot_n(n, y, y_stride, w, a, a_stride, 1);
+            break;
+        case 2:
+            dot_n(n, y, y_stride, w, a, a_stride, 2);
+            break;
+        case 3:
+            dot_n(n, y, y_stride, w, a, a_stride, 3);
+            break;
+        default:
+            dot_n(n, y, y_stride, w, a, a_stride, 4);
+            break;
+        }
 }
