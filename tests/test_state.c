@@ -1324,6 +1324,10 @@ static void test_cached(const char *file, int n, int n_random, int n_gen, int tr
     CHECK(m != NULL, "load %s: %s", path, err.msg);
     if (!m)
         return;
+    /* one copy of a tied head: repacking it must not leave the embedding lookups paging in the file again */
+    CHECK(!m->hp.tied_output || (m->tok_embd.data == m->output.data && m->tok_embd.layout == m->output.layout),
+          "%s: the token embeddings read the head's bytes (layout %d and %d)", file, (int)m->tok_embd.layout,
+          (int)m->output.layout);
     int32_t tok[64];
     for (int i = 0; i < 64; i++)
         tok[i] = (int32_t)((i * 7919 + 101) % 150000);

@@ -207,8 +207,9 @@ static void repack_item(struct repack_item *it, char *dst)
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* Repack every weight the model's kernel set has x16 kernels for (repack_bytes) into one allocation (2 MiB
- * aligned, advised for huge pages), releasing each tensor's file pages once it is copied: the peak during
- * load is about the final resident size plus one tensor. */
+ * aligned, advised for huge pages; each copy 64-byte aligned), releasing each tensor's file pages once it is
+ * copied: the peak during load is about the final resident size plus one tensor. A head tied to the token
+ * embeddings is repacked once and the embedding lookups read its copy (their file pages stay released). */
 static int repack_weights(struct loom_model *m, loom_error *err)
 {
     struct repack_item *it = malloc(sizeof *it * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
@@ -217,7 +218,7 @@ static int repack_weights(struct loom_model *m, loom_error *err)
     int n = repack_items(m, it);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += repack_bytes(m, &it[i]); /* multiples of 16 * 144 bytes, so each copy stays aligned */
+        total += (repack_bytes(m, &it[i]) + 63) / 64 * 64;
     total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     if (total && !(m->x16_store = aligned_alloc(HUGE_PAGE, total))) {
         free(it);
@@ -231,9 +232,11 @@ static int repack_weights(struct loom_model *m, loom_error *err)
         if (!bytes)
             continue;
         repack_item(&it[i], at);
-        at += bytes;
+        at += (bytes + 63) / 64 * 64;
     }
     free(it);
+    if (m->hp.tied_output)
+        m->tok_embd = m->output;
     return LOOM_OK;
 }
 
