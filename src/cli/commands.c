@@ -161,7 +161,7 @@ int loom_cli_select_kernels(void)
     if (!v || !*v)
         return 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (strcmp(v, modes[i].name))
+        if (strcasecmp(v, modes[i].name))
             continue;
         loom_error err = {0};
         if (loom_kernels_select(modes[i].mode, &err) == LOOM_OK)

@@ -11,7 +11,7 @@ static void usage(FILE *f)
                "commands:\n"
                "  run      generate text from a prompt (default model prepared if -m is not given)\n"
                "  inspect  print a GGUF model's architecture, layer plan, tensors and memory\n"
-               "  synth    write a synthetic qwen35 GGUF model (test models)\n"
+               "  synth    write a synthetic qwen35 or qwen35moe GGUF model (test models)\n"
                "  tokenize turn text on stdin into token ids or pieces, or ids back into text\n"
                "  chat     interactive chat with a model\n"
                "  quantize write a quantized copy of a GGUF model\n"

@@ -25,15 +25,21 @@ static void synth_usage(FILE *f)
 }
 
 struct synth_cli_progress {
-    int last_decile;
-    double t0; /* loom_cli_now() at the start */
+    const loom_synth_options *par; /* for the opening line */
+    const char *vocab, *out;
+    int last_decile;               /* -1 before the first call */
+    double t0;                     /* loom_cli_now() at the start */
 };
 
-/* One line per tenth of the data written. */
+/* The opening line once writing starts (after loom_synthesize checked the options), then one line per tenth
+ * of the data written. */
 static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
                                const char *name)
 {
     struct synth_cli_progress *p = ctx;
+    if (p->last_decile < 0)
+        fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", p->par->preset, p->par->type,
+                (unsigned long long)p->par->seed, p->vocab, p->out);
     int decile = total ? (int)(10 * done / total) : 10;
     if (decile == p->last_decile && index < n_tensors)
         return;
@@ -122,14 +128,12 @@ int loom_cli_synth(int argc, char **argv)
         vocab = vocab_buf;
     }
     par.vocab_path = vocab;
-    struct synth_cli_progress prog = {.last_decile = -1};
+    struct synth_cli_progress prog = {.par = &par, .vocab = vocab, .out = out, .last_decile = -1};
     prog.t0 = loom_cli_now();
     par.progress = synth_cli_progress;
     par.progress_ctx = &prog;
     par.abort = loom_cli_abort;
     loom_cli_signals_install();
-    fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", par.preset, par.type,
-            (unsigned long long)par.seed, vocab, out);
     int rc = loom_synthesize(&par, out, &err);
     if (rc == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom synth: interrupted (%s): %s not written\n", loom_cli_signal_name(), out);
@@ -137,7 +141,7 @@ int loom_cli_synth(int argc, char **argv)
     }
     if (rc != LOOM_OK) {
         fprintf(stderr, "loom synth: %s\n", err.msg);
-        return 1;
+        return rc == LOOM_E_ARG ? 2 : 1; /* an option the preset does not take is a usage error */
     }
     fprintf(stderr, "synth: wrote %s in %.1f s\n", out, loom_cli_now() - prog.t0);
     return 0;

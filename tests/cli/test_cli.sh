@@ -23,6 +23,8 @@ check() { # description, condition (evaluated)
 LOOM_KERNELS=bogus "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
+LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
+check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
 
 # every kernel set the CPU runs gives the same greedy text (Q4_K is repacked at load only for avx512)
 ref_text=
@@ -82,7 +84,8 @@ for o in "--router bogus:--router .bogus., expected uniform or skewed" "--seed -
     check "synth ${o%%:*} is refused" '[ $rc -eq 2 ] && grep -q -- "${o#*:}" "$err"'
 done
 "$loom" synth --preset micro --router skewed -o "$edited" >"$out" 2>"$err"; rc=$?
-check "synth --router on a dense preset is refused" '[ $rc -ne 0 ] && grep -q "expected none for the dense preset" "$err"'
+check "synth --router on a dense preset is refused before it starts" \
+    '[ $rc -eq 2 ] && grep -q "expected none for the dense preset" "$err" && ! grep -q "^synth: preset" "$err"'
 cp "$model" "$edited"
 "$loom" quantize "$edited" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
 check "quantize onto its own input is refused" '[ $rc -eq 2 ] && cmp -s "$model" "$edited"'
