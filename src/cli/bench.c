@@ -21,10 +21,19 @@
 
 enum { TEST_PP = 0, TEST_TG = 1 };
 
+/* What each run feeds: the depth's token ids (untimed), then the test's. */
+struct bench_tests {
+    int32_t *tok[2];    /* [n[test]] the prompt (TEST_PP) and the decoded tokens (TEST_TG) */
+    int n[2];           /* 0: no such test */
+    int32_t *depth_tok; /* [depth] */
+    int depth;
+};
+
 struct bench_opts {
     const char *model; /* -m */
     int n_prompt;      /* -p: prompt tokens of the prefill test, 0 = no prefill test */
     int n_gen;         /* -n: tokens of the decode test, 0 = no decode test */
+    int depth;         /* -d: positions filled before each test run (untimed), as llama-bench's -d */
     int n_threads;     /* -t */
     int reps;          /* -r */
     int ref;           /* --ref */
@@ -43,6 +52,8 @@ struct bench_work {
     uint64_t body_params;     /* weights a token passes through (all but the embedding and the head; of the
                                * routed experts, expert_used_count per layer) */
     uint64_t head_params;     /* output head: applied to the last token of a batch only */
+    uint64_t kv_per_token;    /* K and V bytes of one position (all attention layers) */
+    uint64_t state_bytes;     /* conv and recurrent state, read and written by every decoded token */
 };
 
 /* One engine under test: loom (ls set) or the reference (ref set). */
@@ -51,17 +62,19 @@ struct bench_engine {
     loom_session *ls;
     const struct loom_ref *ref;
     struct loom_ref_context *rc;
+    int n_batch;                         /* the reference context's: the depth is filled in batches of it */
     uint64_t size, params;               /* as the engine reports them */
     double rate[2][BENCH_MAX_REPS];      /* tokens/s per test and repetition */
     int n_runs[2];
 };
 
 static const char BENCH_USAGE[] =
-    "usage: loom bench -m FILE [-p 512] [-n 128] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
+    "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
     "  -n N      tokens of the decode test tgN, 0 = none (default 128)\n"
+    "  -d N      depth: N positions filled (untimed) before every run of each test, as llama-bench's -d (default 0)\n"
     "  -t N      threads (default: all online CPUs)\n"
     "  -r REPS   repetitions of each test (default 5)\n"
     "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
@@ -69,7 +82,8 @@ static const char BENCH_USAGE[] =
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
     "  --check-tensors  validate every tensor's data at load (finite values and block scales, as llama.cpp's\n"
     "            --check-tensors; reads the whole file)\n"
-    "Both tests start from an empty context and feed fixed pseudo-random tokens, as llama-bench does.\n";
+    "Both tests start from an empty context (or one filled to the depth) and feed fixed pseudo-random tokens, as\n"
+    "llama-bench does.\n";
 
 /* ---- options ---------------------------------------------------------------------------------------- */
 
@@ -107,6 +121,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_prompt);
         else if (!strcmp(a, "-n"))
             rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_gen);
+        else if (!strcmp(a, "-d"))
+            rc = bench_parse_int(a, v, 0, 1 << 20, &o->depth);
         else if (!strcmp(a, "-t"))
             rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
         else if (!strcmp(a, "-r"))
@@ -219,8 +235,11 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
     loom_model_desc d = {0};
     loom_error err = {0};
     double used = 1; /* the share of a routed expert tensor ("*_exps") one token uses */
-    if (loom_model_describe(g, &d, &err) == LOOM_OK && d.n_expert)
-        used = (double)d.n_expert_used / d.n_expert;
+    if (loom_model_describe(g, &d, &err) == LOOM_OK) {
+        used = d.n_expert ? (double)d.n_expert_used / d.n_expert : 1;
+        w->kv_per_token = d.kv_bytes_per_token;
+        w->state_bytes = d.recurrent_state_bytes;
+    }
     loom_model_desc_free(&d);
     uint64_t active_bytes = 0, active_params = 0;
     for (uint64_t i = 0; loom_gguf_tensor_at(g, i, &t, NULL) == LOOM_OK; i++) {
@@ -264,54 +283,93 @@ static int bench_engine_eval(struct bench_engine *e, int32_t *tokens, int n, loo
     return loom_session_eval(e->ls, tokens, n, NULL, LOOM_LOGITS_LAST, err); /* the session keeps the logits */
 }
 
-/* One run of a test from an empty context: prefill tokens[n] as one batch (TEST_PP) or decode them one by one
- * (TEST_TG). Stores tokens/s in *rate. LOOM_E_CANCELLED when a signal came during the run. */
-static int bench_engine_run(struct bench_engine *e, int test, int32_t *tokens, int n, double *rate, loom_error *err)
+/* loom's session at depth, once: the first depth - 1 positions evaluated and checkpointed, so that every run
+ * comes back to the depth by restoring that checkpoint and evaluating one token (loom_session_prefill_cached). */
+static int bench_loom_depth_setup(struct bench_engine *e, const struct bench_tests *t, loom_error *err)
 {
-    if (e->ref)
-        loom_ref_reset(e->ref, e->rc);
-    else
+    loom_session_reset(e->ls);
+    if (t->depth < 2)
+        return LOOM_OK;
+    int rc = loom_session_eval(e->ls, t->depth_tok, t->depth - 1, NULL, LOOM_LOGITS_LAST, err);
+    return rc == LOOM_OK ? loom_session_checkpoint(e->ls, err) : rc;
+}
+
+/* The context a run starts from: empty, or filled to the depth (the reference evaluates the depth's tokens in
+ * batches of at most n_batch; loom comes back to it from its checkpoint). */
+static int bench_engine_fill(struct bench_engine *e, const struct bench_tests *t, loom_error *err)
+{
+    if (!e->ref && t->depth > 0) {
+        int rc = loom_session_prefill_cached(e->ls, t->depth_tok, t->depth, NULL, err);
+        return rc < 0 ? rc : LOOM_OK;
+    }
+    if (!e->ref) {
         loom_session_reset(e->ls);
-    double t0 = loom_cli_now();
+        return LOOM_OK;
+    }
+    loom_ref_reset(e->ref, e->rc);
     int rc = LOOM_OK;
-    if (test == TEST_PP)
-        rc = bench_engine_eval(e, tokens, n, err);
+    for (int i = 0; rc == LOOM_OK && i < t->depth && !loom_cli_signal(); i += e->n_batch) {
+        int k = t->depth - i < e->n_batch ? t->depth - i : e->n_batch;
+        rc = loom_ref_eval(e->ref, e->rc, t->depth_tok + i, k, err);
+    }
+    return rc;
+}
+
+/* One run of a test from the context bench_engine_fill makes: prefill the test's n tokens as one batch
+ * (TEST_PP) or decode them one by one (TEST_TG). Stores tokens/s in *rate. LOOM_E_CANCELLED when a signal
+ * came during the run. */
+static int bench_engine_run(struct bench_engine *e, int test, const struct bench_tests *t, int n, double *rate,
+                            loom_error *err)
+{
+    int rc = bench_engine_fill(e, t, err);
+    double t0 = loom_cli_now();
+    if (rc == LOOM_OK && test == TEST_PP)
+        rc = bench_engine_eval(e, t->tok[test], n, err);
     for (int i = 0; test == TEST_TG && rc == LOOM_OK && i < n && !loom_cli_signal(); i++)
-        rc = bench_engine_eval(e, tokens + i, 1, err);
+        rc = bench_engine_eval(e, t->tok[test] + i, 1, err);
     *rate = n / (loom_cli_now() - t0);
     if (rc == LOOM_OK && loom_cli_signal()) /* also after the reference's prefill, which does not poll */
         rc = loom_errorf(err, LOOM_E_CANCELLED, "stopped by %s", loom_cli_signal_name());
     return rc;
 }
 
-/* Untimed runs of each test (pages in the weights, sizes the engine's buffers). */
-static int bench_engine_warmup(struct bench_engine *e, int32_t *const tokens[2], const int n[2], loom_error *err)
+/* Untimed runs of each test (pages in the weights, sizes the engine's buffers); loom's depth set up first. */
+static int bench_engine_warmup(struct bench_engine *e, const struct bench_tests *t, loom_error *err)
 {
     double rate;
-    int n_tg = n[TEST_TG] < BENCH_TG_WARMUP ? n[TEST_TG] : BENCH_TG_WARMUP;
-    if (n[TEST_PP] > 0 && bench_engine_run(e, TEST_PP, tokens[TEST_PP], n[TEST_PP], &rate, err) != LOOM_OK)
+    int n_tg = t->n[TEST_TG] < BENCH_TG_WARMUP ? t->n[TEST_TG] : BENCH_TG_WARMUP;
+    if (!e->ref && bench_loom_depth_setup(e, t, err) != LOOM_OK)
         return -1;
-    if (n_tg > 0 && bench_engine_run(e, TEST_TG, tokens[TEST_TG], n_tg, &rate, err) != LOOM_OK)
+    if (t->n[TEST_PP] > 0 && bench_engine_run(e, TEST_PP, t, t->n[TEST_PP], &rate, err) != LOOM_OK)
+        return -1;
+    if (n_tg > 0 && bench_engine_run(e, TEST_TG, t, n_tg, &rate, err) != LOOM_OK)
         return -1;
     return 0;
 }
 
 /* The repetitions: for each test, reps rounds; with two engines round r runs A then B when r is even, B then A
  * when odd (A/B/B/A), so that drift of a shared machine hits both alike. */
-static int bench_measure(struct bench_engine *eng, int n_eng, int32_t *const tokens[2], const int n[2], int reps,
-                         loom_error *err)
+static int bench_measure(struct bench_engine *eng, int n_eng, const struct bench_tests *t, int reps, loom_error *err)
 {
     for (int test = TEST_PP; test <= TEST_TG; test++) {
-        for (int r = 0; n[test] > 0 && r < reps; r++) {
+        for (int r = 0; t->n[test] > 0 && r < reps; r++) {
             for (int k = 0; k < n_eng; k++) {
                 struct bench_engine *e = &eng[n_eng == 2 && r % 2 ? 1 - k : k];
-                if (bench_engine_run(e, test, tokens[test], n[test], &e->rate[test][e->n_runs[test]], err))
+                if (bench_engine_run(e, test, t, t->n[test], &e->rate[test][e->n_runs[test]], err))
                     return -1;
                 e->n_runs[test]++;
             }
         }
     }
     return 0;
+}
+
+/* A test's name as llama-bench writes it: "pp512", "tg128", "pp512 @ d4096". */
+static void bench_test_name(char *buf, size_t cap, int test, const struct bench_tests *t)
+{
+    int k = snprintf(buf, cap, "%s%d", test == TEST_PP ? "pp" : "tg", t->n[test]);
+    if (t->depth > 0 && k > 0 && (size_t)k < cap)
+        snprintf(buf + k, cap - (size_t)k, " @ d%d", t->depth);
 }
 
 /* "494.00 MiB" / "1.23 GiB" and "752.39 M" / "1.50 B", as llama-bench writes them. */
@@ -333,69 +391,82 @@ static void bench_fmt_params(char *buf, size_t cap, uint64_t n)
 }
 
 static void bench_print_table(const struct bench_work *w, const struct bench_engine *eng, int n_eng,
-                              const int n[2], int n_threads)
+                              const struct bench_tests *t, int n_threads)
 {
-    printf("| %-30s | %10s | %10s | %-9s | %7s | %7s | %20s |\n", "model", "size", "params", "engine", "threads",
+    int tw = t->depth > 0 ? 15 : 7; /* the test column: "pp512 @ d16384" needs more than "pp512" */
+    printf("| %-30s | %10s | %10s | %-9s | %7s | %*s | %20s |\n", "model", "size", "params", "engine", "threads", tw,
            "test", "t/s");
-    printf("| %.30s | ---------: | ---------: | --------- | ------: | ------: | -------------------: |\n",
-           "------------------------------------------");
+    printf("| %.30s | ---------: | ---------: | --------- | ------: | %.*s: | -------------------: |\n",
+           "------------------------------------------", tw - 1, "---------------");
     for (int test = TEST_PP; test <= TEST_TG; test++) {
-        for (int k = 0; n[test] > 0 && k < n_eng; k++) {
+        for (int k = 0; t->n[test] > 0 && k < n_eng; k++) {
             const struct bench_engine *e = &eng[k];
-            char size[32], params[32], name[16], ts[48];
+            char size[32], params[32], name[32], ts[48];
             if (e->n_runs[test] == 0)
                 continue; /* stopped before its first run */
             bench_fmt_size(size, sizeof size, e->size);
             bench_fmt_params(params, sizeof params, e->params);
-            snprintf(name, sizeof name, "%s%d", test == TEST_PP ? "pp" : "tg", n[test]);
+            bench_test_name(name, sizeof name, test, t);
             snprintf(ts, sizeof ts, "%.2f ± %.2f", bench_mean(e->rate[test], e->n_runs[test]),
                      bench_stddev(e->rate[test], e->n_runs[test]));
             /* "±" is two bytes in UTF-8: widen the field by one so the column lines up. */
-            printf("| %-30.30s | %10s | %10s | %-9s | %7d | %7s | %21s |\n", w->name, size, params, e->name,
-                   n_threads, name, ts);
+            printf("| %-30.30s | %10s | %10s | %-9s | %7d | %*s | %21s |\n", w->name, size, params, e->name,
+                   n_threads, tw, name, ts);
         }
     }
 }
 
 /* loom/ref per repetition pair; prints the median and range. */
-static void bench_print_ratios(const struct bench_engine *eng, const int n[2])
+static void bench_print_ratios(const struct bench_engine *eng, const struct bench_tests *t)
 {
-    printf("loom/ref, median of %d A/B pairs (min - max):", eng[0].n_runs[n[TEST_PP] > 0 ? TEST_PP : TEST_TG]);
+    printf("loom/ref, median of %d A/B pairs (min - max):", eng[0].n_runs[t->n[TEST_PP] > 0 ? TEST_PP : TEST_TG]);
     for (int test = TEST_PP; test <= TEST_TG; test++) {
         double q[BENCH_MAX_REPS];
         int m = eng[0].n_runs[test];
         for (int i = 0; i < m; i++)
             q[i] = eng[0].rate[test][i] / eng[1].rate[test][i];
         if (m > 0) {
+            char name[32];
             double med = bench_median(q, m);
-            printf("  %s%d %.3f (%.3f - %.3f)", test == TEST_PP ? "pp" : "tg", n[test], med, q[0], q[m - 1]);
+            bench_test_name(name, sizeof name, test, t);
+            printf("  %s %.3f (%.3f - %.3f)", name, med, q[0], q[m - 1]);
         }
     }
     printf("\n");
 }
 
 /* Decode bandwidth and prefill GFLOP/s of each engine, against the machine's rooflines when measured. */
-static void bench_print_work(const struct bench_work *w, const struct bench_engine *eng, int n_eng, const int n[2],
-                             const loom_machine_probe *m)
+static void bench_print_work(const struct bench_work *w, const struct bench_engine *eng, int n_eng,
+                             const struct bench_tests *t, const loom_machine_probe *m)
 {
+    const int *n = t->n;
+    char name[32];
     if (n[TEST_TG] > 0) {
-        printf("decode  tg%d: %.1f MB of weights read per token;", n[TEST_TG], (double)w->decode_bytes / 1e6);
+        /* a decoded token reads the weights, reads and writes the recurrent state, and reads the K/V rows of
+         * every position so far: depth + (n + 1) / 2 of them on average over the run */
+        double kv = (double)w->kv_per_token * (t->depth + (n[TEST_TG] + 1) / 2.0);
+        double bytes = (double)w->decode_bytes + 2.0 * (double)w->state_bytes + kv;
+        bench_test_name(name, sizeof name, TEST_TG, t);
+        printf("decode  %s: %.1f MB of weights + %.1f MB of recurrent state (read and written) + %.1f MB of K/V rows "
+               "= %.1f MB read or written per token;", name, (double)w->decode_bytes / 1e6,
+               2.0 * (double)w->state_bytes / 1e6, kv / 1e6, bytes / 1e6);
         for (int k = 0; k < n_eng; k++) {
             double ts = bench_mean(eng[k].rate[TEST_TG], eng[k].n_runs[TEST_TG]);
-            double gbs = ts * (double)w->decode_bytes / 1e9;
+            double gbs = ts * bytes / 1e9;
             printf(" %s %.1f GB/s", eng[k].name, gbs);
             if (m->read_best > 0)
                 printf(" (%.0f%% of streaming read)", 100 * gbs / m->read_best);
             printf(k + 1 < n_eng ? "," : "");
         }
         if (m->read_best > 0)
-            printf("; roofline %.1f tok/s", m->read_best * 1e9 / (double)w->decode_bytes);
+            printf("; roofline %.1f tok/s", m->read_best * 1e9 / bytes);
         printf("\n");
     }
     if (n[TEST_PP] > 0) {
         double flop = 2.0 * ((double)w->body_params * n[TEST_PP] + (double)w->head_params);
-        printf("prefill pp%d: 2 x %.1f M params x tokens (+ the head on the last token) = %.1f GFLOP per run;",
-               n[TEST_PP], (double)w->body_params / 1e6, flop / 1e9);
+        bench_test_name(name, sizeof name, TEST_PP, t);
+        printf("prefill %s: 2 x %.1f M params x tokens (+ the head on the last token) = %.1f GFLOP per run%s;", name,
+               (double)w->body_params / 1e6, flop / 1e9, t->depth > 0 ? " (attention over the depth not counted)" : "");
         for (int k = 0; k < n_eng; k++) {
             double gf = bench_mean(eng[k].rate[TEST_PP], eng[k].n_runs[TEST_PP]) / n[TEST_PP] * flop / 1e9;
             printf(" %s %.1f GFLOP/s", eng[k].name, gf);
@@ -443,8 +514,10 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
 {
     if (loom_ref_open(ref, err) != LOOM_OK || !(*rm = loom_ref_model_load(ref, o->model, err)))
         return -1;
-    int n_batch = o->n_prompt > 0 ? o->n_prompt : 1;
-    e->rc = loom_ref_context_new(ref, *rm, o->n_prompt + o->n_gen, n_batch, o->n_threads, err);
+    /* the prompt in one batch, as loom's; the depth in batches of that size or of 512 (its ubatch) */
+    int fill = o->depth < 512 ? o->depth : 512;
+    e->n_batch = o->n_prompt > fill ? o->n_prompt : fill > 0 ? fill : 1;
+    e->rc = loom_ref_context_new(ref, *rm, o->depth + o->n_prompt + o->n_gen, e->n_batch, o->n_threads, err);
     if (!e->rc)
         return -1;
     e->name = "reference";
@@ -456,14 +529,14 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
 
 /* After a signal stopped the measurement: the table of the runs completed, if any. */
 static void bench_print_stopped(const struct bench_opts *o, const struct bench_work *w, const struct bench_engine *eng,
-                                const int n[2])
+                                const struct bench_tests *t)
 {
     int runs = eng[0].n_runs[TEST_PP] + eng[0].n_runs[TEST_TG] + eng[1].n_runs[TEST_PP] + eng[1].n_runs[TEST_TG];
     if (runs == 0)
         return;
     printf("loom bench: %s, %d threads, stopped by %s after %d runs (rows show the repetitions completed)\n\n",
            o->model, o->n_threads, loom_cli_signal_name(), runs);
-    bench_print_table(w, eng, o->ref ? 2 : 1, n, o->n_threads);
+    bench_print_table(w, eng, o->ref ? 2 : 1, t, o->n_threads);
 }
 
 /* Everything after loom's session exists: warm-ups, the reference, the measurement and the report. */
@@ -474,24 +547,27 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     struct bench_work w;
     bench_work_measure(model, o->model, &w);
     eng[0].size = w.size, eng[0].params = w.params;
-    const int n[2] = {o->n_prompt, o->n_gen};
-    int32_t *tok[2] = {malloc(sizeof(int32_t) * (size_t)(n[0] + 1)), malloc(sizeof(int32_t) * (size_t)(n[1] + 1))};
+    struct bench_tests t = {.n = {o->n_prompt, o->n_gen}, .depth = o->depth};
+    for (int k = 0; k < 2; k++)
+        t.tok[k] = malloc(sizeof(int32_t) * (size_t)(t.n[k] + 1));
+    t.depth_tok = malloc(sizeof(int32_t) * (size_t)(t.depth + 1));
     int rc = -1;
-    if (!tok[0] || !tok[1]) {
+    if (!t.tok[0] || !t.tok[1] || !t.depth_tok) {
         loom_errorf(err, LOOM_E_NOMEM, "allocating the benchmark's token ids failed");
         goto done;
     }
-    bench_tokens(model, 1, tok[TEST_PP], n[TEST_PP]);
-    bench_tokens(model, 2, tok[TEST_TG], n[TEST_TG]);
-    if (bench_engine_warmup(&eng[0], tok, n, err))
+    bench_tokens(model, 1, t.tok[TEST_PP], t.n[TEST_PP]);
+    bench_tokens(model, 2, t.tok[TEST_TG], t.n[TEST_TG]);
+    bench_tokens(model, 3, t.depth_tok, t.depth);
+    if (bench_engine_warmup(&eng[0], &t, err))
         goto done;
     double rss_loom = loom_cli_peak_rss();
-    if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], tok, n, err)))
+    if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], &t, err)))
         goto done;
     double load0 = bench_load_average();
-    if (bench_measure(eng, o->ref ? 2 : 1, tok, n, o->reps, err)) {
+    if (bench_measure(eng, o->ref ? 2 : 1, &t, o->reps, err)) {
         if (err->code == LOOM_E_CANCELLED)
-            bench_print_stopped(o, &w, eng, n);
+            bench_print_stopped(o, &w, eng, &t);
         goto done;
     }
     if (!o->ref)
@@ -501,17 +577,18 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
            loom_kernels_name(),
            o->ref ? "; reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on)"
                   : "");
-    bench_print_table(&w, eng, o->ref ? 2 : 1, n, o->n_threads);
+    bench_print_table(&w, eng, o->ref ? 2 : 1, &t, o->n_threads);
     printf("\n");
     if (o->ref)
-        bench_print_ratios(eng, n);
-    bench_print_work(&w, eng, o->ref ? 2 : 1, n, m);
+        bench_print_ratios(eng, &t);
+    bench_print_work(&w, eng, o->ref ? 2 : 1, &t, m);
     bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref);
     bench_print_load(load0, load1, o->n_threads);
     rc = 0;
 done:
-    free(tok[0]);
-    free(tok[1]);
+    free(t.tok[0]);
+    free(t.tok[1]);
+    free(t.depth_tok);
     return rc;
 }
 
@@ -528,13 +605,14 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
         goto done;
     loom_cli_model_warnings("bench", o->model, model);
     int n_train = loom_model_n_ctx_train(model);
-    if (n_train > 0 && o->n_prompt + o->n_gen > n_train) {
-        loom_errorf(&err, LOOM_E_RANGE, "-p + -n: expected at most the model's context_length %d, found %d", n_train,
-                    o->n_prompt + o->n_gen);
+    if (n_train > 0 && o->depth + o->n_prompt + o->n_gen > n_train) {
+        loom_errorf(&err, LOOM_E_RANGE, "-d + -p + -n: expected at most the model's context_length %d, found %d",
+                    n_train, o->depth + o->n_prompt + o->n_gen);
         goto done;
     }
-    loom_session_params sp = {.n_ctx = o->n_prompt + o->n_gen, .n_threads = o->n_threads,
-                              .skip_prompt_checkpoints = 1}; /* every run starts empty: no prefix is reused */
+    /* every run starts empty or at the depth: no checkpoint but the depth's (bench_loom_depth_setup) */
+    loom_session_params sp = {.n_ctx = o->depth + o->n_prompt + o->n_gen, .n_threads = o->n_threads,
+                              .skip_prompt_checkpoints = 1};
     eng[0].ls = loom_session_new(model, &sp, &err);
     if (!eng[0].ls)
         goto done;

@@ -113,7 +113,10 @@ check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
 check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context of 40 positions ends" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
-check "bench -n beyond context_length names -p + -n" '[ $rc -ne 0 ] && grep -q -- "-p + -n: expected at most the model.s context_length" "$err"'
+check "bench -n beyond context_length names -d + -p + -n" '[ $rc -ne 0 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
+# bench -d: both tests measured after the depth is filled, named as llama-bench names them
+"$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
+check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
