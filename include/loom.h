@@ -273,8 +273,10 @@ enum loom_token_attr {
 /* The attribute bits of id; 0 for an id outside the vocabulary. */
 unsigned loom_tokenizer_token_attr(const loom_tokenizer *tok, int32_t id);
 
-/* Special tokens a file declares by id (tokenizer.ggml.<name>_token_id, as llama-vocab.cpp reads them; an id
- * outside the vocabulary counts as absent). */
+/* Special tokens a file declares by id (tokenizer.ggml.<name>_token_id, as llama-vocab.cpp reads them). An id
+ * outside the vocabulary refuses the file when loom acts on it (bos and the end-of-generation ids: eos, eot, eom,
+ * fim_pad, fim_rep, fim_sep); any other (unk, sep, pad, mask, fim_pre, fim_suf, fim_mid) counts as absent, with
+ * a warning (loom_tokenizer_warning, loom_model_warning). */
 enum loom_special_token {
     LOOM_SPECIAL_ID_BOS = 0, /* bos_token_id */
     LOOM_SPECIAL_ID_EOS,     /* eos_token_id */

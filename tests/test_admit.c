@@ -21,7 +21,8 @@ enum { N_LAYER = 4, N_EMBD = 64, N_FF = 128, N_VOCAB = 512, N_TOKENS = 500, N_HE
 enum mutation {
     M_NONE, M_MISSING_TENSOR, M_EXTRA_TENSOR, M_WRONG_SHAPE, M_NORM_TYPE, M_KEY_TYPE, M_MISSING_KEY,
     M_BAD_INNER, M_BAD_HEADS, M_TOO_MANY_TOKENS, M_TYPE_LEN, M_UNTIED, M_BAD_SECTIONS, M_RECURRENT_LAYERS,
-    M_NEXTN, M_MATRIX_BF16, M_MATRIX_Q8_1,
+    M_NEXTN, M_MATRIX_BF16, M_MATRIX_Q8_1, M_BAD_KEY_LEN, M_BAD_VALUE_LEN, M_BAD_HEADS_KV, M_BAD_STATE, M_BAD_V_HEADS,
+    M_BAD_GROUPS, M_INTERVAL_1, M_INTERVAL_2, M_INTERVAL_5, M_ALL_ATTENTION, M_NO_ATTENTION,
     M_MOE, M_MOE_FUSED, M_MOE_NEXTN, M_MOE_USED_GT_COUNT, M_MOE_NO_EXPERTS, M_MOE_USED_ARRAY, M_MOE_NO_SHEXP_KEY,
     M_MOE_GROUPS, M_MOE_EXPERT_DIM, M_MOE_ROW_WIDTH, M_MOE_ROUTER, M_MOE_NO_SHEXP_GATE, M_MOE_BOTH_FORMS,
     M_MOE_NO_UP, M_MOE_DENSE_FFN,
@@ -94,22 +95,25 @@ static void add_keys(struct loom_gguf_writer *w, enum mutation m)
     if (!is_moe(m)) /* optional in a MoE model */
         set_u32(w, m, "feed_forward_length", N_FF);
     set_u32(w, m, "attention.head_count", m == M_BAD_HEADS ? 3 : N_HEAD);
-    set_u32(w, m, "attention.head_count_kv", N_HEAD_KV);
-    set_u32(w, m, "attention.key_length", HEAD_DIM);
-    set_u32(w, m, "attention.value_length", HEAD_DIM);
+    set_u32(w, m, "attention.head_count_kv", m == M_BAD_HEADS_KV ? 3 : N_HEAD_KV);
+    set_u32(w, m, "attention.key_length", m == M_BAD_KEY_LEN ? HEAD_DIM + 1 : HEAD_DIM);
+    set_u32(w, m, "attention.value_length", m == M_BAD_VALUE_LEN ? HEAD_DIM + 1 : HEAD_DIM);
     loom_gguf_writer_set_f32(w, key(m, "attention.layer_norm_rms_epsilon"), 1e-6f);
     set_u32(w, m, "rope.dimension_count", N_ROT);
     loom_gguf_writer_set_f32(w, key(m, "rope.freq_base"), 1e7f);
     const int32_t sections[4] = {2, 1, 1, 0}, bad_sections[4] = {1, 1, 1, 1};
     loom_gguf_writer_set_arr(w, key(m, "rope.dimension_sections"), LOOM_GGUF_INT32,
                              m == M_BAD_SECTIONS ? bad_sections : sections, 4);
-    set_u32(w, m, "full_attention_interval", 4);
+    set_u32(w, m, "full_attention_interval", m == M_INTERVAL_1 || m == M_ALL_ATTENTION ? 1
+                                             : m == M_INTERVAL_2                       ? 2
+                                             : m == M_INTERVAL_5 || m == M_NO_ATTENTION ? 5
+                                                                                        : 4);
     set_u32(w, m, "ssm.conv_kernel", CONV_K);
     set_u32(w, m, "ssm.inner_size", m == M_BAD_INNER ? SSM_INNER - 1 : SSM_INNER);
-    set_u32(w, m, "ssm.state_size", SSM_D);
-    set_u32(w, m, "ssm.time_step_rank", SSM_NV);
+    set_u32(w, m, "ssm.state_size", m == M_BAD_STATE ? SSM_D / 2 : SSM_D);
+    set_u32(w, m, "ssm.time_step_rank", m == M_BAD_V_HEADS ? SSM_NV - 1 : SSM_NV);
     if (m != M_MISSING_KEY)
-        set_u32(w, m, "ssm.group_count", SSM_NK);
+        set_u32(w, m, "ssm.group_count", m == M_BAD_GROUPS ? 3 : SSM_NK);
     if (m == M_RECURRENT_LAYERS) {
         const uint8_t rec[N_LAYER] = {1, 1, 0, 0}; /* layer 2 disagrees with the interval */
         loom_gguf_writer_set_arr(w, key(m, "attention.recurrent_layers"), LOOM_GGUF_BOOL, rec, N_LAYER);
@@ -185,7 +189,7 @@ static void add_layer(struct loom_gguf_writer *w, int il, enum mutation m)
         T("ffn_up.weight", LOOM_TYPE_F16, N_EMBD, m == M_WRONG_SHAPE && il == 2 ? N_FF + 1 : N_FF);
         T("ffn_down.weight", LOOM_TYPE_F32, N_FF, N_EMBD);
     }
-    if ((il + 1) % 4 == 0) {
+    if (m == M_ALL_ATTENTION || (m != M_NO_ATTENTION && (il + 1) % 4 == 0)) {
         T("attn_q.weight", mat, N_EMBD, HEAD_DIM * N_HEAD * 2);
         T("attn_k.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
         T("attn_v.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
@@ -291,6 +295,14 @@ static void test_valid(const char *dir)
     CHECK(admit(dir, M_UNTIED, &hp, &e) == LOOM_OK && hp.tied_output == 0, "untied admitted: %s", e.msg);
     CHECK(admit(dir, M_NEXTN, &hp, &e) == LOOM_OK && hp.n_layer == N_LAYER, "nextn layer tolerated: %s", e.msg);
     CHECK(admit(dir, M_MATRIX_BF16, &hp, &e) == LOOM_OK, "BF16 matrices admitted: %s", e.msg);
+    /* every full_attention_interval >= 1 is a plan loom runs: 1 (no Gated DeltaNet layer), above the layer count
+     * (no attention layer) */
+    CHECK(admit_geo(dir, M_ALL_ATTENTION, &hp, &geo, &e) == LOOM_OK && hp.full_attn_interval == 1 &&
+              geo.recurrent_state_bytes == 0 && geo.kv_bytes_per_token == 4 * 128,
+          "interval 1, every layer attention, admitted: %s", e.msg);
+    CHECK(admit_geo(dir, M_NO_ATTENTION, &hp, &geo, &e) == LOOM_OK && geo.kv_bytes_per_token == 0 &&
+              geo.recurrent_state_bytes == 4 * (1536 + 4096),
+          "interval 5 of 4 layers, no attention layer, admitted: %s", e.msg);
 }
 
 /* Each bad file (the MoE ones too) is refused at admission, before anything is allocated, naming the key or
@@ -307,8 +319,30 @@ static void test_corruptions(const char *dir)
         {M_NORM_TYPE, "tensor 'blk.3.attn_q_norm.weight': expected type F32, found F16"},
         {M_KEY_TYPE, "key 'qwen35.embedding_length': expected UINT32, found FLOAT32"},
         {M_MISSING_KEY, "missing required key 'qwen35.ssm.group_count'"},
-        {M_BAD_INNER, "key 'qwen35.ssm.inner_size': expected time_step_rank 4 x state_size 16 = 64, found 63"},
-        {M_BAD_HEADS, "'qwen35.attention.head_count_kv': 2 does not divide head_count 3"},
+        {M_BAD_INNER, "key 'qwen35.ssm.inner_size': expected 64 (from blk.0.attn_gate.weight's shape; inner_size must "
+                      "be time_step_rank x state_size), found 63"},
+        {M_BAD_HEADS, "key 'qwen35.attention.head_count': expected 4 (from blk.3.attn_q.weight's shape; "
+                      "head_count_kv must divide head_count), found 3"},
+        {M_BAD_HEADS_KV, "key 'qwen35.attention.head_count_kv': expected 2 (from blk.3.attn_k.weight's shape; "
+                         "head_count_kv must divide head_count), found 3"},
+        {M_BAD_KEY_LEN, "key 'qwen35.attention.key_length': expected 16 (from blk.3.attn_k_norm.weight's shape; "
+                        "key_length must equal value_length), found 17"},
+        {M_BAD_VALUE_LEN, "key 'qwen35.attention.value_length': expected 16 (from blk.3.attn_v.weight's shape; "
+                          "key_length must equal value_length), found 17"},
+        {M_BAD_STATE, "key 'qwen35.ssm.state_size': expected 16 (from blk.0.ssm_norm.weight's shape; inner_size "
+                      "must be time_step_rank x state_size), found 8"},
+        {M_BAD_V_HEADS, "key 'qwen35.ssm.time_step_rank': expected 4 (from blk.0.ssm_a's shape; inner_size must be "
+                        "time_step_rank x state_size), found 3"},
+        {M_BAD_GROUPS, "key 'qwen35.ssm.group_count': expected 2 (from blk.0.attn_qkv.weight's shape; group_count "
+                       "must divide time_step_rank), found 3"},
+        {M_INTERVAL_1, "key 'qwen35.full_attention_interval': expected 4 (the first layer with attention tensors is "
+                       "3), found 1, which makes layer 0 attention, but it has the tensors of a recurrent (Gated "
+                       "DeltaNet) layer"},
+        {M_INTERVAL_2, "key 'qwen35.full_attention_interval': expected 4 (the first layer with attention tensors is "
+                       "3), found 2, which makes layer 1 attention"},
+        {M_INTERVAL_5, "key 'qwen35.full_attention_interval': expected 4 (the first layer with attention tensors is "
+                       "3), found 5, which makes layer 3 recurrent (Gated DeltaNet), but it has the tensors of an "
+                       "attention layer"},
         {M_TOO_MANY_TOKENS, "key 'tokenizer.ggml.tokens': expected 1..512 strings (token_embd rows), found 513"},
         {M_TYPE_LEN, "key 'tokenizer.ggml.token_type': expected 500 elements (one per token), found 499"},
         {M_BAD_SECTIONS, "rope.dimension_sections': [1, 1, 1, 1] leaves rotary pair 3"},

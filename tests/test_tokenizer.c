@@ -100,7 +100,8 @@ enum {
     T_RESP, T_RESP_END, T_PAD_ROW, T_SPACES, T_OTILDE, N_TINY
 };
 
-static int write_tiny_vocab(const char *path, const char *model, int add_bos)
+/* The tiny vocabulary, with id_key (when not NULL) set to id in place of the file's own value of that key. */
+static int write_tiny_vocab_id(const char *path, const char *model, int add_bos, const char *id_key, uint32_t id)
 {
     static char texts[N_TINY][24];
     struct loom_gguf_str toks[N_TINY];
@@ -134,12 +135,21 @@ static int write_tiny_vocab(const char *path, const char *model, int add_bos)
              loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, N_TINY) ||
              loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, N_TINY) ||
              loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 4) ||
-             loom_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", T_EOT) ||
-             loom_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", T_EOT) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id",
+                                      id_key && !strcmp(id_key, "tokenizer.ggml.eos_token_id") ? id : T_EOT) ||
+             loom_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id",
+                                      id_key && !strcmp(id_key, "tokenizer.ggml.bos_token_id") ? id : T_EOT) ||
+             (id_key && strcmp(id_key, "tokenizer.ggml.eos_token_id") &&
+              strcmp(id_key, "tokenizer.ggml.bos_token_id") && loom_gguf_writer_set_u32(w, id_key, id)) ||
              (add_bos && loom_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1)) ||
              loom_gguf_writer_write(w, path, NULL, NULL, &err);
     loom_gguf_writer_free(w);
     return rc;
+}
+
+static int write_tiny_vocab(const char *path, const char *model, int add_bos)
+{
+    return write_tiny_vocab_id(path, model, add_bos, NULL, 0);
 }
 
 static struct loom_tokenizer *load_tiny(const char *path, uint32_t n_rows, loom_error *err, struct loom_gguf **g)
@@ -340,6 +350,70 @@ static void test_tiny(void)
     tok = load_tiny(path, 0, &err, &g);
     CHECK(!tok && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.ggml.model"), "wrong model rejected: %s",
           err.msg);
+    unlink(path);
+}
+
+/* A special token id key whose id is outside the vocabulary (N_TINY tokens; N_TINY itself is the first id past
+ * it): the ids that decide output (bos, prepended; the end-of-generation ids) refuse the file naming the key, the
+ * vocabulary size and the id; the others (reported or unused by loom) are ignored with a warning naming the key,
+ * and an ignored FIM id leaves its token to be found by spelling, as an absent key does. */
+static void test_bad_special_ids(void)
+{
+    static const char *const refused[] = {
+        "tokenizer.ggml.bos_token_id",     "tokenizer.ggml.eos_token_id",     "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id",     "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
+        "tokenizer.ggml.fim_sep_token_id",
+    };
+    static const struct {
+        const char *key;
+        enum loom_special_token which; /* LOOM_SPECIAL_ID_COUNT: not reported */
+    } ignored[] = {
+        {"tokenizer.ggml.unknown_token_id", LOOM_SPECIAL_ID_UNK},
+        {"tokenizer.ggml.seperator_token_id", LOOM_SPECIAL_ID_SEP},
+        {"tokenizer.ggml.padding_token_id", LOOM_SPECIAL_ID_PAD},
+        {"tokenizer.ggml.mask_token_id", LOOM_SPECIAL_ID_MASK},
+        {"tokenizer.ggml.fim_pre_token_id", LOOM_SPECIAL_ID_COUNT},
+        {"tokenizer.ggml.fim_suf_token_id", LOOM_SPECIAL_ID_COUNT},
+        {"tokenizer.ggml.fim_mid_token_id", LOOM_SPECIAL_ID_COUNT},
+    };
+    char path[64], want[160];
+    snprintf(path, sizeof path, "/tmp/loom-test-tok-ids-%d.gguf", (int)getpid());
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        for (uint32_t id = N_TINY; id <= N_TINY + 1000; id += 1000) {
+            loom_error err = {0};
+            CHECK(write_tiny_vocab_id(path, "gpt2", 1, refused[i], id) == 0, "write vocab with %s", refused[i]);
+            loom_tokenizer *tok = loom_tokenizer_open(path, &err);
+            snprintf(want, sizeof want, "key '%s': expected a token id below the vocabulary size %d, found %u",
+                     refused[i], N_TINY, id);
+            CHECK(!tok && err.code == LOOM_E_FORMAT && strstr(err.msg, want), "%s = %u refused: '%s'", refused[i],
+                  id, err.msg);
+            loom_tokenizer_free(tok);
+        }
+        loom_error err = {0}; /* the last id inside the vocabulary is taken */
+        CHECK(write_tiny_vocab_id(path, "gpt2", 1, refused[i], N_TINY - 1) == 0, "write vocab");
+        loom_tokenizer *tok = loom_tokenizer_open(path, &err);
+        CHECK(tok && loom_tokenizer_n_warnings(tok) == 0, "%s = %d taken: %s", refused[i], N_TINY - 1, err.msg);
+        loom_tokenizer_free(tok);
+    }
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+        loom_error err = {0};
+        CHECK(write_tiny_vocab_id(path, "gpt2", 1, ignored[i].key, N_TINY) == 0, "write vocab with %s", ignored[i].key);
+        loom_tokenizer *tok = loom_tokenizer_open(path, &err);
+        CHECK(tok != NULL, "%s = %d ignored, not refused: %s", ignored[i].key, N_TINY, err.msg);
+        if (!tok)
+            continue;
+        snprintf(want, sizeof want, "key '%s': token id %d is outside the vocabulary (%d tokens); ignored",
+                 ignored[i].key, N_TINY, N_TINY);
+        const char *w = loom_tokenizer_warning(tok, 0);
+        CHECK(loom_tokenizer_n_warnings(tok) == 1 && w && strstr(w, want), "%s: warning '%s'", ignored[i].key,
+              w ? w : "(none)");
+        CHECK(ignored[i].which == LOOM_SPECIAL_ID_COUNT || loom_tokenizer_special(tok, ignored[i].which) == -1,
+              "%s: reported as absent", ignored[i].key);
+        CHECK(loom_tokenizer_bos(tok) == T_EOT && loom_tokenizer_is_eog(tok, T_EOT) &&
+                  loom_tokenizer_is_eog(tok, T_END) && !loom_tokenizer_is_eog(tok, N_TINY),
+              "%s: BOS and the end-of-generation set as without the key", ignored[i].key);
+        loom_tokenizer_free(tok);
+    }
     unlink(path);
 }
 
@@ -686,6 +760,7 @@ int main(void)
     test_decode_lenient();
     test_pretokenize();
     test_tiny();
+    test_bad_special_ids();
     test_tiny_spm();
     test_must_hold();
     test_qwen35_vocab();

@@ -74,6 +74,9 @@ int loom_gguf_get_arr(const struct loom_gguf *g, const char *key, uint32_t elem_
                       const struct loom_gguf_kv **out, loom_error *err);
 /* Fill out[0..n) with the strings of an array-of-strings kv (n must equal kv->arr_n). */
 int loom_gguf_kv_strings(const struct loom_gguf_kv *kv, struct loom_gguf_str *out, uint64_t n, loom_error *err);
+/* Count a warning on g and keep its message while there is room (g->warnings): what the file's readers accept
+ * but report (the reader's GGUF-convention warnings, the tokenizer's ignored special token ids). */
+void loom_gguf_warnf(struct loom_gguf *g, const char *fmt, ...) LOOM_PRINTF_FORMAT(2, 3);
 /* Compare a mapped string with a C string. */
 int loom_gguf_str_eq(struct loom_gguf_str s, const char *c);
 /* Advice that the bytes [ptr, ptr + len) of g's map will not be read again soon (metadata consumed at load,

@@ -58,8 +58,7 @@ static int shown_len(struct loom_gguf_str s)
     return (int)(s.len < NAME_SHOWN ? s.len : NAME_SHOWN);
 }
 
-/* Count a warning and keep its message while there is room. */
-static void __attribute__((format(printf, 2, 3))) warnf(struct loom_gguf *g, const char *fmt, ...)
+void loom_gguf_warnf(struct loom_gguf *g, const char *fmt, ...)
 {
     if (g->n_warnings < LOOM_GGUF_WARNINGS_KEPT) {
         va_list ap;
@@ -183,7 +182,7 @@ static int skip_fixed(struct cursor *c, uint32_t t, uint64_t n, struct loom_gguf
     for (uint64_t i = 0; t == LOOM_GGUF_BOOL && i < n; i++)
         if (c->p[c->pos + i] > 1) {
             char shown[256];
-            warnf(c->g, "key '%s': BOOL value %" PRIu64 " is %u; the GGUF convention allows only 0 or 1 (read as true)",
+            loom_gguf_warnf(c->g, "key '%s': BOOL value %" PRIu64 " is %u; the GGUF convention allows only 0 or 1 (read as true)",
                   escaped(key, shown, sizeof shown), i, c->p[c->pos + i]);
             break;
         }
@@ -244,7 +243,7 @@ static int parse_kv(struct cursor *c, uint64_t i, struct loom_gguf_kv *kv)
                            "key #%" PRIu64 " at offset %zu: name is empty, expected 1 or more bytes", i, c->pos - 8);
     char why[96], shown[256];
     if (key_convention(kv->key, why, sizeof why)[0])
-        warnf(c->g, "key #%" PRIu64 " '%s' %s; the GGUF convention asks for lower_snake_case ASCII segments separated "
+        loom_gguf_warnf(c->g, "key #%" PRIu64 " '%s' %s; the GGUF convention asks for lower_snake_case ASCII segments separated "
               "by '.'", i, escaped(kv->key, shown, sizeof shown), why);
     if ((rc = cur_u32(c, &kv->type, "value type", kv->key)))
         return rc;
@@ -317,13 +316,13 @@ static int tensor_name(struct cursor *c, uint64_t i, struct loom_gguf_str *name)
                            i, escaped(*name, shown, sizeof shown), name->len, LOOM_GGUF_MAX_NAME - 1);
     const char *nul = memchr(name->ptr, 0, (size_t)name->len);
     if (nul) {
-        warnf(c->g, "tensor #%" PRIu64 " name '%s' holds a NUL byte at %td; read as '%.*s', as the reference does", i,
+        loom_gguf_warnf(c->g, "tensor #%" PRIu64 " name '%s' holds a NUL byte at %td; read as '%.*s', as the reference does", i,
               escaped(*name, shown, sizeof shown), nul - name->ptr, (int)(nul - name->ptr), name->ptr);
         name->len = (uint64_t)(nul - name->ptr);
     }
     uint64_t bad = utf8_invalid_at(*name);
     if (bad < name->len)
-        warnf(c->g, "tensor #%" PRIu64 " name '%s' is not valid UTF-8 (byte %" PRIu64 "), as GGUF strings should be",
+        loom_gguf_warnf(c->g, "tensor #%" PRIu64 " name '%s' is not valid UTF-8 (byte %" PRIu64 "), as GGUF strings should be",
               i, escaped(*name, shown, sizeof shown), bad);
     return LOOM_OK;
 }
@@ -427,7 +426,7 @@ static int read_alignment(struct loom_gguf *g, loom_error *err)
         return loom_errorf(err, LOOM_E_FORMAT,
                            "key 'general.alignment': expected a nonzero power of two, found %u", a);
     if (a % 8)
-        warnf(g, "key 'general.alignment': %u is not a multiple of 8, as the GGUF convention asks", a);
+        loom_gguf_warnf(g, "key 'general.alignment': %u is not a multiple of 8, as the GGUF convention asks", a);
     g->alignment = a;
     return LOOM_OK;
 }

@@ -156,6 +156,127 @@ int loom_qwen35_need_dim(const struct loom_hparams *hp, uint32_t v, const char *
     return loom_qwen35_key_errorf(err, hp, suffix, "expected 1..%u, found %u", LOOM_Q35_MAX_DIM, v);
 }
 
+/* ---- what the tensors say ------------------------------------------------------------------------
+ * A relationship between keys that does not hold (value_length = key_length, head_count_kv dividing head_count,
+ * inner_size = time_step_rank x state_size, ...) names the key that is wrong: the one that disagrees with the
+ * size the file's tensors give it (its witness, read from the first layer of the kind that has the tensor);
+ * when no witness disagrees (or the tensors are absent) the error names the key it always named. */
+
+static const struct loom_gguf_tensor *layer_tensor(const struct loom_gguf *g, uint32_t il, const char *suffix)
+{
+    char name[128];
+    snprintf(name, sizeof name, "blk.%u.%s", il, suffix);
+    return loom_gguf_find_tensor(g, name);
+}
+
+/* The kind of layer il's tensors show: attention (attn_q.weight, no ssm_conv1d.weight), recurrent (the
+ * reverse), or -1 (neither or both: left to the tensor checks). */
+static int shown_kind(const struct loom_gguf *g, uint32_t il)
+{
+    int att = layer_tensor(g, il, "attn_q.weight") != NULL, rec = layer_tensor(g, il, "ssm_conv1d.weight") != NULL;
+    return att == rec ? -1 : att ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
+}
+
+static uint32_t first_layer(const struct loom_hparams *hp, enum loom_layer_kind kind)
+{
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (loom_qwen35_layer_kind(hp, il) == kind)
+            return il;
+    return UINT32_MAX;
+}
+
+/* A key the tensors measure, and what they say. */
+enum witness_key { W_KEY_LENGTH, W_VALUE_LENGTH, W_HEAD_COUNT, W_HEAD_COUNT_KV, W_STATE_SIZE, W_TIME_STEP_RANK,
+                   W_INNER_SIZE, W_GROUP_COUNT };
+
+static const char *const witness_suffix[] = {
+    "attention.key_length", "attention.value_length", "attention.head_count", "attention.head_count_kv",
+    "ssm.state_size",       "ssm.time_step_rank",     "ssm.inner_size",       "ssm.group_count",
+};
+
+struct witness {
+    uint64_t value; /* 0: the tensors say nothing */
+    char what[96];  /* where it comes from */
+};
+
+/* ne[axis] of blk.il.suffix (0 when absent or il is no layer), divided by div (0 unless it divides). */
+static uint64_t measure(const struct loom_gguf *g, uint32_t il, const char *suffix, int axis, uint64_t sub,
+                        uint64_t div, struct witness *w)
+{
+    const struct loom_gguf_tensor *t = il == UINT32_MAX ? NULL : layer_tensor(g, il, suffix);
+    if (!t || !div || t->ne[axis] <= sub || (t->ne[axis] - sub) % div)
+        return 0;
+    snprintf(w->what, sizeof w->what, "blk.%u.%s", il, suffix);
+    return (t->ne[axis] - sub) / div;
+}
+
+static struct witness witness_of(const struct loom_gguf *g, const struct loom_hparams *hp, enum witness_key k)
+{
+    struct witness w = {0, ""}, tmp;
+    uint32_t att = first_layer(hp, LOOM_LAYER_ATTENTION), rec = first_layer(hp, LOOM_LAYER_RECURRENT);
+    uint64_t dk = measure(g, att, "attn_k_norm.weight", 0, 0, 1, &tmp);
+    uint64_t kv_heads = measure(g, att, "attn_k.weight", 1, 0, dk, &tmp);
+    uint64_t d = measure(g, rec, "ssm_norm.weight", 0, 0, 1, &tmp), inner = measure(g, rec, "attn_gate.weight", 1, 0,
+                                                                                     1, &tmp);
+    switch (k) {
+    case W_KEY_LENGTH: w.value = measure(g, att, "attn_k_norm.weight", 0, 0, 1, &w); break;
+    case W_VALUE_LENGTH: w.value = measure(g, att, "attn_v.weight", 1, 0, kv_heads, &w); break;
+    case W_HEAD_COUNT: w.value = measure(g, att, "attn_q.weight", 1, 0, 2 * dk, &w); break;
+    case W_HEAD_COUNT_KV: w.value = kv_heads ? measure(g, att, "attn_k.weight", 1, 0, dk, &w) : 0; break;
+    case W_STATE_SIZE: w.value = measure(g, rec, "ssm_norm.weight", 0, 0, 1, &w); break;
+    case W_TIME_STEP_RANK: w.value = measure(g, rec, "ssm_a", 0, 0, 1, &w); break;
+    case W_INNER_SIZE: w.value = measure(g, rec, "attn_gate.weight", 1, 0, 1, &w); break;
+    case W_GROUP_COUNT: w.value = inner ? measure(g, rec, "attn_qkv.weight", 1, inner, 2 * d, &w) : 0; break;
+    }
+    return w;
+}
+
+/* The first of keys[n] (values vals) whose witness disagrees with it: its error, "expected W (from TENSOR; rule),
+ * found V"; LOOM_OK when none does. */
+static int blame(const struct loom_gguf *g, const struct loom_hparams *hp, const enum witness_key *keys,
+                 const uint32_t *vals, int n, const char *rule, loom_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        struct witness w = witness_of(g, hp, keys[i]);
+        if (w.value && w.value != vals[i])
+            return loom_qwen35_key_errorf(err, hp, witness_suffix[keys[i]],
+                                          "expected %" PRIu64 " (from %s's shape; %s), found %u", w.value, w.what,
+                                          rule, vals[i]);
+    }
+    return LOOM_OK;
+}
+
+/* full_attention_interval against the file: a layer whose tensors are clearly the other kind's than the plan
+ * gives it is refused here, naming the key and the interval the tensors imply, instead of as a missing tensor.
+ * Every interval >= 1 is a plan loom runs (1: every layer attention, no Gated DeltaNet layer; above the layer
+ * count: no attention layer), as the reference's qwen35 graph does (is_recr per layer, one hybrid memory). */
+static int check_layer_plan(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
+{
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        int shown = shown_kind(g, il), kind = (int)loom_qwen35_layer_kind(hp, il);
+        if (shown < 0 || shown == kind)
+            continue;
+        uint32_t first = UINT32_MAX;
+        for (uint32_t j = 0; j < hp->n_layer && first == UINT32_MAX; j++)
+            if (shown_kind(g, j) == LOOM_LAYER_ATTENTION)
+                first = j;
+        char expected[96];
+        if (first == UINT32_MAX)
+            snprintf(expected, sizeof expected, "a value above block_count %u (no layer has attention tensors)",
+                     hp->n_layer);
+        else
+            snprintf(expected, sizeof expected, "%u (the first layer with attention tensors is %u)", first + 1,
+                     first);
+        const char *const names[] = {"recurrent (Gated DeltaNet)", "attention"};
+        return loom_qwen35_key_errorf(err, hp, "full_attention_interval",
+                                      "expected %s, found %u, which makes layer %u %s, but it has the tensors of "
+                                      "a%s %s layer",
+                                      expected, hp->full_attn_interval, il, names[kind],
+                                      shown == LOOM_LAYER_ATTENTION ? "n" : "", names[shown]);
+    }
+    return LOOM_OK;
+}
+
 /* Every rotated pair must take the text position: with interleaved multi-section RoPE a pair whose sector
  * falls in no t/h/w section uses the 4th position, which is 0 for text (llama-graph.cpp), so it would not
  * rotate; loom rotates all n_rot/2 pairs and therefore requires full coverage (ggml-cpu ops.cpp mrope). */
@@ -179,18 +300,34 @@ static int check_rope_sections(const struct loom_hparams *hp, loom_error *err)
     return LOOM_OK;
 }
 
-static int check_attention_keys(const struct loom_hparams *hp, loom_error *err)
+static int check_attention_keys(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
 {
-    if (hp->n_head % hp->n_head_kv)
+    int rc;
+    if (hp->n_head % hp->n_head_kv) {
+        const enum witness_key k[] = {W_HEAD_COUNT, W_HEAD_COUNT_KV};
+        const uint32_t v[] = {hp->n_head, hp->n_head_kv};
+        if ((rc = blame(g, hp, k, v, 2, "head_count_kv must divide head_count", err)))
+            return rc;
         return loom_qwen35_key_errorf(err, hp, "attention.head_count_kv", "%u does not divide head_count %u",
                                       hp->n_head_kv, hp->n_head);
-    if (hp->head_dim_k != hp->head_dim_v)
+    }
+    if (hp->head_dim_k != hp->head_dim_v) {
+        const enum witness_key k[] = {W_KEY_LENGTH, W_VALUE_LENGTH};
+        const uint32_t v[] = {hp->head_dim_k, hp->head_dim_v};
+        if ((rc = blame(g, hp, k, v, 2, "key_length must equal value_length", err)))
+            return rc;
         return loom_qwen35_key_errorf(err, hp, "attention.value_length", "expected %u (= key_length), found %u",
                                       hp->head_dim_k, hp->head_dim_v);
-    if (hp->n_rot == 0 || hp->n_rot % 2 || hp->n_rot > hp->head_dim_k)
+    }
+    if (hp->n_rot == 0 || hp->n_rot % 2 || hp->n_rot > hp->head_dim_k) {
+        const enum witness_key k[] = {W_KEY_LENGTH};
+        if (hp->n_rot && hp->n_rot % 2 == 0 && (rc = blame(g, hp, k, &hp->head_dim_k, 1,
+                                                           "rope.dimension_count must not exceed it", err)))
+            return rc;
         return loom_qwen35_key_errorf(err, hp, "rope.dimension_count",
                                       "expected an even value in 2..%u (key_length), found %u", hp->head_dim_k,
                                       hp->n_rot);
+    }
     if (!(hp->rms_eps > 0.0f) || !isfinite(hp->rms_eps))
         return loom_qwen35_key_errorf(err, hp, "attention.layer_norm_rms_epsilon",
                                       "expected a finite value > 0, found %g", (double)hp->rms_eps);
@@ -200,20 +337,32 @@ static int check_attention_keys(const struct loom_hparams *hp, loom_error *err)
     return check_rope_sections(hp, err);
 }
 
-static int check_ssm_keys(const struct loom_hparams *hp, loom_error *err)
+static int check_ssm_keys(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
 {
-    if ((uint64_t)hp->ssm_n_v_heads * hp->ssm_head_dim != hp->ssm_inner)
+    int rc;
+    if ((uint64_t)hp->ssm_n_v_heads * hp->ssm_head_dim != hp->ssm_inner) {
+        const enum witness_key k[] = {W_TIME_STEP_RANK, W_STATE_SIZE, W_INNER_SIZE};
+        const uint32_t v[] = {hp->ssm_n_v_heads, hp->ssm_head_dim, hp->ssm_inner};
+        if ((rc = blame(g, hp, k, v, 3, "inner_size must be time_step_rank x state_size", err)))
+            return rc;
         return loom_qwen35_key_errorf(err, hp, "ssm.inner_size",
                                       "expected time_step_rank %u x state_size %u = %" PRIu64 ", found %u",
                                       hp->ssm_n_v_heads, hp->ssm_head_dim,
                                       (uint64_t)hp->ssm_n_v_heads * hp->ssm_head_dim, hp->ssm_inner);
-    if (hp->ssm_n_v_heads % hp->ssm_n_k_heads)
+    }
+    if (hp->ssm_n_v_heads % hp->ssm_n_k_heads) {
+        const enum witness_key k[] = {W_TIME_STEP_RANK, W_GROUP_COUNT};
+        const uint32_t v[] = {hp->ssm_n_v_heads, hp->ssm_n_k_heads};
+        if ((rc = blame(g, hp, k, v, 2, "group_count must divide time_step_rank", err)))
+            return rc;
         return loom_qwen35_key_errorf(err, hp, "ssm.group_count", "%u does not divide time_step_rank %u",
                                       hp->ssm_n_k_heads, hp->ssm_n_v_heads);
+    }
     return LOOM_OK;
 }
 
-static int check_hparams(const struct loom_qwen35_variant *v, const struct loom_hparams *hp, loom_error *err)
+static int check_hparams(const struct loom_qwen35_variant *v, const struct loom_gguf *g, const struct loom_hparams *hp,
+                         loom_error *err)
 {
     static const char *const dims[] = {"embedding_length", "feed_forward_length", "attention.head_count",
                                        "attention.head_count_kv", "attention.key_length", "attention.value_length",
@@ -231,8 +380,10 @@ static int check_hparams(const struct loom_qwen35_variant *v, const struct loom_
     if (!hp->n_ctx_train || !hp->full_attn_interval)
         return loom_qwen35_key_errorf(err, hp, hp->n_ctx_train ? "full_attention_interval" : "context_length",
                                       "expected > 0, found 0");
-    int rc = check_attention_keys(hp, err);
-    return rc ? rc : check_ssm_keys(hp, err);
+    int rc = check_layer_plan(g, hp, err);
+    if (!rc)
+        rc = check_attention_keys(g, hp, err);
+    return rc ? rc : check_ssm_keys(g, hp, err);
 }
 
 /* ---- layer plan, geometry -------------------------------------------------------------------- */
@@ -402,7 +553,7 @@ int loom_qwen35_admit(const struct loom_arch *arch, const struct loom_gguf *g, s
     snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     int rc = read_keys(v, g, hp, err);
     if (!rc)
-        rc = check_hparams(v, hp, err);
+        rc = check_hparams(v, g, hp, err);
     if (!rc && v->read_keys)
         rc = v->read_keys(g, hp, err);
     if (!rc)

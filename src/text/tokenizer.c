@@ -210,14 +210,38 @@ static void mark_named(struct loom_tokenizer *tok, const char *name, int eog)
         eog_add(tok, id);
 }
 
-/* An optional special-token id key; ids outside the vocabulary count as absent. */
-static int read_special_id(const struct loom_gguf *g, const char *key, uint32_t n_vocab, int32_t *out,
-                           loom_error *err)
+/* An optional special-token id key (-1 when absent). An id outside the vocabulary is handled by what loom does
+ * with the id (the reference, llama-vocab.cpp "bad special token", warns and keeps its default id for every key):
+ *   SPECIAL_REFUSE: ids that decide output, the end-of-generation ids (eos, eot, eom, fim_pad, fim_rep,
+ *     fim_sep: stop tokens are an explicit set) and bos (prepended to prompts). Ignoring a bad one would stop on
+ *     a different set than the file declares, or encode a prompt without the start the file asks for, and it
+ *     would not match the reference either (it falls back to a vocabulary-type default, e.g. eos = bos = 11 for
+ *     byte-level BPE, an ordinary token in Qwen's vocabulary), so the file is refused naming the key, the
+ *     vocabulary size and the id.
+ *   SPECIAL_IGNORE: ids loom only reports or never uses (unk, sep, pad, mask, and fim_pre/suf/mid, whose tokens
+ *     are then found by spelling as when the key is absent, as the reference does): ignored with a warning on g
+ *     (loom_tokenizer_warning), since ignoring them cannot change what loom encodes, samples or stops on. */
+enum special_policy { SPECIAL_REFUSE, SPECIAL_IGNORE };
+
+static int read_special_id(struct loom_gguf *g, const char *key, uint32_t n_vocab, enum special_policy policy,
+                           int32_t *out, loom_error *err)
 {
     uint32_t v = UINT32_MAX;
+    *out = -1;
+    const int present = loom_gguf_find_kv(g, key) != NULL;
     int rc = loom_gguf_get_u32(g, key, 1, &v, err);
-    *out = rc == LOOM_OK && v < n_vocab ? (int32_t)v : -1;
-    return rc;
+    if (rc != LOOM_OK || !present)
+        return rc;
+    if (v < n_vocab) {
+        *out = (int32_t)v;
+        return LOOM_OK;
+    }
+    if (policy == SPECIAL_REFUSE)
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key '%s': expected a token id below the vocabulary size %u, found %u", key, n_vocab, v);
+    loom_gguf_warnf(g, "key '%s': token id %u is outside the vocabulary (%u tokens); ignored, as the reference does",
+                    key, v, n_vocab);
+    return LOOM_OK;
 }
 
 /* An optional bool key into *flag (left as is when absent). */
@@ -234,7 +258,7 @@ static int read_flag(const struct loom_gguf *g, const char *key, int *flag, loom
 
 /* The declared ids that play no part in encoding (unk, sep, pad, mask), and the chat template: a
  * tokenizer.chat_template that is not a string counts as absent (the reference reads it only as text). */
-static int load_other_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
+static int load_other_specials(struct loom_tokenizer *tok, struct loom_gguf *g, loom_error *err)
 {
     static const char *const keys[] = {
         "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id",
@@ -242,7 +266,8 @@ static int load_other_specials(struct loom_tokenizer *tok, const struct loom_ggu
     };
     _Static_assert(LOOM_SPECIAL_ID_UNK + sizeof keys / sizeof *keys == LOOM_SPECIAL_ID_COUNT, "one key per id");
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-        int rc = read_special_id(g, keys[i], tok->n_vocab, &tok->special_id[LOOM_SPECIAL_ID_UNK + i], err);
+        int rc = read_special_id(g, keys[i], tok->n_vocab, SPECIAL_IGNORE, &tok->special_id[LOOM_SPECIAL_ID_UNK + i],
+                                 err);
         if (rc != LOOM_OK)
             return rc;
     }
@@ -257,7 +282,7 @@ static int load_other_specials(struct loom_tokenizer *tok, const struct loom_ggu
                                             (unsigned long long)t.len);
 }
 
-static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, loom_error *err)
+static int load_specials(struct loom_tokenizer *tok, struct loom_gguf *g, loom_error *err)
 {
     static const char *const eog_keys[] = {
         "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
@@ -266,7 +291,7 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
         mark_named(tok, k_eog_names[i], 1);
     for (size_t i = 0; i < sizeof eog_keys / sizeof *eog_keys; i++) {
         int32_t *id = &tok->special_id[LOOM_SPECIAL_ID_EOS + i];
-        int rc = read_special_id(g, eog_keys[i], tok->n_vocab, id, err);
+        int rc = read_special_id(g, eog_keys[i], tok->n_vocab, SPECIAL_REFUSE, id, err);
         if (rc != LOOM_OK)
             return rc;
         if (*id >= 0)
@@ -274,7 +299,8 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
     }
     for (size_t i = 0; i < sizeof k_fim / sizeof *k_fim; i++) {
         int32_t id;
-        int rc = read_special_id(g, k_fim[i].key, tok->n_vocab, &id, err);
+        int rc = read_special_id(g, k_fim[i].key, tok->n_vocab, k_fim[i].eog ? SPECIAL_REFUSE : SPECIAL_IGNORE, &id,
+                                 err);
         if (rc != LOOM_OK)
             return rc;
         if (id >= 0 && k_fim[i].eog)
@@ -290,7 +316,7 @@ static int load_specials(struct loom_tokenizer *tok, const struct loom_gguf *g, 
             tok->sampleable[i] = 0;
     }
     int32_t bos;
-    int rc = read_special_id(g, "tokenizer.ggml.bos_token_id", tok->n_vocab, &bos, err);
+    int rc = read_special_id(g, "tokenizer.ggml.bos_token_id", tok->n_vocab, SPECIAL_REFUSE, &bos, err);
     if (rc != LOOM_OK)
         return rc;
     tok->special_id[LOOM_SPECIAL_ID_BOS] = bos;
@@ -478,7 +504,7 @@ static void release_metadata(const struct loom_gguf *g)
     }
 }
 
-int loom_tokenizer_load(const struct loom_gguf *g, uint32_t n_rows, struct loom_tokenizer **out, loom_error *err)
+int loom_tokenizer_load(struct loom_gguf *g, uint32_t n_rows, struct loom_tokenizer **out, loom_error *err)
 {
     *out = NULL;
     struct loom_tokenizer *tok = calloc(1, sizeof *tok);
