@@ -393,11 +393,16 @@ static void bench_fmt_params(char *buf, size_t cap, uint64_t n)
 static void bench_print_table(const struct bench_work *w, const struct bench_engine *eng, int n_eng,
                               const struct bench_tests *t, int n_threads)
 {
-    int tw = t->depth > 0 ? 15 : 7; /* the test column: "pp512 @ d16384" needs more than "pp512" */
+    int tw = 7; /* the test column: as wide as its longest name ("pp512 @ d16384") */
+    for (int test = TEST_PP; test <= TEST_TG; test++) {
+        char name[32];
+        bench_test_name(name, sizeof name, test, t);
+        tw = (int)strlen(name) > tw ? (int)strlen(name) : tw;
+    }
     printf("| %-30s | %10s | %10s | %-9s | %7s | %*s | %20s |\n", "model", "size", "params", "engine", "threads", tw,
            "test", "t/s");
     printf("| %.30s | ---------: | ---------: | --------- | ------: | %.*s: | -------------------: |\n",
-           "------------------------------------------", tw - 1, "---------------");
+           "------------------------------------------", tw - 1, "-------------------------------");
     for (int test = TEST_PP; test <= TEST_TG; test++) {
         for (int k = 0; t->n[test] > 0 && k < n_eng; k++) {
             const struct bench_engine *e = &eng[k];
@@ -489,12 +494,14 @@ static void bench_print_work(const struct bench_work *w, const struct bench_engi
 static void bench_print_memory(const struct bench_work *w, const loom_session *ls, double rss_start,
                                double rss_loom, int ref)
 {
-    double mib = 1024.0 * 1024, state = (double)loom_session_state_bytes(ls);
-    double bound = 1.1 * ((double)w->file_bytes + state);
+    /* -d keeps a checkpoint of the recurrent state at the depth (bench_loom_depth_setup): part of the state */
+    double mib = 1024.0 * 1024, checkpoints = (double)loom_session_n_checkpoints(ls) * (double)w->state_bytes;
+    double state = (double)loom_session_state_bytes(ls) + checkpoints, bound = 1.1 * ((double)w->file_bytes + state);
     printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
-           "state %.1f MiB + 10%% = %.1f MiB: %s",
+           "state %.1f MiB%s + 10%% = %.1f MiB: %s",
            rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)loom_session_arena_bytes(ls) / mib,
-           (double)w->file_bytes / mib, state / mib, bound / mib, rss_loom <= bound ? "within" : "OVER");
+           (double)w->file_bytes / mib, state / mib, checkpoints > 0 ? " (a checkpoint included)" : "", bound / mib,
+           rss_loom <= bound ? "within" : "OVER");
     if (ref)
         printf("; whole process %.1f MiB at the end (both engines)", loom_cli_peak_rss() / mib);
     printf("\n");
