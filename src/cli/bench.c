@@ -87,13 +87,18 @@ static const char BENCH_USAGE[] =
 
 /* ---- options ---------------------------------------------------------------------------------------- */
 
+/* A decimal integer in [lo, hi] (lo >= 0): digits only, no sign or blanks; a missing value is named as such. */
 static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int *out)
 {
-    char *end;
+    char *end = NULL; /* set by strtol whenever v >= 0 */
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found '%s'\n", opt, lo, hi, s ? s : "");
+    long v = s && *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+    if (!s) {
+        fprintf(stderr, "loom bench: %s needs a value, an integer in [%ld, %ld]\n", opt, lo, hi);
+        return -1;
+    }
+    if (v < 0 || errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found '%s'\n", opt, lo, hi, s);
         return -1;
     }
     *out = (int)v;

@@ -44,8 +44,12 @@ static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, ui
     if (decile == p->last_decile && index < n_tensors)
         return;
     p->last_decile = decile;
-    fprintf(stderr, "synth: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", decile * 10, index, n_tensors,
-            name, loom_cli_now() - p->t0);
+    if (index < n_tensors)
+        fprintf(stderr, "synth: %3d%%  tensor %" PRIu64 "/%" PRIu64 " %s  (%.1f s)\n", decile * 10, index, n_tensors,
+                name, loom_cli_now() - p->t0);
+    else /* the closing call */
+        fprintf(stderr, "synth: %3d%%  all %" PRIu64 " tensors  (%.1f s)\n", decile * 10, n_tensors,
+                loom_cli_now() - p->t0);
 }
 
 /* The file's type name ("F16") for a --type value ("f16", or a quantization recipe "Q4_K_M"), or NULL. */

@@ -117,6 +117,10 @@ check "bench -n beyond context_length names -d + -p + -n" '[ $rc -ne 0 ] && grep
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
 check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
+for v in "+5" " 5" ""; do
+    "$loom" bench -m "$model" -p 8 -n 4 -d "$v" -r 1 >"$out" 2>"$err"; rc=$?
+    check "bench -d '$v' is refused (digits only)" '[ $rc -eq 2 ] && grep -q -- "-d expects an integer" "$err"'
+done
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
