@@ -504,9 +504,9 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
     double state = (double)loom_session_state_bytes(ls) + checkpoints, bound = 1.1 * ((double)w->file_bytes + state);
     printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
            "state %.1f MiB%s + 10%% = %.1f MiB: %s",
-           rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib, (double)loom_session_arena_bytes(ls) / mib,
-           (double)w->file_bytes / mib, state / mib, checkpoints > 0 ? " (a checkpoint included)" : "", bound / mib,
-           rss_loom <= bound ? "within" : "OVER");
+           rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib,
+           (double)loom_session_arena_bytes(ls) / mib, (double)w->file_bytes / mib, state / mib,
+           checkpoints > 0 ? " (a checkpoint included)" : "", bound / mib, rss_loom <= bound ? "within" : "OVER");
     if (ref)
         printf("; whole process %.1f MiB at the end (both engines)", loom_cli_peak_rss() / mib);
     printf("\n");

@@ -77,7 +77,8 @@ static inline __attribute__((always_inline)) void lane_isums(const struct loom_b
                 __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2 * p], bcast_dword(y[t]->qs, 8 * c + l));
                 __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2 * p + 1],
                                                  bcast_dword(y[t]->qs, 8 * (c + 1) + l));
-                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_permutex2var_epi16(s0, pair, s1), u->sp[2 * h + p][l / 4]);
+                __m512i s01 = _mm512_permutex2var_epi16(s0, pair, s1);
+                isum[t] = _mm512_dpwssd_epi32(isum[t], s01, u->sp[2 * h + p][l / 4]);
             }
     }
 }
