@@ -327,6 +327,8 @@ static int bench_engine_run(struct bench_engine *e, int test, const struct bench
                             loom_error *err)
 {
     int rc = bench_engine_fill(e, t, err);
+    if (rc == LOOM_OK && loom_cli_signal()) /* the reference's refill stops between batches: no test after it */
+        return loom_errorf(err, LOOM_E_CANCELLED, "stopped by %s", loom_cli_signal_name());
     double t0 = loom_cli_now();
     if (rc == LOOM_OK && test == TEST_PP)
         rc = bench_engine_eval(e, t->tok[test], n, err);

@@ -369,8 +369,8 @@ void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)
 
 size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w)
 {
-    if (w->layout != LOOM_WEIGHT_ROWS || !ks->types[w->type].x16.dot || w->n_out < 16 ||
-        loom_matmul_dot(ks, w->type, w->n_out, w->n_in, 1, 0, 0) != x16_order(ks, w->type) ||
+    if (w->layout != LOOM_WEIGHT_ROWS || !ks->types[w->type].x16.dot || !x16_layouts[w->type].pack ||
+        w->n_out < 16 || loom_matmul_dot(ks, w->type, w->n_out, w->n_in, 1, 0, 0) != x16_order(ks, w->type) ||
         w->row_bytes > LOOM_WEIGHT_X16_MAX_ROW_BYTES)
         return 0;
     return (size_t)(w->n_out / 16) * 16 * w->row_bytes;
