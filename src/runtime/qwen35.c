@@ -264,12 +264,30 @@ static int recurrent_branch(struct chunk *c)
 
 /* ---- gated attention branch ----------------------------------------------------------------------- */
 
-/* Query rows attn_task takes together: LOOM_OPS_ATTN_GROUP consecutive tokens of one sequence (they share
- * the KV cache), one when the chunk's rows belong to different sequences. */
-static int attn_group(const struct chunk *c) { return c->rows ? 1 : LOOM_OPS_ATTN_GROUP; }
+/* The query rows attn_task takes together (they share one KV cache): LOOM_OPS_ATTN_GROUP consecutive tokens
+ * of one sequence and one head (prefill), or one token and LOOM_OPS_ATTN_GROUP heads of the same KV head
+ * (decode and a chunk of several sequences' rows: grouped query attention reads each K/V row once for the
+ * group); one row when neither fits. The kernel's result per row does not depend on the grouping. */
+struct attn_plan {
+    int tokens, heads; /* rows per item: tokens x heads, one of them 1 */
+};
 
-/* One (token group, head) pair per item: causal attention over positions 0..pos0+t for each token t,
- * times the output gate. */
+static struct attn_plan attn_plan(const struct chunk *c)
+{
+    int G = LOOM_OPS_ATTN_GROUP, per_kv = (int)(c->hp->n_head / c->hp->n_head_kv);
+    if (!c->rows && c->n >= G)
+        return (struct attn_plan){G, 1};
+    return per_kv % G == 0 ? (struct attn_plan){1, G} : (struct attn_plan){1, 1};
+}
+
+/* Work items of the plan: the chunk's token groups times the head groups. */
+static int64_t attn_items(const struct chunk *c, struct attn_plan p)
+{
+    return (int64_t)((c->n + p.tokens - 1) / p.tokens) * (c->hp->n_head / p.heads);
+}
+
+/* One item of the plan per index: causal attention over positions 0..pos of each row's token, times the
+ * output gate. */
 static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct chunk *c = ctx;
@@ -277,7 +295,8 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_scratch *sc = &c->s->sc;
     int hd = (int)hp->head_dim_k, hdv = (int)hp->head_dim_v, H = (int)hp->n_head, Hkv = (int)hp->n_head_kv;
     int64_t n_ctx = c->s->n_ctx; /* the scratch's stride (the largest context of the chunk's sequences) */
-    int G = attn_group(c);
+    struct attn_plan p = attn_plan(c);
+    int head_groups = H / p.heads;
     uint16_t *q16 = sc->q16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * hd;
     float *scores = sc->scores + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
     uint16_t *probs16 = sc->probs16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
@@ -286,26 +305,29 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
                                      : LOOM_ATTN_ORDER_SINGLE;
     float scale = 1.0f / sqrtf((float)hdv);
     for (int64_t item = begin; item < end; item++) {
-        int t0 = (int)(item / H) * G, h = (int)(item % H), kvh = h / (H / Hkv);
-        int n_q = c->n - t0 < G ? c->n - t0 : G;
+        int t0 = (int)(item / head_groups) * p.tokens, h0 = (int)(item % head_groups) * p.heads;
+        int n_q = p.heads > 1 ? p.heads : c->n - t0 < p.tokens ? c->n - t0 : p.tokens;
         int64_t n_kv[LOOM_OPS_ATTN_GROUP];
+        /* row g: token t0 + g (tokens) or head h0 + g (heads); its query and gate rows follow each other */
+        const float *qg[LOOM_OPS_ATTN_GROUP];
         for (int g = 0; g < n_q; g++) {
-            const float *q = sc->a + (int64_t)(t0 + g) * 2 * H * hd + (int64_t)h * 2 * hd;
+            int t = p.heads > 1 ? t0 : t0 + g, h = p.heads > 1 ? h0 + g : h0;
+            qg[g] = sc->a + (int64_t)t * 2 * H * hd + (int64_t)h * 2 * hd;
             for (int i = 0; i < hd; i++)
-                q16[g * hd + i] = loom_f32_to_f16(q[i]);
-            n_kv[g] = row_at(c, t0 + g).pos + 1;
+                q16[g * hd + i] = loom_f32_to_f16(qg[g][i]);
+            n_kv[g] = row_at(c, t).pos + 1;
         }
         struct row_state r = row_at(c, t0);
+        int kvh = h0 / (H / Hkv);
+        float *o = sc->o + (int64_t)t0 * H * hdv + (int64_t)h0 * hdv;
+        int64_t o_stride = p.heads > 1 ? hdv : (int64_t)H * hdv;
         c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
                               r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
-                              n_ctx, sc->o + (int64_t)t0 * H * hdv + (int64_t)h * hdv, (int64_t)H * hdv);
-        /* output gate: attn * sigmoid(gate), the gate rows following each head's query rows */
-        for (int g = 0; g < n_q; g++) {
-            float *o = sc->o + (int64_t)(t0 + g) * H * hdv + (int64_t)h * hdv;
-            const float *gate = sc->a + (int64_t)(t0 + g) * 2 * H * hd + (int64_t)h * 2 * hd + hd;
+                              n_ctx, o, o_stride);
+        /* output gate: attn * sigmoid(gate), the gate row following each query row */
+        for (int g = 0; g < n_q; g++)
             for (int j = 0; j < hdv; j++)
-                o[j] *= loom_ops_sigmoid(gate[j]);
-        }
+                o[g * o_stride + j] *= loom_ops_sigmoid(qg[g][hd + j]);
     }
 }
 
@@ -345,10 +367,8 @@ static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
 
 static int attention_branch(struct chunk *c)
 {
-    const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
-    int64_t H = hp->n_head;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
     matmul_shared(c, &L->wq, &xn, sc->a);
     matmul_shared(c, &L->wk, &xn, sc->b);
@@ -356,7 +376,7 @@ static int attention_branch(struct chunk *c)
     STAGE(c, "proj");
     for_tokens(c, prepare_task, c);
     STAGE(c, "kv_write");
-    loom_pool_parallel_for(c->s->pool, (int64_t)((c->n + attn_group(c) - 1) / attn_group(c)) * H, 1, attn_task, c);
+    loom_pool_parallel_for(c->s->pool, attn_items(c, attn_plan(c)), 1, attn_task, c);
     STAGE(c, "attend");
     STAGE(c, "gate"); /* attn_task applied the output gate */
     matmul(c, &L->wo, sc->o, sc->proj);
