@@ -3,7 +3,6 @@
  * request completely, runs it chunk by chunk against private state and publishes the recurrent owners,
  * the frontier and the logits together, or nothing (the request core that rewind and the prompt cache
  * share). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -256,12 +255,24 @@ static int reserve_stage(struct loom_session *s, int64_t n, loom_error *err)
     return LOOM_OK;
 }
 
+/* 1 when no x[i] is an infinity or a NaN (exponent bits all ones). Blocks of a fixed 16 elements, so that the
+ * compiler vectorizes the test at -O2: a decode step checks every logit (248320 on Qwen3.5) on one thread. */
 static int all_finite(const float *x, int64_t n)
 {
-    int ok = 1;
-    for (int64_t i = 0; i < n; i++)
-        ok &= isfinite(x[i]) != 0;
-    return ok;
+    uint32_t bad = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, x + i + k, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
 }
 
 /* Run tokens[0..n) at positions pos0.. on private state: the recurrent owners read from copy src and
