@@ -15,8 +15,8 @@
 /* Spin iterations (each one pause instruction) before a waiting thread sleeps in the kernel. Short: the
  * machine is small and shared, and a decode step's matmuls come back to back within microseconds. */
 #define SPIN_ITERS 4096
-/* Chunks per thread a job is split into at most (dynamic balancing without per-item atomics). */
-#define CHUNKS_PER_THREAD 8
+/* A chunk is 1 / (CHUNK_SHARE * threads) of the items not yet handed out (guided scheduling). */
+#define CHUNK_SHARE 2
 
 /* Job state word: the job sequence number in the high 32 bits (odd while a job is open to joiners, even
  * once the caller closed it) and the number of workers inside the job in the low 32 bits. */
@@ -30,7 +30,7 @@ struct loom_pool {
     /* the open job; written by the caller before it opens the job, read by workers that joined it */
     loom_task_fn fn;
     void *ctx;
-    int64_t n, chunk;
+    int64_t n, chunk; /* items, and the smallest chunk (the grain) */
     atomic_int_fast64_t next;    /* first index not yet handed out */
     _Atomic uint64_t state;      /* SEQ | INSIDE, see above */
     _Atomic uint32_t wake_seq;   /* bumped when a job opens (and at shutdown); workers sleep on it */
@@ -80,16 +80,20 @@ static void wake(struct loom_pool *pool, _Atomic uint32_t *addr)
         futex_wake_all(addr);
 }
 
-/* Take chunks until the range is exhausted. */
+/* Take chunks until the range is exhausted: each a share of what is left (guided), at least the grain, so
+ * that the threads finish together (the last chunks are small) without an atomic per item. */
 static void run_chunks(struct loom_pool *pool, int thread)
 {
     in_task = 1;
-    for (;;) {
-        int64_t begin = atomic_fetch_add_explicit(&pool->next, pool->chunk, memory_order_relaxed);
-        if (begin >= pool->n)
-            break;
-        int64_t end = begin + pool->chunk < pool->n ? begin + pool->chunk : pool->n;
-        pool->fn(pool->ctx, begin, end, thread);
+    int64_t begin = atomic_load_explicit(&pool->next, memory_order_relaxed);
+    while (begin < pool->n) {
+        int64_t size = (pool->n - begin) / (CHUNK_SHARE * pool->n_threads);
+        size = size > pool->chunk ? size : pool->chunk;
+        if (!atomic_compare_exchange_weak_explicit(&pool->next, &begin, begin + size, memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue; /* begin now holds the counter's value */
+        pool->fn(pool->ctx, begin, begin + size < pool->n ? begin + size : pool->n, thread);
+        begin = atomic_load_explicit(&pool->next, memory_order_relaxed);
     }
     in_task = 0;
 }
@@ -215,11 +219,10 @@ void loom_pool_parallel_for(struct loom_pool *pool, int64_t n, int64_t grain, lo
         fn(ctx, 0, n, 0);
         return;
     }
-    int64_t chunk = n / ((int64_t)pool->n_threads * CHUNKS_PER_THREAD);
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n = n;
-    pool->chunk = chunk > grain ? chunk : grain;
+    pool->chunk = grain;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
     uint32_t seq = SEQ(atomic_load(&pool->state)) + 1; /* odd: open */
     atomic_store(&pool->state, STATE(seq, 0));          /* publishes the job fields above */
