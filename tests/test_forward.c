@@ -283,15 +283,16 @@ static void check_delta_rule(int d)
 }
 
 /* One attention head against dense softmax(q K^T * scale) V in double over the same F16 inputs, and the
- * active SIMD variant against the scalar one bitwise. */
-static void check_attention(int nkv, int hd, int vs)
+ * active SIMD variant against the scalar one bitwise. q_mag scales the query: large values spread the
+ * scores over hundreds, so that exponentials underflow to subnormals and to zero. */
+static void check_attention(int nkv, int hd, int vs, float q_mag)
 {
     enum { NMAX = 300, DMAX = 256 };
     static uint16_t q16[DMAX], K[NMAX * DMAX], V[DMAX * NMAX], probs[NMAX];
     static float scores[NMAX], out[DMAX], out2[DMAX];
     static double s[NMAX], ref[DMAX];
     for (int i = 0; i < hd; i++)
-        q16[i] = loom_f32_to_f16(frand() * 3.0f);
+        q16[i] = loom_f32_to_f16(frand() * q_mag);
     for (int p = 0; p < nkv; p++)
         for (int i = 0; i < hd; i++) {
             K[p * hd + i] = loom_f32_to_f16(frand() * 3.0f);
@@ -358,10 +359,12 @@ static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
 
 static void test_attention(void)
 {
-    check_attention(1, 64, 8);
-    check_attention(37, 64, 40);
-    check_attention(300, 256, 300);
-    check_attention(70, 48, 80);
+    check_attention(1, 64, 8, 3.0f);
+    check_attention(37, 64, 40, 3.0f);
+    check_attention(300, 256, 300, 3.0f);
+    check_attention(70, 48, 80, 3.0f);
+    check_attention(300, 256, 300, 60.0f); /* scores hundreds apart: subnormal and zero probabilities */
+    check_attention(45, 64, 64, 200.0f);
     check_attention_group(4, (const int64_t[]){1, 2, 3, 4}, 64, 8);
     check_attention_group(4, (const int64_t[]){61, 62, 63, 64}, 256, 300);
     check_attention_group(4, (const int64_t[]){297, 298, 299, 300}, 256, 300);

@@ -11,39 +11,6 @@
 #include "kernels/ops.h"
 #include "util/fp16.h"
 
-OPS_INNER float OPS(reduce16)(const float a[16])
-{
-    float h8[8], h4[4];
-    for (int l = 0; l < 8; l++)
-        h8[l] = a[l + 8] + a[l];
-    for (int l = 0; l < 4; l++)
-        h4[l] = h8[l + 4] + h8[l];
-    float h0 = h4[0] + h4[2], h1 = h4[1] + h4[3];
-    return h0 + h1;
-}
-
-/* Four 16-lane accumulators reduced as GGML_F32x16_REDUCE: (0+2), (1+3), then their sum, then R16. */
-static float reduce64(float acc[64])
-{
-    for (int l = 0; l < 16; l++) {
-        acc[l] += acc[32 + l];
-        acc[16 + l] += acc[48 + l];
-    }
-    for (int l = 0; l < 16; l++)
-        acc[l] += acc[16 + l];
-    return OPS(reduce16)(acc);
-}
-
-OPS_INNER float OPS(dot_f32)(int64_t n, const float *x, const float *y)
-{
-    float acc[64] = {0};
-    int64_t np = n & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64)
-        for (int l = 0; l < 64; l++)
-            acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
-    return loom_ops_tail_sum(reduce64(acc), n - np, x + np, y + np);
-}
-
 OPS_INNER float OPS(expf_poly)(float x)
 {
     const float r = 0x1.8p23f;
@@ -123,6 +90,64 @@ void OPS(l2norm_rows)(int64_t n_rows, int64_t n, const float *x, int64_t x_strid
         OPS(l2norm)(n, x + r * x_stride, eps, y + r * y_stride);
 }
 
+void OPS(conv1d_chunk)(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                       int64_t x_stride, float *y, int64_t y_stride)
+{
+    float win[LOOM_OPS_MAX_CONV_KERNEL];
+    for (int64_t c = 0; c < channels; c++) {
+        float *s = state + c * (K - 1);
+        memcpy(win, s, (size_t)(K - 1) * sizeof(float));
+        for (int t = 0; t < n; t++) {
+            win[K - 1] = x[t * x_stride + c];
+            y[t * y_stride + c] = loom_ops_tail_sum(0.0f, K, win, w + c * K);
+            memmove(win, win + 1, (size_t)(K - 1) * sizeof(float));
+        }
+        memcpy(s, win, (size_t)(K - 1) * sizeof(float));
+    }
+}
+
+void OPS(conv1d_step)(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+{
+    OPS(conv1d_chunk)(channels, K, 1, state, w, x, 0, y, 0);
+}
+
+/* ---- the per-head kernels: the delta rule and attention, with the reductions they use --------------
+ * A set that writes these by hand (x86/ops_avx2.c) defines OPS_OWN_HEADS before including this file. */
+#ifndef OPS_OWN_HEADS
+
+OPS_INNER float OPS(reduce16)(const float a[16])
+{
+    float h8[8], h4[4];
+    for (int l = 0; l < 8; l++)
+        h8[l] = a[l + 8] + a[l];
+    for (int l = 0; l < 4; l++)
+        h4[l] = h8[l + 4] + h8[l];
+    float h0 = h4[0] + h4[2], h1 = h4[1] + h4[3];
+    return h0 + h1;
+}
+
+/* Four 16-lane accumulators reduced as GGML_F32x16_REDUCE: (0+2), (1+3), then their sum, then R16. */
+static float reduce64(float acc[64])
+{
+    for (int l = 0; l < 16; l++) {
+        acc[l] += acc[32 + l];
+        acc[16 + l] += acc[48 + l];
+    }
+    for (int l = 0; l < 16; l++)
+        acc[l] += acc[16 + l];
+    return OPS(reduce16)(acc);
+}
+
+OPS_INNER float OPS(dot_f32)(int64_t n, const float *x, const float *y)
+{
+    float acc[64] = {0};
+    int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int l = 0; l < 64; l++)
+            acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
+    return loom_ops_tail_sum(reduce64(acc), n - np, x + np, y + np);
+}
+
 OPS_INNER void OPS(softmax)(int64_t n, float *x, float scale)
 {
     float max = -INFINITY;
@@ -146,27 +171,6 @@ OPS_INNER void OPS(softmax)(int64_t n, float *x, float scale)
     float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++)
         x[i] *= inv;
-}
-
-void OPS(conv1d_chunk)(int64_t channels, int K, int n, float *state, const float *w, const float *x,
-                       int64_t x_stride, float *y, int64_t y_stride)
-{
-    float win[LOOM_OPS_MAX_CONV_KERNEL];
-    for (int64_t c = 0; c < channels; c++) {
-        float *s = state + c * (K - 1);
-        memcpy(win, s, (size_t)(K - 1) * sizeof(float));
-        for (int t = 0; t < n; t++) {
-            win[K - 1] = x[t * x_stride + c];
-            y[t * y_stride + c] = loom_ops_tail_sum(0.0f, K, win, w + c * K);
-            memmove(win, win + 1, (size_t)(K - 1) * sizeof(float));
-        }
-        memcpy(s, win, (size_t)(K - 1) * sizeof(float));
-    }
-}
-
-void OPS(conv1d_step)(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
-{
-    OPS(conv1d_chunk)(channels, K, 1, state, w, x, 0, y, 0);
 }
 
 void OPS(delta_rule_step)(int d, float *M, const float *q, const float *k, const float *v, float g,
@@ -244,3 +248,5 @@ void OPS(attn_heads)(int n_q, const int64_t *n_kv, int head_dim, const uint16_t 
         OPS(attn_head)(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
                            head_dim_v, scale, order, scores + g * stride, probs16 + g * stride, out + g * out_stride);
 }
+
+#endif /* OPS_OWN_HEADS */
