@@ -103,6 +103,18 @@ static void test_elementwise(void)
     ops->swiglu(37, x, g, z2);
     CHECK(memcmp(y, y2, sizeof y) == 0 && memcmp(z, z2, sizeof z) == 0, "silu/swiglu: %s variant differs",
           loom_kernels_name());
+    /* the whole range: exp(-x) overflowing (x < -88), subnormal (87 < x < 104) and zero (x > 104), infinities */
+    enum { NW = 512 + 7 };
+    static float xw[NW], yw[NW], yw2[NW], zw[NW], zw2[NW];
+    for (int i = 0; i < NW; i++)
+        xw[i] = -160.0f + 320.0f * (float)i / NW;
+    xw[3] = INFINITY, xw[4] = -INFINITY, xw[5] = 0.0f, xw[6] = -0.0f;
+    loom_ops_silu(NW, xw, yw);
+    ops->silu(NW, xw, yw2);
+    loom_ops_swiglu(NW, xw, xw, zw);
+    ops->swiglu(NW, xw, xw, zw2);
+    CHECK(memcmp(yw, yw2, sizeof yw) == 0 && memcmp(zw, zw2, sizeof zw) == 0,
+          "silu/swiglu over [-160, 160] and infinities: %s variant differs", loom_kernels_name());
     const float pts[] = {-30.0f, -3.0f, 0.0f, 0.5f, 19.0f, 25.0f};
     for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
         double v = pts[i], sg = 1.0 / (1.0 + exp(-v)), sp = log1p(exp(v));

@@ -2,9 +2,9 @@
  * SiLU/SwiGLU/sigmoid/softplus, the mixture-of-experts router, the causal conv1d over a conv state, the gated
  * delta rule step and causal GQA attention over an F16 KV cache. Every reduction has one documented order,
  * chosen to be the order of llama.cpp's CPU backend on an AVX-512 machine (ggml-cpu ops.cpp, vec.h, vec.cpp,
- * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c
- * and ops_impl.h (whose C x86/ops_avx2.c builds again for AVX2); AVX-512 variants of the hot ones
- * (x86/ops_avx512.c) give bitwise the same results. None allocates or spawns threads. */
+ * llamafile/sgemm.cpp), so results agree with the reference to the last bit. Scalar kernels live in ops.c;
+ * the AVX2 and AVX-512 variants of the per-head ones (x86/ops_avx2.c, x86/ops_avx512.c) give bitwise the same
+ * results. None allocates or spawns threads. */
 #ifndef LOOM_KERNELS_OPS_H
 #define LOOM_KERNELS_OPS_H
 
@@ -154,9 +154,9 @@ void loom_ops_delta_rule_step(int d, float *M, const float *q, const float *k, c
  * each), g[t*gb_stride] and beta[t*gb_stride], and writes out + t*out_stride (d floats). Bitwise the same
  * as copying M_src to M, then n calls in token order: since each row of M only depends on itself, a row
  * may walk several tokens before the next row starts. */
-void loom_ops_delta_rule_chunk(int d, int n, const float *M_src, float *M, const float *q, const float *k, const float *v,
-                               int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride, float *out,
-                               int64_t out_stride);
+void loom_ops_delta_rule_chunk(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                               const float *v, int64_t qkv_stride, const float *g, const float *beta, int64_t gb_stride,
+                               float *out, int64_t out_stride);
 
 /* ---- attention over an F16 KV cache ---------------------------------------------------------------
  * The reference (flash attention off, F16 cache) computes, per query row and head:
@@ -218,8 +218,7 @@ struct loom_ops_kernels {
                        int64_t out_stride);
 };
 
-/* AVX2 variants (src/kernels/x86/ops_avx2.c: the scalar C built for AVX2 + FMA); call only where the CPU
- * has the AVX2 set. */
+/* AVX2 variants (src/kernels/x86/ops_avx2.c); call only where the CPU has AVX2, FMA and F16C. */
 void loom_ops_silu_avx2(int64_t n, const float *x, float *y);
 void loom_ops_swiglu_avx2(int64_t n, const float *g, const float *u, float *y);
 void loom_ops_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y);

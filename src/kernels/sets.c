@@ -82,7 +82,7 @@ static const struct loom_kernel_set set_scalar = {
     [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),                                                   \
                           .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)}
 
-/* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K x16 kernels, and the ops' scalar C built for AVX2 + FMA. */
+/* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K x16 kernels, and the hand-written 8-lane ops (x86/ops_avx2.c). */
 static const struct loom_kernel_set set_avx2 = {
     .name = "avx2",
     .mode = LOOM_KERNELS_AVX2,

@@ -1,13 +1,13 @@
-/* ops_avx2.c — the AVX2 set of the per-head ops of ops.h. The gated delta rule and attention are written by
- * hand here (each 16-lane accumulator of the scalar code is a pair of 8-lane registers, reduced in its
- * order, so results are bitwise the scalar set's); the other ops are the scalar C of ops_impl.h compiled
- * again with AVX2, FMA, F16C and BMI2 enabled (the Makefile's flags for *_avx2.c). */
+/* ops_avx2.c — AVX2 (+FMA, F16C) variants of the per-head kernels of ops.h (row norms, causal conv1d, SiLU,
+ * the gated delta rule, attention heads). They compute exactly what the scalar versions in ops.c compute, in
+ * the same order: each 16-lane accumulator of the scalar code is a pair of 8-lane registers reduced in its
+ * order, so results are bitwise identical. */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
-#define OPS(name) loom_ops_##name##_avx2
-#define OPS_INNER static
-#define OPS_OWN_HEADS
-#include "kernels/ops_impl.h"
+#include "kernels/ops.h"
+#include "util/fp16.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -32,7 +32,7 @@ ALWAYS_INLINE struct acc16 add16(struct acc16 a, struct acc16 b)
     return (struct acc16){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
 }
 
-/* Four 16-lane accumulators as GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), then R16 (reduce64 of ops_impl.h). */
+/* Four 16-lane accumulators as GGML_F32x16_REDUCE: (0 + 2) + (1 + 3), then R16 (reduce64 of ops.c). */
 ALWAYS_INLINE float reduce4(const struct acc16 a[4])
 {
     return reduce16(add16(add16(a[0], a[2]), add16(a[1], a[3])));
@@ -52,6 +52,246 @@ static float dot_f32(int64_t n, const float *x, const float *y)
             a[s].hi = _mm256_fmadd_ps(_mm256_loadu_ps(xs + 8), _mm256_loadu_ps(ys + 8), a[s].hi);
         }
     return loom_ops_tail_sum(reduce4(a), n - np, x + np, y + np);
+}
+
+/* ---- RMSNorm / L2 norm of rows ------------------------------------------------------------------------
+ * loom_ops_rmsnorm sums the float squares in double, one add per element in index order: a dependency
+ * chain per row. Eight rows share the chain here: 8x8 blocks of squares are transposed so that lane r of
+ * block column j holds row r's square j, and one 4-lane double add per half serves all eight rows. */
+
+/* v[j] lane r = v[r] lane j on return. */
+static void transpose8(__m256 v[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* sum[r] = sum over i < n of (double)(x_r[i] * x_r[i]), added in index order, for the 8 rows
+ * x_r = x + r*stride (n % 8 == 0). */
+static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 v[8];
+        for (int r = 0; r < 8; r++) {
+            v[r] = _mm256_loadu_ps(x + r * stride + i);
+            v[r] = _mm256_mul_ps(v[r], v[r]);
+        }
+        transpose8(v);
+        for (int j = 0; j < 8; j++) {
+            lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v[j])));
+            hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v[j], 1)));
+        }
+    }
+    _mm256_storeu_pd(sum, lo);
+    _mm256_storeu_pd(sum + 4, hi);
+}
+
+/* y[i] = (x[i] * scale) * w[i], or (x[i] * scale) * wc where w is NULL (wc = 1 leaves x*scale exact). */
+static void scale_row(int64_t n, const float *x, float scale, const float *w, float wc, float *y)
+{
+    __m256 s = _mm256_set1_ps(scale), c = _mm256_set1_ps(wc);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, w ? _mm256_loadu_ps(w + i) : c));
+    }
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * (w ? w[i] : wc);
+}
+
+/* The rest of loom_ops_rmsnorm for one row once its sum of squares is known. */
+static void finish_row(double sum, int64_t n, const float *x, const float *w, float wc, float eps, float *y)
+{
+    float mean = (float)(sum / (double)n);
+    scale_row(n, x, 1.0f / sqrtf(mean + eps), w, wc, y);
+}
+
+/* loom_ops_rmsnorm per row with the weight w or the constant wc. */
+static void norm_rows(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w, float wc,
+                      float eps, float *y, int64_t y_stride)
+{
+    int64_t r = 0;
+    double sum[8];
+    for (; n % 8 == 0 && r + 8 <= n_rows; r += 8) {
+        sumsq8(n, x + r * x_stride, x_stride, sum);
+        for (int l = 0; l < 8; l++)
+            finish_row(sum[l], n, x + (r + l) * x_stride, w, wc, eps, y + (r + l) * y_stride);
+    }
+    for (; r < n_rows; r++) {
+        const float *xr = x + r * x_stride;
+        double s1 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            float sq = xr[i] * xr[i];
+            s1 += (double)sq;
+        }
+        finish_row(s1, n, xr, w, wc, eps, y + r * y_stride);
+    }
+}
+
+void loom_ops_rmsnorm_rows_avx2(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, const float *w,
+                                float eps, float *y, int64_t y_stride)
+{
+    norm_rows(n_rows, n, x, x_stride, w, 1.0f, eps, y, y_stride);
+}
+
+/* loom_ops_l2norm: RMSNorm with eps / n, then times 1 / sqrtf(n), i.e. the constant weight 1 / sqrtf(n). */
+void loom_ops_l2norm_rows_avx2(int64_t n_rows, int64_t n, const float *x, int64_t x_stride, float eps, float *y,
+                               int64_t y_stride)
+{
+    float fn = (float)n;
+    norm_rows(n_rows, n, x, x_stride, NULL, 1.0f / sqrtf(fn), eps / fn, y, y_stride);
+}
+
+/* ---- causal conv1d ---------------------------------------------------------------------------------
+ * 8 channels at a time for kernels shorter than 8 taps (a chain of fused multiply-adds per channel, as the
+ * scalar tail order gives for n < 8); longer kernels take the scalar path. The group's K taps and K-1
+ * state columns are gathered into registers once, the tokens stream through (one load, K fused
+ * multiply-adds, one store each, the state columns shifting by one register), and the state is written
+ * back once. m selects the nc channels present (a tail group has fewer than 8). */
+ALWAYS_INLINE void conv_group(int K, int nc, float *s, const float *wc, int n, const float *x, int64_t x_stride,
+                              float *y, int64_t y_stride)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
+    const __m256i s_idx = _mm256_mullo_epi32(lane, _mm256_set1_epi32(K - 1));
+    const __m256i w_idx = _mm256_mullo_epi32(lane, _mm256_set1_epi32(K));
+    const __m256 zero = _mm256_setzero_ps(), mf = _mm256_castsi256_ps(m);
+    __m256 wv[8], sv[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < K; j++)
+        wv[j] = _mm256_mask_i32gather_ps(zero, wc + j, w_idx, mf, 4);
+#pragma GCC unroll 8
+    for (int j = 0; j < K - 1; j++)
+        sv[j] = _mm256_mask_i32gather_ps(zero, s + j, s_idx, mf, 4);
+    for (int t = 0; t < n; t++) {
+        __m256 xv = _mm256_maskload_ps(x + t * x_stride, m);
+        __m256 acc = zero;
+#pragma GCC unroll 8
+        for (int j = 0; j < K - 1; j++)
+            acc = _mm256_fmadd_ps(sv[j], wv[j], acc);
+        _mm256_maskstore_ps(y + t * y_stride, m, _mm256_fmadd_ps(xv, wv[K - 1], acc));
+#pragma GCC unroll 8
+        for (int j = 0; j + 1 < K - 1; j++)
+            sv[j] = sv[j + 1];
+        if (K > 1)
+            sv[K - 2] = xv;
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < K - 1; j++) {
+        float col[8];
+        _mm256_storeu_ps(col, sv[j]);
+        for (int l = 0; l < nc; l++)
+            s[l * (K - 1) + j] = col[l];
+    }
+}
+
+/* Every group of the channel range for one kernel width (K a constant once inlined). */
+ALWAYS_INLINE void conv_groups(int K, int64_t channels, float *state, const float *w, int n, const float *x,
+                               int64_t x_stride, float *y, int64_t y_stride)
+{
+    for (int64_t c0 = 0; c0 < channels; c0 += 8)
+        conv_group(K, channels - c0 >= 8 ? 8 : (int)(channels - c0), state + c0 * (K - 1), w + c0 * K, n, x + c0,
+                   x_stride, y + c0, y_stride);
+}
+
+void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                int64_t x_stride, float *y, int64_t y_stride)
+{
+    switch (K) {
+#define CONV_CASE(k)                                                                                               \
+    case k:                                                                                                        \
+        conv_groups(k, channels, state, w, n, x, x_stride, y, y_stride);                                           \
+        return;
+        CONV_CASE(1)
+        CONV_CASE(2)
+        CONV_CASE(3)
+        CONV_CASE(4)
+        CONV_CASE(5)
+        CONV_CASE(6)
+        CONV_CASE(7)
+#undef CONV_CASE
+    default:
+        loom_ops_conv1d_chunk(channels, K, n, state, w, x, x_stride, y, y_stride);
+    }
+}
+
+void loom_ops_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+{
+    loom_ops_conv1d_chunk_avx2(channels, K, 1, state, w, x, 0, y, 0);
+}
+
+/* ---- SiLU ------------------------------------------------------------------------------------------ */
+
+/* expf_poly (loom_ops_expf_poly) in 8 lanes. AVX2 has no scalef: j * 2^n is two exact power-of-two
+ * factors 2^(n/2) and 2^(n - n/2) (each a normal float for |n| <= 192), so the product rounds once, as
+ * ldexpf does, subnormal results included. */
+static __m256 expf_poly8(__m256 x)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvttps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23))),
+                               _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+    const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    if (_mm256_movemask_ps(big)) {
+        __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+        res = _mm256_blendv_ps(res, alt, big);
+    }
+    const __m256 nan = _mm256_cmp_ps(n, n, _CMP_UNORD_Q); /* the scalar code returns x + x */
+    return _mm256_movemask_ps(nan) ? _mm256_blendv_ps(res, _mm256_add_ps(x, x), nan) : res;
+}
+
+/* x / (1 + expf_poly(0 - x)) in 8 lanes, as ggml_v_silu. */
+static __m256 silu8(__m256 x)
+{
+    __m256 e = expf_poly8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* The reference's tail past the last multiple of 16: libm's expf. */
+static float silu_libm(float x) { return x / (1.0f + expf(-x)); }
+
+void loom_ops_silu_avx2(int64_t n, const float *x, float *y)
+{
+    int64_t nv = n & ~(int64_t)15;
+    for (int64_t i = 0; i < nv; i += 8)
+        _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+    for (int64_t i = nv; i < n; i++)
+        y[i] = silu_libm(x[i]);
+}
+
+void loom_ops_swiglu_avx2(int64_t n, const float *g, const float *u, float *y)
+{
+    int64_t nv = n & ~(int64_t)15;
+    for (int64_t i = 0; i < nv; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    for (int64_t i = nv; i < n; i++)
+        y[i] = silu_libm(g[i]) * u[i];
 }
 
 /* ---- gated delta rule ------------------------------------------------------------------------------
@@ -129,7 +369,7 @@ ALWAYS_INLINE struct acc16 fma16(struct acc16 x, struct acc16 y, struct acc16 a)
     return (struct acc16){_mm256_fmadd_ps(x.lo, y.lo, a.lo), _mm256_fmadd_ps(x.hi, y.hi, a.hi)};
 }
 
-/* F16 dot with every element in a lane, rows padded with zeros (dot_f16_lanes of ops_impl.h): one
+/* F16 dot with every element in a lane, rows padded with zeros (dot_f16_lanes of ops.c): one
  * accumulator (BATCH) or four, block b of 16 elements in accumulator b % 4 (SINGLE). */
 static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum loom_attn_order order)
 {
@@ -138,36 +378,6 @@ static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum
     for (int64_t i = 0, blk = 0; i < n; i += 16, blk++)
         a[blk % lanes] = fma16(load16_f16(x + i, n - i), load16_f16(y + i, n - i), a[blk % lanes]);
     return lanes == 4 ? reduce4(a) : reduce16(a[0]);
-}
-
-/* expf_poly (loom_ops_expf_poly) in 8 lanes. AVX2 has no scalef: j * 2^n is two exact power-of-two
- * factors 2^(n/2) and 2^(n - n/2) (each a normal float for |n| <= 192), so the product rounds once, as
- * ldexpf does, subnormal results included. */
-static __m256 expf_poly8(__m256 x)
-{
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvttps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23))),
-                               _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
-    const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    if (_mm256_movemask_ps(big)) {
-        __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                      _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
-        res = _mm256_blendv_ps(res, alt, big);
-    }
-    const __m256 nan = _mm256_cmp_ps(n, n, _CMP_UNORD_Q); /* the scalar code returns x + x */
-    return _mm256_movemask_ps(nan) ? _mm256_blendv_ps(res, _mm256_add_ps(x, x), nan) : res;
 }
 
 /* loom_ops_softmax: scale, max, exponentials summed in double per block of 16 (R16 over the block, zeros
