@@ -78,7 +78,9 @@ static const char BENCH_USAGE[] =
     "  -t N      threads (default: all online CPUs)\n"
     "  -r REPS   repetitions of each test (default 5)\n"
     "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
-    "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios\n"
+    "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios;\n"
+    "            LOOM_REF_CPU=NAME loads its CPU build libggml-cpu-NAME.so (e.g. haswell: AVX2) instead of\n"
+    "            the best for this CPU, LOOM_KERNELS=avx2 forces loom's AVX2 set: an AVX2 machine here\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
     "  --check-tensors  validate every tensor's data at load (finite values and block scales, as llama.cpp's\n"
     "            --check-tensors; reads the whole file)\n"
@@ -587,10 +589,12 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     if (!o->ref)
         rss_loom = loom_cli_peak_rss();
     double load1 = bench_load_average();
-    printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s%s\n\n", o->model, o->n_threads, o->reps,
-           loom_kernels_name(),
-           o->ref ? "; reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on)"
-                  : "");
+    printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s", o->model, o->n_threads, o->reps,
+           loom_kernels_name());
+    if (o->ref)
+        printf("; reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on), CPU "
+               "build %s", ref->cpu[0] ? ref->cpu : "the best for this CPU");
+    printf("\n\n");
     bench_print_table(&w, eng, o->ref ? 2 : 1, &t, o->n_threads);
     printf("\n");
     if (o->ref)

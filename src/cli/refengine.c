@@ -16,6 +16,7 @@ static const struct ref_symbol {
     size_t off;
 } REF_SYMBOLS[] = {
     {"ggml_backend_load_all_from_path", offsetof(struct loom_ref, load_all_from_path)},
+    {"ggml_backend_load", offsetof(struct loom_ref, backend_load)},
     {"llama_backend_init", offsetof(struct loom_ref, backend_init)},
     {"llama_backend_free", offsetof(struct loom_ref, backend_free)},
     {"llama_log_set", offsetof(struct loom_ref, log_set)},
@@ -75,7 +76,19 @@ int loom_ref_open(struct loom_ref *r, loom_error *err)
         memcpy((char *)r + REF_SYMBOLS[i].off, &sym, sizeof sym);
     }
     r->log_set(ref_log, NULL);
-    r->load_all_from_path(r->bins);
+    const char *cpu = getenv("LOOM_REF_CPU");
+    if (cpu && *cpu) { /* one CPU build (e.g. haswell: AVX2 only) instead of the best for this CPU */
+        if (strlen(cpu) >= sizeof r->cpu || strchr(cpu, '/'))
+            return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_CPU: expected the NAME of a libggml-cpu-NAME.so in %s, "
+                               "found '%s'", r->bins, cpu);
+        snprintf(r->cpu, sizeof r->cpu, "%s", cpu);
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", r->bins, cpu);
+        if (!r->backend_load(path))
+            return loom_errorf(err, LOOM_E_IO, "LOOM_REF_CPU=%s: the reference's CPU build %s did not load (missing, "
+                               "or it needs instructions this CPU lacks)", cpu, path);
+    } else {
+        r->load_all_from_path(r->bins);
+    }
     r->backend_init();
     return LOOM_OK;
 }

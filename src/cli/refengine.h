@@ -95,6 +95,8 @@ struct loom_ref {
     void *lib; /* dlopen handle of libllama.v0.5.0.so (stays loaded for the life of the process) */
     char bins[1024];
     void (*load_all_from_path)(const char *dir); /* ggml_backend_load_all_from_path (libggml) */
+    void *(*backend_load)(const char *path);     /* ggml_backend_load (libggml): one backend library */
+    char cpu[64]; /* LOOM_REF_CPU: the one CPU build loaded (haswell, zen4, ...); empty: the best for the CPU */
     void (*backend_init)(void);
     void (*backend_free)(void);
     void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);

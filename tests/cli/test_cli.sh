@@ -114,6 +114,11 @@ printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >
 check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context of 40 positions ends" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
 check "bench -n beyond context_length names -d + -p + -n" '[ $rc -ne 0 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
+# bench --ref with one CPU build of the reference (LOOM_REF_CPU), named in the header; a missing one refused
+LOOM_REF_CPU=haswell "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
+check "bench --ref with LOOM_REF_CPU=haswell runs that build" '[ $rc -eq 0 ] && grep -q "CPU build haswell" "$out" && grep -q "reference" "$out"'
+LOOM_REF_CPU=nosuch "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
+check "bench --ref with a missing LOOM_REF_CPU build fails naming it" '[ $rc -eq 1 ] && grep -q "LOOM_REF_CPU=nosuch: the reference.s CPU build .*libggml-cpu-nosuch.so did not load" "$err"'
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
 check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
