@@ -24,6 +24,26 @@ static inline float loom_hsum8_ps(__m256 v)
     return _mm_cvtss_f32(r);
 }
 
+/* An 8x8 float transpose in registers: v[j] lane r = v[r] lane j on return. */
+static inline void loom_transpose8_ps(__m256 v[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
 /* The packed Q4_K/Q5_K scales as 16 bytes: the 8 scales, then the 8 mins (as loom_k4_scales). Reads 16
  * bytes at packed (in a block the quants follow the 12 scale bytes). With u0..u2 the packed 32-bit words:
  * lanes u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) |

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/helpers_avx2.h"
 #include "kernels/ops.h"
 #include "util/fp16.h"
 
@@ -18,14 +19,8 @@ struct acc16 {
 
 static const struct acc16 acc16_zero = {{0}, {0}};
 
-/* The R16 tree of loom_ops_reduce16: lanes l + 8 and l, then l + 4 and l, then (0 + 2) + (1 + 3). */
-ALWAYS_INLINE float reduce16(struct acc16 a)
-{
-    __m256 h8 = _mm256_add_ps(a.hi, a.lo);
-    __m128 h4 = _mm_add_ps(_mm256_extractf128_ps(h8, 1), _mm256_castps256_ps128(h8));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
+/* The R16 tree of loom_ops_reduce16: lanes l + 8 and l, then loom_hsum8_ps's l + 4 and l, (0 + 2) + (1 + 3). */
+ALWAYS_INLINE float reduce16(struct acc16 a) { return loom_hsum8_ps(_mm256_add_ps(a.hi, a.lo)); }
 
 ALWAYS_INLINE struct acc16 add16(struct acc16 a, struct acc16 b)
 {
@@ -59,26 +54,6 @@ static float dot_f32(int64_t n, const float *x, const float *y)
  * chain per row. Eight rows share the chain here: 8x8 blocks of squares are transposed so that lane r of
  * block column j holds row r's square j, and one 4-lane double add per half serves all eight rows. */
 
-/* v[j] lane r = v[r] lane j on return. */
-static void transpose8(__m256 v[8])
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
-        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
-        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-}
-
 /* sum[r] = sum over i < n of (double)(x_r[i] * x_r[i]), added in index order, for the 8 rows
  * x_r = x + r*stride (n % 8 == 0). */
 static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
@@ -90,7 +65,7 @@ static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
             v[r] = _mm256_loadu_ps(x + r * stride + i);
             v[r] = _mm256_mul_ps(v[r], v[r]);
         }
-        transpose8(v);
+        loom_transpose8_ps(v);
         for (int j = 0; j < 8; j++) {
             lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v[j])));
             hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v[j], 1)));
@@ -354,13 +329,14 @@ void loom_ops_delta_rule_step_avx2(int d, float *M, const float *q, const float 
 
 static __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
-/* 16 F16 values at p as an accumulator's lanes: the first n (<= 16), zeros after. */
+/* 16 F16 values at p as an accumulator's lanes: the first n (any n; none when n <= 0), zeros after. */
 static struct acc16 load16_f16(const uint16_t *p, int64_t n)
 {
     if (n >= 16)
         return (struct acc16){load_f16(p), load_f16(p + 8)};
     uint16_t t[16] = {0};
-    memcpy(t, p, (size_t)n * sizeof *t);
+    if (n > 0)
+        memcpy(t, p, (size_t)n * sizeof *t);
     return (struct acc16){load_f16(t), load_f16(t + 8)};
 }
 
@@ -421,28 +397,57 @@ static void softmax(int64_t n, float *x, float scale)
         x[i] *= (float)(1.0 / sum);
 }
 
-/* probs16[p] = f16(x[p]) for p < n. */
-static void round_probs(int64_t n, const float *x, uint16_t *probs16)
+/* x[p] = f32(f16(x[p])) for p < n: the probabilities rounded to F16 as the reference stores them, kept in F32
+ * (exact) so that the V products load them without a conversion each. */
+static void round_probs(int64_t n, float *x)
 {
     int64_t p = 0;
     for (; p + 8 <= n; p += 8)
-        _mm_storeu_si128((__m128i *)(probs16 + p), _mm256_cvtps_ph(_mm256_loadu_ps(x + p), _MM_FROUND_TO_NEAREST_INT));
+        _mm256_storeu_ps(x + p, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + p), _MM_FROUND_TO_NEAREST_INT)));
     for (; p < n; p++)
-        probs16[p] = loom_f32_to_f16(x[p]);
+        x[p] = loom_f16_to_f32(loom_f32_to_f16(x[p]));
+}
+
+/* 8 floats at p: the first n (any n; none when n <= 0), zeros after. */
+static __m256 load8_part(const float *p, int64_t n)
+{
+    float t[8] = {0};
+    if (n > 0)
+        memcpy(t, p, (size_t)(n < 8 ? n : 8) * sizeof *t);
+    return _mm256_loadu_ps(t);
+}
+
+/* V row . probabilities (F32 values of F16 numbers) with every element in a lane, as dot_f16_lanes: one
+ * accumulator (BATCH) or block b of 16 in accumulator b % 4 (SINGLE); zeros past n. */
+static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum loom_attn_order order)
+{
+    struct acc16 a[4] = {acc16_zero, acc16_zero, acc16_zero, acc16_zero};
+    int lanes = order == LOOM_ATTN_ORDER_BATCH ? 1 : 4;
+    int64_t i = 0, blk = 0;
+    for (; i + 16 <= n; i += 16, blk++)
+        a[blk % lanes] = fma16((struct acc16){load_f16(v + i), load_f16(v + i + 8)},
+                               (struct acc16){_mm256_loadu_ps(probs + i), _mm256_loadu_ps(probs + i + 8)},
+                               a[blk % lanes]);
+    if (i < n)
+        a[blk % lanes] = fma16(load16_f16(v + i, n - i),
+                               (struct acc16){load8_part(probs + i, n - i), load8_part(probs + i + 8, n - i - 8)},
+                               a[blk % lanes]);
+    return lanes == 4 ? reduce4(a) : reduce16(a[0]);
 }
 
 void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                              int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                              enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
 {
+    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
     for (int64_t p = 0; p < n_kv; p++) /* a single row's K dot has a scalar double tail past the last 64 */
         scores[p] = order == LOOM_ATTN_ORDER_SINGLE && head_dim % 64
                         ? loom_ops_dot_f16(head_dim, k_cache + p * k_stride, q16, order)
                         : dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
     softmax(n_kv, scores, scale);
-    round_probs(n_kv, scores, probs16);
+    round_probs(n_kv, scores);
     for (int j = 0; j < head_dim_v; j++)
-        out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
+        out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
 
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
@@ -486,10 +491,11 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
     }
 }
 
-/* out[g*out_stride + j] = V[j] . probs16[g] over p < n_kv[g] (dot_f16_lanes, SINGLE order): per V row,
- * each accumulator half of the four rows through all blocks of 64 positions, then the next half. */
-static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                              const uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs, SINGLE order; probs[g] at
+ * probs + g*stride, F32 values of F16 numbers): per V row, each accumulator half of the four rows through all
+ * blocks of 64 positions, then the next half. */
+static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv, const float *probs,
+                              int64_t stride, float *out, int64_t out_stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
@@ -510,10 +516,10 @@ static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_
                     int64_t r = n_kv[g] - i;
                     if (n_kv[g] <= blk)
                         continue;
-                    __m256 pb = r >= 8 ? load_f16(probs16 + g * stride + i)
-                                       : load16_f16(probs16 + g * stride + i, r > 0 ? r : 0).lo;
-                    __m256 vg = r >= 8 ? vb : load16_f16(vr + i, r > 0 ? r : 0).lo;
-                    a[g] = _mm256_fmadd_ps(vg, pb, a[g]);
+                    if (r >= 8)
+                        a[g] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(probs + g * stride + i), a[g]);
+                    else
+                        a[g] = _mm256_fmadd_ps(load16_f16(vr + i, r).lo, load8_part(probs + g * stride + i, r), a[g]);
                 }
             }
             for (int g = 0; g < ATTN_G; g++)
@@ -546,7 +552,7 @@ void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const 
     attn_scores_group(n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     for (int g = 0; g < ATTN_G; g++) {
         softmax(n_kv[g], scores + g * stride, scale);
-        round_probs(n_kv[g], scores + g * stride, probs16 + g * stride);
+        round_probs(n_kv[g], scores + g * stride);
     }
-    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, probs16, stride, out, out_stride);
+    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/helpers_avx2.h"
 #include "kernels/ops.h"
 
 /* loom_ops_dot_f32 with zmm accumulators; _mm512_reduce_add_ps is the R16 tree. */
@@ -31,26 +32,6 @@ static float dot_f32(int64_t n, const float *x, const float *y)
  * chain per row. Eight rows share the chain here: 8x8 blocks of squares are transposed so that lane r of
  * block column j holds row r's square j, and one 8-lane double add per column serves all eight rows. */
 
-/* v[j] lane r = v[r] lane j on return. */
-static void transpose8(__m256 v[8])
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++) { /* rows 0-3, then 4-7 */
-        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
-        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-}
-
 /* sum[r] = sum over i < n of (double)(x_r[i] * x_r[i]), added in index order, for the 8 rows
  * x_r = x + r*stride (n % 8 == 0). */
 static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
@@ -62,7 +43,7 @@ static void sumsq8(int64_t n, const float *x, int64_t stride, double sum[8])
             v[r] = _mm256_loadu_ps(x + r * stride + i);
             v[r] = _mm256_mul_ps(v[r], v[r]);
         }
-        transpose8(v);
+        loom_transpose8_ps(v);
         for (int j = 0; j < 8; j++)
             acc = _mm512_add_pd(acc, _mm512_cvtps_pd(v[j]));
     }
@@ -421,18 +402,36 @@ static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum
     return _mm512_reduce_add_ps(a[0]);
 }
 
-/* probs16[p] = f16(x[p]) for p < n. */
-static void round_probs(int64_t n, const float *x, uint16_t *probs16)
+/* x[p] = f32(f16(x[p])) for p < n: the probabilities rounded to F16 as the reference stores them, kept in F32
+ * (exact) so that the V products load them without a conversion each. */
+static void round_probs(int64_t n, float *x)
 {
-    int64_t p = 0;
-    for (; p + 16 <= n; p += 16)
-        _mm256_storeu_si256((__m256i *)(probs16 + p),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(x + p), _MM_FROUND_TO_NEAREST_INT));
-    if (p < n) {
-        __mmask16 k = (__mmask16)((1u << (n - p)) - 1);
-        _mm256_mask_storeu_epi16(probs16 + p, k,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + p), _MM_FROUND_TO_NEAREST_INT));
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 k = n - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - p)) - 1);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + p), _MM_FROUND_TO_NEAREST_INT);
+        _mm512_mask_storeu_ps(x + p, k, _mm512_cvtph_ps(h));
     }
+}
+
+/* V row . probabilities (F32 values of F16 numbers) with every element in a lane, as dot_f16_lanes: one
+ * accumulator (BATCH) or block b of 16 in accumulator b % 4 (SINGLE); zeros past n. */
+static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum loom_attn_order order)
+{
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int lanes = order == LOOM_ATTN_ORDER_BATCH ? 1 : 4;
+    int64_t i = 0, blk = 0;
+    for (; i + 16 <= n; i += 16, blk++)
+        a[blk % lanes] = _mm512_fmadd_ps(load_f16(v + i), _mm512_loadu_ps(probs + i), a[blk % lanes]);
+    if (i < n)
+        a[blk % lanes] = _mm512_fmadd_ps(load_f16_part(v + i, n - i),
+                                         _mm512_maskz_loadu_ps((__mmask16)((1u << (n - i)) - 1), probs + i),
+                                         a[blk % lanes]);
+    if (lanes == 4) {
+        a[0] = _mm512_add_ps(a[0], a[2]);
+        a[1] = _mm512_add_ps(a[1], a[3]);
+        a[0] = _mm512_add_ps(a[0], a[1]);
+    }
+    return _mm512_reduce_add_ps(a[0]);
 }
 
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
@@ -448,9 +447,9 @@ void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, 
     for (int64_t p = 0; p < n_kv; p++)
         scores[p] = dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
     softmax(n_kv, scores, scale);
-    round_probs(n_kv, scores, probs16);
+    round_probs(n_kv, scores);
     for (int j = 0; j < head_dim_v; j++)
-        out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
+        out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
 
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
@@ -492,51 +491,74 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
     }
 }
 
-/* out[g*out_stride + j] = V[j] . probs16[g] over p < n_kv[g] (dot_f16_lanes, SINGLE order). */
+/* V rows and positions per tile of attn_values_group: the tile's probabilities (4 rows x VALUES_POS floats,
+ * 16 KiB) stay in L1 while its V rows pass, and the rows' accumulators wait on the stack (VALUES_ROWS x 16
+ * registers, 32 KiB) between position tiles. VALUES_POS is a multiple of 64 (an accumulator cycle). */
+#define VALUES_ROWS 32
+#define VALUES_POS 1024
+
+/* V row vr through positions [i0, i1) of the group (i0 a multiple of 64), into its accumulators a[g][s]:
+ * block b of 16 positions goes to accumulator b % 4; first the blocks every row covers in full. */
+ALWAYS_INLINE void values_tile(const int64_t *n_kv, int64_t n_min, int64_t n_max, const uint16_t *vr,
+                               const float *probs, int64_t stride, int64_t i0, int64_t i1, __m512 a[ATTN_G][4])
+{
+    int64_t i = i0;
+    for (; i + 64 <= i1 && i + 64 <= n_min; i += 64)
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) {
+            __m512 vb = load_f16(vr + i + 16 * s);
+#pragma GCC unroll 4
+            for (int g = 0; g < ATTN_G; g++)
+                a[g][s] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + i + 16 * s), a[g][s]);
+        }
+    for (; i < i1; i += 64)
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) {
+            int64_t ib = i + 16 * s;
+            if (ib >= n_max)
+                break;
+            __m512 vb = n_max - ib >= 16 ? load_f16(vr + ib) : load_f16_part(vr + ib, n_max - ib);
+#pragma GCC unroll 4
+            for (int g = 0; g < ATTN_G; g++) {
+                int64_t r = n_kv[g] - ib;
+                if (r >= 16)
+                    a[g][s] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + ib), a[g][s]);
+                else if (r > 0) /* the single row's masked tail: zeros in both operands */
+                    a[g][s] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
+                                              _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), probs + g * stride + ib),
+                                              a[g][s]);
+            }
+        }
+}
+
+/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs, SINGLE order; probs[g] at
+ * probs + g*stride, F32 values of F16 numbers), in tiles of VALUES_ROWS rows by VALUES_POS positions. */
 static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                              const uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+                              const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
     int64_t n_max = 0, n_min = n_kv[0];
     for (int g = 0; g < ATTN_G; g++) {
         n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
         n_min = n_kv[g] < n_min ? n_kv[g] : n_min;
     }
-    for (int j = 0; j < hdv; j++) {
-        const uint16_t *vr = v + (int64_t)j * v_stride;
-        __m512 a[ATTN_G][4];
-#pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++)
-            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
-        /* block b of 16 positions goes to accumulator b % 4: s below, as i is a multiple of 64; first the
-         * blocks every row covers in full */
-        int64_t i = 0;
-        for (; i + 64 <= n_min; i += 64)
-#pragma GCC unroll 4
-            for (int s = 0; s < 4; s++) {
-                __m512 vb = load_f16(vr + i + 16 * s);
-#pragma GCC unroll 4
-                for (int g = 0; g < ATTN_G; g++)
-                    a[g][s] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + i + 16 * s), a[g][s]);
+    __m512 acc[VALUES_ROWS][ATTN_G][4];
+    for (int j0 = 0; j0 < hdv; j0 += VALUES_ROWS) {
+        int nj = hdv - j0 < VALUES_ROWS ? hdv - j0 : VALUES_ROWS;
+        for (int jj = 0; jj < nj; jj++)
+            for (int g = 0; g < ATTN_G; g++)
+                acc[jj][g][0] = acc[jj][g][1] = acc[jj][g][2] = acc[jj][g][3] = _mm512_setzero_ps();
+        for (int64_t i0 = 0; i0 < n_max; i0 += VALUES_POS) {
+            int64_t i1 = n_max - i0 < VALUES_POS ? n_max : i0 + VALUES_POS;
+            for (int jj = 0; jj < nj; jj++) {
+                __m512 a[ATTN_G][4];
+                memcpy(a, acc[jj], sizeof a);
+                values_tile(n_kv, n_min, n_max, v + (int64_t)(j0 + jj) * v_stride, probs, stride, i0, i1, a);
+                memcpy(acc[jj], a, sizeof a);
             }
-        for (; i < n_max; i += 64)
-#pragma GCC unroll 4
-            for (int s = 0; s < 4; s++) {
-                int64_t ib = i + 16 * s;
-                if (ib >= n_max)
-                    break;
-                __m512 vb = n_max - ib >= 16 ? load_f16(vr + ib) : load_f16_part(vr + ib, n_max - ib);
-#pragma GCC unroll 4
-                for (int g = 0; g < ATTN_G; g++) {
-                    int64_t r = n_kv[g] - ib;
-                    if (r >= 16)
-                        a[g][s] = _mm512_fmadd_ps(vb, load_f16(probs16 + g * stride + ib), a[g][s]);
-                    else if (r > 0) /* the single row's masked tail: zeros in both operands */
-                        a[g][s] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
-                                                  load_f16_part(probs16 + g * stride + ib, r), a[g][s]);
-                }
-            }
-        for (int g = 0; g < ATTN_G; g++)
-            out[g * out_stride + j] = reduce4(a[g]);
+        }
+        for (int jj = 0; jj < nj; jj++)
+            for (int g = 0; g < ATTN_G; g++)
+                out[g * out_stride + j0 + jj] = reduce4(acc[jj][g]);
     }
 }
 
@@ -558,7 +580,7 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
     attn_scores_group(n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     for (int g = 0; g < ATTN_G; g++) {
         softmax(n_kv[g], scores + g * stride, scale);
-        round_probs(n_kv[g], scores + g * stride, probs16 + g * stride);
+        round_probs(n_kv[g], scores + g * stride);
     }
-    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, probs16, stride, out, out_stride);
+    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
