@@ -2,7 +2,8 @@
  * split in three as llama.cpp's gguf-split splits them (tests/split_fixture.h), the reference loads the split
  * model by its first part and its token-by-token logits equal its own on the unsplit file and loom's on the
  * split model, bitwise; and the reference refuses the broken sets loom refuses (a missing part, a part out of
- * place, a wrong split.tensors.count, a tensor in two parts, a later part named). Models: $LOOM_CACHE/models
+ * place, a wrong split.tensors.count, a tensor in two parts, a later part named); a split model quantized by
+ * loom (as by llama_model_quantize) gives the file the unsplit model gives, bytewise. Models: $LOOM_CACHE/models
  * (scripts/prepare-models.sh); a missing one is skipped with a message. Files go to a private folder in /tmp. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,63 @@ static void check_refusals(const char *whole)
     loom_gguf_close(in);
 }
 
+/* The file at path (malloc'd, *n bytes), or NULL. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long len = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
+    if (len >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1)) &&
+        fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    *n = (size_t)(len < 0 ? 0 : len);
+    return buf;
+}
+
+/* Two files of equal bytes (message names what). */
+static void check_same_file(const char *a, const char *b, const char *what)
+{
+    size_t na = 0, nb = 0;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int eq = x && y && na == nb && !memcmp(x, y, na);
+    CHECK(eq, "%s: %s (%zu bytes) and %s (%zu bytes) differ", what, a, na, b, nb);
+    printf("  %-58s %s (%zu bytes)\n", what, eq ? "bytewise equal" : "DIFFER", na);
+    free(x);
+    free(y);
+}
+
+/* A split model quantized (Q8_0) by llama_model_quantize and by loom: each engine writes the file it writes from
+ * the unsplit model, byte for byte (one file, split keys dropped; test_ref_quantize checks loom's against the
+ * reference's on the unsplit file). */
+static void check_quantize(const char *whole, const char *first)
+{
+    static const char *const names[4] = {"ref-split", "ref-whole", "loom-split", "loom-whole"};
+    char out[4][700];
+    for (int i = 0; i < 4; i++)
+        snprintf(out[i], sizeof out[i], "%s/%s-q8.gguf", dir, names[i]);
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = 2;
+    qp.ftype = LLAMA_FTYPE_MOSTLY_Q8_0;
+    CHECK(llama_model_quantize(first, out[0], &qp) == 0 && llama_model_quantize(whole, out[1], &qp) == 0,
+          "llama_model_quantize failed");
+    loom_quantize_options qo = {.n_threads = 2};
+    for (int i = 0; i < 2; i++) {
+        loom_gguf *g = NULL;
+        loom_error err = {0};
+        int rc = loom_gguf_open_model(i ? whole : first, &g, &err);
+        if (!rc)
+            rc = loom_quantize(g, "Q8_0", out[2 + i], &qo, &err);
+        CHECK(rc == LOOM_OK, "loom quantize: %s", err.msg);
+        loom_gguf_close(g);
+    }
+    check_same_file(out[0], out[1], "Q8_0 by llama_model_quantize, split vs unsplit input:");
+    check_same_file(out[2], out[3], "Q8_0 by loom quantize, split vs unsplit input:");
+}
+
 static void check_model(const char *models, const char *file, int refusals)
 {
     char whole[1200], prefix[600], first[1200];
@@ -154,8 +212,10 @@ static void check_model(const char *models, const char *file, int refusals)
     free(ref_split);
     free(ref_whole);
     free(lm);
-    if (refusals)
-        check_refusals(whole);
+    if (!refusals)
+        return;
+    check_quantize(whole, first);
+    check_refusals(whole);
 }
 
 int main(void)
