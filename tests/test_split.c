@@ -258,6 +258,14 @@ static void check_failures(const char *whole)
     CHECK(loom_gguf_write_part(in, &whole2, other, &err) == LOOM_OK, "%s", err.msg);
     expect_refused(other, "key 'split.tensors.count': expected the file's", NULL, "unsplit, tensors.count wrong");
     loom_gguf_close(in);
+
+    struct loom_gguf_writer *w = loom_gguf_writer_new(); /* a split key of another type than gguf-split's */
+    CHECK(w && loom_gguf_writer_set_u32(w, LOOM_SPLIT_COUNT, 3) == LOOM_OK &&
+          loom_gguf_writer_write(w, at(other, sizeof other, "typed-00001-of-00003.gguf"), NULL, NULL, &err) == LOOM_OK,
+          "write: %s", err.msg);
+    loom_gguf_writer_free(w);
+    expect_refused(other, "key 'split.count': expected UINT16 (as gguf-split writes it), found UINT32", NULL,
+                   "split.count of another type");
 }
 
 /* What gguf-split itself writes besides the plain layout loads too: a merged file (split.count 0, as --merge

@@ -1,7 +1,8 @@
 /* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 or qwen35moe GGUF (with the
  * flag, also validates every tensor's data), then prints the architecture, the hyper-parameters, the layer
  * execution plan (which state each layer owns), the expert plan of a MoE model, the parts of a split model, the
- * tensor table with file offsets, totals by type and the memory the model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
+ * tensor table with file offsets, totals by type and the memory the model needs. A bad file exits 1 with
+ * "loom inspect: FILE: reason". */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* gguf.h — the GGUF container: a bounds-checked reader over an mmap'd file (v2 and v3) and a
- * streaming writer. The reader validates every count, size and offset with checked arithmetic before
- * allocating, and never aborts on bad input: errors name the field, the expectation and the finding. */
+/* gguf.h — the GGUF container: a bounds-checked reader over an mmap'd file (v2 and v3), the view of a split
+ * model's parts as one (gguf_split.c) and a streaming writer. The reader validates every count, size and offset
+ * with checked arithmetic before allocating, and never aborts on bad input: errors name the field, the
+ * expectation and the finding. */
 #ifndef LOOM_GGUF_H
 #define LOOM_GGUF_H
 

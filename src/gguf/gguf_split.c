@@ -104,8 +104,8 @@ static int check_first(const char *path, const struct split_keys *k, char *prefi
                            k->count, first);
     }
     if (!split_prefix(path, 0, k->count, prefix, cap))
-        return loom_errorf(err, LOOM_E_FORMAT, "'%s': file name: expected PREFIX" SPLIT_SUFFIX_FMT " for the first part "
-                           "of a split model of split.count %u (the other parts are found by that name), found "
+        return loom_errorf(err, LOOM_E_FORMAT, "'%s': file name: expected PREFIX" SPLIT_SUFFIX_FMT " for the first "
+                           "part of a split model of split.count %u (the other parts are found by that name), found "
                            "another name", path, 1u, (unsigned)k->count, k->count);
     if (!k->has_tensors)
         return loom_errorf(err, LOOM_E_FORMAT, "'%s': key '" LOOM_SPLIT_TENSORS "': expected INT32 in a split model, "
@@ -146,8 +146,8 @@ static int open_part(struct loom_gguf *g, uint32_t index, const char *prefix, co
     struct loom_gguf *f = NULL;
     loom_error e = {0};
     if ((rc = loom_gguf_open(path, &f, &e)) == LOOM_E_IO)
-        return loom_errorf(err, LOOM_E_IO, "split part %u of %u: expected file '%s' (split.count %u in '%s'), found "
-                           "none (%s)", index + 1, first->count, path, first->count, first_path, e.msg);
+        return loom_errorf(err, LOOM_E_IO, "split part %u of %u: expected file '%s' (split.count %u in '%s'): %s",
+                           index + 1, first->count, path, first->count, first_path, e.msg);
     if (rc)
         return loom_errorf(err, rc, "split part %u of %u '%s': %s", index + 1, first->count, path, e.msg);
     struct loom_gguf_part *p = &g->parts[index];
@@ -202,7 +202,8 @@ static int merge_tensors(struct loom_gguf *g, const struct split_keys *first, lo
     struct loom_gguf_tensor *all = calloc(n ? n : 1, sizeof *all);
     if (!all)
         return loom_errorf(err, LOOM_E_NOMEM, "split model: out of memory for %" PRIu64 " tensors", n);
-    for (uint32_t i = 0, at = 0; i < g->n_parts; i++) {
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < g->n_parts; i++) {
         const struct loom_gguf *f = i ? g->parts[i].file : g;
         g->parts[i].first_tensor = at;
         for (uint64_t t = 0; t < f->n_tensors; t++, at++) {

@@ -120,7 +120,7 @@ static void check_refusals(const char *whole)
     loom_split_path(third, sizeof third, prefix, 2, 3, NULL);
     write_set(in, prefix, 9, 0, nt, 0, 0);
     unlink(third);
-    both_refuse(first, "found none", "a missing part");
+    both_refuse(first, "No such file or directory", "a missing part");
     write_set(in, prefix, 1, 2, nt, n / 3, 2 * n / 3);
     both_refuse(first, "key 'split.no': expected 1", "a part out of place");
     write_set(in, prefix, 9, 0, nt + 3, 0, 0);
