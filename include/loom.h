@@ -502,7 +502,28 @@ enum loom_gguf_vtype {
  * LOOM_E_IO / LOOM_E_FORMAT / LOOM_E_NOMEM naming the field, what was expected and what was found. */
 int loom_gguf_open(const char *path, loom_gguf **out, loom_error *err);
 void loom_gguf_close(loom_gguf *g);
-/* The file a loaded model was read from; valid while the model lives. */
+/* Open a model as loom_model_load reads it. A single file is loom_gguf_open's view (a file that carries split
+ * keys must describe itself as whole: split.count absent, 0 or 1, split.no 0, split.tensors.count its tensor
+ * count). The first part of a split model (split.count > 1, as llama.cpp's gguf-split writes it:
+ * PREFIX-00001-of-0000N.gguf, the metadata in the first part, every part a complete GGUF file) opens every part
+ * PREFIX-0000K-of-0000N.gguf in the same folder, each admitted as loom_gguf_open admits a file; the view has the
+ * first part's metadata and header figures and every part's tensors, part by part in file order (parts:
+ * loom_gguf_part_at). Refused, naming the part file and the field: a part missing (the file name expected), a
+ * part whose split.no is not its position or whose split.count differs, a tensor in two parts, a tensor count
+ * other than split.tensors.count, and any part but the first named (the message names the first). */
+int loom_gguf_open_model(const char *path, loom_gguf **out, loom_error *err);
+/* The files a handle's tensors come from: 1, or the parts of a split model opened by loom_gguf_open_model. */
+uint32_t loom_gguf_n_parts(const loom_gguf *g);
+typedef struct loom_gguf_part_info {
+    const char *path;      /* the file's name (the first part's as given; NULL for a buffer) */
+    uint64_t file_bytes;   /* its size */
+    uint64_t data_offset;  /* file offset of its tensor data section */
+    uint64_t first_tensor; /* its tensors are loom_gguf_tensor_at first_tensor .. first_tensor + n_tensors - 1 */
+    uint64_t n_tensors;
+} loom_gguf_part_info;
+/* Part i (0 <= i < loom_gguf_n_parts, split.no order) into *out. LOOM_E_RANGE when out of range. */
+int loom_gguf_part_at(const loom_gguf *g, uint32_t i, loom_gguf_part_info *out, loom_error *err);
+/* The file a loaded model was read from (all its parts); valid while the model lives. */
 const loom_gguf *loom_model_gguf(const loom_model *model);
 
 typedef struct loom_gguf_info {
@@ -548,7 +569,8 @@ typedef struct loom_gguf_tensor_info {
     uint64_t ne[LOOM_GGUF_MAX_DIMS]; /* shape in ggml order: ne[0] is the contiguous (row) dimension; unused = 1 */
     uint64_t n_elements;           /* product of ne */
     uint64_t n_bytes;              /* bytes of its data (from type and shape) */
-    uint64_t file_offset;          /* file offset of its data (data_offset + the offset the file stores) */
+    uint32_t part;                 /* the file it is in (loom_gguf_part_at; 0 unless split) */
+    uint64_t file_offset;          /* offset of its data in that file (its data_offset + the offset stored) */
 } loom_gguf_tensor_info;
 /* Tensor i (0 <= i < n_tensors, file order) into *out. LOOM_E_RANGE naming i and n_tensors when out of range. */
 int loom_gguf_tensor_at(const loom_gguf *g, uint64_t i, loom_gguf_tensor_info *out, loom_error *err);

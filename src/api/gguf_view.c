@@ -81,7 +81,7 @@ int loom_gguf_tensor_at(const loom_gguf *g, uint64_t i, loom_gguf_tensor_info *o
     const struct loom_gguf_tensor *t = &g->tensors[i];
     *out = (loom_gguf_tensor_info){.type = t->type, .type_name = loom_type_traits(t->type)->name,
                                    .n_dims = t->n_dims, .n_elements = 1, .n_bytes = t->nbytes,
-                                   .file_offset = (uint64_t)((const uint8_t *)t->data - g->map)};
+                                   .part = t->part, .file_offset = g->parts[t->part].data_offset + t->offset};
     memcpy(out->name, t->name.ptr, t->name.len); /* shorter than LOOM_GGUF_MAX_NAME: the reader refuses longer */
     for (int d = 0; d < LOOM_GGUF_MAX_DIMS; d++)
         out->n_elements *= out->ne[d] = t->ne[d];

@@ -44,7 +44,7 @@ struct bench_opts {
 /* Work figures of the model file, from its tensor table. */
 struct bench_work {
     char name[48];
-    uint64_t file_bytes;      /* size of the file */
+    uint64_t file_bytes;      /* size of the file (of all its parts when split) */
     uint64_t size, params;    /* bytes and elements of all tensors (llama-bench's "size" and "params") */
     uint64_t decode_bytes;    /* weight bytes read per decoded token: all but the embedding table (one row of
                                * it), which is read whole when it doubles as the output head; of each routed
@@ -236,9 +236,9 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
     memset(w, 0, sizeof *w);
     size_t len = strlen(base); /* copied, not snprintf'd: GCC's UBSan build warned of a NULL %s argument */
     memcpy(w->name, base, len < sizeof w->name ? len : sizeof w->name - 1);
-    loom_gguf_info info;
-    loom_gguf_get_info(g, &info);
-    w->file_bytes = info.file_bytes;
+    loom_gguf_part_info part;
+    for (uint32_t i = 0; loom_gguf_part_at(g, i, &part, NULL) == LOOM_OK; i++)
+        w->file_bytes += part.file_bytes;
     loom_model_desc d = {0};
     loom_error err = {0};
     double used = 1; /* the share of a routed expert tensor ("*_exps") one token uses */

@@ -1,7 +1,8 @@
 /* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 or qwen35moe GGUF (with the
  * flag, also validates every tensor's data), then prints the architecture, the hyper-parameters, the layer
- * execution plan (which state each layer owns), the expert plan of a MoE model, the tensor table with file
- * offsets, totals by type and the memory the model needs. A bad file exits 1 with "loom inspect: FILE: reason". */
+ * execution plan (which state each layer owns), the expert plan of a MoE model, the parts of a split model, the
+ * tensor table with file offsets, totals by type and the memory the model needs. A bad file exits 1 with
+ * "loom inspect: FILE: reason". */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,19 +56,41 @@ static void format_shape(const loom_gguf_tensor_info *t, char *buf, size_t cap)
         snprintf(buf + n, cap - (size_t)n, "]");
 }
 
-/* The tensor table and totals by type; returns the total weight bytes. */
+/* The files of a split model: name, size, tensors and their bytes. */
+static void print_parts(const loom_gguf *g)
+{
+    uint32_t n = loom_gguf_n_parts(g);
+    if (n < 2)
+        return;
+    printf("\nsplit model: %u parts\n  %-4s %-56s %14s %8s %14s\n", n, "part", "file", "bytes", "tensors",
+           "tensor bytes");
+    loom_gguf_part_info p;
+    loom_gguf_tensor_info t;
+    for (uint32_t i = 0; i < n && loom_gguf_part_at(g, i, &p, NULL) == LOOM_OK; i++) {
+        uint64_t data = 0;
+        for (uint64_t k = 0; k < p.n_tensors && loom_gguf_tensor_at(g, p.first_tensor + k, &t, NULL) == LOOM_OK; k++)
+            data += t.n_bytes;
+        printf("  %-4u %-56s %14" PRIu64 " %8" PRIu64 " %14" PRIu64 "\n", i + 1, p.path, p.file_bytes, p.n_tensors,
+               data);
+    }
+}
+
+/* The tensor table (with each tensor's part when split) and totals by type; returns the total weight bytes. */
 static uint64_t print_tensors(const loom_gguf *g, uint64_t n_tensors)
 {
     uint64_t count[LOOM_GGUF_TYPE_LIMIT] = {0}, bytes[LOOM_GGUF_TYPE_LIMIT] = {0}, total = 0;
     const char *names[LOOM_GGUF_TYPE_LIMIT] = {0};
     char shape[96];
     loom_gguf_tensor_info t;
-    printf("\ntensors: %" PRIu64 "\n  %-40s %-6s %-22s %14s %14s\n", n_tensors, "name", "type", "shape", "bytes",
-           "file offset");
+    int split = loom_gguf_n_parts(g) > 1;
+    printf("\ntensors: %" PRIu64 "\n  %-40s %-6s %-22s %14s %14s%s\n", n_tensors, "name", "type", "shape", "bytes",
+           "file offset", split ? "  part" : "");
     for (uint64_t i = 0; i < n_tensors && loom_gguf_tensor_at(g, i, &t, NULL) == LOOM_OK; i++) {
         format_shape(&t, shape, sizeof shape);
-        printf("  %-40s %-6s %-22s %14" PRIu64 " %14" PRIu64 "\n", t.name, t.type_name, shape, t.n_bytes,
-               t.file_offset);
+        printf("  %-40s %-6s %-22s %14" PRIu64 " %14" PRIu64, t.name, t.type_name, shape, t.n_bytes, t.file_offset);
+        if (split)
+            printf("  %4u", t.part + 1);
+        putchar('\n');
         count[t.type]++;
         bytes[t.type] += t.n_bytes;
         names[t.type] = t.type_name;
@@ -98,6 +121,9 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
     loom_gguf_get_info(g, &f);
     printf("file: %s (%" PRIu64 " bytes, GGUF v%u, %" PRIu64 " keys, %" PRIu64 " tensors, alignment %" PRIu64 ")\n",
            path, f.file_bytes, f.version, f.n_kv, f.n_tensors, f.alignment);
+    if (loom_gguf_n_parts(g) > 1)
+        printf("(the first of %u parts: the bytes and keys are its own, the tensors all parts')\n",
+               loom_gguf_n_parts(g));
     printf("architecture: %s\n", d->arch);
     if (d->n_nextn)
         printf("nextn (multi-token prediction) layers: %u, present in the file and not run by loom\n", d->n_nextn);
@@ -106,6 +132,7 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
         printf("  %-34s %s\n", d->hparams[i].name, d->hparams[i].value);
     print_layer_plan(d);
     print_expert_plan(d);
+    print_parts(g);
     uint64_t weights = print_tensors(g, f.n_tensors);
     print_memory(d, weights);
 }
@@ -130,7 +157,7 @@ int loom_cli_inspect(int argc, char **argv)
     loom_gguf *g = NULL;
     loom_model_desc desc = {0};
     loom_error err = {0};
-    int rc = loom_gguf_open(path, &g, &err);
+    int rc = loom_gguf_open_model(path, &g, &err);
     if (!rc) {
         loom_cli_gguf_warnings("inspect", path, g);
         rc = loom_model_describe(g, &desc, &err);

@@ -102,7 +102,7 @@ int loom_cli_quantize(int argc, char **argv)
     loom_cli_signals_install();
     loom_error err = {0};
     loom_gguf *in = NULL;
-    if (loom_gguf_open(pos[0], &in, &err) != LOOM_OK) {
+    if (loom_gguf_open_model(pos[0], &in, &err) != LOOM_OK) {
         fprintf(stderr, "loom quantize: %s\n", err.msg);
         return 1;
     }

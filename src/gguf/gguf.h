@@ -1,6 +1,7 @@
-/* gguf.h — the GGUF container: a bounds-checked reader over an mmap'd file (v2 and v3) and a
- * streaming writer. The reader validates every count, size and offset with checked arithmetic before
- * allocating, and never aborts on bad input: errors name the field, the expectation and the finding. */
+/* gguf.h — the GGUF container: a bounds-checked reader over an mmap'd file (v2 and v3), the view of a split
+ * model's parts as one (gguf_split.c) and a streaming writer. The reader validates every count, size and offset
+ * with checked arithmetic before allocating, and never aborts on bad input: errors name the field, the
+ * expectation and the finding. */
 #ifndef LOOM_GGUF_H
 #define LOOM_GGUF_H
 
@@ -35,10 +36,27 @@ struct loom_gguf_tensor {
     uint32_t n_dims;
     uint64_t ne[LOOM_GGUF_MAX_DIMS]; /* ggml order: ne[0] is the contiguous (row) dimension; unused = 1 */
     uint32_t type;                   /* ggml type id (enum loom_type in kernels/types.h) */
-    uint64_t offset;                 /* relative to the data section */
+    uint32_t part;                   /* the file it is in: parts[part] of its handle (0 unless split) */
+    uint64_t offset;                 /* relative to the data section of that file */
     uint64_t nbytes;                 /* computed from type and shape */
     const void *data;                /* into the map; valid until loom_gguf_close */
 };
+
+/* One file a handle's tensors come from: the file itself, or one part of a split model (gguf_split.c). Tensor t
+ * lies at byte data_offset + t->offset of the file at path (what a reader with pread needs). */
+struct loom_gguf_part {
+    char *path;              /* as opened (the first part's as the caller named it); NULL for a caller's buffer */
+    struct loom_gguf *file;  /* that file's own handle, which owns its map; NULL for part 0 (the handle itself) */
+    uint64_t size;           /* file bytes */
+    uint64_t data_offset;    /* start of its tensor data section */
+    uint64_t first_tensor;   /* its tensors are tensors[first_tensor, first_tensor + n_tensors) of the handle */
+    uint64_t n_tensors;
+};
+
+/* Metadata keys of a split model, as llama.cpp's gguf-split writes them (UINT16, UINT16, INT32). */
+#define LOOM_SPLIT_NO "split.no"
+#define LOOM_SPLIT_COUNT "split.count"
+#define LOOM_SPLIT_TENSORS "split.tensors.count"
 
 struct loom_gguf {
     const uint8_t *map;
@@ -50,6 +68,11 @@ struct loom_gguf {
     struct loom_gguf_tensor *tensors;
     uint64_t alignment;
     uint64_t data_offset; /* start of the tensor data section in the file */
+    /* The files the tensors come from, in split.no order: one (the file itself) unless loom_gguf_open_model opened
+     * a split model, whose metadata are its first part's (map, size, kv, data_offset above) and whose tensor table
+     * is every part's, part by part in file order. */
+    uint32_t n_parts;
+    struct loom_gguf_part *parts;
     /* What the GGUF convention forbids but the reference engine accepts (a key that is not lower_snake_case
      * ASCII, a BOOL byte other than 0 or 1, ...): counted, the first LOOM_GGUF_WARNINGS_KEPT messages kept. */
     uint64_t n_warnings;
@@ -58,6 +81,10 @@ struct loom_gguf {
 
 /* loom_gguf_open over a caller-owned buffer (for tests); the buffer must outlive the handle. */
 int loom_gguf_open_buffer(const void *buf, size_t size, struct loom_gguf **out, loom_error *err);
+
+/* Replace g's tensor table by tensors[n] (taking ownership; each tensor's part and data already set) and rebuild
+ * its name index: LOOM_E_FORMAT on a duplicate name, LOOM_E_NOMEM. For gguf_split.c, which merges parts. */
+int loom_gguf_adopt_tensors(struct loom_gguf *g, struct loom_gguf_tensor *tensors, uint64_t n, loom_error *err);
 
 const struct loom_gguf_kv *loom_gguf_find_kv(const struct loom_gguf *g, const char *key);
 const struct loom_gguf_tensor *loom_gguf_find_tensor(const struct loom_gguf *g, const char *name);
@@ -77,6 +104,8 @@ int loom_gguf_kv_strings(const struct loom_gguf_kv *kv, struct loom_gguf_str *ou
 /* Count a warning on g and keep its message while there is room (g->warnings): what the file's readers accept
  * but report (the reader's GGUF-convention warnings, the tokenizer's ignored special token ids). */
 void loom_gguf_warnf(struct loom_gguf *g, const char *fmt, ...) LOOM_PRINTF_FORMAT(2, 3);
+/* For a message about a tensor g lacks: " (in none of the N parts)" when g is a split model, else "". */
+const char *loom_gguf_in_no_part(const struct loom_gguf *g, char *buf, size_t cap);
 /* Compare a mapped string with a C string. */
 int loom_gguf_str_eq(struct loom_gguf_str s, const char *c);
 /* Advice that the bytes [ptr, ptr + len) of g's map will not be read again soon (metadata consumed at load,
@@ -94,6 +123,7 @@ struct loom_gguf_writer;
 struct loom_gguf_writer *loom_gguf_writer_new(void);
 void loom_gguf_writer_free(struct loom_gguf_writer *w);
 int loom_gguf_writer_set_u32(struct loom_gguf_writer *w, const char *key, uint32_t v);
+int loom_gguf_writer_set_u16(struct loom_gguf_writer *w, const char *key, uint16_t v);
 int loom_gguf_writer_set_i32(struct loom_gguf_writer *w, const char *key, int32_t v);
 int loom_gguf_writer_set_f32(struct loom_gguf_writer *w, const char *key, float v);
 int loom_gguf_writer_set_bool(struct loom_gguf_writer *w, const char *key, int v);
@@ -114,5 +144,21 @@ int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, ui
 typedef int (*loom_gguf_fill_fn)(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err);
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err);
+
+/* ---- split models (gguf_split.c) ----------------------------------------------------------------
+ * Write tensors [first, first + count) of `in` as one part of a split model, as llama.cpp's gguf-split writes
+ * one: with all of in's metadata (split keys excepted) when with_meta, then split.no = part_no, split.count =
+ * n_parts and split.tensors.count = n_total (values taken as given, so tests can write inconsistent parts). */
+struct loom_split_part {
+    uint32_t part_no, n_parts;
+    int32_t n_total;
+    uint64_t first, count;
+    int with_meta;
+};
+int loom_gguf_write_part(const struct loom_gguf *in, const struct loom_split_part *p, const char *path,
+                         loom_error *err);
+/* The name of part `index` (0-based) of n_parts: PREFIX-%05d-of-%05d.gguf (index + 1), as llama_split_path.
+ * LOOM_E_ARG when it does not fit in cap bytes. */
+int loom_split_path(char *buf, size_t cap, const char *prefix, uint32_t index, uint32_t n_parts, loom_error *err);
 
 #endif

@@ -409,6 +409,17 @@ static int build_tensor_index(struct gguf_impl *im, loom_error *err)
     return LOOM_OK;
 }
 
+int loom_gguf_adopt_tensors(struct loom_gguf *g, struct loom_gguf_tensor *tensors, uint64_t n, loom_error *err)
+{
+    struct gguf_impl *im = (struct gguf_impl *)g;
+    free(g->tensors);
+    free(im->t_order);
+    im->t_order = NULL;
+    g->tensors = tensors;
+    g->n_tensors = n;
+    return build_tensor_index(im, err);
+}
+
 /* ---- layout checks --------------------------------------------------------------------------- */
 
 static int read_alignment(struct loom_gguf *g, loom_error *err)
@@ -522,9 +533,21 @@ static int parse_all(struct gguf_impl *im, loom_error *err)
     return check_extents(g, err);
 }
 
-static int open_impl(struct gguf_impl *im, struct loom_gguf **out, loom_error *err)
+/* The handle's one part: the file itself (path NULL for a caller's buffer). */
+static int single_part(struct loom_gguf *g, const char *path, loom_error *err)
+{
+    if (!(g->parts = calloc(1, sizeof *g->parts)) || (path && !(g->parts[0].path = strdup(path))))
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory opening a GGUF file");
+    g->n_parts = 1;
+    g->parts[0] = (struct loom_gguf_part){g->parts[0].path, NULL, g->size, g->data_offset, 0, g->n_tensors};
+    return LOOM_OK;
+}
+
+static int open_impl(struct gguf_impl *im, const char *path, struct loom_gguf **out, loom_error *err)
 {
     int rc = parse_all(im, err);
+    if (!rc)
+        rc = single_part(&im->pub, path, err);
     if (rc) {
         loom_gguf_close(&im->pub);
         return rc;
@@ -541,7 +564,7 @@ int loom_gguf_open_buffer(const void *buf, size_t size, struct loom_gguf **out, 
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory opening a GGUF buffer");
     im->pub.map = buf;
     im->pub.size = size;
-    return open_impl(im, out, err);
+    return open_impl(im, NULL, out, err);
 }
 
 int loom_gguf_open(const char *path, struct loom_gguf **out, loom_error *err)
@@ -578,7 +601,7 @@ int loom_gguf_open(const char *path, struct loom_gguf **out, loom_error *err)
     im->pub.map = map;
     im->pub.size = (size_t)st.st_size;
     im->owns_map = 1;
-    return open_impl(im, out, err);
+    return open_impl(im, path, out, err);
 }
 
 void loom_gguf_close(struct loom_gguf *g)
@@ -588,6 +611,11 @@ void loom_gguf_close(struct loom_gguf *g)
     struct gguf_impl *im = (struct gguf_impl *)g;
     if (im->owns_map)
         munmap((void *)g->map, g->size);
+    for (uint32_t i = 0; g->parts && i < g->n_parts; i++) {
+        loom_gguf_close(g->parts[i].file);
+        free(g->parts[i].path);
+    }
+    free(g->parts);
     free(g->kv);
     free(g->tensors);
     free(im->kv_order);

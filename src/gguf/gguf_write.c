@@ -117,6 +117,11 @@ int loom_gguf_writer_set_u32(struct loom_gguf_writer *w, const char *key, uint32
     return set_scalar(w, key, LOOM_GGUF_UINT32, &v);
 }
 
+int loom_gguf_writer_set_u16(struct loom_gguf_writer *w, const char *key, uint16_t v)
+{
+    return set_scalar(w, key, LOOM_GGUF_UINT16, &v);
+}
+
 int loom_gguf_writer_set_i32(struct loom_gguf_writer *w, const char *key, int32_t v)
 {
     return set_scalar(w, key, LOOM_GGUF_INT32, &v);

@@ -80,8 +80,10 @@ int loom_arch_expect_tensor(const struct loom_gguf *g, const char *name, uint64_
                             int f32, loom_error *err)
 {
     const struct loom_gguf_tensor *t = loom_gguf_find_tensor(g, name);
+    char parts[48];
     if (!t)
-        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s'", name);
+        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s'%s", name,
+                           loom_gguf_in_no_part(g, parts, sizeof parts));
     return loom_arch_check_tensor(t, name, ne0, ne1, ne2, f32, err);
 }
 

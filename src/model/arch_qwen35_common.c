@@ -452,8 +452,10 @@ static const char *const nextn_suffixes[] = {
 static int check_global_tensors(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
 {
     const struct loom_gguf_tensor *emb = loom_gguf_find_tensor(g, "token_embd.weight");
+    char parts[48];
     if (!emb)
-        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor 'token_embd.weight'");
+        return loom_errorf(err, LOOM_E_FORMAT, "missing tensor 'token_embd.weight'%s",
+                           loom_gguf_in_no_part(g, parts, sizeof parts));
     if (emb->ne[1] == 0 || emb->ne[1] > INT32_MAX)
         return loom_errorf(err, LOOM_E_FORMAT,
                            "tensor 'token_embd.weight': expected 1..%d rows (vocabulary), found %" PRIu64, INT32_MAX,

@@ -79,7 +79,7 @@ static int read_keys(const struct loom_gguf *g, struct loom_hparams *hp, loom_er
  * never both (llama-model.cpp create_tensor_gate_up_exps). */
 static int check_layers(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
 {
-    char fused[64], gate[64], up[64];
+    char fused[64], gate[64], up[64], parts[48];
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         snprintf(fused, sizeof fused, "blk.%u.ffn_gate_up_exps.weight", il);
         snprintf(gate, sizeof gate, "blk.%u.ffn_gate_exps.weight", il);
@@ -90,8 +90,8 @@ static int check_layers(const struct loom_gguf *g, const struct loom_hparams *hp
             return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': expected absent next to the fused '%s', found present",
                                has_gate ? gate : up, fused);
         if (!has_fused && !(has_gate && has_up))
-            return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s' (or the fused '%s')", has_gate ? up : gate,
-                               fused);
+            return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s' (or the fused '%s')%s", has_gate ? up : gate,
+                               fused, loom_gguf_in_no_part(g, parts, sizeof parts));
     }
     return LOOM_OK;
 }

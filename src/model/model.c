@@ -274,7 +274,7 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         return NULL;
     }
     m->kernels = loom_kernels_active();
-    int rc = loom_gguf_open(path, &m->gguf, err);
+    int rc = loom_gguf_open_model(path, &m->gguf, err);
     if (!rc)
         rc = loom_arch_admit(m->gguf, &m->arch, &m->hp, &m->geo, err);
     if (!rc)

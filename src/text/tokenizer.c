@@ -580,7 +580,7 @@ loom_tokenizer *loom_tokenizer_open(const char *path, loom_error *err)
         loom_errorf(err, LOOM_E_ARG, "tokenizer path: expected a file name, found NULL");
         return NULL;
     }
-    if (loom_gguf_open(path, &g, err) != LOOM_OK || loom_tokenizer_load(g, 0, &tok, err) != LOOM_OK) {
+    if (loom_gguf_open_model(path, &g, err) != LOOM_OK || loom_tokenizer_load(g, 0, &tok, err) != LOOM_OK) {
         loom_gguf_close(g);
         return NULL;
     }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_split.sh BUILD — `loom` on a split model: the cached tiny model split in 3 by build/tools/split_model (the
+# gguf-split layout); run and inspect name its first part: run prints the unsplit file's greedy text, inspect
+# lists the parts (file names, bytes, tensors per part) and each tensor's part; naming the second part fails with
+# the name of the first; a missing part is named; tokenize reads the first part. Prints "N passed, N failed".
+set -uo pipefail
+build=${1:-build}
+loom=$build/loom
+split=$build/tools/split_model
+model=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35-tiny-Q4_K_M.gguf
+pass=0 fail=0
+dir=$(mktemp -d) out=$(mktemp) err=$(mktemp)
+trap 'rm -rf "$dir" "$out" "$err"' EXIT
+
+check() { # description, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err"; fi
+}
+
+"$split" "$model" "$dir/tiny" 3 2>"$err"; rc=$?
+check "split_model writes 3 parts" '[ $rc -eq 0 ] && [ -f "$dir/tiny-00003-of-00003.gguf" ]'
+first=$dir/tiny-00001-of-00003.gguf second=$dir/tiny-00002-of-00003.gguf
+
+"$loom" run -m "$model" -p "The quick brown fox" -n 16 --temp 0 -t 2 >"$out" 2>"$err"
+whole_text=$(cat "$out")
+"$loom" run -m "$first" -p "The quick brown fox" -n 16 --temp 0 -t 2 >"$out" 2>"$err"; rc=$?
+check "run -m FIRST-PART runs" '[ $rc -eq 0 ]'
+check "run on the split model prints the unsplit file's text" '[ "$(cat "$out")" = "$whole_text" ]'
+
+"$loom" inspect "$first" >"$out" 2>"$err"; rc=$?
+check "inspect FIRST-PART runs" '[ $rc -eq 0 ]'
+check "inspect says the model has 3 parts" 'grep -q "^split model: 3 parts" "$out"'
+for k in 1 2 3; do
+    f=$dir/tiny-0000$k-of-00003.gguf
+    check "inspect lists part $k with its bytes" 'grep -qE "^  $k +$f +$(stat -c %s "$f") +[0-9]+ +[0-9]+$" "$out"'
+done
+n_tensors=$(sed -n 's/^tensors: \([0-9]*\)$/\1/p' "$out")
+sum=$(awk '/^split model:/ {on=1; next} on && NF == 5 && $1 ~ /^[0-9]+$/ {s += $4} on && NF == 0 {on=0} END {print s}' "$out")
+check "the tensors per part add up to the tensor count ($sum of $n_tensors)" '[ -n "$n_tensors" ] && [ "$sum" = "$n_tensors" ]'
+parts=$(awk '/^tensors:/ {on=1; getline; next} on && NF == 0 {on=0} on {print $NF}' "$out" | uniq | tr '\n' ' ')
+check "the tensor table gives each tensor's part, in order (parts: $parts)" '[ "$parts" = "1 2 3 " ]'
+
+"$loom" run -m "$second" -p hi -n 2 >"$out" 2>"$err"; rc=$?
+check "run -m SECOND-PART exits 1 naming the first part" '[ $rc -eq 1 ] && grep -qF "name its first part instead: $first" "$err"'
+"$loom" inspect "$second" >"$out" 2>"$err"; rc=$?
+check "inspect SECOND-PART exits 1 naming the first part" '[ $rc -eq 1 ] && grep -qF "name its first part instead: $first" "$err"'
+echo "hello world" | "$loom" tokenize -m "$first" --ids >"$out" 2>"$err"; rc=$?
+check "tokenize -m FIRST-PART runs" '[ $rc -eq 0 ] && [ -s "$out" ]'
+
+rm -f "$dir/tiny-00003-of-00003.gguf"
+"$loom" run -m "$first" -p hi -n 2 >"$out" 2>"$err"; rc=$?
+check "a missing part is named" '[ $rc -eq 1 ] && grep -qF "expected file '"'"'$dir/tiny-00003-of-00003.gguf'"'"'" "$err"'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
