@@ -464,30 +464,64 @@ static float reduce4(const __m512 *a)
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
 }
 
-/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). */
+/* The R16 sums of 16 vectors at once: lane p of the result is _mm512_reduce_add_ps(v[p]) bit for bit. Each
+ * level adds the same pairs as the one-vector tree (lanes l + 8 and l, l + 4 and l, then (0 + 2), (1 + 3), then
+ * 0 + 1), two vectors' halves side by side; the last level leaves position 4k + j in lane 4j + k. */
+static __m512 reduce16_x16(const __m512 v[16])
+{
+    __m512 w[8], z[4], u[2];
+    for (int k = 0; k < 8; k++) /* [T3 of v[2k] | T3 of v[2k + 1]] */
+        w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int m = 0; m < 4; m++) /* quarter j: T6 of v[4m + j] */
+        z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int n = 0; n < 2; n++) /* quarter j: (0 + 2), (1 + 3) of v[8n + j], then of v[8n + 4 + j] */
+        u[n] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_permutexvar_ps(order, r);
+}
+
+/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). Each
+ * row's four accumulators are combined per position ((0 + 2) + (1 + 3)), and 16 positions' R16 reductions
+ * run at once (reduce16_x16): reduce4's result per score. */
 static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
                               float *scores, int64_t stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
         n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-    for (int64_t p = 0; p < n_max; p++) {
-        const uint16_t *kr = k + p * k_stride;
-        __m512 a[ATTN_G][4];
+    for (int64_t p0 = 0; p0 < n_max; p0 += 16) {
+        int np = n_max - p0 < 16 ? (int)(n_max - p0) : 16;
+        __m512 sums[ATTN_G][16];
+        for (int pp = 0; pp < 16; pp++) {
+            const uint16_t *kr = k + (p0 + (pp < np ? pp : 0)) * k_stride; /* past n_max: any row, not stored */
+            __m512 a[ATTN_G][4];
 #pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++)
-            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i += 64)
+            for (int g = 0; g < ATTN_G; g++)
+                a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+            for (int i = 0; i < hd; i += 64)
 #pragma GCC unroll 4
-            for (int s = 0; s < 4; s++) {
-                __m512 kv = load_f16(kr + i + 16 * s);
+                for (int s = 0; s < 4; s++) {
+                    __m512 kv = load_f16(kr + i + 16 * s);
 #pragma GCC unroll 4
-                for (int g = 0; g < ATTN_G; g++)
-                    a[g][s] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s]);
-            }
-        for (int g = 0; g < ATTN_G; g++)
-            if (p < n_kv[g])
-                scores[g * stride + p] = reduce4(a[g]);
+                    for (int g = 0; g < ATTN_G; g++)
+                        a[g][s] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s]);
+                }
+#pragma GCC unroll 4
+            for (int g = 0; g < ATTN_G; g++)
+                sums[g][pp] = _mm512_add_ps(_mm512_add_ps(a[g][0], a[g][2]), _mm512_add_ps(a[g][1], a[g][3]));
+        }
+        for (int g = 0; g < ATTN_G; g++) {
+            int64_t left = n_kv[g] - p0; /* this row's positions in the block */
+            if (left > 0)
+                _mm512_mask_storeu_ps(scores + g * stride + p0,
+                                      left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1),
+                                      reduce16_x16(sums[g]));
+        }
     }
 }
 
