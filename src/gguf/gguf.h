@@ -136,7 +136,8 @@ int loom_gguf_writer_set_arr_str(struct loom_gguf_writer *w, const char *key, co
                                  uint64_t n);
 /* Copy one kv verbatim from a reader (e.g. the tokenizer arrays of a vocab file). */
 int loom_gguf_writer_copy_kv(struct loom_gguf_writer *w, const struct loom_gguf_kv *kv);
-/* Declare a tensor (ne in ggml order, n_dims 1..4, ggml type id). Data comes later. */
+/* Declare a tensor (ne in ggml order, n_dims 1..4, ggml type id). Data comes later. Trailing dimensions of 1
+ * are not written (n_dims as ggml_n_dims counts them, as llama.cpp's writer does: [2048, 1] is a 1-D tensor). */
 int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                                 const uint64_t *ne);
 /* Produce each tensor's bytes in declaration order: fill(ctx, index, buf, nbytes) writes exactly the

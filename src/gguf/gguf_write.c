@@ -265,6 +265,8 @@ int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, ui
     }
     if (ovf || t.nbytes > UINT64_MAX - w->data_size - LOOM_GGUF_DEFAULT_ALIGNMENT)
         return LOOM_E_ARG;
+    while (t.n_dims > 1 && t.ne[t.n_dims - 1] == 1) /* as ggml's writer (ggml_n_dims): no trailing 1s */
+        t.n_dims--;
     struct wtensor *ts = (t.name = strdup(name)) ? loom_grow(w->t, &w->cap_t, w->n_t + 1, sizeof *ts) : NULL;
     if (!ts) {
         free(t.name);

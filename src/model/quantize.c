@@ -188,6 +188,20 @@ static int quant_order_cmp(const void *a, const void *b)
     return x->layer != y->layer ? (x->layer < y->layer ? -1 : 1) : strcmp(x->name, y->name);
 }
 
+int loom_quant_file_order(const struct loom_quant_tensor *t, size_t n, size_t *perm, loom_error *err)
+{
+    struct quant_order *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor indices", n);
+    for (size_t i = 0; i < n; i++)
+        order[i] = (struct quant_order){quant_layer(t[i].name), t[i].name, i};
+    qsort(order, n, sizeof *order, quant_order_cmp);
+    for (size_t k = 0; k < n; k++)
+        perm[k] = order[k].index;
+    free(order);
+    return LOOM_OK;
+}
+
 static int quant_is_float(uint32_t type)
 {
     return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16;
@@ -229,19 +243,17 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing model, tensors, recipe or output");
     struct quant_state s = {.n_layer = (int)m->n_layer, .n_expert = (int)m->n_expert, .tied = 1,
                             .gqa = m->n_head_kv ? (int)(m->n_head / m->n_head_kv) : 0};
-    struct quant_order *order = malloc((n ? n : 1) * sizeof *order);
-    if (!order)
+    size_t *perm = malloc((n ? n : 1) * sizeof *perm);
+    if (!perm)
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor indices", n);
     for (size_t i = 0; i < n; i++) {
-        order[i] = (struct quant_order){quant_layer(t[i].name), t[i].name, i};
         s.n_attn_v += quant_category(t[i].name) == CAT_ATTN_V_LIKE;
         s.tied &= quant_category(t[i].name) != CAT_OUTPUT;
     }
-    qsort(order, n, sizeof *order, quant_order_cmp);
-    int rc = LOOM_OK;
+    int rc = loom_quant_file_order(t, n, perm, err);
     for (size_t k = 0; k < n && rc == LOOM_OK; k++)
-        rc = quant_choose_one(&s, &t[order[k].index], r, &out[order[k].index], err);
-    free(order);
+        rc = quant_choose_one(&s, &t[perm[k]], r, &out[perm[k]], err);
+    free(perm);
     return rc;
 }
 
@@ -319,7 +331,8 @@ struct quant_fault {
 
 struct quant_job {
     const struct loom_gguf *in;
-    const uint32_t *types;
+    const uint32_t *types; /* [input tensor] */
+    const size_t *order;   /* [output tensor] its input tensor (the reference's order) */
     struct loom_pool *pool;
     float *rows; /* one row of floats per pool thread */
     int64_t row_cap;
@@ -403,12 +416,13 @@ static int quant_report(const struct quant_job *j, loom_error *err)
                        t->name.ptr, where, what);
 }
 
-static int quant_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+static int quant_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes, loom_error *err)
 {
     struct quant_job *j = ctx;
+    size_t index = j->order[out_index];
     const struct loom_gguf_tensor *t = &j->in->tensors[index];
     if (j->progress)
-        j->progress(j->progress_ctx, index, j->in->n_tensors, j->done, j->total, t->name.ptr);
+        j->progress(j->progress_ctx, out_index, j->in->n_tensors, j->done, j->total, t->name.ptr);
     if (quant_cancelled(j))
         return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback before tensor '%.*s'",
                            (int)t->name.len, t->name.ptr);
@@ -452,10 +466,11 @@ static int quant_describe(const struct loom_gguf *in, struct loom_quant_tensor *
     return LOOM_OK;
 }
 
-/* Writer with the input's metadata and the chosen tensor types; checks every conversion has a quantizer. */
+/* Writer with the input's metadata and the chosen tensor types, tensors in `order` (input indices); checks every
+ * conversion has a quantizer. */
 static int quant_build_writer(const struct loom_gguf *in, const struct loom_quant_tensor *d, const uint32_t *types,
-                              const struct loom_quant_recipe *r, struct loom_gguf_writer *w, int64_t *max_row,
-                              loom_error *err)
+                              const size_t *order, const struct loom_quant_recipe *r, struct loom_gguf_writer *w,
+                              int64_t *max_row, loom_error *err)
 {
     int rc = LOOM_OK;
     for (uint64_t i = 0; i < in->n_kv && !rc; i++)
@@ -466,7 +481,8 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
     if (rc)
         return loom_errorf(err, rc, "copying metadata to the output writer");
     *max_row = 1;
-    for (uint64_t i = 0; i < in->n_tensors; i++) {
+    for (uint64_t k = 0; k < in->n_tensors; k++) {
+        size_t i = order[k];
         const struct loom_type_traits *tr = loom_type_traits(types[i]);
         if (types[i] != d[i].type) {
             if (!tr->quantize)
@@ -494,18 +510,21 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     size_t n = (size_t)in->n_tensors;
     struct loom_quant_tensor *d = malloc((n ? n : 1) * sizeof *d);
     uint32_t *types = malloc((n ? n : 1) * sizeof *types);
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
     struct loom_gguf_writer *w = loom_gguf_writer_new();
     char *names = 0;
-    struct quant_job job = {.in = in, .types = types, .pool = pool, .progress = progress, .progress_ctx = progress_ctx,
-                            .abort = abort, .abort_ctx = abort_ctx};
-    if (!d || !types || !w)
+    struct quant_job job = {.in = in, .types = types, .order = order, .pool = pool, .progress = progress,
+                            .progress_ctx = progress_ctx, .abort = abort, .abort_ctx = abort_ctx};
+    if (!d || !types || !order || !w)
         rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);
     if (!rc)
         rc = quant_describe(in, d, &names, err);
     if (!rc)
         rc = loom_quant_choose_types(&m, d, n, r, types, err);
     if (!rc)
-        rc = quant_build_writer(in, d, types, r, w, &job.row_cap, err);
+        rc = loom_quant_file_order(d, n, order, err);
+    if (!rc)
+        rc = quant_build_writer(in, d, types, order, r, w, &job.row_cap, err);
     if (!rc) {
         for (size_t i = 0; i < n; i++)
             job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /
@@ -525,6 +544,7 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     free(job.faults);
     free(names);
     loom_gguf_writer_free(w);
+    free(order);
     free(types);
     free(d);
     return rc;

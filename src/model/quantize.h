@@ -51,14 +51,19 @@ struct loom_quant_tensor {
 int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
                             const struct loom_quant_recipe *r, uint32_t *out, loom_error *err);
 
+/* perm[k] = the index in t[0..n) of the k-th tensor in the reference's order (llama_model_loader's
+ * weight_name_comparer: by the N of "blk.N." (-1 for other names), then by name), the order in which
+ * llama_model_quantize chooses types and writes tensors. LOOM_E_NOMEM or LOOM_OK. */
+int loom_quant_file_order(const struct loom_quant_tensor *t, size_t n, size_t *perm, loom_error *err);
+
 /* Append the keys llama_model_quantize writes last: general.quantization_version (2), then general.file_type
  * (r->ftype); the writer's error code (a caller must not have set either key before). */
 int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant_recipe *r);
 
 /* Quantize the GGUF `in` (F32/F16/BF16 source tensors) with recipe r into out_path: metadata copied
  * verbatim in order, except general.quantization_version (2) and general.file_type (r->ftype), which are
- * appended last as the reference does, and split.* keys, which are dropped; tensors in the input's order,
- * 32-byte aligned. The file appears atomically (temporary file, fsync, rename) and nothing is left behind
+ * appended last as the reference does, and split.* keys, which are dropped; tensors in the reference's order
+ * (loom_quant_file_order), 32-byte aligned. The file appears atomically (temporary file, fsync, rename) and nothing is left behind
  * on failure. Rows are quantized in parallel over pool (may be NULL: the caller's thread); the bytes do
  * not depend on the thread count. Every row is validated by the trait table's validate_row
  * (ggml_validate_row_data's rules), as llama_model_quantize does: each source row as read (it loads with

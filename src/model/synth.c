@@ -172,6 +172,7 @@ struct synth {
     float *scratch;   /* staging for tensors generated column-wise or with row mixing */
     struct synth_tensor *t;
     uint32_t n_t;
+    size_t *order;    /* [n_t] the tensor written k-th (a recipe's file: the reference's order), or NULL: as planned */
     uint64_t done_bytes, total_bytes;
     int cancelled;    /* the abort callback asked to stop (synth_poll) */
 };
@@ -541,18 +542,19 @@ static int synth_check_rows(const struct synth_tensor *t, const void *buf, loom_
                        what);
 }
 
-static int synth_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+static int synth_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes, loom_error *err)
 {
     struct synth *s = ctx;
-    if (index >= s->n_t)
+    if (out_index >= s->n_t)
         return loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor index %llu, expected < %u",
-                           (unsigned long long)index, s->n_t);
+                           (unsigned long long)out_index, s->n_t);
+    uint64_t index = s->order ? s->order[out_index] : out_index; /* the RNG stream follows the plan's index */
     const struct synth_tensor *t = &s->t[index];
     if (nbytes != synth_tensor_bytes(t))
         return loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': writer asks %llu bytes, expected %llu",
                            t->name, (unsigned long long)nbytes, (unsigned long long)synth_tensor_bytes(t));
     if (s->par->progress)
-        s->par->progress(s->par->progress_ctx, index, s->n_t, s->done_bytes, s->total_bytes, t->name);
+        s->par->progress(s->par->progress_ctx, out_index, s->n_t, s->done_bytes, s->total_bytes, t->name);
     if (synth_poll(s, 0))
         return loom_errorf(err, LOOM_E_CANCELLED, "synth: cancelled by the abort callback before tensor '%s'",
                            t->name);
@@ -764,6 +766,7 @@ static void synth_free(struct synth *s)
     free(s->scratch);
     free(s->t);
     free(s->shared);
+    free(s->order);
 }
 
 /* Generators that write their F32 output straight into the tensor buffer instead of through synth_store. */
@@ -789,6 +792,10 @@ static int synth_quant_types(struct synth *s, loom_error *err)
     }
     if (rc == LOOM_OK)
         rc = loom_quant_choose_types(&m, d, s->n_t, s->par->recipe, types, err);
+    if (rc == LOOM_OK && !(s->order = malloc(s->n_t * sizeof *s->order)))
+        rc = loom_errorf(err, LOOM_E_NOMEM, "synth: %u tensor indices", s->n_t);
+    if (rc == LOOM_OK) /* written where llama_model_quantize writes them in the quantized F32 file */
+        rc = loom_quant_file_order(d, s->n_t, s->order, err);
     for (uint32_t i = 0; rc == LOOM_OK && i < s->n_t; i++) {
         if (types[i] != s->t[i].type && synth_kind_direct(s->t[i].kind))
             rc = loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': recipe %s quantizes a tensor generated as F32",
@@ -802,8 +809,8 @@ static int synth_quant_types(struct synth *s, loom_error *err)
 
 static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error *err)
 {
-    for (uint32_t i = 0; i < s->n_t; i++) {
-        const struct synth_tensor *t = &s->t[i];
+    for (uint32_t k = 0; k < s->n_t; k++) {
+        const struct synth_tensor *t = &s->t[s->order ? s->order[k] : k];
         SYNTH_TRY(loom_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne), t->name);
         s->total_bytes += synth_tensor_bytes(t);
     }

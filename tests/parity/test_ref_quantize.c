@@ -2,7 +2,7 @@
  * loom quantizer must produce the bytes of ggml_quantize_chunk (no importance matrix) on random and edge
  * rows, and `loom quantize` (loom_quant_write) on the synthetic tiny F16 model must give the tensor types
  * and data of llama_model_quantize, bytewise, for Q4_K_M, Q5_K_M, Q6_K and Q8_0,
- * with the same metadata, and the reference must load loom's files; every other recipe whose default type
+ * with the same metadata, the whole file byte for byte, and the reference must load loom's files; every other recipe whose default type
  * has a loom quantizer is checked the same way. The mixture-of-experts presets (tiny-moe and its variants,
  * which take each branch of the reference's expert recipe) and the dense tiny preset are written in F32 by
  * loom synth and checked the same way under the four recipes; `loom synth --type RECIPE` (the quantized file
@@ -229,9 +229,13 @@ static void test_model(const char *model, const char *tag, const char *name, con
         int bad = diff_tensors(ref, got, name);
         CHECK(bad == 0, "%s %s: %d tensors differ from llama_model_quantize", tag, name, bad);
         CHECK(same_kvs(ref, got), "%s %s: metadata differs from llama_model_quantize's", tag, name);
-        printf("%s %-6s: %llu/%llu tensors bytewise equal to llama_model_quantize, %zu bytes; ref %.2f s, loom %.2f s\n",
-               tag, name, (unsigned long long)(got->n_tensors - (uint64_t)bad), (unsigned long long)ref->n_tensors,
-               got->size, t1 - t0, t2 - t1);
+        /* the whole file too: tensors in the reference's order (layer, then name), same offsets and padding */
+        int whole = same_file(ref_path, loom_path);
+        CHECK(whole, "%s %s: the file is not byte for byte llama_model_quantize's", tag, name);
+        printf("%s %-6s: %llu/%llu tensors bytewise equal to llama_model_quantize, %zu bytes%s; ref %.2f s, loom "
+               "%.2f s\n", tag, name, (unsigned long long)(got->n_tensors - (uint64_t)bad),
+               (unsigned long long)ref->n_tensors, got->size, whole ? ", the whole file byte for byte" : "", t1 - t0,
+               t2 - t1);
         struct llama_model *m = parity_ref_load(loom_path, 1);
         CHECK(m != NULL, "%s %s: the reference cannot load loom's file", tag, name);
         if (m)
