@@ -3,6 +3,7 @@
  * client as one JSON reply or as server-sent events, client disconnects, and the drain on SIGTERM / SIGINT. */
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/thread.h>
@@ -29,7 +30,7 @@ struct server {
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
-    struct event *ev_int, *ev_term, *ev_drain;
+    struct event *ev_int, *ev_term, *ev_drain, *ev_watch;
     struct serve_engine *eng;
     struct serve_ctx ctx;
     char model_id[256];
@@ -306,6 +307,26 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
     atomic_store(&r->cancelled, 1);
 }
 
+/* evhttp does not read a connection while its request is being answered, so a client that closes it before the
+ * reply starts streaming goes unnoticed: every 100 ms, each waiting request's socket is peeked at, and one at its
+ * end (or failed) cancels the request. Data there (a pipelined request) means the client is still there. */
+static void on_watch_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct server *s = arg;
+    for (struct serve_req *r = s->live; r; r = r->next) {
+        if (!r->http || r->client_gone || atomic_load(&r->cancelled))
+            continue;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(r->http);
+        struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+        int sock = bev ? (int)bufferevent_getfd(bev) : -1;
+        char c;
+        ssize_t n = sock >= 0 ? recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) : 1;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            atomic_store(&r->cancelled, 1); /* the reply goes to a closed socket; evhttp cleans up after it */
+    }
+}
+
 static void handle_generate(struct server *s, struct evhttp_request *h, enum serve_kind kind, const char *body,
                             size_t len)
 {
@@ -538,7 +559,10 @@ static int serve_setup_http(struct server *s)
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
-    if (!s->ev_int || !s->ev_term || !s->ev_drain || event_add(s->ev_int, NULL) || event_add(s->ev_term, NULL)) {
+    s->ev_watch = event_new(s->base, -1, EV_PERSIST, on_watch_tick, s);
+    struct timeval watch = {0, 100000};
+    if (!s->ev_int || !s->ev_term || !s->ev_drain || !s->ev_watch || event_add(s->ev_int, NULL) ||
+        event_add(s->ev_term, NULL) || event_add(s->ev_watch, &watch)) {
         fprintf(stderr, "loom serve: could not set up the signal events\n");
         return -1;
     }
@@ -565,6 +589,8 @@ static void serve_teardown(struct server *s)
         event_free(s->ev_term);
     if (s->ev_drain)
         event_free(s->ev_drain);
+    if (s->ev_watch)
+        event_free(s->ev_watch);
     if (s->http)
         evhttp_free(s->http);
     if (s->base)

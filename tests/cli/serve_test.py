@@ -5,7 +5,7 @@
 # implemented, a prompt longer than the slot, a body over the limit, a missing or wrong API key) after each of
 # which the server keeps serving; a literal "<|im_start|>" in user content staying data; /tokenize and
 # /detokenize; four concurrent requests each getting exactly their solo text (batched decode); a full queue
-# (503); a client that disconnects mid-stream freeing its slot; SIGTERM letting a running request finish and
+# (503); a client that disconnects (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0. Prints "N passed, N failed".
 import atexit
 import http.client
@@ -340,6 +340,24 @@ while True:
         break
     time.sleep(0.05)
 check("a client gone mid-stream frees the slot (the next request completes)", st == 200,
+      f"{st} {body} after {time.time() - t0:.1f} s")
+
+# the same for a non-streaming request (evhttp reads nothing while it answers: the server watches the socket)
+body = json.dumps({"prompt": "Once upon a time", "temperature": 0}).encode()
+sock = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+             b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+time.sleep(0.5)
+st, e = err_of(b.request("POST", "/v1/completions", comp))
+check("a non-streaming request holds the slot", st == 503, f"{st} {e}")
+sock.close()
+t0 = time.time()
+while True:
+    st, body = b.request("POST", "/v1/completions", dict(comp, max_tokens=4))
+    if st != 503 or time.time() - t0 > 20:
+        break
+    time.sleep(0.05)
+check("a client gone before a non-streaming reply frees the slot", st == 200,
       f"{st} {body} after {time.time() - t0:.1f} s")
 
 # SIGTERM: the running request finishes, then the server exits 0
