@@ -9,6 +9,7 @@
 #include <event2/thread.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,10 @@ static void serve_usage(FILE *f)
 static int serve_set_option(void *opts, const char *opt, const char *val)
 {
     struct serve_opts *o = opts;
+    if ((!strcmp(opt, "--host") || !strcmp(opt, "--api-key")) && !*val) {
+        fprintf(stderr, "loom serve: %s expects a non-empty value\n", opt);
+        return -1;
+    }
     if (!strcmp(opt, "-m") || !strcmp(opt, "--host") || !strcmp(opt, "--api-key")) {
         *(opt[1] == 'm' ? &o->model : opt[2] == 'h' ? &o->host : &o->api_key) = val;
         return 0;
