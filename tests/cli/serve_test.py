@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # serve_test.py LOOM MODEL — `loom serve` driven over HTTP (Python's standard library only) on a free loopback
 # port: /health and /v1/models; chat and text completions agreeing between streaming and not at temperature 0;
-# finish_reason length and stop; usage; 4xx answers (malformed JSON, wrong types and values, fields not
+# finish_reason length and stop (also at the end of a slot's context); usage; 4xx answers (malformed JSON, wrong types and values, fields not
 # implemented, a prompt longer than the slot, a body over the limit, a missing or wrong API key) after each of
 # which the server keeps serving; a literal "<|im_start|>" in user content staying data; /tokenize and
 # /detokenize; four concurrent requests each getting exactly their solo text (batched decode); a full queue
 # (503); a client that disconnects (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
-# exiting 0. Prints "N passed, N failed".
+# exiting 0, and one that outlasts --drain-timeout being stopped. Prints "N passed, N failed".
 import atexit
 import http.client
 import json
@@ -170,6 +170,17 @@ check("chat stream: finish_reason length, usage", last_choice(events).get("finis
 st, events = a.stream("/v1/chat/completions", chat_body("Tell me a story", stream_options={"include_usage": True}))
 check("chat stream: include_usage adds a chunk with no choices", any(
     isinstance(e, dict) and e.get("choices") == [] and e.get("usage") == full["usage"] for e in events))
+
+# the slot's context bounds generation: a prompt filling it gets one token; max_tokens beyond it stops there
+st, tk = a.request("POST", "/tokenize", {"content": "word " * 300})
+fill = a.request("POST", "/detokenize", {"tokens": tk["tokens"][:256]})[1]["content"] if st == 200 else ""
+st, body = a.request("POST", "/v1/completions", {"prompt": fill, "temperature": 0, "max_tokens": 50})
+check("a prompt of exactly the slot's context gets one token, finish_reason length", st == 200 and
+      body["usage"] == {"prompt_tokens": 256, "completion_tokens": 1, "total_tokens": 257} and
+      body["choices"][0]["finish_reason"] == "length", f"{st} {body}")
+st, body = a.request("POST", "/v1/completions", {"prompt": "word " * 200, "temperature": 0, "max_tokens": 1000})
+check("max_tokens beyond the context stops at its end", st == 200 and body["usage"]["total_tokens"] == 257 and
+      body["choices"][0]["finish_reason"] == "length", f"{st} {body.get('usage')}")
 
 # thinking on (the template's default): the text before </think> is reasoning_content, streamed as its own deltas
 think = chat_body("Tell me a story", chat_template_kwargs={"enable_thinking": True})
@@ -378,6 +389,26 @@ check("SIGTERM: the running request completes", st == 200 and last_choice(events
       and (usage_of(events) or {}).get("completion_tokens") == 300, f"{st} {events[-2:]}")
 check("SIGTERM: exit status 0", rc == 0, "".join(b.log[-5:]))
 check("SIGTERM: says it drained", any("SIGTERM: no new requests" in line for line in b.log), "".join(b.log[-5:]))
+
+# ---- server C: a drain that times out stops the running request, and the server still exits 0 -----------------
+c = Server("--parallel", "1", "-c", "32768", "--drain-timeout", "0")
+result = {}
+
+
+def endless():
+    result["r"] = c.stream("/v1/completions", {"prompt": "Once upon a time", "temperature": 0}, key="")
+
+
+t = threading.Thread(target=endless)
+t.start()
+time.sleep(0.5)
+t0 = time.time()
+rc = c.stop(timeout=30)
+t.join(30)
+st, events = result.get("r", (None, []))
+check("drain timeout: exit status 0, promptly", rc == 0 and time.time() - t0 < 15, f"{rc} {''.join(c.log[-4:])}")
+check("drain timeout: the stream ends with an error event, then [DONE]", st == 200 and len(events) >= 2 and
+      events[-1] == "[DONE]" and isinstance(events[-2], dict) and "error" in events[-2], f"{st} {events[-2:]}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
