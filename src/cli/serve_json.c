@@ -263,8 +263,9 @@ static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_e
                           jfound(v, buf, sizeof buf)), -1;
     for (int k = 0; k < *n_stops; k++)
         if (!stops[k][0] || strlen(stops[k]) > SERVE_STOP_MAX_LEN)
-            return serve_fail(e, 400, "stop", "invalid_value", "stop: expected strings of 1 to %d bytes, found %zu bytes",
-                              SERVE_STOP_MAX_LEN, strlen(stops[k])), -1;
+            return serve_fail(e, 400, "stop", "invalid_value",
+                              "stop: expected strings of 1 to %d bytes, found %zu bytes", SERVE_STOP_MAX_LEN,
+                              strlen(stops[k])), -1;
     return 0;
 }
 
@@ -292,7 +293,8 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
         return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
     if (get_float(o, "temperature", 0, 2, &sp.temp, e) || get_float(o, "top_p", 0, 1, &sp.top_p, e) ||
         get_int(o, "top_k", 0, 1 << 24, &top_k, e) || get_float(o, "min_p", 0, 1, &sp.min_p, e) ||
-        get_int(o, "seed", 0, INT64_MAX, &seed, e) || get_float(o, "presence_penalty", -2, 2, &sp.presence_penalty, e) ||
+        get_int(o, "seed", 0, INT64_MAX, &seed, e) ||
+        get_float(o, "presence_penalty", -2, 2, &sp.presence_penalty, e) ||
         get_float(o, "frequency_penalty", -2, 2, &sp.frequency_penalty, e) ||
         get_int(o, "max_tokens", 1, 1 << 24, &max_tokens, e) ||
         get_int(o, "max_completion_tokens", 1, 1 << 24, &max_completion, e) ||
@@ -424,7 +426,8 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
     if (!msg->role)
         return serve_fail(e, 400, "messages", "invalid_value",
                           "messages[%zu].role: expected \"system\", \"developer\", \"user\", \"assistant\" or "
-                          "\"tool\", found %s%.40s%s", i, json_is_string(role) ? "\"" : role ? jfound(role, buf, sizeof buf) : "nothing",
+                          "\"tool\", found %s%.40s%s", i,
+                          json_is_string(role) ? "\"" : role ? jfound(role, buf, sizeof buf) : "nothing",
                           json_is_string(role) ? json_string_value(role) : "", json_is_string(role) ? "\"" : ""), -1;
     char *own = NULL;
     if (message_content(json_object_get(m, "content"), i, &msg->content, &own, e) != 0)
@@ -454,7 +457,9 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return serve_fail(e, 400, "messages", msgs ? "invalid_type" : "missing_required_parameter",
                           "messages: expected a non-empty array of messages, found %s",
-                          !msgs ? "nothing" : json_is_array(msgs) ? "an empty array" : jfound(msgs, buf, sizeof buf)), -1;
+                          !msgs                 ? "nothing"
+                          : json_is_array(msgs) ? "an empty array"
+                                                : jfound(msgs, buf, sizeof buf)), -1;
     int think = -1;
     if (!c->tmpl)
         return serve_fail(e, 400, "messages", "unsupported_model",
@@ -499,7 +504,8 @@ static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_r
     loom_error err = {0};
     int n = loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_DATA, NULL, 0, &err);
     if (n >= 0 && n + (bos >= 0) == 0)
-        return serve_fail(e, 400, "prompt", "invalid_value", "prompt: expected at least one token, found empty text"), -1;
+        return serve_fail(e, 400, "prompt", "invalid_value",
+                          "prompt: expected at least one token, found empty text"), -1;
     r->prompt = n >= 0 ? malloc(((size_t)n + 1) * sizeof *r->prompt) : NULL;
     if (!r->prompt)
         return serve_fail(e, 500, NULL, NULL, "prompt: %s", n < 0 ? err.msg : "out of memory"), -1;
@@ -610,7 +616,8 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
     json_t *tokens = json_array();
     int32_t *ids = NULL;
     if (v && !json_is_string(v))
-        serve_fail(e, 400, "content", "invalid_type", "content: expected a string, found %s", jfound(v, buf, sizeof buf));
+        serve_fail(e, 400, "content", "invalid_type", "content: expected a string, found %s",
+                   jfound(v, buf, sizeof buf));
     else if (get_bool(o, "add_special", "add_special", &add_special, e) == 0 &&
              get_bool(o, "parse_special", "parse_special", &parse_special, e) == 0 &&
              get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0 && v) {
@@ -656,14 +663,16 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
         if (!ok)
             break;
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
-            ok = !!serve_fail(e, 400, "tokens", "invalid_value", "tokens[%zu]: expected a token id in [0, %d], found %s",
-                              i, n_vocab - 1, jfound(t, buf, sizeof buf));
+            ok = !!serve_fail(e, 400, "tokens", "invalid_value",
+                              "tokens[%zu]: expected a token id in [0, %d], found %s", i, n_vocab - 1,
+                              jfound(t, buf, sizeof buf));
         else
             ids[i] = (int32_t)json_integer_value(t);
     }
     char *text = NULL;
     int k = ok ? loom_tokenizer_detokenize(c->tok, ids, n, NULL, 0) : -1;
-    if (ok && (k < 0 || !(text = malloc((size_t)k + 1)) || loom_tokenizer_detokenize(c->tok, ids, n, text, (size_t)k) != k))
+    if (ok && (k < 0 || !(text = malloc((size_t)k + 1)) ||
+               loom_tokenizer_detokenize(c->tok, ids, n, text, (size_t)k) != k))
         ok = !!serve_fail(e, 500, NULL, NULL, "tokens: could not detokenize");
     free(ids);
     json_decref(o);

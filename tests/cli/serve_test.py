@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # serve_test.py LOOM MODEL — `loom serve` driven over HTTP (Python's standard library only) on a free loopback
 # port: /health and /v1/models; chat and text completions agreeing between streaming and not at temperature 0;
-# finish_reason length and stop (also at the end of a slot's context); usage; 4xx answers (malformed JSON, wrong types and values, fields not
-# implemented, a prompt longer than the slot, a body over the limit, a missing or wrong API key) after each of
-# which the server keeps serving; a literal "<|im_start|>" in user content staying data; /tokenize and
-# /detokenize; four concurrent requests each getting exactly their solo text (batched decode); a full queue
-# (503); a client that disconnects (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
+# finish_reason length and stop (also at the end of a slot's context); usage; thinking text as
+# reasoning_content; 4xx answers (malformed JSON, wrong types and values, fields not implemented, a prompt longer
+# than the slot, a body over the limit, a missing or wrong API key) after each of which the server keeps
+# serving; a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
+# requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
+# (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0, and one that outlasts --drain-timeout being stopped. Prints "N passed, N failed".
 import atexit
 import http.client
@@ -244,7 +245,8 @@ check("a user's <|im_start|> never becomes the control token", st == 200 and ids
 bad = [
     ("malformed JSON", "/v1/chat/completions", b'{"messages": [', 400, None, "invalid_json"),
     ("a body that is not an object", "/v1/chat/completions", b'[1, 2]', 400, None, "invalid_json"),
-    ("temperature of the wrong type", "/v1/chat/completions", chat_body("hi", temperature="hot"), 400, "temperature", None),
+    ("temperature of the wrong type", "/v1/chat/completions", chat_body("hi", temperature="hot"), 400, "temperature",
+     None),
     ("temperature out of range", "/v1/chat/completions", chat_body("hi", temperature=5), 400, "temperature", None),
     ("max_tokens 0", "/v1/chat/completions", chat_body("hi", max_tokens=0), 400, "max_tokens", None),
     ("top_k fractional", "/v1/chat/completions", chat_body("hi", top_k=1.5), 400, "top_k", None),
@@ -265,8 +267,10 @@ bad = [
     ("stop an empty string", "/v1/chat/completions", chat_body("hi", stop=""), 400, "stop", None),
     ("stream not a boolean", "/v1/chat/completions", chat_body("hi", stream="yes"), 400, "stream", None),
     ("enable_thinking not a boolean", "/v1/chat/completions",
-     chat_body("hi", chat_template_kwargs={"enable_thinking": "no"}), 400, "chat_template_kwargs.enable_thinking", None),
-    ("logit_bias with a bad id", "/v1/chat/completions", chat_body("hi", logit_bias={"-3": 1}), 400, "logit_bias", None),
+     chat_body("hi", chat_template_kwargs={"enable_thinking": "no"}), 400, "chat_template_kwargs.enable_thinking",
+     None),
+    ("logit_bias with a bad id", "/v1/chat/completions", chat_body("hi", logit_bias={"-3": 1}), 400, "logit_bias",
+     None),
     ("prompt not a string", "/v1/completions", {"prompt": 5}, 400, "prompt", None),
     ("an empty prompt", "/v1/completions", {"prompt": ""}, 400, "prompt", None),
     ("a prompt longer than the slot", "/v1/completions", {"prompt": "word " * 400}, 400, "prompt",
