@@ -244,8 +244,8 @@ static void req_finish(struct server *s, struct serve_req *r)
             stream_end(s, r);
         else if (r->finish == SERVE_FINISH_ERROR)
             send_errorf(h, 500, NULL, "engine_error", r->error);
-        else if (r->finish == SERVE_FINISH_CANCELLED)
-            send_errorf(h, 503, NULL, "shutting_down", "the server is shutting down");
+        else if (r->finish == SERVE_FINISH_CANCELLED) /* the drain ran out of time (or the client went away) */
+            send_errorf(h, 503, NULL, "cancelled", "the request was stopped: the server is shutting down");
         else {
             char *body = serve_response_json(r, s->model_id);
             if (body)
