@@ -31,6 +31,7 @@ struct serve_engine {
     const loom_model *m;
     const loom_tokenizer *tok;
     int n_rows, n_ctx, prefill_chunk, n_slots, rr;
+    int max_batch; /* sequences one loom_sessions_decode call takes */
     struct slot *slots;
     float *logits;           /* [n_slots][n_rows]: prefill rows and the batched decode's rows */
     loom_session **batch_s;  /* [n_slots] */
@@ -284,11 +285,12 @@ static void engine_prefill_step(struct serve_engine *e)
     }
 }
 
-/* The next token of every decoding slot, as one batched call. */
-static void engine_decode_step(struct serve_engine *e)
+/* The next token of every decoding slot from slot `from` on, as one batched call of at most max_batch slots.
+ * Returns the slot after the last one taken. */
+static int engine_decode_batch(struct serve_engine *e, int from)
 {
-    int n = 0;
-    for (int i = 0; i < e->n_slots; i++) {
+    int n = 0, i = from;
+    for (; i < e->n_slots && n < e->max_batch; i++) {
         if (e->slots[i].state != SLOT_DECODE)
             continue;
         e->batch_s[n] = e->slots[i].s;
@@ -296,7 +298,7 @@ static void engine_decode_step(struct serve_engine *e)
         e->batch_slot[n++] = i;
     }
     if (n == 0)
-        return;
+        return i;
     loom_error err = {0};
     int rc = loom_sessions_decode(e->batch_s, e->batch_tok, n, e->logits, &err);
     for (int j = 0; j < n; j++) {
@@ -306,6 +308,15 @@ static void engine_decode_step(struct serve_engine *e)
         else
             slot_sample(e, sl, e->logits + (size_t)j * (size_t)e->n_rows);
     }
+    return i;
+}
+
+/* The decode step of every generating slot: one batched call (several when there are more slots than a step's
+ * rows, loom_sessions_decode_max). */
+static void engine_decode_step(struct serve_engine *e)
+{
+    for (int from = 0; from < e->n_slots;)
+        from = engine_decode_batch(e, from);
 }
 
 static void *engine_main(void *arg)
@@ -412,6 +423,7 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
             return err->code;
     }
     e->n_ctx = loom_session_n_ctx(e->slots[0].s);
+    e->max_batch = loom_sessions_decode_max(e->slots[0].s); /* every slot has the same context */
     return LOOM_OK;
 }
 

@@ -403,6 +403,30 @@ check("SIGTERM: the running request completes", st == 200 and last_choice(events
 check("SIGTERM: exit status 0", rc == 0, "".join(b.log[-5:]))
 check("SIGTERM: says it drained", any("SIGTERM: no new requests" in line for line in b.log), "".join(b.log[-5:]))
 
+# ---- server D: more slots than one decode step takes (min(context, 128) rows): the step runs as several calls --
+d = Server("--parallel", "6", "-c", "4")
+words = ["Hello", "The", "Once", "Dear", "What", "Why"]
+one = {}
+for w in words:
+    st, body = d.request("POST", "/v1/completions", {"prompt": w, "temperature": 0, "max_tokens": 3}, key=None)
+    one[w] = body["choices"][0]["text"] if st == 200 else None
+together = {}
+
+
+def short(w):
+    st, body = d.request("POST", "/v1/completions", {"prompt": w, "temperature": 0, "max_tokens": 3}, key=None)
+    together[w] = body["choices"][0]["text"] if st == 200 else "failed: " + str(body)
+
+
+threads = [threading.Thread(target=short, args=(w,)) for w in words]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("six slots of 4 positions: every concurrent request gets its solo text", together == one and
+      None not in one.values(), f"{together} vs {one}")
+check("server D: SIGTERM exits 0", d.stop() == 0, "".join(d.log[-4:]))
+
 # ---- server C: a drain that times out stops the running request, and the server still exits 0 -----------------
 c = Server("--parallel", "1", "-c", "32768", "--drain-timeout", "0")
 result = {}
