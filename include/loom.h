@@ -201,11 +201,16 @@ int loom_session_save(const loom_session *session, const char *path, loom_error 
 int loom_session_restore(loom_session *session, const char *path, loom_error *err);
 
 /* One decode step for n sequences of the same model at once: tokens[i] is evaluated as the next token of
- * sessions[i] (distinct sessions, CANONICAL numerics, n at most 512), sharing every weight load. Each
+ * sessions[i] (distinct sessions, CANONICAL numerics, n at most loom_sessions_decode_max of the one with the
+ * largest context, else LOOM_E_RANGE), sharing every weight load. Each
  * sequence's logits and state are bitwise what a solo loom_session_eval of that token gives. logits:
  * [n][n_logits] or NULL. All or nothing: on error no session changes. */
 int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, int n, float *logits,
                          loom_error *err);
+/* The most sequences one loom_sessions_decode call takes when session is the one with the largest context among
+ * them: the token rows of its step, min(n_ctx, 128) for a CANONICAL session. A server with more sequences than
+ * this runs their step as several calls. */
+int loom_sessions_decode_max(const loom_session *session);
 
 /* ---- Text: model metadata ---------------------------------------------------------------------------------
  * What a client needs to know about a loaded model besides its weights. Strings returned here live as long as

@@ -1145,6 +1145,17 @@ static void check_many(const char *name, const loom_model *m, const int32_t *tok
               "%s: a bad token in the batch was not refused cleanly", name);
         loom_session *dup[2] = {ss[0], ss[0]};
         CHECK(loom_sessions_decode(dup, bad, 2, got, &err) == LOOM_E_ARG, "%s: a session twice was accepted", name);
+        /* the rows of one step bound the batch: two sessions of one position each take one at a time */
+        loom_session *one[2] = {new_session(m, 1, 1), new_session(m, 1, 1)};
+        CHECK(loom_sessions_decode_max(ss[0]) == 32 && loom_sessions_decode_max(ss[1]) == 64,
+              "%s: decode_max %d and %d, expected the contexts 32 and 64", name, loom_sessions_decode_max(ss[0]),
+              loom_sessions_decode_max(ss[1]));
+        CHECK(one[0] && one[1] && loom_sessions_decode_max(one[0]) == 1 &&
+                  loom_sessions_decode(one, tok, 2, NULL, &err) == LOOM_E_RANGE &&
+                  loom_sessions_decode(one, tok, 1, NULL, &err) == LOOM_OK,
+              "%s: a batch beyond loom_sessions_decode_max was not refused, or one within it failed", name);
+        loom_session_free(one[0]);
+        loom_session_free(one[1]);
         printf("%s: %d sequences (lengths 5/9/2, contexts 32/64/48, one reset and reused) batched %d steps, "
                "bitwise equal to solo\n", name, NS, STEPS);
     }

@@ -20,6 +20,7 @@ int loom_cli_tokenize(int argc, char **argv);
 int loom_cli_chat(int argc, char **argv);
 int loom_cli_quantize(int argc, char **argv);
 int loom_cli_bench(int argc, char **argv);
+int loom_cli_serve(int argc, char **argv);
 
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC), for the subcommands' timings. commands.c. */
 double loom_cli_now(void);

@@ -22,6 +22,7 @@ const struct loom_cli_command loom_cli_commands[] = {
     {"chat", loom_cli_chat},
     {"quantize", loom_cli_quantize},
     {"bench", loom_cli_bench},
+    {"serve", loom_cli_serve},
     {NULL, NULL},
 };
 

@@ -15,7 +15,8 @@ static void usage(FILE *f)
                "  tokenize turn text on stdin into token ids or pieces, or ids back into text\n"
                "  chat     interactive chat with a model\n"
                "  quantize write a quantized copy of a GGUF model\n"
-               "  bench    measure prefill and decode speed\n");
+               "  bench    measure prefill and decode speed\n"
+               "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n");
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the

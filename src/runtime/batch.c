@@ -39,6 +39,8 @@ static int check_rows(loom_session *const *ss, const int32_t *tokens, int n, str
     return LOOM_OK;
 }
 
+int loom_sessions_decode_max(const loom_session *session) { return session->sc.n_chunk; }
+
 int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, int n, float *logits,
                          loom_error *err)
 {

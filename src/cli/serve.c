@@ -1,0 +1,675 @@
+/* serve.c — `loom serve`: the command line, and the HTTP side on libevent's evhttp (main thread): routes, API
+ * key, body limit, handing generation requests to the engine thread (serve_engine.c) and their text back to the
+ * client as one JSON reply or as server-sent events, client disconnects, and the drain on SIGTERM / SIGINT. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/serve.h"
+#include "loom.h"
+
+struct serve_opts {
+    const char *model, *host, *api_key;
+    int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s, check_tensors;
+    long long max_body;
+};
+
+struct server {
+    const struct serve_opts *o;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    struct event *ev_int, *ev_term, *ev_drain, *ev_watch;
+    struct serve_engine *eng;
+    struct serve_ctx ctx;
+    char model_id[256];
+    long long started;
+    struct serve_req *live; /* submitted requests not yet freed (doubly linked) */
+    int n_live;
+    int n_sending; /* generation replies not yet written out */
+    int draining, cancelled_all;
+    double drain_deadline;
+    unsigned long long n_requests;
+    struct serve_buf take_content, take_reasoning; /* text taken from a request under its lock */
+};
+
+static const char SERVE_SYNOPSIS[] =
+    "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
+    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S] [--check-tensors]\n";
+
+static void serve_usage(FILE *f)
+{
+    fprintf(f, "%s"
+               "  -m FILE            GGUF model (default: the synthetic default model, prepared on first use)\n"
+               "  --host ADDR        address to listen on (default 127.0.0.1: this machine only)\n"
+               "  --port N           TCP port (default 8080; 0 = any free port, printed at start)\n"
+               "  --parallel N       slots: requests generated at once, decoded as one batch (default 1)\n"
+               "  -c CTX             context positions of each slot (default: min(model context, 4096))\n"
+               "  -t THREADS         worker threads (default: all online CPUs)\n"
+               "  --api-key KEY      require 'Authorization: Bearer KEY' (all endpoints but /health)\n"
+               "  --max-body BYTES   largest request body (default 8388608; larger: 413)\n"
+               "  --queue N          requests that may wait for a slot (default 64; more: 503)\n"
+               "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
+               "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
+               "  --check-tensors    validate every tensor's data at load (as llama.cpp's --check-tensors)\n"
+               "Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
+               "POST /tokenize, POST /detokenize.\n",
+            SERVE_SYNOPSIS);
+}
+
+static int serve_set_option(void *opts, const char *opt, const char *val)
+{
+    struct serve_opts *o = opts;
+    if ((!strcmp(opt, "--host") || !strcmp(opt, "--api-key")) && !*val) {
+        fprintf(stderr, "loom serve: %s expects a non-empty value\n", opt);
+        return -1;
+    }
+    if (!strcmp(opt, "-m") || !strcmp(opt, "--host") || !strcmp(opt, "--api-key")) {
+        *(opt[1] == 'm' ? &o->model : opt[2] == 'h' ? &o->host : &o->api_key) = val;
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        size_t off;
+        long long lo, hi;
+    } ints[] = {
+        {"--port", offsetof(struct serve_opts, port), 0, 65535},
+        {"--parallel", offsetof(struct serve_opts, n_parallel), 1, 512},
+        {"-c", offsetof(struct serve_opts, n_ctx), 1, 1 << 24},
+        {"-t", offsetof(struct serve_opts, n_threads), 1, 1024},
+        {"--queue", offsetof(struct serve_opts, queue_max), 0, 1 << 16},
+        {"--prefill-chunk", offsetof(struct serve_opts, prefill_chunk), 1, 1 << 16},
+        {"--drain-timeout", offsetof(struct serve_opts, drain_s), 0, 3600},
+    };
+    char *end;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    int bad = errno || end == val || *end;
+    if (!strcmp(opt, "--max-body")) {
+        if (bad || v < 1024 || v > (1ll << 32)) {
+            fprintf(stderr, "loom serve: --max-body expects an integer in [1024, %lld], found '%s'\n", 1ll << 32, val);
+            return -1;
+        }
+        o->max_body = v;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (strcmp(opt, ints[i].name))
+            continue;
+        if (bad || v < ints[i].lo || v > ints[i].hi) {
+            fprintf(stderr, "loom serve: %s expects an integer in [%lld, %lld], found '%s'\n", opt, ints[i].lo,
+                    ints[i].hi, val);
+            return -1;
+        }
+        *(int *)((char *)o + ints[i].off) = (int)v;
+        return 0;
+    }
+    fprintf(stderr, "loom serve: unknown option '%s'\n", opt);
+    return -1;
+}
+
+/* ---- replies ---- */
+
+static const char *status_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+static void send_body(struct evhttp_request *h, int status, const char *body)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b && body)
+        evbuffer_add(b, body, strlen(body));
+    evhttp_add_header(evhttp_request_get_output_headers(h), "Content-Type", "application/json");
+    evhttp_send_reply(h, status, status_reason(status), b);
+    if (b)
+        evbuffer_free(b);
+}
+
+static void send_error(struct evhttp_request *h, const struct serve_err *e)
+{
+    char *body = serve_error_body(e);
+    send_body(h, e->status ? e->status : 500, body ? body : "{\"error\":{\"message\":\"out of memory\"}}");
+    free(body);
+}
+
+static void send_errorf(struct evhttp_request *h, int status, const char *param, const char *code, const char *msg)
+{
+    struct serve_err e = {0};
+    serve_fail(&e, status, param, code, "%s", msg);
+    send_error(h, &e);
+}
+
+/* One server-sent event: "data: TEXT\n\n". */
+static void send_event(struct evhttp_request *h, const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (!b || !text) {
+        if (b)
+            evbuffer_free(b);
+        return;
+    }
+    evbuffer_add_printf(b, "data: %s\n\n", text);
+    evhttp_send_reply_chunk(h, b);
+    evbuffer_free(b);
+}
+
+/* ---- generation requests: text from the engine to the client ---- */
+
+static void req_unlink_free(struct server *s, struct serve_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (s->live == r)
+        s->live = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    s->n_live--;
+    if (r->notify)
+        event_free(r->notify);
+    serve_req_free_fields(r);
+    free(r);
+}
+
+/* The end of a stream: the last chunk (finish_reason, usage), OpenAI's usage chunk when asked, [DONE]. */
+static void stream_end(struct server *s, struct serve_req *r)
+{
+    struct evhttp_request *h = r->http;
+    if (r->finish == SERVE_FINISH_ERROR || r->finish == SERVE_FINISH_CANCELLED) {
+        struct serve_err e = {0};
+        serve_fail(&e, r->finish == SERVE_FINISH_ERROR ? 500 : 503, NULL, NULL, "%s",
+                   r->finish == SERVE_FINISH_ERROR ? r->error : "the server is shutting down");
+        char *body = serve_error_body(&e);
+        send_event(h, body);
+        free(body);
+    } else {
+        char *body = serve_final_chunk_json(r, s->model_id);
+        send_event(h, body);
+        free(body);
+    }
+    if (r->include_usage && r->finish != SERVE_FINISH_ERROR && r->finish != SERVE_FINISH_CANCELLED) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":\"%s\",\"choices\":[],\"usage\":"
+                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}",
+                 r->id, r->kind == SERVE_CHAT ? "chat.completion.chunk" : "text_completion", r->created, s->model_id,
+                 r->n_prompt, r->n_gen, r->n_prompt + r->n_gen);
+        send_event(h, buf);
+    }
+    send_event(h, "[DONE]");
+    evhttp_send_reply_end(h);
+}
+
+static void on_reply_sent(struct evhttp_request *h, void *arg)
+{
+    (void)h;
+    ((struct server *)arg)->n_sending--;
+}
+
+/* The engine released r: reply (or, for a client gone, let libevent free its detached request) and free r. */
+static void req_finish(struct server *s, struct serve_req *r)
+{
+    struct evhttp_request *h = r->http;
+    if (r->client_gone) {
+        if (r->header_sent)
+            evhttp_send_reply_end(h); /* frees the request libevent detached from the closed connection */
+        else
+            evhttp_send_reply(h, 503, status_reason(503), NULL);
+    } else {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(h), NULL, NULL);
+        s->n_sending++; /* until the reply is written out: the drain waits for it */
+        evhttp_request_set_on_complete_cb(h, on_reply_sent, s);
+        if (r->stream)
+            stream_end(s, r);
+        else if (r->finish == SERVE_FINISH_ERROR)
+            send_errorf(h, 500, NULL, "engine_error", r->error);
+        else if (r->finish == SERVE_FINISH_CANCELLED) /* the drain ran out of time (or the client went away) */
+            send_errorf(h, 503, NULL, "cancelled", "the request was stopped: the server is shutting down");
+        else {
+            char *body = serve_response_json(r, s->model_id);
+            if (body)
+                send_body(h, 200, body);
+            else
+                send_errorf(h, 500, NULL, NULL, "out of memory");
+            free(body);
+        }
+    }
+    r->http = NULL;
+    req_unlink_free(s, r);
+}
+
+/* Text the engine produced: one chunk event (streaming) or kept for the reply. */
+static void req_deliver(struct server *s, struct serve_req *r, const struct serve_buf *c, const struct serve_buf *rs)
+{
+    if (r->client_gone || (!c->len && !rs->len))
+        return;
+    if (!r->stream) {
+        if (serve_buf_put(&r->all_content, c->p, c->len) != LOOM_OK ||
+            serve_buf_put(&r->all_reasoning, rs->p ? rs->p : "", rs->len) != LOOM_OK)
+            atomic_store(&r->cancelled, 1); /* out of memory: stop it; the reply says so below */
+        return;
+    }
+    char *body = serve_chunk_json(r, s->model_id, c->p, c->len, rs->p, rs->len, 0);
+    send_event(r->http, body);
+    free(body);
+}
+
+/* The engine woke r (more text, or its end). */
+static void on_notify(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct serve_req *r = arg;
+    struct server *s = r->srv;
+    s->take_content.len = s->take_reasoning.len = 0;
+    pthread_mutex_lock(&r->mu);
+    int ok = serve_buf_put(&s->take_content, r->content.p, r->content.len) == LOOM_OK &&
+             serve_buf_put(&s->take_reasoning, r->reasoning.p, r->reasoning.len) == LOOM_OK;
+    r->content.len = r->reasoning.len = 0;
+    int released = r->released;
+    pthread_mutex_unlock(&r->mu);
+    if (ok)
+        req_deliver(s, r, &s->take_content, &s->take_reasoning);
+    else
+        atomic_store(&r->cancelled, 1);
+    if (released)
+        req_finish(s, r);
+}
+
+/* Called by the engine thread with r->mu held. */
+static void req_wake(struct serve_req *r)
+{
+    event_active(r->notify, EV_READ, 0);
+}
+
+/* The client closed the connection: libevent keeps the request (detached) until we end it; the engine stops
+ * generating for it at its next step. */
+static void on_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct serve_req *r = arg;
+    r->client_gone = 1;
+    atomic_store(&r->cancelled, 1);
+}
+
+/* evhttp does not read a connection while its request is being answered, so a client that closes it before the
+ * reply starts streaming goes unnoticed: every 100 ms, each waiting request's socket is peeked at, and one at its
+ * end (or failed) cancels the request. Data there (a pipelined request) means the client is still there. */
+static void on_watch_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct server *s = arg;
+    for (struct serve_req *r = s->live; r; r = r->next) {
+        if (!r->http || r->client_gone || atomic_load(&r->cancelled))
+            continue;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(r->http);
+        struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+        int sock = bev ? (int)bufferevent_getfd(bev) : -1;
+        char c;
+        ssize_t n = sock >= 0 ? recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) : 1;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            atomic_store(&r->cancelled, 1); /* the reply goes to a closed socket; evhttp cleans up after it */
+    }
+}
+
+static void handle_generate(struct server *s, struct evhttp_request *h, enum serve_kind kind, const char *body,
+                            size_t len)
+{
+    struct serve_err e = {0};
+    struct serve_req *r = serve_parse_request(&s->ctx, kind, body, len, &e);
+    if (!r) {
+        send_error(h, &e);
+        return;
+    }
+    r->srv = s;
+    r->wake = req_wake;
+    r->created = (long long)time(NULL);
+    snprintf(r->id, sizeof r->id, "%s-%llx%08llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl", ++s->n_requests,
+             (unsigned long long)(s->started & 0xffffffff));
+    r->notify = event_new(s->base, -1, 0, on_notify, r);
+    r->next = s->live; /* linked first, so that req_unlink_free undoes it on every path */
+    if (s->live)
+        s->live->prev = r;
+    s->live = r;
+    s->n_live++;
+    if (!r->notify) {
+        send_errorf(h, 500, NULL, NULL, "out of memory");
+        req_unlink_free(s, r);
+        return;
+    }
+    if (serve_engine_submit(s->eng, r) != 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the server is busy: all %d slots are generating and %d requests are waiting",
+                 s->o->n_parallel, s->o->queue_max);
+        send_errorf(h, 503, NULL, "server_busy", msg);
+        req_unlink_free(s, r);
+        return;
+    }
+    r->http = h;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(h), on_close, r);
+    if (r->stream) {
+        struct evkeyvalq *hd = evhttp_request_get_output_headers(h);
+        evhttp_add_header(hd, "Content-Type", "text/event-stream");
+        evhttp_add_header(hd, "Cache-Control", "no-cache");
+        evhttp_send_reply_start(h, 200, "OK");
+        r->header_sent = 1;
+        if (kind == SERVE_CHAT) {
+            char *first = serve_chunk_json(r, s->model_id, "", 0, "", 0, 1);
+            send_event(h, first);
+            free(first);
+        }
+    }
+}
+
+/* ---- the other routes ---- */
+
+static void handle_health(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    (void)s, (void)body, (void)len;
+    send_body(h, 200, "{\"status\":\"ok\"}");
+}
+
+static void handle_models(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    (void)body, (void)len;
+    char buf[640];
+    snprintf(buf, sizeof buf,
+             "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":"
+             "\"loom\",\"meta\":{\"n_ctx_slot\":%d,\"n_ctx_train\":%d,\"n_slots\":%d}}]}",
+             s->model_id, s->started, s->ctx.n_ctx, loom_model_n_ctx_train(s->ctx.m), s->o->n_parallel);
+    send_body(h, 200, buf);
+}
+
+static void handle_chat(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    handle_generate(s, h, SERVE_CHAT, body, len);
+}
+
+static void handle_completion(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    handle_generate(s, h, SERVE_COMPLETION, body, len);
+}
+
+static void handle_tokens(struct server *s, struct evhttp_request *h, const char *body, size_t len, int detok)
+{
+    struct serve_err e = {0};
+    char *out = detok ? serve_detokenize(&s->ctx, body, len, &e) : serve_tokenize(&s->ctx, body, len, &e);
+    if (out)
+        send_body(h, 200, out);
+    else
+        send_error(h, &e);
+    free(out);
+}
+
+static void handle_tokenize(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    handle_tokens(s, h, body, len, 0);
+}
+
+static void handle_detokenize(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    handle_tokens(s, h, body, len, 1);
+}
+
+static const struct route {
+    const char *path;
+    enum evhttp_cmd_type method;
+    void (*fn)(struct server *s, struct evhttp_request *h, const char *body, size_t len);
+} ROUTES[] = {
+    {"/health", EVHTTP_REQ_GET, handle_health},
+    {"/v1/health", EVHTTP_REQ_GET, handle_health},
+    {"/v1/models", EVHTTP_REQ_GET, handle_models},
+    {"/models", EVHTTP_REQ_GET, handle_models},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, handle_chat},
+    {"/chat/completions", EVHTTP_REQ_POST, handle_chat},
+    {"/v1/completions", EVHTTP_REQ_POST, handle_completion},
+    {"/completions", EVHTTP_REQ_POST, handle_completion},
+    {"/tokenize", EVHTTP_REQ_POST, handle_tokenize},
+    {"/detokenize", EVHTTP_REQ_POST, handle_detokenize},
+};
+
+/* With --api-key: "Authorization: Bearer KEY", compared in time independent of where it differs. */
+static int authorized(const struct server *s, struct evhttp_request *h)
+{
+    if (!s->o->api_key)
+        return 1;
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(h), "Authorization");
+    if (!v || strncmp(v, "Bearer ", 7))
+        return 0;
+    v += 7;
+    size_t n = strlen(v), k = strlen(s->o->api_key);
+    unsigned diff = n != k;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)v[i] ^ (unsigned char)s->o->api_key[i < k ? i : 0];
+    return diff == 0;
+}
+
+static void on_request(struct evhttp_request *h, void *arg)
+{
+    struct server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(h);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const struct route *rt = NULL;
+    int path_known = 0;
+    for (size_t i = 0; path && i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+        if (!strcmp(path, ROUTES[i].path)) {
+            path_known = 1;
+            if (evhttp_request_get_command(h) == ROUTES[i].method)
+                rt = &ROUTES[i];
+        }
+    if (s->draining)
+        return send_errorf(h, 503, NULL, "shutting_down", "the server is shutting down");
+    if (!path_known)
+        return send_errorf(h, 404, NULL, "not_found", "no such endpoint");
+    if (!rt)
+        return send_errorf(h, 405, NULL, "method_not_allowed", "this endpoint does not take that method");
+    if (rt->fn != handle_health && !authorized(s, h))
+        return send_errorf(h, 401, NULL, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+    struct evbuffer *in = evhttp_request_get_input_buffer(h);
+    size_t len = evbuffer_get_length(in);
+    const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    if (!body)
+        return send_errorf(h, 500, NULL, NULL, "out of memory");
+    rt->fn(s, h, body, len);
+}
+
+/* ---- shutdown: SIGTERM / SIGINT drain ---- */
+
+static double now_s(void) { return loom_cli_now(); }
+
+static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct server *s = arg;
+    double t = now_s();
+    if ((s->n_live == 0 && s->n_sending <= 0) || t > s->drain_deadline + 5) {
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    if (t > s->drain_deadline && !s->cancelled_all) {
+        fprintf(stderr, "loom serve: drain timeout: stopping %d running requests\n", s->n_live);
+        s->cancelled_all = 1;
+        serve_engine_cancel_all(s->eng);
+    }
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct server *s = arg;
+    if (s->draining) { /* a second signal: stop waiting */
+        s->drain_deadline = now_s() - 1;
+        return;
+    }
+    s->draining = 1;
+    s->drain_deadline = now_s() + s->o->drain_s;
+    if (s->sock)
+        evhttp_del_accept_socket(s->http, s->sock);
+    s->sock = NULL;
+    fprintf(stderr, "loom serve: %s: no new requests; waiting for %d running (at most %d s)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", s->n_live, s->o->drain_s);
+    struct timeval tv = {0, 20000};
+    event_add(s->ev_drain, &tv);
+}
+
+/* ---- setup and teardown ---- */
+
+/* Bind host:port and print where the server listens (the port the system chose, for --port 0). */
+static int serve_listen(struct server *s)
+{
+    s->sock = evhttp_bind_socket_with_handle(s->http, s->o->host, (ev_uint16_t)s->o->port);
+    if (!s->sock) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %d: %s\n", s->o->host, s->o->port, strerror(errno));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int port = s->o->port;
+    if (getsockname(evhttp_bound_socket_get_fd(s->sock), (struct sockaddr *)&ss, &sl) == 0)
+        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    fprintf(stderr, "loom serve: listening on http://%s:%d (model %s, %d slot%s of %d positions)\n", s->o->host, port,
+            s->model_id, s->o->n_parallel, s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx);
+    return 0;
+}
+
+static int serve_setup_http(struct server *s)
+{
+    if (evthread_use_pthreads() != 0 || !(s->base = event_base_new()) || !(s->http = evhttp_new(s->base))) {
+        fprintf(stderr, "loom serve: could not set up libevent\n");
+        return -1;
+    }
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o->max_body);
+    evhttp_set_gencb(s->http, on_request, s);
+    s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
+    s->ev_watch = event_new(s->base, -1, EV_PERSIST, on_watch_tick, s);
+    struct timeval watch = {0, 100000};
+    if (!s->ev_int || !s->ev_term || !s->ev_drain || !s->ev_watch || event_add(s->ev_int, NULL) ||
+        event_add(s->ev_term, NULL) || event_add(s->ev_watch, &watch)) {
+        fprintf(stderr, "loom serve: could not set up the signal events\n");
+        return -1;
+    }
+    return serve_listen(s);
+}
+
+static void serve_teardown(struct server *s)
+{
+    serve_engine_stop(s->eng); /* every request released */
+    s->eng = NULL;
+    for (int i = 0; i < 50 && s->n_live > 0; i++) /* deliver the releases */
+        event_base_loop(s->base, EVLOOP_NONBLOCK);
+    while (s->live) {
+        struct serve_req *r = s->live;
+        if (r->http && r->client_gone)
+            r->header_sent ? evhttp_send_reply_end(r->http) : evhttp_send_reply(r->http, 503, "", NULL);
+        else if (r->http)
+            evhttp_connection_set_closecb(evhttp_request_get_connection(r->http), NULL, NULL);
+        req_unlink_free(s, r);
+    }
+    if (s->ev_int)
+        event_free(s->ev_int);
+    if (s->ev_term)
+        event_free(s->ev_term);
+    if (s->ev_drain)
+        event_free(s->ev_drain);
+    if (s->ev_watch)
+        event_free(s->ev_watch);
+    if (s->http)
+        evhttp_free(s->http);
+    if (s->base)
+        event_base_free(s->base);
+    serve_buf_free(&s->take_content);
+    serve_buf_free(&s->take_reasoning);
+}
+
+static void serve_model_id(struct server *s, const char *path)
+{
+    const char *base = strrchr(path, '/');
+    snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : path);
+    for (char *p = s->model_id; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || (unsigned char)*p >= 0x80)
+            *p = '_'; /* written into JSON as is */
+}
+
+static int serve_run(struct server *s, const loom_model *m, const char *path)
+{
+    loom_error err = {0};
+    const struct serve_opts *o = s->o;
+    int n_train = loom_model_n_ctx_train(m);
+    if (n_train > 0 && o->n_ctx > n_train) {
+        fprintf(stderr, "loom serve: -c: expected at most the model's context_length %d, found %d\n", n_train,
+                o->n_ctx);
+        return 1;
+    }
+    serve_model_id(s, path);
+    s->started = (long long)time(NULL);
+    s->ctx.m = m;
+    s->ctx.tok = loom_model_tokenizer(m);
+    loom_chat_template *tmpl = loom_chat_template_new(s->ctx.tok, NULL, &err); /* the file's own template */
+    if (!tmpl) {
+        fprintf(stderr, "loom serve: warning: %s; rendering chats in the built-in Qwen3.5 format\n", err.msg);
+        tmpl = loom_chat_template_new(s->ctx.tok, "qwen35", &err);
+    }
+    s->ctx.tmpl = tmpl;
+    struct serve_engine_opts eo = {.n_slots = o->n_parallel, .n_ctx = o->n_ctx, .n_threads = o->n_threads,
+                                   .queue_max = o->queue_max, .prefill_chunk = o->prefill_chunk};
+    int status = 1;
+    if (serve_engine_start(&s->eng, m, &eo, &err) != LOOM_OK)
+        fprintf(stderr, "loom serve: %s\n", err.msg);
+    else {
+        s->ctx.n_ctx = serve_engine_n_ctx(s->eng);
+        if (serve_setup_http(s) == 0) {
+            event_base_dispatch(s->base);
+            fprintf(stderr, "loom serve: stopped\n");
+            status = 0;
+        }
+    }
+    serve_teardown(s);
+    loom_chat_template_free(tmpl);
+    return status;
+}
+
+int loom_cli_serve(int argc, char **argv)
+{
+    struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .n_parallel = 1, .n_ctx = 0, .queue_max = 64,
+                           .prefill_chunk = 256, .drain_s = 30, .max_body = 8 << 20};
+    int a = loom_cli_parse_pairs("serve", argc, argv, &o.check_tensors, serve_set_option, &o);
+    if (a != 0) {
+        a > 0 ? serve_usage(stdout) : (void)fprintf(stderr, "%s(loom serve --help for details)\n", SERVE_SYNOPSIS);
+        return a > 0 ? 0 : 2;
+    }
+    loom_cli_check_threads("serve", o.n_threads);
+    loom_cli_signals_install(); /* Ctrl+C while the default model is prepared; libevent's handlers come after */
+    signal(SIGPIPE, SIG_IGN);   /* a client gone mid-reply is an error on its socket, not the end of the server */
+    char path[4096];
+    int status;
+    loom_model *m = loom_cli_load_model("serve", &o.model, path, sizeof path, o.check_tensors, &status);
+    if (!m)
+        return status;
+    struct server s = {.o = &o};
+    status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
+    loom_model_free(m);
+    return status;
+}

@@ -1,0 +1,766 @@
+/* serve_json.c — `loom serve`'s JSON side (Jansson): request bodies checked field by field (an OpenAI-shaped
+ * error naming the field, what was expected and what was found) and turned into a serve_req (chat rendered
+ * with provenance, prompt tokenized, sampler and stop matcher made); /tokenize and /detokenize; the response
+ * and stream-chunk shapes of OpenAI's chat.completion, chat.completion.chunk and text_completion. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/serve.h"
+
+void *serve_fail(struct serve_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->param = param;
+    e->code = code;
+    e->type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
+    return NULL;
+}
+
+/* ---- UTF-8 ---- */
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one (overlong, surrogate, > U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (k == 0 || k > n || (k == 2 && c < 0xC2))
+        return 0;
+    unsigned cp = k == 1 ? c : c & (0x7F >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return k;
+}
+
+int serve_utf8_valid(const char *s, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq((const unsigned char *)s + i, n - i)) == 0)
+            return 0;
+    return 1;
+}
+
+/* A JSON string of s[n], every byte that is not part of valid UTF-8 replaced by U+FFFD. */
+static json_t *jtext(const char *s, size_t n)
+{
+    if (serve_utf8_valid(s, n))
+        return json_stringn(s, n);
+    struct serve_buf b = {0};
+    for (size_t i = 0, k; i < n; i += k ? k : 1) {
+        k = utf8_seq((const unsigned char *)s + i, n - i);
+        serve_buf_put(&b, k ? s + i : "\xEF\xBF\xBD", k ? k : 3);
+    }
+    json_t *j = b.p ? json_stringn(b.p, b.len) : json_string("");
+    serve_buf_free(&b);
+    return j;
+}
+
+char *serve_error_body(const struct serve_err *e)
+{
+    json_t *o = json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jtext(e->msg, strlen(e->msg)), "type",
+                          e->type ? e->type : "invalid_request_error", "param",
+                          e->param ? json_string(e->param) : json_null(), "code",
+                          e->code ? json_string(e->code) : json_null());
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* ---- typed fields ---- */
+
+/* What a JSON value is, for messages: "a string", "an array", or the number itself. */
+static const char *jfound(const json_t *v, char *buf, size_t cap)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    default: snprintf(buf, cap, "%.17g", json_number_value(v)); return buf;
+    }
+}
+
+/* Field `key` of o as a number in [lo, hi] into *out (float). Absent or null: untouched. 0 or -1 (e filled). */
+static int get_float(json_t *o, const char *key, double lo, double hi, float *out, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    char buf[40];
+    if (!v || json_is_null(v))
+        return 0;
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !(d >= lo && d <= hi)) {
+        serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
+                   "%s: expected a number in [%g, %g], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = (float)d;
+    return 0;
+}
+
+/* As get_float, for an integer in [lo, hi] (a number with a fraction is refused). */
+static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    char buf[40];
+    if (!v || json_is_null(v))
+        return 0;
+    double d = json_number_value(v);
+    int ok = json_is_integer(v) ? json_integer_value(v) >= lo && json_integer_value(v) <= hi
+                                : json_is_real(v) && d == floor(d) && d >= (double)lo && d <= (double)hi;
+    if (!ok) {
+        serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
+                   "%s: expected an integer in [%lld, %lld], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = json_is_integer(v) ? (long long)json_integer_value(v) : (long long)d;
+    return 0;
+}
+
+/* As get_float, for a boolean. */
+static int get_bool(json_t *o, const char *key, const char *name, int *out, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    char buf[40];
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v)) {
+        serve_fail(e, 400, name, "invalid_type", "%s: expected a boolean, found %s", name,
+                   jfound(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Field `key` as an object (absent or null: *out NULL). */
+static int get_object(json_t *o, const char *key, json_t **out, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    char buf[40];
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v)) {
+        serve_fail(e, 400, key, "invalid_type", "%s: expected an object, found %s", key, jfound(v, buf, sizeof buf));
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- sampling, stop strings and the fields loom does not implement ---- */
+
+/* Fields that would change the answer's meaning and are not implemented: refused rather than ignored. */
+static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_err *e)
+{
+    long long n = 1;
+    int flag = 0;
+    json_t *v;
+    char buf[40];
+    if (get_int(o, "n", 1, 1, &n, e) != 0)
+        return serve_fail(e, 400, "n", "unsupported_value", "n: only 1 choice per request is implemented, found %s",
+                          jfound(json_object_get(o, "n"), buf, sizeof buf)), -1;
+    if ((v = json_object_get(o, "logprobs")) && !json_is_null(v) && !json_is_false(v))
+        return serve_fail(e, 400, "logprobs", "unsupported_parameter", "logprobs: not implemented yet"), -1;
+    if ((v = json_object_get(o, "top_logprobs")) && !json_is_null(v))
+        return serve_fail(e, 400, "top_logprobs", "unsupported_parameter", "top_logprobs: not implemented yet"), -1;
+    if ((v = json_object_get(o, "response_format")) && !json_is_null(v)) {
+        json_t *t = json_object_get(v, "type");
+        if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
+            return serve_fail(e, 400, "response_format", "unsupported_parameter",
+                              "response_format: only {\"type\": \"text\"} is implemented (no JSON mode or schema "
+                              "yet)"), -1;
+    }
+    if ((v = json_object_get(o, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+        return serve_fail(e, 400, "tools", "unsupported_parameter", "tools: tool calls are not implemented yet"), -1;
+    v = json_object_get(o, "tool_choice");
+    if (v && !json_is_null(v) && !(json_is_string(v) && (!strcmp(json_string_value(v), "none") ||
+                                                        !strcmp(json_string_value(v), "auto"))))
+        return serve_fail(e, 400, "tool_choice", "unsupported_parameter",
+                          "tool_choice: tool calls are not implemented yet"), -1;
+    if ((v = json_object_get(o, "functions")) && !json_is_null(v))
+        return serve_fail(e, 400, "functions", "unsupported_parameter", "functions: not implemented"), -1;
+    if (kind == SERVE_COMPLETION) {
+        if (get_bool(o, "echo", "echo", &flag, e) != 0 || flag)
+            return flag ? serve_fail(e, 400, "echo", "unsupported_parameter", "echo: not implemented yet"), -1 : -1;
+        if ((v = json_object_get(o, "suffix")) && !json_is_null(v))
+            return serve_fail(e, 400, "suffix", "unsupported_parameter", "suffix: not implemented"), -1;
+        if (get_int(o, "best_of", 1, 1, &n, e) != 0)
+            return serve_fail(e, 400, "best_of", "unsupported_value", "best_of: only 1 is implemented"), -1;
+    }
+    return 0;
+}
+
+/* logit_bias: {"TOKEN_ID": BIAS, ...}, ids in [0, n_rows), biases in [-100, 100]. */
+static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, struct serve_err *e)
+{
+    json_t *lb, *v;
+    const char *key;
+    char buf[40];
+    if (get_object(o, "logit_bias", &lb, e) != 0)
+        return -1;
+    *n_bias = 0;
+    if (!lb)
+        return 0;
+    if (json_object_size(lb) > SERVE_MAX_BIAS)
+        return serve_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: expected at most %d entries, found %zu",
+                          SERVE_MAX_BIAS, json_object_size(lb)), -1;
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || id < 0 || id >= n_rows)
+            return serve_fail(e, 400, "logit_bias", "invalid_value",
+                              "logit_bias: expected token ids in [0, %d] as keys, found \"%.40s\"", n_rows - 1,
+                              key), -1;
+        double d = json_number_value(v);
+        if (!json_is_number(v) || !(d >= -100 && d <= 100))
+            return serve_fail(e, 400, "logit_bias", "invalid_value",
+                              "logit_bias: expected biases in [-100, 100], found %s for token %ld",
+                              jfound(v, buf, sizeof buf), id), -1;
+        bias[(*n_bias)++] = (loom_logit_bias){.id = (int32_t)id, .bias = (float)d};
+    }
+    return 0;
+}
+
+/* stop: a string or an array of at most SERVE_MAX_STOPS non-empty strings. */
+static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "stop"), *s;
+    char buf[40];
+    size_t i;
+    *n_stops = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v))
+        stops[(*n_stops)++] = json_string_value(v);
+    else if (json_is_array(v) && json_array_size(v) <= SERVE_MAX_STOPS) {
+        json_array_foreach(v, i, s) {
+            if (!json_is_string(s))
+                return serve_fail(e, 400, "stop", "invalid_type", "stop[%zu]: expected a string, found %s", i,
+                                  jfound(s, buf, sizeof buf)), -1;
+            stops[(*n_stops)++] = json_string_value(s);
+        }
+    } else if (json_is_array(v))
+        return serve_fail(e, 400, "stop", "invalid_value", "stop: expected at most %d strings, found %zu",
+                          SERVE_MAX_STOPS, json_array_size(v)), -1;
+    else
+        return serve_fail(e, 400, "stop", "invalid_type", "stop: expected a string or an array of strings, found %s",
+                          jfound(v, buf, sizeof buf)), -1;
+    for (int k = 0; k < *n_stops; k++)
+        if (!stops[k][0] || strlen(stops[k]) > SERVE_STOP_MAX_LEN)
+            return serve_fail(e, 400, "stop", "invalid_value",
+                              "stop: expected strings of 1 to %d bytes, found %zu bytes", SERVE_STOP_MAX_LEN,
+                              strlen(stops[k])), -1;
+    return 0;
+}
+
+/* A seed for requests that give none: different for every request. */
+static uint64_t fresh_seed(void)
+{
+    static _Atomic uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ (atomic_fetch_add(&counter, 1) << 40);
+}
+
+/* The sampling fields, max_tokens, stop and stream into r (sampler and stop matcher made). */
+static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
+{
+    /* llama.cpp server's defaults; the penalties look at the last 64 tokens, the prompt's included */
+    loom_sampler_params sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_last_n = 64};
+    long long top_k = sp.top_k, seed = -1, max_tokens = 0, max_completion = 0;
+    static loom_logit_bias bias_none[1];
+    loom_logit_bias *bias = calloc(SERVE_MAX_BIAS, sizeof *bias);
+    const char *stops[SERVE_MAX_STOPS];
+    int n_stops = 0, rc = -1;
+    json_t *so;
+    if (!bias)
+        return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
+    if (get_float(o, "temperature", 0, 2, &sp.temp, e) || get_float(o, "top_p", 0, 1, &sp.top_p, e) ||
+        get_int(o, "top_k", 0, 1 << 24, &top_k, e) || get_float(o, "min_p", 0, 1, &sp.min_p, e) ||
+        get_int(o, "seed", 0, INT64_MAX, &seed, e) ||
+        get_float(o, "presence_penalty", -2, 2, &sp.presence_penalty, e) ||
+        get_float(o, "frequency_penalty", -2, 2, &sp.frequency_penalty, e) ||
+        get_int(o, "max_tokens", 1, 1 << 24, &max_tokens, e) ||
+        get_int(o, "max_completion_tokens", 1, 1 << 24, &max_completion, e) ||
+        get_bias(o, loom_model_n_logits(c->m), bias, &sp.n_bias, e) || get_stops(o, stops, &n_stops, e) ||
+        get_bool(o, "stream", "stream", &r->stream, e) || get_object(o, "stream_options", &so, e) ||
+        (so && get_bool(so, "include_usage", "stream_options.include_usage", &r->include_usage, e)) ||
+        get_bool(o, "return_prompt_tokens", "return_prompt_tokens", &r->return_prompt_tokens, e))
+        goto out;
+    sp.top_k = (int)top_k;
+    sp.seed = seed >= 0 ? (uint64_t)seed : fresh_seed();
+    sp.bias = sp.n_bias ? bias : bias_none;
+    r->max_tokens = (int)(max_completion ? max_completion : max_tokens);
+    loom_error err = {0};
+    r->smp = loom_sampler_new(&sp, loom_model_n_logits(c->m), loom_tokenizer_sampleable(c->tok), &err);
+    if (!r->smp) {
+        serve_fail(e, err.code == LOOM_E_NOMEM ? 500 : 400, NULL, "invalid_value", "%s", err.msg);
+        goto out;
+    }
+    r->stop = loom_stop_new(stops, n_stops, &err);
+    if (!r->stop) {
+        serve_fail(e, err.code == LOOM_E_NOMEM ? 500 : 400, "stop", "invalid_value", "stop: %s", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(bias);
+    return rc;
+}
+
+/* ---- chat messages ---- */
+
+/* The text of a message's content: a string, null, or an array of {"type": "text", "text": ...} parts (joined).
+ * *owned is set when the text was built (caller frees). */
+static int message_content(json_t *v, size_t i, const char **out, char **owned, struct serve_err *e)
+{
+    char buf[40];
+    json_t *part;
+    size_t j;
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v)) {
+        *out = json_string_value(v);
+        return 0;
+    }
+    if (!json_is_array(v))
+        return serve_fail(e, 400, "messages", "invalid_type",
+                          "messages[%zu].content: expected a string or an array of text parts, found %s", i,
+                          jfound(v, buf, sizeof buf)), -1;
+    struct serve_buf b = {0};
+    serve_buf_put(&b, "", 0);
+    json_array_foreach(v, j, part) {
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
+            !json_is_string(text)) {
+            serve_buf_free(&b);
+            if (json_is_string(type) && strcmp(json_string_value(type), "text"))
+                return serve_fail(e, 400, "messages", "unsupported_value",
+                                  "messages[%zu].content[%zu].type: expected \"text\" (images and other parts are not "
+                                  "supported), found \"%.40s\"", i, j, json_string_value(type)), -1;
+            return serve_fail(e, 400, "messages", "invalid_value",
+                              "messages[%zu].content[%zu]: expected {\"type\": \"text\", \"text\": STRING}, found %s",
+                              i, j, jfound(part, buf, sizeof buf)), -1;
+        }
+        if (serve_buf_put(&b, json_string_value(text), json_string_length(text)) != LOOM_OK) {
+            serve_buf_free(&b);
+            return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
+        }
+    }
+    *out = *owned = b.p;
+    return 0;
+}
+
+/* An assistant message's tool_calls: [{"function": {"name": ..., "arguments": STRING or OBJECT}}, ...]. */
+static int message_tool_calls(json_t *v, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
+                              struct serve_err *e)
+{
+    char buf[40];
+    json_t *call;
+    size_t j;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu].tool_calls: expected an array, found %s",
+                          i, jfound(v, buf, sizeof buf)), -1;
+    loom_chat_tool_call *calls = calloc(json_array_size(v) + 1, sizeof *calls);
+    char **own = realloc(*owned, (*n_owned + json_array_size(v) + 1) * sizeof *own);
+    if (own)
+        *owned = own;
+    if (!calls || !own) {
+        free(calls);
+        return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
+    }
+    own[(*n_owned)++] = (char *)calls;
+    json_array_foreach(v, j, call) {
+        json_t *f = json_object_get(call, "function"), *name = json_object_get(f, "name");
+        json_t *args = json_object_get(f, "arguments");
+        if (!json_is_string(name) || (args && !json_is_string(args) && !json_is_object(args) && !json_is_null(args)))
+            return serve_fail(e, 400, "messages", "invalid_value",
+                              "messages[%zu].tool_calls[%zu]: expected {\"function\": {\"name\": STRING, "
+                              "\"arguments\": STRING or OBJECT}}", i, j), -1;
+        calls[j].name = json_string_value(name);
+        if (json_is_object(args)) {
+            char *s = json_dumps(args, JSON_COMPACT);
+            if (!s)
+                return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
+            own[(*n_owned)++] = s;
+            calls[j].arguments = s;
+        } else
+            calls[j].arguments = json_string_value(args);
+    }
+    msg->tool_calls = calls;
+    msg->n_tool_calls = json_array_size(v);
+    return 0;
+}
+
+static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
+                         struct serve_err *e)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    char buf[40];
+    json_t *role = json_object_get(m, "role"), *rc = json_object_get(m, "reasoning_content");
+    if (!json_is_object(m))
+        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu]: expected an object, found %s", i,
+                          jfound(m, buf, sizeof buf)), -1;
+    for (size_t k = 0; json_is_string(role) && k < 5; k++)
+        if (!strcmp(json_string_value(role), roles[k]))
+            msg->role = k == 4 ? "system" : roles[k]; /* OpenAI's developer messages are the system prompt */
+    if (!msg->role)
+        return serve_fail(e, 400, "messages", "invalid_value",
+                          "messages[%zu].role: expected \"system\", \"developer\", \"user\", \"assistant\" or "
+                          "\"tool\", found %s%.40s%s", i,
+                          json_is_string(role) ? "\"" : role ? jfound(role, buf, sizeof buf) : "nothing",
+                          json_is_string(role) ? json_string_value(role) : "", json_is_string(role) ? "\"" : ""), -1;
+    char *own = NULL;
+    if (message_content(json_object_get(m, "content"), i, &msg->content, &own, e) != 0)
+        return -1;
+    if (own) {
+        char **v = realloc(*owned, (*n_owned + 1) * sizeof *v);
+        if (!v) {
+            free(own);
+            return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
+        }
+        *owned = v;
+        v[(*n_owned)++] = own;
+    }
+    if (rc && !json_is_null(rc) && !json_is_string(rc))
+        return serve_fail(e, 400, "messages", "invalid_type",
+                          "messages[%zu].reasoning_content: expected a string, found %s", i,
+                          jfound(rc, buf, sizeof buf)), -1;
+    msg->reasoning_content = json_string_value(rc);
+    return message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e);
+}
+
+/* messages and chat_template_kwargs: render with provenance and tokenize into r->prompt. */
+static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
+{
+    json_t *msgs = json_object_get(o, "messages"), *kw;
+    char buf[40];
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return serve_fail(e, 400, "messages", msgs ? "invalid_type" : "missing_required_parameter",
+                          "messages: expected a non-empty array of messages, found %s",
+                          !msgs                 ? "nothing"
+                          : json_is_array(msgs) ? "an empty array"
+                                                : jfound(msgs, buf, sizeof buf)), -1;
+    int think = -1;
+    if (!c->tmpl)
+        return serve_fail(e, 400, "messages", "unsupported_model",
+                          "messages: this model's chat template is not one loom renders (use /v1/completions)"), -1;
+    if (get_object(o, "chat_template_kwargs", &kw, e) != 0 ||
+        (kw && get_bool(kw, "enable_thinking", "chat_template_kwargs.enable_thinking", &think, e) != 0))
+        return -1;
+    size_t n = json_array_size(msgs), n_owned = 0;
+    loom_chat_message *m = calloc(n, sizeof *m);
+    char **owned = NULL;
+    int rc = m ? 0 : (serve_fail(e, 500, NULL, NULL, "out of memory"), -1);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = parse_message(json_array_get(msgs, i), i, &m[i], &owned, &n_owned, e);
+    if (rc == 0) {
+        loom_chat_params p = {.add_generation_prompt = 1,
+                              .think = think < 0 ? LOOM_CHAT_THINK_UNSET : think ? LOOM_CHAT_THINK_ON
+                                                                                  : LOOM_CHAT_THINK_OFF};
+        loom_error err = {0};
+        if (loom_chat_template_apply(c->tmpl, m, n, &p, &r->prompt, &r->n_prompt, &err) != LOOM_OK)
+            rc = (serve_fail(e, err.code == LOOM_E_ARG ? 400 : 500, "messages", "invalid_value", "messages: %s",
+                             err.msg), -1);
+        r->think_open = p.think != LOOM_CHAT_THINK_OFF; /* the generation prompt ends with "<think>\n" */
+    }
+    for (size_t i = 0; i < n_owned; i++)
+        free(owned[i]);
+    free(owned);
+    free(m);
+    return rc;
+}
+
+/* prompt: a string, tokenized as data (special-token spellings stay text), after the vocabulary's BOS. */
+static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "prompt");
+    char buf[40];
+    if (!json_is_string(v))
+        return serve_fail(e, 400, "prompt", v ? "invalid_type" : "missing_required_parameter",
+                          "prompt: expected a string, found %s", v ? jfound(v, buf, sizeof buf) : "nothing"), -1;
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    int32_t bos = loom_tokenizer_bos(c->tok);
+    loom_error err = {0};
+    int n = loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_DATA, NULL, 0, &err);
+    if (n >= 0 && n + (bos >= 0) == 0)
+        return serve_fail(e, 400, "prompt", "invalid_value",
+                          "prompt: expected at least one token, found empty text"), -1;
+    r->prompt = n >= 0 ? malloc(((size_t)n + 1) * sizeof *r->prompt) : NULL;
+    if (!r->prompt)
+        return serve_fail(e, 500, NULL, NULL, "prompt: %s", n < 0 ? err.msg : "out of memory"), -1;
+    if (bos >= 0)
+        r->prompt[0] = bos;
+    int k = loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_DATA, r->prompt + (bos >= 0), n, &err);
+    if (k != n)
+        return serve_fail(e, 500, NULL, NULL, "prompt: the tokenizer gave %d tokens, then %d", n, k), -1;
+    r->n_prompt = n + (bos >= 0);
+    return 0;
+}
+
+void serve_req_free_fields(struct serve_req *r)
+{
+    free(r->prompt);
+    loom_sampler_free(r->smp);
+    loom_stop_free(r->stop);
+    serve_buf_free(&r->content);
+    serve_buf_free(&r->reasoning);
+    serve_buf_free(&r->all_content);
+    serve_buf_free(&r->all_reasoning);
+    pthread_mutex_destroy(&r->mu);
+}
+
+/* The body as a JSON object, or NULL with e filled (400). */
+static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, 0, &je);
+    if (!o)
+        return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
+                          je.text, je.line, je.column);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object");
+    }
+    return o;
+}
+
+struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind kind, const char *body,
+                                      size_t len, struct serve_err *e)
+{
+    json_t *o = parse_body(body, len, e);
+    if (!o)
+        return NULL;
+    struct serve_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(o);
+        return serve_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    r->kind = kind;
+    int rc = refuse_unimplemented(o, kind, e);
+    if (rc == 0)
+        rc = parse_sampling(c, o, r, e);
+    if (rc == 0)
+        rc = kind == SERVE_CHAT ? parse_chat(c, o, r, e) : parse_completion(c, o, r, e);
+    if (rc == 0 && r->n_prompt > c->n_ctx)
+        rc = (serve_fail(e, 400, kind == SERVE_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                         "the prompt has %d tokens, a slot's context holds %d (loom serve -c)", r->n_prompt, c->n_ctx),
+              -1);
+    for (int i = 0; rc == 0 && i < r->n_prompt; i++)
+        loom_sampler_accept(r->smp, r->prompt[i]); /* the prompt is in the penalty window, as in loom run */
+    json_decref(o);
+    if (rc != 0) {
+        serve_req_free_fields(r);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- /tokenize and /detokenize (llama.cpp server's shapes) ---- */
+
+static char *dump_free(json_t *o, struct serve_err *e)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s ? s : serve_fail(e, 500, NULL, NULL, "out of memory");
+}
+
+static json_t *token_piece(const loom_tokenizer *tok, int32_t id)
+{
+    char piece[256];
+    int k = loom_tokenizer_piece(tok, id, piece, (int)sizeof piece);
+    k = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
+    json_t *p;
+    if (serve_utf8_valid(piece, (size_t)k))
+        p = json_stringn(piece, (size_t)k);
+    else { /* bytes that are not UTF-8 on their own: their values */
+        p = json_array();
+        for (int i = 0; i < k; i++)
+            json_array_append_new(p, json_integer((unsigned char)piece[i]));
+    }
+    return json_pack("{s:i,s:o}", "id", (int)id, "piece", p);
+}
+
+/* {"content": STRING, "add_special": false, "parse_special": false, "with_pieces": false}. parse_special
+ * defaults to false here (llama.cpp: true): caller text is data unless asked otherwise. */
+char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, struct serve_err *e)
+{
+    json_t *o = parse_body(body, len, e), *v;
+    int add_special = 0, parse_special = 0, with_pieces = 0;
+    char buf[40];
+    if (!o)
+        return NULL;
+    v = json_object_get(o, "content");
+    json_t *tokens = json_array();
+    int32_t *ids = NULL;
+    if (v && !json_is_string(v))
+        serve_fail(e, 400, "content", "invalid_type", "content: expected a string, found %s",
+                   jfound(v, buf, sizeof buf));
+    else if (get_bool(o, "add_special", "add_special", &add_special, e) == 0 &&
+             get_bool(o, "parse_special", "parse_special", &parse_special, e) == 0 &&
+             get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0 && v) {
+        int32_t bos = add_special ? loom_tokenizer_bos(c->tok) : -1;
+        int mode = parse_special ? LOOM_SPECIAL_ALL : LOOM_SPECIAL_DATA;
+        int n = loom_tokenizer_encode(c->tok, json_string_value(v), json_string_length(v), mode, NULL, 0, NULL);
+        ids = n >= 0 ? malloc(((size_t)n + 1) * sizeof *ids) : NULL;
+        if (ids && bos >= 0)
+            ids[0] = bos;
+        if (ids && loom_tokenizer_encode(c->tok, json_string_value(v), json_string_length(v), mode, ids + (bos >= 0),
+                                         n, NULL) == n)
+            for (int i = 0; i < n + (bos >= 0); i++)
+                json_array_append_new(tokens, with_pieces ? token_piece(c->tok, ids[i]) : json_integer(ids[i]));
+        else
+            serve_fail(e, 500, NULL, NULL, "content: could not tokenize");
+    }
+    int ok = !v || e->status == 0;
+    free(ids);
+    json_decref(o);
+    if (!ok) {
+        json_decref(tokens);
+        return NULL;
+    }
+    return dump_free(json_pack("{s:o}", "tokens", tokens), e);
+}
+
+/* {"tokens": [ID, ...]} -> {"content": TEXT}; bytes that are not UTF-8 come out as U+FFFD. */
+char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, struct serve_err *e)
+{
+    json_t *o = parse_body(body, len, e), *v, *t;
+    char buf[40];
+    size_t i;
+    if (!o)
+        return NULL;
+    v = json_object_get(o, "tokens");
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    int n_vocab = (int)loom_tokenizer_n_vocab(c->tok), ok = ids != NULL;
+    if (v && !json_is_array(v))
+        ok = !!serve_fail(e, 400, "tokens", "invalid_type", "tokens: expected an array of token ids, found %s",
+                          jfound(v, buf, sizeof buf));
+    json_array_foreach(v, i, t) {
+        if (!ok)
+            break;
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
+            ok = !!serve_fail(e, 400, "tokens", "invalid_value",
+                              "tokens[%zu]: expected a token id in [0, %d], found %s", i, n_vocab - 1,
+                              jfound(t, buf, sizeof buf));
+        else
+            ids[i] = (int32_t)json_integer_value(t);
+    }
+    char *text = NULL;
+    int k = ok ? loom_tokenizer_detokenize(c->tok, ids, n, NULL, 0) : -1;
+    if (ok && (k < 0 || !(text = malloc((size_t)k + 1)) ||
+               loom_tokenizer_detokenize(c->tok, ids, n, text, (size_t)k) != k))
+        ok = !!serve_fail(e, 500, NULL, NULL, "tokens: could not detokenize");
+    free(ids);
+    json_decref(o);
+    char *out = ok ? dump_free(json_pack("{s:o}", "content", jtext(text, (size_t)k)), e)
+                   : (e->status ? NULL : serve_fail(e, 500, NULL, NULL, "out of memory"));
+    free(text);
+    return out;
+}
+
+/* ---- response shapes ---- */
+
+const char *serve_finish_name(enum serve_finish f)
+{
+    return f == SERVE_FINISH_LENGTH ? "length" : "stop";
+}
+
+static json_t *usage_json(const struct serve_req *r)
+{
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen, "total_tokens",
+                     r->n_prompt + r->n_gen);
+}
+
+static json_t *head_json(const struct serve_req *r, const char *model, const char *object)
+{
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created, "model",
+                     model);
+}
+
+char *serve_chunk_json(const struct serve_req *r, const char *model, const char *content, size_t n_content,
+                       const char *reasoning, size_t n_reasoning, int first)
+{
+    int chat = r->kind == SERVE_CHAT;
+    json_t *o = head_json(r, model, chat ? "chat.completion.chunk" : "text_completion"), *choice;
+    if (chat) {
+        json_t *delta = json_object();
+        if (first)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        if (n_reasoning)
+            json_object_set_new(delta, "reasoning_content", jtext(reasoning, n_reasoning));
+        if (n_content || first)
+            json_object_set_new(delta, "content", jtext(content, n_content));
+        choice = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason");
+    } else
+        choice = json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "text", jtext(content, n_content), "logprobs",
+                           "finish_reason");
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+char *serve_final_chunk_json(const struct serve_req *r, const char *model)
+{
+    int chat = r->kind == SERVE_CHAT;
+    json_t *o = head_json(r, model, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *choice = chat ? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason",
+                                      serve_finish_name(r->finish))
+                          : json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", "", "logprobs", "finish_reason",
+                                      serve_finish_name(r->finish));
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    json_object_set_new(o, "usage", usage_json(r));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+char *serve_response_json(const struct serve_req *r, const char *model)
+{
+    int chat = r->kind == SERVE_CHAT;
+    json_t *o = head_json(r, model, chat ? "chat.completion" : "text_completion"), *choice;
+    const struct serve_buf *c = &r->all_content, *rs = &r->all_reasoning;
+    if (chat) {
+        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jtext(c->p ? c->p : "", c->len));
+        if (rs->len)
+            json_object_set_new(msg, "reasoning_content", jtext(rs->p, rs->len));
+        choice = json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", serve_finish_name(r->finish));
+    } else
+        choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", jtext(c->p ? c->p : "", c->len), "logprobs",
+                           "finish_reason", serve_finish_name(r->finish));
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    json_object_set_new(o, "usage", usage_json(r));
+    if (r->return_prompt_tokens) {
+        json_t *ids = json_array();
+        for (int i = 0; i < r->n_prompt; i++)
+            json_array_append_new(ids, json_integer(r->prompt[i]));
+        json_object_set_new(o, "prompt_token_ids", ids);
+    }
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
