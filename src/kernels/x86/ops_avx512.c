@@ -454,15 +454,10 @@ void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, 
 
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
  * Each K row and V row is loaded once for the whole group; every row keeps the accumulators, lane blocks
- * and reductions of the single-row kernel above (SINGLE order, head_dim a multiple of 64). */
+ * and reductions of the single-row kernel above (head_dim a multiple of 64): `lanes` accumulators, block b of
+ * 16 elements in accumulator b % lanes (4 in SINGLE order, 1 in BATCH order: a constant once inlined). */
 #define ATTN_G LOOM_OPS_ATTN_GROUP
 #define ATTN_MAX_HD 512
-
-/* (a0 + a2) + (a1 + a3), then the R16 tree: dot_f16_lanes' four-accumulator reduction. */
-static float reduce4(const __m512 *a)
-{
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
-}
 
 /* The R16 sums of 16 vectors at once: lane p of the result is _mm512_reduce_add_ps(v[p]) bit for bit. Each
  * level adds the same pairs as the one-vector tree (lanes l + 8 and l, l + 4 and l, then (0 + 2), (1 + 3), then
@@ -485,11 +480,17 @@ static __m512 reduce16_x16(const __m512 v[16])
     return _mm512_permutexvar_ps(order, r);
 }
 
+/* A row's accumulators as one vector: (0 + 2) + (1 + 3) for four, the one itself for one. */
+ALWAYS_INLINE __m512 combine(int lanes, const __m512 *a)
+{
+    return lanes == 4 ? _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])) : a[0];
+}
+
 /* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). Each
- * row's four accumulators are combined per position ((0 + 2) + (1 + 3)), and 16 positions' R16 reductions
- * run at once (reduce16_x16): reduce4's result per score. */
-static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
-                              float *scores, int64_t stride)
+ * row's accumulators are combined per position, and 16 positions' R16 reductions run at once
+ * (reduce16_x16): the single-row kernel's result per score. */
+ALWAYS_INLINE void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
+                                     int64_t k_stride, float *scores, int64_t stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
@@ -509,11 +510,12 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
                     __m512 kv = load_f16(kr + i + 16 * s);
 #pragma GCC unroll 4
                     for (int g = 0; g < ATTN_G; g++)
-                        a[g][s] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s]);
+                        a[g][s % lanes] =
+                            _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s % lanes]);
                 }
 #pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++)
-                sums[g][pp] = _mm512_add_ps(_mm512_add_ps(a[g][0], a[g][2]), _mm512_add_ps(a[g][1], a[g][3]));
+                sums[g][pp] = combine(lanes, a[g]);
         }
         for (int g = 0; g < ATTN_G; g++) {
             int64_t left = n_kv[g] - p0; /* this row's positions in the block */
@@ -532,8 +534,8 @@ static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, cons
 #define VALUES_POS 1024
 
 /* V row vr through positions [i0, i1) of the group (i0 a multiple of 64), into its accumulators a[g][s]:
- * block b of 16 positions goes to accumulator b % 4; first the blocks every row covers in full. */
-ALWAYS_INLINE void values_tile(const int64_t *n_kv, int64_t n_min, int64_t n_max, const uint16_t *vr,
+ * block b of 16 positions goes to accumulator b % lanes; first the blocks every row covers in full. */
+ALWAYS_INLINE void values_tile(int lanes, const int64_t *n_kv, int64_t n_min, int64_t n_max, const uint16_t *vr,
                                const float *probs, int64_t stride, int64_t i0, int64_t i1, __m512 a[ATTN_G][4])
 {
     int64_t i = i0;
@@ -543,7 +545,8 @@ ALWAYS_INLINE void values_tile(const int64_t *n_kv, int64_t n_min, int64_t n_max
             __m512 vb = load_f16(vr + i + 16 * s);
 #pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++)
-                a[g][s] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + i + 16 * s), a[g][s]);
+                a[g][s % lanes] =
+                    _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + i + 16 * s), a[g][s % lanes]);
         }
     for (; i < i1; i += 64)
 #pragma GCC unroll 4
@@ -556,19 +559,20 @@ ALWAYS_INLINE void values_tile(const int64_t *n_kv, int64_t n_min, int64_t n_max
             for (int g = 0; g < ATTN_G; g++) {
                 int64_t r = n_kv[g] - ib;
                 if (r >= 16)
-                    a[g][s] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + ib), a[g][s]);
+                    a[g][s % lanes] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + ib), a[g][s % lanes]);
                 else if (r > 0) /* the single row's masked tail: zeros in both operands */
-                    a[g][s] = _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
-                                              _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), probs + g * stride + ib),
-                                              a[g][s]);
+                    a[g][s % lanes] =
+                        _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
+                                        _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), probs + g * stride + ib),
+                                        a[g][s % lanes]);
             }
         }
 }
 
-/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs, SINGLE order; probs[g] at
- * probs + g*stride, F32 values of F16 numbers), in tiles of VALUES_ROWS rows by VALUES_POS positions. */
-static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                              const float *probs, int64_t stride, float *out, int64_t out_stride)
+/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
+ * values of F16 numbers), in tiles of VALUES_ROWS rows by VALUES_POS positions. */
+ALWAYS_INLINE void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                                     const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
     int64_t n_max = 0, n_min = n_kv[0];
     for (int g = 0; g < ATTN_G; g++) {
@@ -586,13 +590,13 @@ static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_
             for (int jj = 0; jj < nj; jj++) {
                 __m512 a[ATTN_G][4];
                 memcpy(a, acc[jj], sizeof a);
-                values_tile(n_kv, n_min, n_max, v + (int64_t)(j0 + jj) * v_stride, probs, stride, i0, i1, a);
+                values_tile(lanes, n_kv, n_min, n_max, v + (int64_t)(j0 + jj) * v_stride, probs, stride, i0, i1, a);
                 memcpy(acc[jj], a, sizeof a);
             }
         }
         for (int jj = 0; jj < nj; jj++)
             for (int g = 0; g < ATTN_G; g++)
-                out[g * out_stride + j0 + jj] = reduce4(acc[jj][g]);
+                out[g * out_stride + j0 + jj] = _mm512_reduce_add_ps(combine(lanes, acc[jj][g]));
     }
 }
 
@@ -601,7 +605,7 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
                                 int head_dim_v, float scale, enum loom_attn_order order, float *scores,
                                 uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    if (n_q != ATTN_G || order != LOOM_ATTN_ORDER_SINGLE || head_dim % 64 || head_dim > ATTN_MAX_HD) {
+    if (n_q != ATTN_G || head_dim % 64 || head_dim > ATTN_MAX_HD) {
         for (int g = 0; g < n_q; g++)
             loom_ops_attn_head_avx512(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache,
                                       v_stride, head_dim_v, scale, order, scores + g * stride,
@@ -611,10 +615,17 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
     float qf[ATTN_G * ATTN_MAX_HD];
     for (int i = 0; i < ATTN_G * head_dim; i += 16)
         _mm512_storeu_ps(qf + i, load_f16(q16 + i));
-    attn_scores_group(n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    int single = order == LOOM_ATTN_ORDER_SINGLE;
+    if (single)
+        attn_scores_group(4, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    else
+        attn_scores_group(1, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     for (int g = 0; g < ATTN_G; g++) {
         softmax(n_kv[g], scores + g * stride, scale);
         round_probs(n_kv[g], scores + g * stride);
     }
-    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+    if (single)
+        attn_values_group(4, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+    else
+        attn_values_group(1, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
