@@ -384,6 +384,12 @@ static void softmax(int64_t n, float *x, float scale)
         x[i] *= (float)(1.0 / sum);
 }
 
+/* A row's accumulators (GGML_F32x16_REDUCE's first steps) as one vector: (0 + 2) + (1 + 3) for four, the one itself for one. */
+ALWAYS_INLINE __m512 combine(int lanes, const __m512 *a)
+{
+    return lanes == 4 ? _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])) : a[0];
+}
+
 /* F16 dot with every element in a lane, rows padded with zeros (dot_f16_lanes in ops.c). */
 static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum loom_attn_order order)
 {
@@ -394,12 +400,7 @@ static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum
         a[blk % lanes] = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a[blk % lanes]);
     if (i < n)
         a[blk % lanes] = _mm512_fmadd_ps(load_f16_part(x + i, n - i), load_f16_part(y + i, n - i), a[blk % lanes]);
-    if (lanes == 4) {
-        a[0] = _mm512_add_ps(a[0], a[2]);
-        a[1] = _mm512_add_ps(a[1], a[3]);
-        a[0] = _mm512_add_ps(a[0], a[1]);
-    }
-    return _mm512_reduce_add_ps(a[0]);
+    return _mm512_reduce_add_ps(combine(lanes, a));
 }
 
 /* x[p] = f32(f16(x[p])) for p < n: the probabilities rounded to F16 as the reference stores them, kept in F32
@@ -426,12 +427,7 @@ static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum 
         a[blk % lanes] = _mm512_fmadd_ps(load_f16_part(v + i, n - i),
                                          _mm512_maskz_loadu_ps((__mmask16)((1u << (n - i)) - 1), probs + i),
                                          a[blk % lanes]);
-    if (lanes == 4) {
-        a[0] = _mm512_add_ps(a[0], a[2]);
-        a[1] = _mm512_add_ps(a[1], a[3]);
-        a[0] = _mm512_add_ps(a[0], a[1]);
-    }
-    return _mm512_reduce_add_ps(a[0]);
+    return _mm512_reduce_add_ps(combine(lanes, a));
 }
 
 void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
@@ -478,12 +474,6 @@ static __m512 reduce16_x16(const __m512 v[16])
                              _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     return _mm512_permutexvar_ps(order, r);
-}
-
-/* A row's accumulators as one vector: (0 + 2) + (1 + 3) for four, the one itself for one. */
-ALWAYS_INLINE __m512 combine(int lanes, const __m512 *a)
-{
-    return lanes == 4 ? _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])) : a[0];
 }
 
 /* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). Each
