@@ -22,7 +22,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -g $(OPT) -Iinclude
 # stop at the first UBSan report through the runtime (tests/test.h) rather than -fno-sanitize-recover, with
 # which clang 14 spends minutes compiling the always_inline Q4_K x16 tiles.
 CFLAGS_SAN  = -fsanitize=address,undefined -fno-omit-frame-pointer -DLOOM_SANITIZED
-LIBS    = -lutf8proc -lxxhash -ljansson -levent -levent_pthreads -lpthread -lm
+LIBS    = -lutf8proc -lxxhash -ljansson -levent -levent_pthreads -luring -lpthread -lm
 REF_CFLAGS = -I$(REF_SRC)/include -I$(REF_SRC)/ggml/include
 REF_LIBS   = -L$(REF_BINS) -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -Wl,-rpath,$(REF_BINS)
 

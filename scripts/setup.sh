@@ -8,7 +8,7 @@ LOOM_CACHE=${LOOM_CACHE:-$HOME/.cache/loom}
 REF=$LOOM_CACHE/ref
 NLC_VERSION=3.22.1
 
-packages=(build-essential make git ca-certificates libutf8proc-dev libxxhash-dev libjansson-dev libevent-dev
+packages=(build-essential make git ca-certificates libutf8proc-dev libxxhash-dev libjansson-dev libevent-dev liburing-dev
           clang libclang-rt-dev python3 python3-numpy python3-jinja2)
 missing=()
 for p in "${packages[@]}"; do

@@ -25,7 +25,7 @@ struct chat_opts {
     int n_ctx;         /* -c */
     int n_max;         /* -n: tokens per answer at most */
     struct loom_sampler_params sp;
-    int check_tensors; /* --check-tensors */
+    struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
 /* Timing of one turn. */
@@ -53,7 +53,8 @@ struct chat {
 };
 
 static const char CHAT_SYNOPSIS[] =
-    "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n";
+    "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n"
+    "                 [--mem-budget SIZE] [--stats]\n";
 
 static void chat_usage(FILE *f)
 {
@@ -64,8 +65,7 @@ static void chat_usage(FILE *f)
                "  --seed S   sampler seed (default 0)\n"
                "  -n MAX     tokens per answer at most (default 1024)\n"
                "  -c CTX     context positions for the whole conversation (default 4096)\n"
-               "  --check-tensors  validate every tensor's data at load (finite values and block scales, as\n"
-               "             llama.cpp's --check-tensors; reads the whole file)\n"
+               LOOM_CLI_MODEL_USAGE
                "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
                "removes it), /think on|off (thinking in answers), /timing (last and total timing), /history\n"
                "(the conversation so far, on stderr), /quit.\n"
@@ -458,7 +458,7 @@ static void chat_teardown(struct chat *c)
 int loom_cli_chat(int argc, char **argv)
 {
     struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .sp = {.temp = 0.7f, .top_k = 20, .top_p = 0.8f}};
-    int a = loom_cli_parse_pairs("chat", argc, argv, &o.check_tensors, chat_set_option, &o);
+    int a = loom_cli_parse_pairs("chat", argc, argv, &o.mo, chat_set_option, &o);
     if (a != 0) {
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
         return a > 0 ? 0 : 2;
@@ -469,7 +469,7 @@ int loom_cli_chat(int argc, char **argv)
     char path[4096];
     int status;
     struct chat c = {.o = &o, .interactive = isatty(STDIN_FILENO)};
-    c.m = loom_cli_load_model("chat", &o.model, path, sizeof path, o.check_tensors, &status);
+    c.m = loom_cli_load_model("chat", &o.model, path, sizeof path, &o.mo, &status);
     if (!c.m)
         return status;
     c.tok = loom_model_tokenizer(c.m);
@@ -482,6 +482,7 @@ int loom_cli_chat(int argc, char **argv)
                             "/system TEXT, /think on|off, /timing, /history)\n", o.model);
         status = chat_loop(&c);
     }
+    loom_cli_expert_stats("chat", c.m, &o.mo, c.total.n_prefill + c.total.n_generated);
     chat_teardown(&c);
     loom_model_free(c.m);
     return status;

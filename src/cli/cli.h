@@ -46,17 +46,39 @@ void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *
  * commands.c. */
 const char *loom_cli_listed(const char *name, const char *(*list)(int i));
 
+/* The model options every model-running subcommand takes: --check-tensors and --stats (flags) and
+ * --mem-budget SIZE (loom_model_params.mem_budget: 6G, 800M, 123456789). */
+struct loom_cli_model_opts {
+    loom_model_params params;
+    int stats; /* --stats: print the expert streaming figures at the end (and one JSON line) */
+};
+#define LOOM_CLI_MODEL_USAGE                                                                                      \
+    "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"            \
+    "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
+    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G suffixes):\n"       \
+    "                         routed experts read from the file into a cache, the rest held (README)\n"          \
+    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"
+
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
- * buf[cap] and *path pointed there). Loads it (check_tensors as --check-tensors) and prints its warnings. NULL
- * when it fails, with the failure printed (`loom CMD: PATH: MSG`) and *status set to 1, or to
- * loom_cli_stopped_status() when a signal stopped the default model's preparation. commands.c. */
-loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap, int check_tensors,
-                                int *status);
-/* Parse argv[1..argc) as `-X VALUE` pairs: set(o, opt, val) applies one (printing its own message and returning
- * nonzero when it is invalid); the flag --check-tensors takes one slot and sets *check_tensors. Returns 0, 1 when
- * -h or --help was given, -1 on bad arguments (message printed as `loom CMD: ...`). commands.c. */
-int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, int *check_tensors,
+ * buf[cap] and *path pointed there). Loads it with mo's parameters and prints its warnings. NULL when it fails,
+ * with the failure printed (`loom CMD: PATH: MSG`) and *status set to 1, or to loom_cli_stopped_status() when a
+ * signal stopped the default model's preparation. commands.c. */
+loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
+                                const struct loom_cli_model_opts *mo, int *status);
+/* Whether opt is one of the model options' flags (takes no value). */
+int loom_cli_model_flag(const char *opt);
+/* Apply one model option (val ignored for a flag): 1 when taken, 0 when opt is not a model option, -1 on a bad
+ * value (message printed as `loom CMD: ...`). */
+int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val);
+/* Parse argv[1..argc) as `-X VALUE` pairs: the model options go to mo (a flag takes one slot), the others to
+ * set(o, opt, val), which applies one (printing its own message and returning nonzero when it is invalid).
+ * Returns 0, 1 when -h or --help was given, -1 on bad arguments (message printed as `loom CMD: ...`). */
+int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
                          int (*set)(void *o, const char *opt, const char *val), void *o);
+/* With --stats and a model that streams its experts: its figures on stderr, per token over n_tokens evaluated,
+ * and the same as one JSON line ({"expert_stats": {...}}). */
+void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens);
+
 /* Report a subcommand's failure rc (LOOM_OK excluded): `loom CMD: interrupted (SIGINT)` for LOOM_E_CANCELLED
  * (returns loom_cli_stopped_status()), else `loom CMD: MSG` with err's message (returns 1). commands.c. */
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err);

@@ -1,7 +1,9 @@
 /* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check,
  * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, and the kernel
  * choice from the environment. */
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +86,8 @@ void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_t
         fprintf(stderr, "loom %s: warning: %s: %d more warnings like these\n", cmd, path, n - LOOM_GGUF_WARNINGS_KEPT);
 }
 
-loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap, int check_tensors,
-                                int *status)
+loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
+                                const struct loom_cli_model_opts *mo, int *status)
 {
     loom_error err = {0};
     *status = 1;
@@ -98,7 +100,7 @@ loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, s
         }
         *path = buf;
     }
-    loom_model *m = loom_model_load_ex(*path, &(loom_model_params){.check_tensors = check_tensors}, &err);
+    loom_model *m = loom_model_load_ex(*path, &mo->params, &err);
     if (!m) {
         fprintf(stderr, "loom %s: %s: %s\n", cmd, *path, err.msg);
         return NULL;
@@ -107,14 +109,66 @@ loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, s
     return m;
 }
 
-int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, int *check_tensors,
+/* Parse a byte count: digits with an optional suffix K, M, G or T (powers of 1024; KiB/KB and B spellings
+ * too). Returns 0 on success. */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    case 'T': case 't': shift = 40; break;
+    default: break;
+    }
+    end += shift != 0;
+    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
+        end += strlen(end);
+    else if (!shift && !strcmp(end, "B"))
+        end++;
+    if (errno || *end || v == 0 || v > (UINT64_MAX >> shift))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+/* Apply one model option: a flag (val NULL) or an option with a value. 1 when taken, 0 when opt is not a model
+ * option, -1 on a bad value (message printed). */
+static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val)
+{
+    if (!strcmp(opt, "--check-tensors") || !strcmp(opt, "--stats")) {
+        *(opt[2] == 'c' ? &mo->params.check_tensors : &mo->stats) = 1;
+        return 1;
+    }
+    if (strcmp(opt, "--mem-budget"))
+        return 0;
+    if (val && !parse_bytes(val, &mo->params.mem_budget))
+        return 1;
+    fprintf(stderr, "loom %s: --mem-budget expects a byte count such as 6G, 800M or 123456789, found '%s'\n", cmd,
+            val ? val : "nothing");
+    return -1;
+}
+
+int loom_cli_model_flag(const char *opt) { return !strcmp(opt, "--check-tensors") || !strcmp(opt, "--stats"); }
+
+int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val)
+{
+    return model_option(cmd, mo, opt, loom_cli_model_flag(opt) ? NULL : val);
+}
+
+int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
                          int (*set)(void *o, const char *opt, const char *val), void *o)
 {
     for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return 1;
-        if (!strcmp(argv[i], "--check-tensors")) {
-            *check_tensors = 1;
+        if (loom_cli_model_flag(argv[i])) {
+            model_option(cmd, mo, argv[i], NULL);
             i--; /* no value follows */
             continue;
         }
@@ -127,10 +181,53 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, int *check_tens
                     cmd);
             return -1;
         }
-        if (set(o, argv[i], argv[i + 1]) != 0)
+        int taken = model_option(cmd, mo, argv[i], argv[i + 1]);
+        if (taken < 0 || (!taken && set(o, argv[i], argv[i + 1]) != 0))
             return -1;
     }
     return 0;
+}
+
+void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens)
+{
+    loom_expert_stats st;
+    if (!mo->stats || loom_model_expert_stats(m, &st) != LOOM_OK)
+        return;
+    double tok = n_tokens > 0 ? n_tokens : 1, mb = 1048576.0;
+    const char *per = n_tokens > 0 ? "per token" : "in all (tokens not counted)";
+    double bw = st.busy_ns ? (double)st.bytes_read / (double)st.busy_ns : 0; /* bytes per ns = GB/s */
+    uint64_t needed = st.hits + st.misses;
+    fprintf(stderr,
+            "loom %s: experts: budget %.0f MiB = dense %.0f + sessions %.0f + reserve %.0f + %d slots of %.2f MiB "
+            "(%d used); reads %s%s\n"
+            "loom %s: experts: %llu steps, %llu needed, hit rate %.1f%%, %.2f MiB read %s (%.1f MiB in all, "
+            "%llu reads, %llu failed); read ahead on predictions %llu experts, %.1f%% of them needed, %.1f MiB "
+            "wasted; exposed I/O wait %.2f ms %s; latency p50 %.0f us, p95 %.0f us, p99 "
+            "%.0f us; read bandwidth %.2f GB/s while busy\n",
+            cmd, (double)st.budget_bytes / mb, (double)st.dense_bytes / mb, (double)st.session_bytes / mb,
+            (double)LOOM_MEM_RESERVE / mb, st.n_slots, (double)st.slot_bytes / mb, st.n_slots_used,
+            st.io_uring ? "io_uring" : "pread", st.direct_io ? " O_DIRECT" : " buffered (pages dropped)", cmd,
+            (unsigned long long)st.steps, (unsigned long long)needed,
+            needed ? 100.0 * (double)st.hits / (double)needed : 0.0, (double)st.bytes_read / mb / tok, per,
+            (double)st.bytes_read / mb, (unsigned long long)st.reads, (unsigned long long)st.read_errors,
+            (unsigned long long)st.prefetches,
+            st.prefetches ? 100.0 * (double)st.prefetch_hits / (double)st.prefetches : 0.0,
+            (double)st.bytes_wasted / mb, (double)st.wait_ns / 1e6 / tok, per, st.latency_p50_us, st.latency_p95_us, st.latency_p99_us, bw);
+    fprintf(stderr,
+            "{\"expert_stats\":{\"tokens\":%d,\"budget_bytes\":%llu,\"dense_bytes\":%llu,\"session_bytes\":%llu,"
+            "\"slot_bytes\":%llu,\"slots\":%d,\"slots_used\":%d,\"io_uring\":%s,\"direct_io\":%s,\"steps\":%llu,"
+            "\"hits\":%llu,\"misses\":%llu,\"prefetches\":%llu,\"prefetch_hits\":%llu,\"reads\":%llu,"
+            "\"bytes_read\":%llu,\"bytes_prefetched\":%llu,\"bytes_wasted\":%llu,\"read_errors\":%llu,"
+            "\"wait_ns\":%llu,\"busy_ns\":%llu,\"latency_p50_us\":%.1f,\"latency_p95_us\":%.1f,"
+            "\"latency_p99_us\":%.1f}}\n",
+            n_tokens, (unsigned long long)st.budget_bytes, (unsigned long long)st.dense_bytes,
+            (unsigned long long)st.session_bytes, (unsigned long long)st.slot_bytes, st.n_slots, st.n_slots_used,
+            st.io_uring ? "true" : "false", st.direct_io ? "true" : "false", (unsigned long long)st.steps,
+            (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.prefetches,
+            (unsigned long long)st.prefetch_hits, (unsigned long long)st.reads, (unsigned long long)st.bytes_read,
+            (unsigned long long)st.bytes_prefetched, (unsigned long long)st.bytes_wasted,
+            (unsigned long long)st.read_errors, (unsigned long long)st.wait_ns,
+            (unsigned long long)st.busy_ns, st.latency_p50_us, st.latency_p95_us, st.latency_p99_us);
 }
 
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err)

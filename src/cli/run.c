@@ -25,13 +25,13 @@ struct run_opts {
     struct loom_sampler_params sp;
     const char *stops[RUN_MAX_STOPS]; /* --stop */
     int n_stops;
-    int check_tensors;  /* --check-tensors */
+    struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
 static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
-    "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n";
+    "                [--frequency-penalty A] [--stop STRING]... [--check-tensors] [--mem-budget SIZE] [--stats]\n";
 
 static void run_usage(FILE *f)
 {
@@ -52,8 +52,7 @@ static void run_usage(FILE *f)
                "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"
                "  --stop STRING          stop before STRING in the output (repeatable, up to 16)\n"
                "  -c CTX      context positions (default: prompt tokens + N)\n"
-               "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"
-               "                         as llama.cpp's --check-tensors; reads the whole file)\n"
+               LOOM_CLI_MODEL_USAGE
                "The generated text goes to stdout; timing and peak memory to stderr.\n",
             RUN_SYNOPSIS);
 }
@@ -160,7 +159,7 @@ static int run_set_option(void *opts, const char *opt, const char *val)
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
-    int rc = loom_cli_parse_pairs("run", argc, argv, &o->check_tensors, run_set_option, o);
+    int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, run_set_option, o);
     if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
         fprintf(stderr, "loom run: -p TEXT and -n N are required\n");
         return -1;
@@ -338,8 +337,10 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     }
     if (rc >= 0)
         rc = run_decode_loop(tok, s, smp, stop, logits, n_gen, &st, err);
-    if (rc >= 0 || rc == LOOM_E_CANCELLED)
+    if (rc >= 0 || rc == LOOM_E_CANCELLED) {
         run_print_stats(&st);
+        loom_cli_expert_stats("run", m, &o->mo, st.n_prompt + st.n_decoded);
+    }
     loom_sampler_free(smp);
     loom_stop_free(stop);
     loom_session_free(s);
@@ -366,7 +367,7 @@ int loom_cli_run(int argc, char **argv)
     loom_cli_signals_install();
     char path[4096];
     int status;
-    loom_model *m = loom_cli_load_model("run", &o.model, path, sizeof path, o.check_tensors, &status);
+    loom_model *m = loom_cli_load_model("run", &o.model, path, sizeof path, &o.mo, &status);
     if (!m)
         return status;
     loom_error err = {0};

@@ -22,7 +22,8 @@
 
 struct serve_opts {
     const char *model, *host, *api_key;
-    int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s, check_tensors;
+    int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s;
+    struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget (--stats: at exit) */
     long long max_body;
 };
 
@@ -47,7 +48,8 @@ struct server {
 
 static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
-    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S] [--check-tensors]\n";
+    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S] [--check-tensors]\n"
+    "                  [--mem-budget SIZE] [--stats]\n";
 
 static void serve_usage(FILE *f)
 {
@@ -63,7 +65,7 @@ static void serve_usage(FILE *f)
                "  --queue N          requests that may wait for a slot (default 64; more: 503)\n"
                "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
-               "  --check-tensors    validate every tensor's data at load (as llama.cpp's --check-tensors)\n"
+               LOOM_CLI_MODEL_USAGE
                "Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
                "POST /tokenize, POST /detokenize.\n",
             SERVE_SYNOPSIS);
@@ -655,7 +657,7 @@ int loom_cli_serve(int argc, char **argv)
 {
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .n_parallel = 1, .n_ctx = 0, .queue_max = 64,
                            .prefill_chunk = 256, .drain_s = 30, .max_body = 8 << 20};
-    int a = loom_cli_parse_pairs("serve", argc, argv, &o.check_tensors, serve_set_option, &o);
+    int a = loom_cli_parse_pairs("serve", argc, argv, &o.mo, serve_set_option, &o);
     if (a != 0) {
         a > 0 ? serve_usage(stdout) : (void)fprintf(stderr, "%s(loom serve --help for details)\n", SERVE_SYNOPSIS);
         return a > 0 ? 0 : 2;
@@ -665,11 +667,12 @@ int loom_cli_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);   /* a client gone mid-reply is an error on its socket, not the end of the server */
     char path[4096];
     int status;
-    loom_model *m = loom_cli_load_model("serve", &o.model, path, sizeof path, o.check_tensors, &status);
+    loom_model *m = loom_cli_load_model("serve", &o.model, path, sizeof path, &o.mo, &status);
     if (!m)
         return status;
     struct server s = {.o = &o};
     status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
+    loom_cli_expert_stats("serve", m, &o.mo, 0);
     loom_model_free(m);
     return status;
 }

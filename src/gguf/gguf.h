@@ -104,6 +104,21 @@ int loom_gguf_kv_strings(const struct loom_gguf_kv *kv, struct loom_gguf_str *ou
 /* Count a warning on g and keep its message while there is room (g->warnings): what the file's readers accept
  * but report (the reader's GGUF-convention warnings, the tokenizer's ignored special token ids). */
 void loom_gguf_warnf(struct loom_gguf *g, const char *fmt, ...) LOOM_PRINTF_FORMAT(2, 3);
+/* A byte range [begin, end) of a file. */
+struct loom_byte_range {
+    uint64_t begin, end;
+};
+
+/* Hold in anonymous memory the pages of part `part` of g's map (g itself for part 0) that cover keep[n] (file
+ * byte ranges, sorted here), at the same addresses, read through fd (that part's file, open); make every other
+ * page of the map an inaccessible anonymous reservation (its addresses stay the map's until loom_gguf_close)
+ * and drop the file's page cache. Afterwards no page of that map is backed by the file (a truncation cannot
+ * raise SIGBUS) and pointers into the kept ranges stay valid; *held = the bytes held (whole pages). For a map
+ * loom_gguf_open made (not a caller's buffer). LOOM_OK, LOOM_E_NOMEM, or LOOM_E_IO naming the bytes that could
+ * not be read (the handle must then be closed). */
+int loom_gguf_hold(const struct loom_gguf *g, uint32_t part, int fd, struct loom_byte_range *keep, size_t n,
+                   uint64_t *held, loom_error *err);
+
 /* For a message about a tensor g lacks: " (in none of the N parts)" when g is a split model, else "". */
 const char *loom_gguf_in_no_part(const struct loom_gguf *g, char *buf, size_t cap);
 /* Compare a mapped string with a C string. */

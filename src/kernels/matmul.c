@@ -275,32 +275,27 @@ static int64_t expert_block_rows(const struct loom_weight *w, int64_t n_rows)
 
 struct experts_job {
     const struct loom_kernel_set *ks;
-    const struct loom_weight *w; /* expert 0 */
-    size_t expert_bytes;
-    const int32_t *start;
+    const struct loom_weight *mats; /* [n_active] each active expert's matrix */
+    const int32_t *start;   /* [n_active + 1] their activation rows */
     const char *act;
     size_t act_bytes;
     float *y;
     int rowwise;
     int n_active;           /* experts with rows */
-    const int32_t *active;  /* [n_active] their ids, ascending */
     const int64_t *first;   /* [n_active + 1] their first work item */
 };
 
-/* The matmul_job of expert e's rows; an X16 expert runs its group kernels when its rows ask for their order
- * (they all do, or none). */
-static struct matmul_job expert_job(const struct experts_job *j, int e, struct loom_weight *we)
+/* The matmul_job of active expert a's rows; an X16 expert runs its group kernels when its rows ask for their
+ * order (they all do, or none). */
+static struct matmul_job expert_job(const struct experts_job *j, int a)
 {
-    int64_t n = j->start[e + 1] - j->start[e];
-    *we = *j->w;
-    we->data = (const char *)j->w->data + (size_t)e * j->expert_bytes;
-    if (we->rows)
-        we->rows = (const char *)j->w->rows + (size_t)e * j->expert_bytes;
+    const struct loom_weight *we = &j->mats[a];
+    int64_t n = j->start[a + 1] - j->start[a];
     const struct loom_dot_kernels *k =
         loom_matmul_dot_id(j->ks, we->type, we->n_out, we->n_in, j->rowwise ? 1 : n, we->ref_plain_buffer);
     const struct loom_x16_kernels *x16 = &j->ks->types[we->type].x16;
-    return (struct matmul_job){.w = we, .act = j->act + (size_t)j->start[e] * j->act_bytes, .act_bytes = j->act_bytes,
-                               .n_tok = n, .y = j->y + (size_t)j->start[e] * (size_t)we->n_out, .dot_group = k->row,
+    return (struct matmul_job){.w = we, .act = j->act + (size_t)j->start[a] * j->act_bytes, .act_bytes = j->act_bytes,
+                               .n_tok = n, .y = j->y + (size_t)j->start[a] * (size_t)we->n_out, .dot_group = k->row,
                                .dot_rest = k->row, .rows4_group = k->rows4, .rows8_group = k->rows8, .n_group = n,
                                .x16 = we->layout == LOOM_WEIGHT_X16 && k == x16_order(j->ks, we->type) && x16->dot
                                           ? x16
@@ -320,13 +315,12 @@ static void experts_task(void *ctx, int64_t begin, int64_t end, int thread)
             hi = mid - 1;
     }
     for (int a = lo; a < j->n_active && j->first[a] < end; a++) {
-        int e = j->active[a];
-        int64_t block = expert_block_rows(j->w, j->start[e + 1] - j->start[e]);
-        struct loom_weight we;
-        struct matmul_job job = expert_job(j, e, &we);
+        const struct loom_weight *we = &j->mats[a];
+        int64_t block = expert_block_rows(we, j->start[a + 1] - j->start[a]);
+        struct matmul_job job = expert_job(j, a);
         int64_t i0 = begin > j->first[a] ? begin - j->first[a] : 0, i1 = end - j->first[a];
-        for (int64_t i = i0; i < i1 && i * block < we.n_out; i++) {
-            int64_t r0 = i * block, r1 = r0 + block < we.n_out ? r0 + block : we.n_out;
+        for (int64_t i = i0; i < i1 && i * block < we->n_out; i++) {
+            int64_t r0 = i * block, r1 = r0 + block < we->n_out ? r0 + block : we->n_out;
             if (job.x16)
                 matmul_groups(&job, r0 / 16, r1 / 16, thread); /* n_out % 16 == 0 for an X16 expert tensor */
             else
@@ -335,25 +329,46 @@ static void experts_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* The experts mats[n_active] with activation rows [start[a], start[a + 1]) each, over the pool. */
+static void run_experts(struct experts_job *j, struct loom_pool *pool)
+{
+    int64_t first[LOOM_OPS_MAX_EXPERTS + 1];
+    first[0] = 0;
+    for (int a = 0; a < j->n_active; a++) {
+        int64_t block = expert_block_rows(&j->mats[a], j->start[a + 1] - j->start[a]);
+        first[a + 1] = first[a] + (j->mats[a].n_out + block - 1) / block;
+    }
+    j->first = first;
+    loom_pool_parallel_for(pool, first[j->n_active], 1, experts_task, j);
+}
+
 void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
                          size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
                          float *y, int rowwise)
 {
-    int32_t active[LOOM_OPS_MAX_EXPERTS];
-    int64_t first[LOOM_OPS_MAX_EXPERTS + 1];
+    struct loom_weight mats[LOOM_OPS_MAX_EXPERTS]; /* 64 KiB of stack */
+    int32_t active_start[LOOM_OPS_MAX_EXPERTS + 1];
     int n_active = 0;
-    first[0] = 0;
     for (int e = 0; e < n_expert && e < LOOM_OPS_MAX_EXPERTS; e++) {
-        int64_t n = start[e + 1] - start[e];
-        if (n > 0) {
-            int64_t block = expert_block_rows(w, n);
-            active[n_active] = e;
-            first[n_active + 1] = first[n_active] + (w->n_out + block - 1) / block;
-            n_active++;
+        if (start[e + 1] > start[e]) {
+            mats[n_active] = *w;
+            mats[n_active].data = (const char *)w->data + (size_t)e * expert_bytes;
+            if (w->rows)
+                mats[n_active].rows = (const char *)w->rows + (size_t)e * expert_bytes;
+            active_start[n_active] = start[e];
+            active_start[++n_active] = start[e + 1];
         }
     }
-    struct experts_job j = {ks, w, expert_bytes, start, act, act_bytes, y, rowwise, n_active, active, first};
-    loom_pool_parallel_for(pool, first[n_active], 1, experts_task, &j);
+    struct experts_job j = {ks, mats, active_start, act, act_bytes, y, rowwise, n_active, NULL};
+    run_experts(&j, pool);
+}
+
+void loom_matmul_expert(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *we,
+                        int64_t n_rows, const void *act, size_t act_bytes, float *y, int rowwise)
+{
+    int32_t start[2] = {0, (int32_t)n_rows};
+    struct experts_job j = {ks, we, start, act, act_bytes, y, rowwise, 1, NULL};
+    run_experts(&j, pool);
 }
 
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst)

@@ -107,6 +107,13 @@ void loom_matmul_experts(const struct loom_kernel_set *ks, struct loom_pool *poo
                          size_t expert_bytes, int n_expert, const int32_t *start, const void *act, size_t act_bytes,
                          float *y, int rowwise);
 
+/* One expert's matrix W_e = we (its data anywhere, e.g. in an expert cache slot) times its n_rows activation rows,
+ * as loom_matmul_experts multiplies each expert: y[r][o] = sum_i W_e[o][i] * a_r[i] for r < n_rows, o <
+ * we->n_out, a_r at act + r * act_bytes in we's vec_dot_type, in loom_matmul_dot_id's order for n_rows (rowwise:
+ * for one row). Bitwise what loom_matmul_experts gives that expert's rows whatever else it multiplies. */
+void loom_matmul_expert(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *we,
+                        int64_t n_rows, const void *act, size_t act_bytes, float *y, int rowwise);
+
 /* Bytes of the X16 copy of w (layout ROWS) that model load makes, or 0 when w is not repacked: kernel set
  * ks has no x16 kernels for its type, it has fewer than 16 rows, the reference's order for one token is
  * not the one those kernels have (Q4_K with n_out % 8 != 0: vec_dot's, not gemv's), or its rows exceed

@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/types.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
@@ -175,13 +176,14 @@ static int repack_items(struct loom_model *m, struct repack_item *it)
 }
 
 /* Bytes of item it's X16 copy: loom_weight_x16_bytes of each matrix; an expert tensor only when its rows
- * fill whole groups (n_out % 16 == 0), so that every expert keeps its stride. */
-static size_t repack_bytes(const struct loom_model *m, const struct repack_item *it)
+ * fill whole groups (n_out % 16 == 0), so that every expert keeps its stride, and not when the experts are
+ * streamed (streamed: they are read into the expert cache in the file's layout). */
+static size_t repack_bytes(const struct loom_model *m, const struct repack_item *it, int streamed)
 {
     size_t bytes = loom_weight_x16_bytes(m->kernels, it->w);
     if (!it->x)
         return bytes;
-    return it->w->n_out % 16 == 0 ? bytes * it->x->n_expert : 0;
+    return it->w->n_out % 16 == 0 && !streamed ? bytes * it->x->n_expert : 0;
 }
 
 /* Repack item it into dst (repack_bytes) and give back its file pages. */
@@ -210,7 +212,7 @@ static void repack_item(struct repack_item *it, char *dst)
  * aligned, advised for huge pages; each copy 64-byte aligned), releasing each tensor's file pages once it is
  * copied: the peak during load is about the final resident size plus one tensor. A head tied to the token
  * embeddings is repacked once and the embedding lookups read its copy (their file pages stay released). */
-static int repack_weights(struct loom_model *m, loom_error *err)
+static int repack_weights(struct loom_model *m, int streamed, loom_error *err)
 {
     struct repack_item *it = malloc(sizeof *it * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
     if (!it)
@@ -218,17 +220,18 @@ static int repack_weights(struct loom_model *m, loom_error *err)
     int n = repack_items(m, it);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += (repack_bytes(m, &it[i]) + 63) / 64 * 64;
+        total += (repack_bytes(m, &it[i], streamed) + 63) / 64 * 64;
     total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     if (total && !(m->x16_store = aligned_alloc(HUGE_PAGE, total))) {
         free(it);
         return loom_errorf(err, LOOM_E_NOMEM, "repacked weights: allocating %zu bytes failed", total);
     }
+    m->x16_bytes = total;
     if (total)
         madvise(m->x16_store, total, MADV_HUGEPAGE); /* advice only: fewer page faults and TLB misses */
     char *at = m->x16_store;
     for (int i = 0; i < n; i++) {
-        size_t bytes = repack_bytes(m, &it[i]);
+        size_t bytes = repack_bytes(m, &it[i], streamed);
         if (!bytes)
             continue;
         repack_item(&it[i], at);
@@ -281,8 +284,11 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         rc = bind_model(m, err);
     if (!rc && params && params->check_tensors)
         rc = loom_model_check_tensors(m->gguf, err);
+    uint64_t budget = params ? params->mem_budget : 0;
     if (!rc)
-        rc = repack_weights(m, err);
+        rc = repack_weights(m, budget != 0, err);
+    if (!rc && budget)
+        rc = loom_expert_cache_open(m, budget, m->x16_bytes, &m->experts, err);
     if (!rc)
         rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (rc) {
@@ -298,6 +304,7 @@ void loom_model_free(loom_model *model)
         return;
     if (model->tok)
         loom_tokenizer_free(model->tok);
+    loom_expert_cache_free(model->experts);
     if (model->gguf)
         loom_gguf_close(model->gguf);
     free(model->x16_store);
@@ -313,4 +320,12 @@ int loom_model_n_warnings(const loom_model *model)
 const char *loom_model_warning(const loom_model *model, int i)
 {
     return i < 0 ? NULL : loom_gguf_warning(model->gguf, (uint64_t)i);
+}
+
+int loom_model_expert_stats(const loom_model *model, loom_expert_stats *out)
+{
+    if (!model || !model->experts || !out)
+        return LOOM_E_ARG;
+    loom_expert_cache_stats(model->experts, out);
+    return LOOM_OK;
 }

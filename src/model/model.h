@@ -126,6 +126,9 @@ struct loom_model {
     struct loom_layer *layers;     /* [hp.n_layer] */
     struct loom_tokenizer *tok;
     void *x16_store;               /* the X16 copies of the weights repacked at load (one allocation), or NULL */
+    size_t x16_bytes;              /* its size */
+    struct loom_expert_cache *experts; /* loaded with a memory budget: the routed experts' cache (their
+                                        * loom_experts keep type and shape, data NULL); NULL when resident */
     const struct loom_kernel_set *kernels; /* the kernel set chosen when it was loaded (loom_kernels_active) */
 };
 

@@ -54,6 +54,8 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
     rc = lead->circuits->forward_rows(lead, tokens, n, rows);
     if (rc == LOOM_E_CANCELLED)
         return loom_errorf(err, rc, "decode: cancelled by an abort callback; nothing was published");
+    if (rc == LOOM_E_IO)
+        return loom_errorf(err, rc, "decode: %s; nothing was published", lead->fault.msg);
     if (rc)
         return loom_errorf(err, rc, "decode: the step failed (stage hook code %d); nothing was published", rc);
     int64_t E = lead->model->hp.n_embd, nl = lead->n_logits;

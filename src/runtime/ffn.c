@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
 #include "util/pool.h"
 
@@ -151,9 +152,9 @@ static void gather_task(void *ctx, int64_t begin, int64_t end, int thread)
         memcpy(j->dst + (size_t)p * j->bytes, j->src + (size_t)(j->perm[p] / j->k) * j->bytes, j->bytes);
 }
 
-/* y[p] = experts x . (the token of grouped row p)'s xn row, for every grouped row p, as MUL_MAT_ID. The
- * gathered rows (sc.moe_rows) are kept for the next reader of the same vec_dot_type (*gathered). */
-static void experts_xn(struct loom_ffn *f, const struct loom_experts *x, uint32_t *gathered, float *y)
+/* The grouped rows' activations in x's vec_dot_type in sc.moe_rows (each pair's token's xn row, gathered
+ * unless *gathered says they are there already); returns the bytes per row. */
+static size_t gather_xn(struct loom_ffn *f, const struct loom_experts *x, uint32_t *gathered)
 {
     const struct loom_hparams *hp = &f->s->model->hp;
     struct loom_scratch *sc = &f->s->sc;
@@ -166,18 +167,27 @@ static void experts_xn(struct loom_ffn *f, const struct loom_experts *x, uint32_
         loom_pool_parallel_for(f->s->pool, n_pairs, 64, gather_task, &g);
         *gathered = vt;
     }
-    loom_matmul_experts(kset(f), f->s->pool, &x->w, x->expert_bytes, (int)hp->n_expert, sc->moe_start,
-                        sc->moe_rows, bytes, y, rowwise(f));
+    return bytes;
 }
 
-/* Per token: out[t] = sum over slots j in order of d[pos[t * k + j]] * w[t][j] (d: the down outputs). */
+/* y[p] = experts x . (the token of grouped row p)'s xn row, for every grouped row p, as MUL_MAT_ID. The
+ * gathered rows (sc.moe_rows) are kept for the next reader of the same vec_dot_type (*gathered). */
+static void experts_xn(struct loom_ffn *f, const struct loom_experts *x, uint32_t *gathered, float *y)
+{
+    size_t bytes = gather_xn(f, x, gathered);
+    loom_matmul_experts(kset(f), f->s->pool, &x->w, x->expert_bytes, (int)f->s->model->hp.n_expert,
+                        f->s->sc.moe_start, f->s->sc.moe_rows, bytes, y, rowwise(f));
+}
+
+/* Per token: out[t] = sum over slots j in order of d[pos[t * k + j]] * w[t][j] (d: the down outputs, in
+ * sc.moe_down when the experts are streamed, else in sc.moe_rows). */
 static void combine_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct loom_ffn *f = ctx;
     const struct loom_scratch *sc = &f->s->sc;
     int64_t E = f->s->model->hp.n_embd, k = f->s->model->hp.n_expert_used;
-    const float *d = (const float *)sc->moe_rows;
+    const float *d = f->s->model->experts ? sc->moe_down : (const float *)sc->moe_rows;
     for (int64_t t = begin; t < end; t++) {
         float *o = f->out + t * E;
         for (int64_t j = 0; j < k; j++) {
@@ -189,14 +199,105 @@ static void combine_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void loom_moe_experts(struct loom_ffn *f)
+/* ---- routed experts streamed from the file (loom_model_params.mem_budget) --------------------------- */
+
+/* Expert r's rows, each step as the resident path computes it for them: gate and up (or gate_up) outputs
+ * into sc.moe_gu, SwiGLU into sc.moe_h, those rows in down's vec_dot_type into sc.moe_hq, down's outputs
+ * into sc.moe_down, all at the expert's grouped rows. */
+static void streamed_expert(struct loom_ffn *f, const struct loom_expert_ready *r, size_t act_bytes)
 {
+    struct loom_scratch *sc = &f->s->sc;
+    int64_t n_pairs = (int64_t)f->n * f->s->model->hp.n_expert_used, n_ff = f->s->model->hp.n_ff_exp;
+    int64_t r0 = sc->moe_start[r->expert], n = sc->moe_start[r->expert + 1] - r0;
+    const char *act = (const char *)sc->moe_rows + (size_t)r0 * act_bytes;
+    struct swiglu_job sj = {.n_ff = n_ff, .y_stride = n_ff, .y = sc->moe_h + r0 * n_ff};
+    if (r->n_mats == 2) { /* fused gate_up, down */
+        sj.g = sc->moe_gu + r0 * 2 * n_ff, sj.u = sj.g + n_ff, sj.stride = 2 * n_ff;
+        loom_matmul_expert(kset(f), f->s->pool, &r->mats[0], n, act, act_bytes, sc->moe_gu + r0 * 2 * n_ff,
+                           rowwise(f));
+    } else {
+        sj.g = sc->moe_gu + r0 * n_ff, sj.u = sc->moe_gu + (n_pairs + r0) * n_ff, sj.stride = n_ff;
+        loom_matmul_expert(kset(f), f->s->pool, &r->mats[0], n, act, act_bytes, sc->moe_gu + r0 * n_ff,
+                           rowwise(f));
+        loom_matmul_expert(kset(f), f->s->pool, &r->mats[1], n, act, act_bytes,
+                           sc->moe_gu + (n_pairs + r0) * n_ff, rowwise(f));
+    }
+    swiglu_rows(f, n, sj);
+    const struct loom_weight *down = &r->mats[r->n_mats - 1];
+    size_t hq_bytes = loom_type_row_bytes(loom_type_traits(down->type)->vec_dot_type, n_ff);
+    struct loom_matmul_act h = {sc->moe_h + r0 * n_ff, n, LOOM_TYPE_COUNT, (char *)sc->moe_hq + (size_t)r0 * hq_bytes};
+    const void *rows;
+    size_t bytes = loom_matmul_act_rows(kset(f), f->s->pool, down, &h, &rows);
+    loom_matmul_expert(kset(f), f->s->pool, down, n, rows, bytes, sc->moe_down + r0 * f->s->model->hp.n_embd,
+                       rowwise(f));
+}
+
+/* P1: the next layer's router applied to this layer's FFN input predicts the next layer's experts; in steps of
+ * a few tokens (decode), their reads start now, behind this step's own. The prediction only chooses what to
+ * read ahead: no result depends on it. */
+static void predict_next(struct loom_ffn *f, uint32_t il)
+{
+    const struct loom_model *m = f->s->model;
+    int E = (int)m->hp.n_expert, k = (int)m->hp.n_expert_used;
+    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E)
+        return;
+    float *logits = f->s->sc.moe_route; /* free again once this layer is routed */
+    matmul_xn(f, &m->layers[il + 1].ffn_gate_inp, logits);
+    int32_t ids[LOOM_MAX_EXPERTS], top[LOOM_MAX_EXPERTS];
+    float w[LOOM_MAX_EXPERTS];
+    uint8_t seen[LOOM_MAX_EXPERTS] = {0};
+    int n = 0;
+    for (int t = 0; t < f->n; t++) {
+        loom_ops_moe_route(E, k, logits + (int64_t)t * E, top, w);
+        for (int j = 0; j < k; j++)
+            if (!seen[top[j]])
+                seen[top[j]] = 1, ids[n++] = top[j];
+    }
+    loom_expert_cache_prefetch(m->experts, il + 1, ids, n);
+}
+
+/* The routed experts through the model's expert cache: each computed as soon as its bytes are in (held ones
+ * first), every row as the resident path computes it, so the sum (combine_task, in slot order) is bitwise the
+ * resident one. A failed read fails the step: LOOM_E_IO with the message in s->fault. */
+static int moe_experts_streamed(struct loom_ffn *f)
+{
+    const struct loom_layer *L = f->L;
+    struct loom_session *s = f->s;
+    const struct loom_scratch *sc = &s->sc;
+    uint32_t gathered = LOOM_TYPE_COUNT;
+    size_t bytes = gather_xn(f, L->ffn_gate_up_exps.n_expert ? &L->ffn_gate_up_exps : &L->ffn_gate_exps, &gathered);
+    int32_t ids[LOOM_MAX_EXPERTS];
+    int n = 0;
+    for (int32_t e = 0; e < (int32_t)s->model->hp.n_expert; e++)
+        if (sc->moe_start[e + 1] > sc->moe_start[e])
+            ids[n++] = e;
+    struct loom_expert_cache *c = s->model->experts;
+    uint32_t il = (uint32_t)(L - s->model->layers);
+    loom_expert_cache_begin(c, il, ids, n);
+    predict_next(f, il);
+    struct loom_expert_ready r;
+    int rc;
+    while ((rc = loom_expert_cache_next(c, &r, &s->fault)) > 0) {
+        streamed_expert(f, &r, bytes);
+        loom_expert_cache_done(c, r.expert);
+    }
+    loom_expert_cache_end(c);
+    if (rc < 0)
+        return rc;
+    loom_pool_parallel_for(s->pool, f->n, ROW_GRAIN, combine_task, f);
+    return LOOM_OK;
+}
+
+int loom_moe_experts(struct loom_ffn *f)
+{
+    if (f->s->model->experts)
+        return moe_experts_streamed(f);
     const struct loom_layer *L = f->L;
     struct loom_scratch *sc = &f->s->sc;
     int64_t n_pairs = (int64_t)f->n * f->s->model->hp.n_expert_used, n_ff = f->s->model->hp.n_ff_exp;
     uint32_t gathered = LOOM_TYPE_COUNT;
     struct swiglu_job sj = {.n_ff = n_ff, .y_stride = n_ff, .g = sc->moe_gu, .y = sc->moe_h};
-    if (L->ffn_gate_up_exps.w.data) { /* fused: each row's n_ff gate outputs, then its n_ff up outputs */
+    if (L->ffn_gate_up_exps.n_expert) { /* fused: each row's n_ff gate outputs, then its n_ff up outputs */
         experts_xn(f, &L->ffn_gate_up_exps, &gathered, sc->moe_gu);
         sj.stride = 2 * n_ff, sj.u = sc->moe_gu + n_ff;
     } else {
@@ -212,6 +313,7 @@ void loom_moe_experts(struct loom_ffn *f)
     loom_matmul_experts(kset(f), f->s->pool, &down->w, down->expert_bytes, (int)f->s->model->hp.n_expert,
                         sc->moe_start, rows, bytes, (float *)sc->moe_rows, rowwise(f));
     loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, combine_task, f);
+    return LOOM_OK;
 }
 
 /* ---- shared expert -------------------------------------------------------------------------------- */

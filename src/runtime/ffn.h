@@ -27,8 +27,9 @@ void loom_ffn_dense(struct loom_ffn *f);
 /* The router: per row the top n_expert_used experts and their weights, then the rows grouped by expert
  * (sc.moe_*). */
 void loom_moe_route(struct loom_ffn *f);
-/* out[t] = the selected experts' outputs times their weights, added in slot order. */
-void loom_moe_experts(struct loom_ffn *f);
+/* out[t] = the selected experts' outputs times their weights, added in slot order. LOOM_OK, or (experts
+ * streamed from the file) LOOM_E_IO when a read failed, with the message in the session's fault. */
+int loom_moe_experts(struct loom_ffn *f);
 /* out[t] = out[t] + shared expert(xn[t]) * sigmoid(ffn_gate_inp_shexp . xn[t]). */
 void loom_moe_shared(struct loom_ffn *f);
 

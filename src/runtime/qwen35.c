@@ -399,7 +399,9 @@ static int ffn_moe(struct chunk *c, struct loom_ffn *f)
 {
     loom_moe_route(f);
     STAGE(c, "route");
-    loom_moe_experts(f);
+    int rc = loom_moe_experts(f);
+    if (rc)
+        return rc;
     STAGE(c, "experts");
     loom_moe_shared(f);
     STAGE(c, "shared");

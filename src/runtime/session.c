@@ -8,9 +8,10 @@
 #include <unistd.h>
 
 #include "kernels/matmul.h"
-#include "util/pool.h"
+#include "model/expert_cache.h"
 #include "runtime/session.h"
 #include "util/error.h"
+#include "util/pool.h"
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -62,8 +63,8 @@ static void set_owner(struct loom_layer_state *ls, enum loom_owner_kind kind, in
 }
 
 /* The mixture-of-experts buffers of struct loom_scratch for nc tokens. */
-static void plan_moe(struct loom_scratch *sc, const struct loom_scratch_widths *w, size_t n_embd, size_t nc, char *base,
-                     size_t *cur)
+static void plan_moe(struct loom_scratch *sc, const struct loom_scratch_widths *w, size_t n_embd, size_t nc,
+                     int streamed, char *base, size_t *cur)
 {
     size_t pairs = nc * w->slots, f = sizeof(float);
     sc->moe_route = carve(base, cur, nc * w->experts * f);
@@ -76,6 +77,8 @@ static void plan_moe(struct loom_scratch *sc, const struct loom_scratch_widths *
     sc->moe_gu = carve(base, cur, pairs * 2 * w->expert_ff * f);
     sc->moe_h = carve(base, cur, pairs * w->expert_ff * f);
     sc->moe_hq = carve(base, cur, pairs * w->expert_ff * f);
+    if (streamed)
+        sc->moe_down = carve(base, cur, pairs * n_embd * f);
     sc->moe_shared = carve(base, cur, nc * n_embd * f);
     sc->moe_gate = carve(base, cur, nc * f);
 }
@@ -108,7 +111,7 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->rope = carve(base, &cur, nc * w->rope * sizeof(float));
     sc->mm = carve(base, &cur, matmul_scratch(m, s->sc.n_chunk));
     if (w->experts)
-        plan_moe(sc, w, hp->n_embd, nc, base, &cur);
+        plan_moe(sc, w, hp->n_embd, nc, m->experts != NULL, base, &cur);
     sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
     sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(float));
     sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(uint16_t));
@@ -185,6 +188,13 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
                                                       : LOOM_CHUNK_TOKENS;
     s->sc.n_chunk = n_ctx < chunk ? n_ctx : chunk;
     s->arena_bytes = plan_arena(s, NULL);
+    if (model->experts) { /* the budget holds the arena and the checkpoints too */
+        if (loom_expert_cache_reserve(model->experts, s->arena_bytes + s->checkpoint_budget, err)) {
+            loom_session_free(s);
+            return NULL;
+        }
+        s->reserved = s->arena_bytes + s->checkpoint_budget;
+    }
     s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);
     s->pool = s->arena ? loom_pool_new(n_threads) : NULL;
     if (!s->arena || !s->pool) {
@@ -202,6 +212,8 @@ void loom_session_free(loom_session *session)
 {
     if (!session)
         return;
+    if (session->reserved)
+        loom_expert_cache_unreserve(session->model->experts, session->reserved);
     if (session->pool)
         loom_pool_free(session->pool);
     free(session->arena);
@@ -295,6 +307,9 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
         if (rc == LOOM_E_CANCELLED)
             return loom_errorf(err, rc, "eval: cancelled by the abort callback in the chunk at position %d; nothing "
                                "was published", pos0 + done);
+        if (rc == LOOM_E_IO)
+            return loom_errorf(err, rc, "eval: %s (chunk at position %d); nothing was published", s->fault.msg,
+                               pos0 + done);
         if (rc)
             return loom_errorf(err, rc, "eval: the request failed in chunk at position %d (stage hook code %d); "
                                "nothing was published", pos0 + done, rc);

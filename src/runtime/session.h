@@ -129,6 +129,8 @@ struct loom_scratch {
     float *moe_gu;       /* [pairs][2 * n_ff_exp] gate and up outputs */
     float *moe_h;        /* [pairs][n_ff_exp] SwiGLU outputs */
     void *moe_hq;        /* [pairs][n_ff_exp] floats: the same rows in down's vec_dot_type */
+    float *moe_down;     /* [pairs][n_embd] the down outputs of streamed experts (NULL when resident: they go
+                          * to moe_rows, whose gathered rows streamed experts still read) */
     float *moe_shared;   /* [n_chunk][n_embd] the shared expert's output */
     float *moe_gate;     /* [n_chunk] the shared expert's gate logit */
     struct loom_row *rows; /* [n_chunk] rows of a multi-sequence step */
@@ -173,8 +175,10 @@ struct loom_session {
     void *hook_ctx;
     loom_abort_fn abort;     /* loom_session_set_abort; NULL = never cancelled */
     void *abort_ctx;
+    loom_error fault;        /* why the last request's step failed (a streamed expert's read), for its error */
     void *arena; /* one allocation holding state and scratch */
     size_t arena_bytes;
+    uint64_t reserved; /* bytes reserved in the model's memory budget (arena and checkpoint budget), or 0 */
 };
 
 /* One row of a multi-sequence step: the sequence whose next token (at its position) the row is. */

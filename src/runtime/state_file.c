@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "model/expert_cache.h"
 #include "runtime/session.h"
 #include "util/error.h"
 
@@ -33,11 +34,16 @@ struct file_header {
 };
 
 /* A weight's type, shape and GGUF bytes (for an X16 weight its file bytes, whose pages are given back
- * again afterwards), so the identity does not depend on the layout chosen at load. */
-static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
+ * again afterwards; for a model that streams its experts, whose map holds only the dense part, read from the
+ * file as tensor `name`), so the identity does not depend on the layout chosen at load. */
+static void hash_weight(XXH3_state_t *st, const struct loom_model *m, const char *name, const struct loom_weight *w)
 {
     int64_t shape[3] = {w->type, w->n_in, w->n_out};
     XXH3_64bits_update(st, shape, sizeof shape);
+    if (m->experts) {
+        loom_expert_cache_hash_tensor(m->experts, name, st);
+        return;
+    }
     const void *bytes = w->layout == LOOM_WEIGHT_ROWS ? w->data : w->rows;
     if (bytes)
         XXH3_64bits_update(st, bytes, w->row_bytes * (size_t)w->n_out);
@@ -45,10 +51,14 @@ static void hash_weight(XXH3_state_t *st, const struct loom_weight *w)
 }
 
 /* An expert tensor: its type, shape and every expert's GGUF bytes (as hash_weight for an X16 one). */
-static void hash_experts(XXH3_state_t *st, const struct loom_experts *x)
+static void hash_experts(XXH3_state_t *st, const struct loom_model *m, const char *name, const struct loom_experts *x)
 {
     int64_t shape[4] = {x->w.type, x->w.n_in, x->w.n_out, x->n_expert};
     XXH3_64bits_update(st, shape, sizeof shape);
+    if (m->experts) {
+        loom_expert_cache_hash_tensor(m->experts, name, st);
+        return;
+    }
     const void *bytes = x->w.layout == LOOM_WEIGHT_ROWS ? x->w.data : x->w.rows;
     if (bytes)
         XXH3_64bits_update(st, bytes, x->expert_bytes * x->n_expert);
@@ -88,17 +98,20 @@ static uint64_t model_identity(const struct loom_model *m)
     XXH3_64bits_reset(&st);
     const struct loom_hparams *hp = &m->hp;
     hash_hparams(&st, hp);
-    hash_weight(&st, &m->tok_embd);
-    hash_weight(&st, &m->output);
+    hash_weight(&st, m, "token_embd.weight", &m->tok_embd);
+    hash_weight(&st, m, hp->tied_output ? "token_embd.weight" : "output.weight", &m->output);
     hash_floats(&st, m->output_norm, hp->n_embd);
     const struct loom_arch *a = m->arch;
     for (uint32_t il = 0; il < hp->n_layer; il++) { /* every matrix and expert row (absent: empty), then vectors */
         const struct loom_layer *L = &m->layers[il];
-        for (int i = 0; i < a->n_weights; i++)
+        char name[128];
+        for (int i = 0; i < a->n_weights; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", il, a->weights[i].name);
             if (a->weights[i].experts)
-                hash_experts(&st, loom_layer_experts(L, &a->weights[i]));
+                hash_experts(&st, m, name, loom_layer_experts(L, &a->weights[i]));
             else if (!a->weights[i].vector)
-                hash_weight(&st, loom_layer_matrix(L, &a->weights[i]));
+                hash_weight(&st, m, name, loom_layer_matrix(L, &a->weights[i]));
+        }
         for (int i = 0; i < a->n_weights; i++) {
             const struct loom_weight_row *r = &a->weights[i];
             if (r->vector)

@@ -1,0 +1,716 @@
+/* expert_cache.c — the expert cache of a model loaded with a memory budget (expert_cache.h): the budget's
+ * accounting, the slots and their least-recently-used eviction, a step's protocol (held experts first, then
+ * reads in order of arrival, so each expert's compute starts as soon as its bytes are in), and the reads
+ * themselves through io_uring (liburing) or pread, with O_DIRECT where the file system takes it. */
+#include "model/expert_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "util/error.h"
+
+#define ALIGN 4096u      /* O_DIRECT offsets, lengths and buffers: the largest logical block size in use */
+#define QUEUE_DEPTH 64   /* io_uring entries: 21 experts of 3 matrices in flight at once */
+#define LAT_BUCKETS 512  /* latency histogram: 8 buckets per power of two of nanoseconds */
+
+enum { SLOT_FREE, SLOT_LOADING, SLOT_READY };
+
+/* Where expert 0 of one expert tensor of a layer lies: the part, the file offset, the stride. */
+struct mat_src {
+    uint32_t part;
+    uint64_t offset;
+    const struct loom_experts *x; /* the layer's binding (type and shape) */
+    char name[128];
+};
+
+struct layer_src {
+    int n_mats;
+    struct mat_src mats[LOOM_EXPERT_MATS];
+};
+
+struct slot {
+    unsigned char *buf;  /* slot_bytes, ALIGN aligned */
+    int32_t key;         /* il * n_expert + e, or -1 */
+    int state;
+    int pinned;
+    int pending;         /* reads in flight */
+    int failed;          /* one of its reads failed */
+    int wanted;          /* the current step needs it (hand it out when its reads are in) */
+    int prefetched;      /* read on a prediction and not needed by a step since */
+    uint64_t last_use;
+    uint64_t issued_ns;
+    size_t data_off[LOOM_EXPERT_MATS]; /* each matrix's bytes in buf */
+};
+
+struct loom_expert_cache {
+    pthread_mutex_t lock;
+    const struct loom_model *m;
+    uint32_t n_layer, n_expert, n_used;
+    struct layer_src *layers;
+    uint32_t n_parts;
+    int *fd;            /* per part: the reads' descriptor (O_DIRECT when direct) */
+    char **path;        /* per part, for messages */
+    int direct;
+    struct io_uring ring;
+    int uring;
+    size_t slot_bytes, region[LOOM_EXPERT_MATS]; /* region i of a slot holds matrix i with its alignment */
+    uint64_t budget, dense, reserved;
+    int n_alloc, cap_alloc;
+    struct slot *slots;
+    int32_t *where;     /* [n_layer * n_expert]: the slot holding it, or -1 */
+    uint64_t clock;
+    /* the step */
+    uint32_t il;
+    int32_t queued[LOOM_MAX_EXPERTS]; /* experts still to read, in the order asked */
+    int n_queued, next_queued;
+    int32_t ready[LOOM_MAX_EXPERTS];  /* experts in, not yet handed out */
+    int n_ready, next_ready;
+    int in_flight;      /* reads */
+    int wanted_loading; /* slots of the step's experts whose reads are in flight */
+    int prefetch;       /* predictions may be read ahead (io_uring only: pread would block the step) */
+    uint64_t busy_since;
+    /* faults for tests */
+    int fault_in, fault_errno, force_pread;
+    /* pread completions (no io_uring): res per user_data, in submission order */
+    struct { uint64_t user; int res; } done_q[QUEUE_DEPTH];
+    int n_done_q;
+    loom_expert_stats st;
+    uint64_t lat[LAT_BUCKETS];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static void wait_one(struct loom_expert_cache *c, loom_error *fault);
+
+/* ---- setting up ----------------------------------------------------------------------------------- */
+
+/* Record layer il's expert tensors (the weight table's expert rows the file has, in table order) and make
+ * the region each needs in a slot (its bytes, aligned reads included). */
+static int record_layer(struct loom_expert_cache *c, struct loom_model *m, uint32_t il, loom_error *err)
+{
+    struct layer_src *ls = &c->layers[il];
+    for (int i = 0; i < m->arch->n_weights; i++) {
+        const struct loom_weight_row *r = &m->arch->weights[i];
+        if (!r->experts || !(r->kinds & (1u << m->layers[il].kind)))
+            continue;
+        struct loom_experts *x = (struct loom_experts *)(void *)((char *)&m->layers[il] + r->field);
+        if (!x->n_expert)
+            continue;
+        char name[128];
+        snprintf(name, sizeof name, "blk.%u.%s", il, r->name);
+        const struct loom_gguf_tensor *t = loom_gguf_find_tensor(m->gguf, name);
+        if (ls->n_mats >= LOOM_EXPERT_MATS || !t)
+            return loom_errorf(err, LOOM_E_INTERNAL, "expert cache: layer %u's expert tensors", il);
+        struct mat_src *s = &ls->mats[ls->n_mats];
+        *s = (struct mat_src){t->part, m->gguf->parts[t->part].data_offset + t->offset, x, ""};
+        snprintf(s->name, sizeof s->name, "%s", name);
+        size_t need = round_up(x->expert_bytes + ALIGN, ALIGN) + ALIGN;
+        if (need > c->region[ls->n_mats])
+            c->region[ls->n_mats] = need;
+        ls->n_mats++;
+        x->w.data = NULL; /* read only through the cache */
+        x->w.rows = NULL;
+    }
+    const struct loom_experts *gate = &m->layers[il].ffn_gate_exps, *up = &m->layers[il].ffn_up_exps;
+    uint32_t vg = loom_type_traits(gate->w.type)->vec_dot_type, vu = loom_type_traits(up->w.type)->vec_dot_type;
+    if (gate->n_expert && up->n_expert && vg != vu) /* one gathered copy of the activations serves both */
+        return loom_errorf(err, LOOM_E_FORMAT, "blk.%u.ffn_up_exps.weight: streaming experts expects the gate and up "
+                           "experts to take activations alike, found %s (ffn_gate_exps: %s); load without a memory "
+                           "budget", il, loom_type_traits(vu)->name, loom_type_traits(vg)->name);
+    return LOOM_OK;
+}
+
+/* The bytes at the start of tensor data `data` that a repacked copy replaces (its full groups of 16 rows), or 0. */
+static uint64_t repacked_prefix(const struct loom_model *m, const void *data)
+{
+    const struct loom_weight *w = &m->output;
+    if (w->layout == LOOM_WEIGHT_X16 && w->rows == data)
+        return (uint64_t)(w->n_out / 16) * 16 * w->row_bytes;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        for (int i = 0; i < m->arch->n_weights; i++) {
+            const struct loom_weight_row *r = &m->arch->weights[i];
+            if (r->vector || r->experts)
+                continue;
+            w = loom_layer_matrix(&m->layers[il], r);
+            if (w->layout == LOOM_WEIGHT_X16 && w->rows == data)
+                return (uint64_t)(w->n_out / 16) * 16 * w->row_bytes;
+        }
+    return 0;
+}
+
+/* The file ranges of part `part` of model m that stay held: its metadata and every tensor except the routed
+ * experts and the full groups of repacked matrices (their copies are in the model's store; the tail rows stay). */
+static size_t dense_ranges(const struct loom_model *m, uint32_t part, struct loom_byte_range *keep)
+{
+    const struct loom_gguf *g = m->gguf;
+    const struct loom_gguf_part *p = &g->parts[part];
+    size_t k = 0;
+    keep[k++] = (struct loom_byte_range){0, p->data_offset};
+    for (uint64_t i = p->first_tensor; i < p->first_tensor + p->n_tensors; i++) {
+        const struct loom_gguf_tensor *t = &g->tensors[i];
+        if (t->n_dims == 3 && t->ne[2] > 1)
+            continue; /* an expert tensor (admission: the only 3-D tensors with more than one matrix) */
+        uint64_t begin = p->data_offset + t->offset, end = begin + t->nbytes;
+        begin += repacked_prefix(m, t->data);
+        if (end > begin)
+            keep[k++] = (struct loom_byte_range){begin, end};
+    }
+    return k;
+}
+
+/* Open part i's file for reads (O_DIRECT when the file system takes it) and hold its dense part. */
+static int open_part(struct loom_expert_cache *c, struct loom_model *m, uint32_t i, loom_error *err)
+{
+    const char *path = m->gguf->parts[i].path;
+    if (!path)
+        return loom_errorf(err, LOOM_E_ARG, "mem budget: expected a model opened from a file, found a buffer");
+    c->path[i] = strdup(path);
+    c->fd[i] = open(path, O_RDONLY | O_CLOEXEC | (c->direct ? O_DIRECT : 0));
+    if (c->fd[i] < 0 && c->direct) {
+        c->direct = 0; /* the file system refuses O_DIRECT (tmpfs): buffered reads, their pages dropped */
+        for (uint32_t j = 0; j < i; j++) {
+            close(c->fd[j]);
+            c->fd[j] = open(c->path[j], O_RDONLY | O_CLOEXEC);
+        }
+        c->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (c->fd[i] < 0 || !c->path[i])
+        return loom_errorf(err, LOOM_E_IO, "mem budget: opening %s for reads: %s", path, strerror(errno));
+    const struct loom_gguf_part *p = &m->gguf->parts[i];
+    struct loom_byte_range *keep = malloc(sizeof *keep * (p->n_tensors + 1));
+    if (!keep)
+        return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the held ranges failed");
+    size_t n = dense_ranges(m, i, keep);
+    int plain = open(path, O_RDONLY | O_CLOEXEC); /* holding reads unaligned ranges */
+    uint64_t held = 0;
+    int rc = plain < 0 ? loom_errorf(err, LOOM_E_IO, "mem budget: opening %s: %s", path, strerror(errno))
+                       : loom_gguf_hold(m->gguf, i, plain, keep, n, &held, err);
+    if (plain >= 0)
+        close(plain);
+    free(keep);
+    c->dense += held;
+    return rc;
+}
+
+static void slot_layout(struct loom_expert_cache *c)
+{
+    c->slot_bytes = 0;
+    for (int i = 0; i < LOOM_EXPERT_MATS; i++)
+        c->slot_bytes += c->region[i];
+}
+
+static uint64_t mib(uint64_t b) { return (b + (1u << 19)) >> 20; }
+
+/* Slots the budget leaves now (negative: the fixed part alone exceeds it). */
+static int64_t capacity(const struct loom_expert_cache *c)
+{
+    uint64_t fixed = c->dense + LOOM_MEM_RESERVE + c->reserved;
+    if (fixed > c->budget)
+        return -1;
+    uint64_t n = (c->budget - fixed) / c->slot_bytes;
+    return n > INT32_MAX ? INT32_MAX : (int64_t)n;
+}
+
+static int refuse(const struct loom_expert_cache *c, const char *when, loom_error *err)
+{
+    uint64_t need = c->dense + LOOM_MEM_RESERVE + c->reserved + c->n_used * (uint64_t)c->slot_bytes;
+    return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %llu MiB (dense part %llu MiB "
+                       "+ process reserve %llu MiB + sessions %llu MiB + one step's %u experts of %.2f MiB each), "
+                       "found %llu MiB (%llu MiB short)", when,
+                       (unsigned long long)mib(need), (unsigned long long)mib(c->dense),
+                       (unsigned long long)mib(LOOM_MEM_RESERVE), (unsigned long long)mib(c->reserved), c->n_used,
+                       c->slot_bytes / 1048576.0, (unsigned long long)mib(c->budget),
+                       (unsigned long long)mib(need - c->budget));
+}
+
+int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repacked_bytes,
+                           struct loom_expert_cache **out, loom_error *err)
+{
+    *out = NULL;
+    if (!m->hp.n_expert)
+        return loom_errorf(err, LOOM_E_ARG, "mem budget: expected a mixture-of-experts model, found %s (every "
+                           "weight is dense: load it without a budget)", m->hp.arch);
+    struct loom_expert_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache failed");
+    *out = c;
+    pthread_mutex_init(&c->lock, NULL);
+    c->m = m;
+    c->n_layer = m->hp.n_layer, c->n_expert = m->hp.n_expert, c->n_used = m->hp.n_expert_used;
+    c->budget = budget;
+    c->dense = repacked_bytes;
+    c->direct = 1;
+    c->n_parts = m->gguf->n_parts;
+    c->layers = calloc(c->n_layer, sizeof *c->layers);
+    c->fd = malloc(sizeof *c->fd * c->n_parts);
+    c->path = calloc(c->n_parts, sizeof *c->path);
+    c->where = malloc(sizeof *c->where * (size_t)c->n_layer * c->n_expert);
+    if (!c->layers || !c->fd || !c->path || !c->where)
+        return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache's tables failed");
+    for (uint32_t i = 0; i < c->n_parts; i++)
+        c->fd[i] = -1;
+    for (size_t i = 0; i < (size_t)c->n_layer * c->n_expert; i++)
+        c->where[i] = -1;
+    int rc = LOOM_OK;
+    for (uint32_t il = 0; il < c->n_layer && !rc; il++)
+        rc = record_layer(c, m, il, err);
+    for (uint32_t i = 0; i < c->n_parts && !rc; i++)
+        rc = open_part(c, m, i, err);
+    if (rc)
+        return rc;
+    slot_layout(c);
+    if (capacity(c) < c->n_used)
+        return refuse(c, "at load", err);
+    c->uring = io_uring_queue_init((unsigned)QUEUE_DEPTH, &c->ring, 0) == 0;
+    c->prefetch = 1;
+    c->st.io_uring = c->uring;
+    return LOOM_OK;
+}
+
+void loom_expert_cache_free(struct loom_expert_cache *c)
+{
+    if (!c)
+        return;
+    loom_error ignored = {0};
+    while (c->in_flight || c->n_done_q) /* predictions' reads must land before their slots go */
+        wait_one(c, &ignored);
+    if (c->uring)
+        io_uring_queue_exit(&c->ring);
+    for (uint32_t i = 0; c->fd && i < c->n_parts; i++)
+        if (c->fd[i] >= 0)
+            close(c->fd[i]);
+    for (uint32_t i = 0; c->path && i < c->n_parts; i++)
+        free(c->path[i]);
+    for (int i = 0; i < c->n_alloc; i++)
+        free(c->slots[i].buf);
+    pthread_mutex_destroy(&c->lock);
+    free(c->slots);
+    free(c->where);
+    free(c->path);
+    free(c->fd);
+    free(c->layers);
+    free(c);
+}
+
+/* Free unpinned slots past the capacity (the last allocated first, evicting what they hold). */
+static void shrink(struct loom_expert_cache *c)
+{
+    int64_t cap = capacity(c);
+    while (c->n_alloc > cap && c->n_alloc > 0 && !c->slots[c->n_alloc - 1].pinned) {
+        struct slot *s = &c->slots[--c->n_alloc];
+        if (s->key >= 0)
+            c->where[s->key] = -1;
+        free(s->buf);
+    }
+}
+
+int loom_expert_cache_reserve(struct loom_expert_cache *c, uint64_t bytes, loom_error *err)
+{
+    pthread_mutex_lock(&c->lock);
+    c->reserved += bytes;
+    int rc = LOOM_OK;
+    if (capacity(c) < c->n_used) {
+        rc = refuse(c, "with this session", err);
+        c->reserved -= bytes;
+    } else {
+        shrink(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void loom_expert_cache_unreserve(struct loom_expert_cache *c, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->lock);
+    c->reserved -= bytes;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- slots ---------------------------------------------------------------------------------------- */
+
+/* The bytes of one expert of layer il (all its matrices). */
+static uint64_t expert_bytes(const struct loom_expert_cache *c, uint32_t il)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < c->layers[il].n_mats; i++)
+        b += c->layers[il].mats[i].x->expert_bytes;
+    return b;
+}
+
+/* A slot to read into: a new one while the capacity allows, else a free one, else the least recently used
+ * unpinned one (evicted); -1 when every slot is pinned or loading. */
+static int take_slot(struct loom_expert_cache *c)
+{
+    if (c->n_alloc < capacity(c)) {
+        if (c->n_alloc == c->cap_alloc) {
+            int cap = c->cap_alloc ? 2 * c->cap_alloc : 16;
+            struct slot *s = realloc(c->slots, sizeof *s * (size_t)cap);
+            if (s)
+                c->slots = s, c->cap_alloc = cap;
+        }
+        void *buf = c->n_alloc < c->cap_alloc ? aligned_alloc(ALIGN, c->slot_bytes) : NULL;
+        if (buf) {
+            c->slots[c->n_alloc] = (struct slot){.buf = buf, .key = -1};
+            c->st.n_slots_used = c->n_alloc + 1;
+            return c->n_alloc++;
+        }
+    }
+    int best = -1;
+    for (int i = 0; i < c->n_alloc; i++) {
+        const struct slot *s = &c->slots[i];
+        if (s->state == SLOT_FREE)
+            return i;
+        if (s->state == SLOT_READY && !s->pinned && (best < 0 || s->last_use < c->slots[best].last_use))
+            best = i;
+    }
+    if (best >= 0) {
+        if (c->slots[best].prefetched) /* read on a prediction that no step needed */
+            c->st.bytes_wasted += expert_bytes(c, (uint32_t)c->slots[best].key / c->n_expert);
+        c->where[c->slots[best].key] = -1;
+        c->slots[best].key = -1;
+        c->slots[best].state = SLOT_FREE;
+    }
+    return best;
+}
+
+/* ---- reads ---------------------------------------------------------------------------------------- */
+
+/* The file range a read of matrix `mat` of expert e covers, and where its data lands in the slot. */
+static void read_range(const struct loom_expert_cache *c, uint32_t il, int32_t e, int mat, uint64_t *off,
+                       size_t *len, size_t *pad)
+{
+    const struct mat_src *s = &c->layers[il].mats[mat];
+    uint64_t begin = s->offset + (uint64_t)e * s->x->expert_bytes, end = begin + s->x->expert_bytes;
+    uint64_t a0 = c->direct ? begin / ALIGN * ALIGN : begin, a1 = c->direct ? round_up(end, ALIGN) : end;
+    *off = a0, *len = (size_t)(a1 - a0), *pad = (size_t)(begin - a0);
+}
+
+static uint64_t user_data(int slot, int mat) { return (uint64_t)slot * LOOM_EXPERT_MATS + (uint64_t)mat; }
+
+/* The result of one read as the fault injection has it. */
+static int injected(struct loom_expert_cache *c, int res)
+{
+    if (c->fault_in > 0 && --c->fault_in == 0)
+        return c->fault_errno ? -c->fault_errno : (res > 0 ? res / 2 : 0);
+    return res;
+}
+
+static void submit_read(struct loom_expert_cache *c, int slot, int mat, int part, void *buf, size_t len, uint64_t off)
+{
+    if (c->in_flight++ == 0)
+        c->busy_since = now_ns();
+    if (c->uring && !c->force_pread) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+        if (!sqe) { /* the queue is full: submit what is there and take the freed entry */
+            io_uring_submit(&c->ring);
+            sqe = io_uring_get_sqe(&c->ring);
+        }
+        io_uring_prep_read(sqe, c->fd[part], buf, (unsigned)len, off);
+        io_uring_sqe_set_data64(sqe, user_data(slot, mat));
+        return;
+    }
+    size_t got = 0;
+    int res = 0;
+    while (got < len) {
+        ssize_t r = pread(c->fd[part], (char *)buf + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            res = r < 0 ? -errno : (int)got;
+            break;
+        }
+        got += (size_t)r;
+        res = (int)got;
+    }
+    c->done_q[c->n_done_q].user = user_data(slot, mat);
+    c->done_q[c->n_done_q++].res = res;
+}
+
+/* Issue the reads of expert e of layer il into a slot, for the step (wanted) or on a prediction; 0 when no slot
+ * is free or the queue is full. */
+static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int wanted)
+{
+    if (c->n_done_q + LOOM_EXPERT_MATS > QUEUE_DEPTH || c->in_flight + LOOM_EXPERT_MATS > QUEUE_DEPTH)
+        return 0;
+    int si = take_slot(c);
+    if (si < 0)
+        return 0;
+    struct slot *s = &c->slots[si];
+    const struct layer_src *ls = &c->layers[il];
+    s->key = (int32_t)(il * c->n_expert + (uint32_t)e);
+    c->where[s->key] = si;
+    s->state = SLOT_LOADING, s->pinned = wanted, s->wanted = wanted, s->prefetched = !wanted, s->failed = 0;
+    s->pending = ls->n_mats;
+    s->issued_ns = now_ns();
+    c->wanted_loading += wanted;
+    size_t at = 0;
+    for (int i = 0; i < ls->n_mats; i++) {
+        uint64_t off;
+        size_t len, pad;
+        read_range(c, il, e, i, &off, &len, &pad);
+        s->data_off[i] = at + pad;
+        submit_read(c, si, i, (int)ls->mats[i].part, s->buf + at, len, off);
+        at += c->region[i];
+    }
+    if (c->uring && !c->force_pread)
+        io_uring_submit(&c->ring);
+    if (!wanted) {
+        c->st.prefetches++;
+        c->st.bytes_prefetched += expert_bytes(c, il);
+    }
+    return 1;
+}
+
+static void record_latency(struct loom_expert_cache *c, uint64_t ns)
+{
+    int exp;
+    double frac = frexp((double)(ns ? ns : 1), &exp); /* ns = frac * 2^exp, frac in [0.5, 1) */
+    int b = exp * 8 + (int)((frac - 0.5) * 16);
+    c->lat[b < 0 ? 0 : b >= LAT_BUCKETS ? LAT_BUCKETS - 1 : b]++;
+}
+
+/* Account one completed read (res: bytes or -errno); the slot's expert becomes ready when its last read is in,
+ * and is handed to the step when the step wants it. A failed read of a wanted expert fills *fault. */
+static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_error *fault)
+{
+    int si = (int)(user / LOOM_EXPERT_MATS), mat = (int)(user % LOOM_EXPERT_MATS);
+    struct slot *s = &c->slots[si];
+    uint32_t il = (uint32_t)s->key / c->n_expert;
+    int32_t e = (int32_t)((uint32_t)s->key % c->n_expert);
+    const struct mat_src *src = &c->layers[il].mats[mat];
+    uint64_t off;
+    size_t len, pad;
+    read_range(c, il, e, mat, &off, &len, &pad);
+    res = injected(c, res);
+    if (--c->in_flight == 0)
+        c->st.busy_ns += now_ns() - c->busy_since;
+    c->st.reads++;
+    if (res < 0 || (size_t)res < pad + src->x->expert_bytes) {
+        c->st.read_errors++;
+        if (s->wanted && !s->failed && fault && !fault->code)
+            loom_errorf(fault, LOOM_E_IO, "reading expert %d of layer %u (tensor '%s', %llu bytes at offset %llu of "
+                        "%s): %s", e, il, src->name, (unsigned long long)src->x->expert_bytes,
+                        (unsigned long long)(off + pad), c->path[src->part],
+                        res < 0 ? strerror(-res) : "short read (the file is shorter than when it was loaded)");
+        s->failed = 1;
+    } else {
+        c->st.bytes_read += src->x->expert_bytes;
+        if (!c->direct)
+            posix_fadvise(c->fd[src->part], (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+    }
+    if (--s->pending > 0)
+        return;
+    c->wanted_loading -= s->wanted;
+    if (s->failed) { /* not published */
+        c->where[s->key] = -1;
+        s->key = -1, s->state = SLOT_FREE, s->pinned = 0, s->wanted = 0, s->prefetched = 0;
+        return;
+    }
+    s->state = SLOT_READY;
+    record_latency(c, now_ns() - s->issued_ns);
+    if (s->wanted)
+        c->ready[c->n_ready++] = e;
+}
+
+/* Wait for and account one completion. */
+static void wait_one(struct loom_expert_cache *c, loom_error *fault)
+{
+    if (c->n_done_q) {
+        uint64_t user = c->done_q[0].user;
+        int res = c->done_q[0].res;
+        memmove(c->done_q, c->done_q + 1, sizeof c->done_q[0] * (size_t)--c->n_done_q);
+        complete(c, user, res, fault);
+        return;
+    }
+    struct io_uring_cqe *cqe;
+    int rc;
+    while ((rc = io_uring_wait_cqe(&c->ring, &cqe)) == -EINTR)
+        ;
+    if (rc < 0) /* the ring itself failed: nothing in flight can be trusted to arrive */
+        return;
+    uint64_t user = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&c->ring, cqe);
+    complete(c, user, res, fault);
+}
+
+/* ---- a step --------------------------------------------------------------------------------------- */
+
+void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n)
+{
+    pthread_mutex_lock(&c->lock);
+    c->il = il;
+    c->n_queued = c->next_queued = c->n_ready = c->next_ready = 0;
+    c->st.steps++;
+    for (int i = 0; i < n; i++) {
+        int32_t si = c->where[il * c->n_expert + (uint32_t)ids[i]];
+        if (si < 0) {
+            c->queued[c->n_queued++] = ids[i];
+            c->st.misses++;
+            continue;
+        }
+        struct slot *s = &c->slots[si];
+        c->st.hits++;
+        c->st.prefetch_hits += s->prefetched;
+        s->prefetched = 0, s->pinned = 1, s->wanted = 1;
+        if (s->state == SLOT_READY)
+            c->ready[c->n_ready++] = ids[i];
+        else /* a prediction's reads still in flight: handed out when they are in */
+            c->wanted_loading++;
+    }
+    while (c->next_queued < c->n_queued && issue(c, il, c->queued[c->next_queued], 1))
+        c->next_queued++;
+}
+
+void loom_expert_cache_prefetch(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n)
+{
+    if (!c->prefetch || !c->uring || c->force_pread || il >= c->n_layer)
+        return;
+    for (int i = 0; i < n; i++)
+        if (c->where[il * c->n_expert + (uint32_t)ids[i]] < 0 && !issue(c, il, ids[i], 0))
+            break;
+}
+
+static void fill(const struct loom_expert_cache *c, int32_t e, struct loom_expert_ready *r)
+{
+    const struct slot *s = &c->slots[c->where[c->il * c->n_expert + (uint32_t)e]];
+    const struct layer_src *ls = &c->layers[c->il];
+    r->expert = e;
+    r->n_mats = ls->n_mats;
+    for (int i = 0; i < ls->n_mats; i++) {
+        r->mats[i] = ls->mats[i].x->w;
+        r->mats[i].data = s->buf + s->data_off[i];
+        r->mats[i].rows = NULL;
+    }
+}
+
+int loom_expert_cache_next(struct loom_expert_cache *c, struct loom_expert_ready *r, loom_error *err)
+{
+    for (;;) {
+        while (c->next_queued < c->n_queued && issue(c, c->il, c->queued[c->next_queued], 1))
+            c->next_queued++;
+        if (c->next_ready < c->n_ready) {
+            fill(c, c->ready[c->next_ready++], r);
+            return 1;
+        }
+        if (!c->wanted_loading && c->next_queued == c->n_queued)
+            return 0;
+        if (!c->in_flight && !c->n_done_q)
+            return loom_errorf(err, LOOM_E_INTERNAL, "expert cache: no slot for expert %d of layer %u (%d slots, all "
+                               "pinned)", c->queued[c->next_queued], c->il, c->n_alloc);
+        err->code = 0;
+        uint64_t t0 = now_ns();
+        wait_one(c, err); /* a prediction's completion may also free a slot for the queue */
+        c->st.wait_ns += now_ns() - t0;
+        if (err->code)
+            return err->code;
+    }
+}
+
+void loom_expert_cache_done(struct loom_expert_cache *c, int32_t e)
+{
+    struct slot *s = &c->slots[c->where[c->il * c->n_expert + (uint32_t)e]];
+    s->pinned = 0, s->wanted = 0;
+    s->last_use = ++c->clock;
+}
+
+void loom_expert_cache_end(struct loom_expert_cache *c)
+{
+    loom_error ignored = {0};
+    while (c->wanted_loading || c->n_done_q) /* predictions' reads may stay in flight */
+        wait_one(c, &ignored);
+    for (int i = 0; i < c->n_alloc; i++)
+        if (c->slots[i].pinned) {
+            c->slots[i].pinned = 0, c->slots[i].wanted = 0;
+            c->slots[i].last_use = ++c->clock;
+        }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- identity ------------------------------------------------------------------------------------ */
+
+void loom_expert_cache_hash_tensor(struct loom_expert_cache *c, const char *name, XXH3_state_t *st)
+{
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(c->m->gguf, name);
+    if (!t)
+        return;
+    enum { BLOCK = 4 << 20 };
+    char *buf = malloc(BLOCK);
+    int fd = open(c->path[t->part], O_RDONLY | O_CLOEXEC);
+    uint64_t at = c->m->gguf->parts[t->part].data_offset + t->offset, left = t->nbytes;
+    while (buf && fd >= 0 && left) {
+        ssize_t r = pread(fd, buf, left < BLOCK ? (size_t)left : BLOCK, (off_t)at);
+        if (r <= 0)
+            break;
+        XXH3_64bits_update(st, buf, (size_t)r);
+        posix_fadvise(fd, (off_t)at, (off_t)r, POSIX_FADV_DONTNEED);
+        at += (uint64_t)r, left -= (uint64_t)r;
+    }
+    if (left)
+        XXH3_64bits_update(st, "unreadable", 10);
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+}
+
+/* ---- figures -------------------------------------------------------------------------------------- */
+
+static double percentile(const struct loom_expert_cache *c, double q)
+{
+    uint64_t total = 0, acc = 0;
+    for (int b = 0; b < LAT_BUCKETS; b++)
+        total += c->lat[b];
+    if (!total)
+        return 0;
+    uint64_t rank = (uint64_t)ceil(q * (double)total);
+    for (int b = 0; b < LAT_BUCKETS; b++)
+        if ((acc += c->lat[b]) >= rank) /* the bucket's upper edge: 2^(b/8 + 1/8) scaled by frexp's half */
+            return ldexp(0.5 + ((b % 8) + 1) / 16.0, b / 8) / 1000.0;
+    return 0;
+}
+
+void loom_expert_cache_stats(struct loom_expert_cache *c, loom_expert_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->st;
+    out->budget_bytes = c->budget;
+    out->dense_bytes = c->dense;
+    out->session_bytes = c->reserved;
+    out->slot_bytes = c->slot_bytes;
+    int64_t cap = capacity(c);
+    out->n_slots = cap < 0 ? 0 : (int)cap;
+    out->n_slots_used = c->n_alloc;
+    out->direct_io = c->direct;
+    out->io_uring = c->uring && !c->force_pread;
+    out->latency_p50_us = percentile(c, 0.50);
+    out->latency_p95_us = percentile(c, 0.95);
+    out->latency_p99_us = percentile(c, 0.99);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void loom_expert_cache_inject_fault(struct loom_expert_cache *c, int n, int errno_value)
+{
+    c->fault_in = n;
+    c->fault_errno = errno_value;
+}
+
+void loom_expert_cache_force_pread(struct loom_expert_cache *c, int on) { c->force_pread = on; }
+
+void loom_expert_cache_set_prefetch(struct loom_expert_cache *c, int on) { c->prefetch = on; }
