@@ -37,8 +37,9 @@ struct bench_opts {
     int n_threads;     /* -t */
     int reps;          /* -r */
     int ref;           /* --ref */
+    int ref_only;      /* --ref-only: the reference alone (loom's model not loaded) */
     int mem;           /* --mem */
-    int check_tensors; /* --check-tensors */
+    struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
 /* Work figures of the model file, from its tensor table. */
@@ -70,6 +71,7 @@ struct bench_engine {
 
 static const char BENCH_USAGE[] =
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
+    "                  [--mem-budget SIZE] [--stats] [--ref-only]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -81,9 +83,10 @@ static const char BENCH_USAGE[] =
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios;\n"
     "            LOOM_REF_CPU=NAME loads its CPU build libggml-cpu-NAME.so (e.g. haswell: AVX2) instead of\n"
     "            the best for this CPU, LOOM_KERNELS=avx2 forces loom's AVX2 set: an AVX2 machine here\n"
+    "  --ref-only  the reference engine alone, loom's model not loaded (to measure each engine in its own\n"
+    "            process, e.g. each inside the same memory cgroup: bench/stream.sh)\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
-    "  --check-tensors  validate every tensor's data at load (finite values and block scales, as llama.cpp's\n"
-    "            --check-tensors; reads the whole file)\n"
+    LOOM_CLI_MODEL_USAGE
     "Both tests start from an empty context (or one filled to the depth) and feed fixed pseudo-random tokens, as\n"
     "llama-bench does.\n";
 
@@ -114,8 +117,12 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
-        if (!strcmp(a, "--ref") || !strcmp(a, "--mem") || !strcmp(a, "--check-tensors")) {
-            *(a[2] == 'r' ? &o->ref : a[2] == 'm' ? &o->mem : &o->check_tensors) = 1;
+        if (!strcmp(a, "--ref") || !strcmp(a, "--mem") || !strcmp(a, "--ref-only")) {
+            *(!strcmp(a, "--ref-only") ? &o->ref_only : a[2] == 'r' ? &o->ref : &o->mem) = 1;
+            continue;
+        }
+        if (loom_cli_model_flag(a)) {
+            loom_cli_model_option("bench", &o->mo, a, NULL);
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -134,6 +141,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
         else if (!strcmp(a, "-r"))
             rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
+        else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
+            rc = rc < 0 ? -1 : 0;
         else {
             fprintf(stderr, "loom bench: unknown option or missing value: '%s'\n%s", a, BENCH_USAGE);
             return -1;
@@ -226,9 +235,8 @@ static int bench_mem(int n_threads, loom_machine_probe *m)
 /* ---- the model benchmark ------------------------------------------------------------------------------ */
 
 /* Fill *w from the model's tensor table and the file. */
-static void bench_work_measure(const loom_model *model, const char *path, struct bench_work *w)
+static void bench_work_measure(const loom_gguf *g, const char *path, struct bench_work *w)
 {
-    const loom_gguf *g = loom_model_gguf(model);
     uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     loom_gguf_tensor_info t;
@@ -266,9 +274,10 @@ static void bench_work_measure(const loom_model *model, const char *path, struct
 }
 
 /* Fixed pseudo-random sampleable token ids (splitmix64 from seed) into ids[n]. */
-static void bench_tokens(const loom_model *model, uint64_t seed, int32_t *ids, int n)
+static void bench_tokens(const loom_tokenizer *tok_set, uint64_t seed, int32_t *ids, int n)
 {
-    int n_rows = loom_model_n_logits(model);
+    uint32_t n_rows = loom_tokenizer_n_vocab(tok_set);
+    const uint8_t *sampleable = loom_tokenizer_sampleable(tok_set);
     for (int i = 0; i < n; i++) {
         int32_t tok = 0;
         for (int tries = 0; tries < 1000; tries++) {
@@ -276,7 +285,7 @@ static void bench_tokens(const loom_model *model, uint64_t seed, int32_t *ids, i
             z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
             z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
             tok = (int32_t)((z ^ (z >> 31)) % (uint64_t)n_rows);
-            if (loom_model_token_sampleable(model, tok))
+            if (sampleable[tok])
                 break;
         }
         ids[i] = tok;
@@ -543,8 +552,15 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
     return 0;
 }
 
+/* The engines measured: loom, loom and the reference (--ref), or the reference alone (--ref-only). */
+static struct bench_engine *bench_engines(const struct bench_opts *o, struct bench_engine eng[2], int *n)
+{
+    *n = o->ref && !o->ref_only ? 2 : 1;
+    return o->ref_only ? &eng[1] : eng;
+}
+
 /* After a signal stopped the measurement: the table of the runs completed, if any. */
-static void bench_print_stopped(const struct bench_opts *o, const struct bench_work *w, const struct bench_engine *eng,
+static void bench_print_stopped(const struct bench_opts *o, const struct bench_work *w, struct bench_engine *eng,
                                 const struct bench_tests *t)
 {
     int runs = eng[0].n_runs[TEST_PP] + eng[0].n_runs[TEST_TG] + eng[1].n_runs[TEST_PP] + eng[1].n_runs[TEST_TG];
@@ -552,36 +568,48 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
         return;
     printf("loom bench: %s, %d threads, stopped by %s after %d runs (rows show the repetitions completed)\n\n",
            o->model, o->n_threads, loom_cli_signal_name(), runs);
-    bench_print_table(w, eng, o->ref ? 2 : 1, t, o->n_threads);
+    int n;
+    const struct bench_engine *run = bench_engines(o, eng, &n);
+    bench_print_table(w, run, n, t, o->n_threads);
 }
 
-/* Everything after loom's session exists: warm-ups, the reference, the measurement and the report. */
-static int bench_run_engines(const struct bench_opts *o, const loom_machine_probe *m, const loom_model *model,
-                             double rss_start, struct bench_engine eng[2], struct loom_ref *ref,
-                             struct loom_ref_model **rm, loom_error *err)
+/* The reference's settings and CPU build, for the report's first line. */
+static void bench_print_ref(const struct loom_ref *ref)
+{
+    printf("reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on), CPU build %s",
+           ref->cpu[0] ? ref->cpu : "the best for this CPU");
+}
+
+/* Everything after loom's session exists (or, --ref-only, the file's tensor table and tokenizer are open):
+ * warm-ups, the reference, the measurement and the report. */
+static int bench_run_engines(const struct bench_opts *o, const loom_machine_probe *m, const loom_gguf *g,
+                             const loom_tokenizer *tok, double rss_start, struct bench_engine eng[2],
+                             struct loom_ref *ref, struct loom_ref_model **rm, loom_error *err)
 {
     struct bench_work w;
-    bench_work_measure(model, o->model, &w);
+    bench_work_measure(g, o->model, &w);
     eng[0].size = w.size, eng[0].params = w.params;
     struct bench_tests t = {.n = {o->n_prompt, o->n_gen}, .depth = o->depth};
     for (int k = 0; k < 2; k++)
         t.tok[k] = malloc(sizeof(int32_t) * (size_t)(t.n[k] + 1));
     t.depth_tok = malloc(sizeof(int32_t) * (size_t)(t.depth + 1));
-    int rc = -1;
+    int rc = -1, n_run;
+    struct bench_engine *run = bench_engines(o, eng, &n_run);
     if (!t.tok[0] || !t.tok[1] || !t.depth_tok) {
         loom_errorf(err, LOOM_E_NOMEM, "allocating the benchmark's token ids failed");
         goto done;
     }
-    bench_tokens(model, 1, t.tok[TEST_PP], t.n[TEST_PP]);
-    bench_tokens(model, 2, t.tok[TEST_TG], t.n[TEST_TG]);
-    bench_tokens(model, 3, t.depth_tok, t.depth);
-    if (bench_engine_warmup(&eng[0], &t, err))
+    bench_tokens(tok, 1, t.tok[TEST_PP], t.n[TEST_PP]);
+    bench_tokens(tok, 2, t.tok[TEST_TG], t.n[TEST_TG]);
+    bench_tokens(tok, 3, t.depth_tok, t.depth);
+    if (!o->ref_only && bench_engine_warmup(&eng[0], &t, err))
         goto done;
     double rss_loom = loom_cli_peak_rss();
-    if (o->ref && (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], &t, err)))
+    if ((o->ref || o->ref_only) &&
+        (bench_ref_setup(ref, rm, &eng[1], o, err) || bench_engine_warmup(&eng[1], &t, err)))
         goto done;
     double load0 = bench_load_average();
-    if (bench_measure(eng, o->ref ? 2 : 1, &t, o->reps, err)) {
+    if (bench_measure(run, n_run, &t, o->reps, err)) {
         if (err->code == LOOM_E_CANCELLED)
             bench_print_stopped(o, &w, eng, &t);
         goto done;
@@ -589,18 +617,22 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     if (!o->ref)
         rss_loom = loom_cli_peak_rss();
     double load1 = bench_load_average();
-    printf("loom bench: %s, %d threads, %d repetitions, loom kernels %s", o->model, o->n_threads, o->reps,
-           loom_kernels_name());
-    if (o->ref)
-        printf("; reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on), CPU "
-               "build %s", ref->cpu[0] ? ref->cpu : "the best for this CPU");
+    printf("loom bench: %s, %d threads, %d repetitions", o->model, o->n_threads, o->reps);
+    if (!o->ref_only)
+        printf(", loom kernels %s%s", loom_kernels_name(), o->ref ? "; " : "");
+    if (o->ref || o->ref_only)
+        bench_print_ref(ref);
     printf("\n\n");
-    bench_print_table(&w, eng, o->ref ? 2 : 1, &t, o->n_threads);
+    bench_print_table(&w, run, n_run, &t, o->n_threads);
     printf("\n");
-    if (o->ref)
+    if (n_run == 2)
         bench_print_ratios(eng, &t);
-    bench_print_work(&w, eng, o->ref ? 2 : 1, &t, m);
-    bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref);
+    bench_print_work(&w, run, n_run, &t, m);
+    if (o->ref_only)
+        printf("peak RSS: %.1f MiB (the reference engine, the file's tensor table and tokenizer)\n",
+               loom_cli_peak_rss() / (1024.0 * 1024.0));
+    else
+        bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref);
     bench_print_load(load0, load1, o->n_threads);
     rc = 0;
 done:
@@ -610,16 +642,25 @@ done:
     return rc;
 }
 
+/* loom's model and session, or (--ref-only) the file's tensor table and tokenizer only. */
 static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
 {
     loom_error err = {0};
     struct bench_engine eng[2] = {{.name = "loom"}, {.name = "reference"}};
     struct loom_ref ref = {0};
     struct loom_ref_model *rm = NULL;
+    loom_model *model = NULL;
+    loom_gguf *g = NULL;
+    loom_tokenizer *tok = NULL;
     int rc = 1;
     double rss_start = loom_cli_peak_rss();
-    loom_model *model = loom_model_load_ex(o->model, &(loom_model_params){.check_tensors = o->check_tensors}, &err);
-    if (!model)
+    if (o->ref_only) {
+        if (loom_gguf_open_model(o->model, &g, &err) || !(tok = loom_tokenizer_open(o->model, &err)))
+            goto done;
+        rc = bench_run_engines(o, m, g, tok, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
+        goto done;
+    }
+    if (!(model = loom_model_load_ex(o->model, &o->mo.params, &err)))
         goto done;
     loom_cli_model_warnings("bench", o->model, model);
     int n_train = loom_model_n_ctx_train(model);
@@ -635,7 +676,11 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     if (!eng[0].ls)
         goto done;
     loom_session_set_abort(eng[0].ls, loom_cli_abort, NULL);
-    rc = bench_run_engines(o, m, model, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
+    rc = bench_run_engines(o, m, loom_model_gguf(model), loom_model_tokenizer(model), rss_start, eng, &ref, &rm,
+                           &err) ? 1 : 0;
+    int n_tg = o->n_gen < BENCH_TG_WARMUP ? o->n_gen : BENCH_TG_WARMUP; /* the warm-up's decode tokens */
+    loom_cli_expert_stats("bench", model, &o->mo,
+                          (o->reps + 1) * o->n_prompt + o->reps * o->n_gen + n_tg + (o->depth > 0 ? o->depth : 0));
 done:
     if (rc && err.code == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom bench: interrupted (%s)\n", loom_cli_signal_name());
@@ -650,6 +695,8 @@ done:
     loom_ref_close(&ref);
     loom_session_free(eng[0].ls);
     loom_model_free(model);
+    loom_tokenizer_free(tok);
+    loom_gguf_close(g);
     return rc;
 }
 
