@@ -6,7 +6,9 @@
 # tables, loom's expert cache figures (bytes read per token: the roofline at that bandwidth; the exposed I/O
 # wait) and each run's peak cgroup usage. A benchmark, not a test: minutes per run on a 20 GB file.
 # Environment: BUILD (default build), P (prompt tokens, default 32), N (decoded tokens, default 16), T (threads,
-# default 2), R (repetitions, default 1), ENGINES (default "loom ref"). Run as root on a quiet machine.
+# default 2), R (repetitions, default 1), ENGINES (default "loom ref-mmap ref": ref is the reference at its
+# defaults, whose CPU_REPACK buffer copies the Q4_K weights into anonymous memory; ref-mmap the reference with
+# LOOM_REF_REPACK=0, its weights left in the file map). Run as root on a quiet machine.
 set -euo pipefail
 model=${1:?usage: bench/stream.sh MODEL [LIMIT] [BUDGET]}
 limit=${2:-8G}
@@ -42,11 +44,13 @@ run_in_cgroup() { # name, command...
 
 # decode and prefill in separate runs, so that loom's per-token expert figures are those of one kind of step
 for test in "-p 0 -n $n" "-p $p -n 0"; do
-    for engine in ${ENGINES:-loom ref}; do
+    for engine in ${ENGINES:-loom ref-mmap ref}; do
         case $engine in
         loom) run_in_cgroup loom "$build/loom" bench -m "$model" $test -t "$t" -r "$r" --mem-budget "$budget" \
                   --stats ;;
-        ref) run_in_cgroup reference "$build/loom" bench -m "$model" $test -t "$t" -r "$r" --ref-only ;;
+        ref) run_in_cgroup "reference (defaults)" "$build/loom" bench -m "$model" $test -t "$t" -r "$r" --ref-only ;;
+        ref-mmap) LOOM_REF_REPACK=0 run_in_cgroup "reference (no repacking: weights stay in the map)" \
+                      "$build/loom" bench -m "$model" $test -t "$t" -r "$r" --ref-only ;;
         esac
     done
 done

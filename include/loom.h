@@ -75,10 +75,13 @@ typedef struct loom_model_params {
      * file's metadata) is copied into anonymous memory at load, so the file's pages are neither kept nor mapped
      * (a file truncated under a running model then fails the request that reads it, never the process).
      * Logits are bitwise those of the resident model. The slots get what the budget leaves after the dense
-     * part, LOOM_MEM_RESERVE for the process and every session's arena (loom_session_arena_bytes); a budget
+     * part, LOOM_MEM_RESERVE for the process and every live session's arena (loom_session_arena_bytes) and
+     * checkpoint budget; a budget
      * that does not hold the dense part and one step's experts (expert_used_count slots) is refused with the
      * numbers (LOOM_E_RANGE), at load, or at loom_session_new for the session that would not fit. 0 (the
-     * default): everything mapped and resident. */
+     * default): everything mapped and resident. With a budget, the routed experts' data (and the full groups of
+     * repacked matrices) cannot be read through loom_model_gguf's tensors: read such a model's file with its own
+     * loom_gguf_open_model. */
     uint64_t mem_budget;
 } loom_model_params;
 
@@ -90,10 +93,10 @@ typedef struct loom_model_params {
 typedef struct loom_expert_stats {
     uint64_t budget_bytes;  /* mem_budget */
     uint64_t dense_bytes;   /* the dense part held: the file's other tensors and metadata, and repacked copies */
-    uint64_t session_bytes; /* the arenas of the model's live sessions */
+    uint64_t session_bytes; /* the arenas and checkpoint budgets of the model's live sessions */
     uint64_t slot_bytes;    /* one slot: one expert of a layer, all its matrices */
     int n_slots;            /* slots the budget leaves now */
-    int n_slots_used;       /* slots allocated so far (they are allocated as first needed) */
+    int n_slots_used;       /* slots in use now (taken as first needed; a new session may give some back) */
     int direct_io;          /* reads bypass the page cache (O_DIRECT); else each read's pages are dropped after it */
     int io_uring;           /* reads go through io_uring; else pread on the computing thread */
     uint64_t steps;         /* layer steps that needed routed experts */
@@ -102,15 +105,17 @@ typedef struct loom_expert_stats {
     uint64_t prefetches;    /* experts read ahead on a prediction (P1: the next layer's router applied to this
                              * layer's input, in decode steps) */
     uint64_t prefetch_hits; /* of them, needed by their layer's step (counted in hits too) */
-    uint64_t reads;         /* read requests completed (one per matrix of a missed expert) */
+    uint64_t reads;         /* read requests completed (one per matrix of an expert read, predictions included) */
     uint64_t bytes_read;    /* bytes those reads asked for (the experts' bytes, alignment padding excluded), both
                              * kinds */
     uint64_t bytes_prefetched; /* of them, read ahead on predictions */
     uint64_t bytes_wasted;  /* prefetched experts evicted before any step needed them */
     uint64_t read_errors;   /* reads that failed (short, EIO, ...) */
     uint64_t wait_ns;       /* time the computing thread waited for reads: exposed I/O wait */
-    uint64_t busy_ns;       /* time at least one read was in flight (bytes_read / busy_ns: achieved bandwidth) */
-    double latency_p50_us, latency_p95_us, latency_p99_us; /* per missed expert, issue to ready */
+    uint64_t busy_ns;       /* time at least one read was in flight until the computing thread saw it land (an
+                             * upper bound: bytes_read / busy_ns is a lower bound of the bandwidth achieved) */
+    double latency_p50_us, latency_p95_us, latency_p99_us; /* per expert read (predictions included), issue to
+                                                             * ready as the computing thread saw it land */
 } loom_expert_stats;
 
 /* The expert streaming figures of a model loaded with mem_budget: LOOM_OK, or LOOM_E_ARG when it streams none. */

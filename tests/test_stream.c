@@ -194,6 +194,38 @@ static void check_fault(loom_model *m, loom_session *s, const float *want_row, i
     free(row);
 }
 
+/* With read-ahead on, the n-th read may be the step's own (the request fails, nothing changes) or a
+ * prediction's (the step reads that expert again and succeeds bitwise): both, for n = 1..12. */
+static void check_prefetch_faults(loom_model *m, loom_session *s, const float *want_row)
+{
+    int nv = loom_model_n_logits(m), pos = loom_session_pos(s), absorbed = 0;
+    float *row = malloc((size_t)nv * sizeof(float));
+    int32_t next = argmax(loom_session_last_logits(s), nv);
+    uint64_t before = loom_session_digest(s);
+    loom_expert_cache_set_prefetch(m->experts, 1);
+    for (int n = 1; n <= 12; n++) {
+        loom_expert_stats a, b;
+        loom_model_expert_stats(m, &a);
+        loom_expert_cache_inject_fault(m->experts, n, EIO);
+        loom_error err = {0};
+        int rc = loom_session_eval(s, &next, 1, row, LOOM_LOGITS_LAST, &err);
+        loom_expert_cache_inject_fault(m->experts, 0, 0);
+        loom_model_expert_stats(m, &b);
+        if (rc == LOOM_OK) {
+            CHECK(!memcmp(row, want_row, (size_t)nv * sizeof(float)), "read %d failed and the step went on: logits "
+                  "differ from the resident model's", n);
+            absorbed += b.read_errors > a.read_errors;
+            loom_session_rewind(s, pos, NULL, &err);
+        } else {
+            CHECK(rc == LOOM_E_IO && strstr(err.msg, "reading expert"), "read %d failed: %d '%s'", n, rc, err.msg);
+        }
+        CHECK(loom_session_digest(s) == before, "read %d failed: the session changed", n);
+    }
+    CHECK(absorbed > 0, "no failed read-ahead was read again by its step (12 tries)");
+    loom_expert_cache_set_prefetch(m->experts, 0);
+    free(row);
+}
+
 static int copy_file(const char *from, const char *to)
 {
     FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
@@ -251,6 +283,7 @@ static void check_faults(const char *file)
         const float *want_row = want.logits + (size_t)N_PROMPT * (size_t)nv;
         check_fault(m, s, want_row, EIO, "Input/output error");
         check_fault(m, s, want_row, 0, "short read");
+        check_prefetch_faults(m, s, want_row);
         /* truncated under the model: every read past the end is short */
         uint64_t before = loom_session_digest(s);
         loom_expert_cache_set_prefetch(m->experts, 1); /* a prediction's failed read must not fail a step */
@@ -282,6 +315,47 @@ static void check_faults(const char *file)
     unlink(copy);
     unlink(other);
     rmdir(dir);
+}
+
+/* A second session created mid-sequence takes slots back (read-aheads may be in flight then); the first
+ * sequence goes on bitwise. */
+static void check_second_session(const char *file)
+{
+    char path[1024];
+    if (!model_path(file, path, sizeof path))
+        return;
+    loom_error err = {0};
+    loom_model *res = loom_model_load(path, &err);
+    uint64_t budget = budget_for(path, LOOM_NUMERICS_CANONICAL, 2, 30);
+    loom_model *m = load(path, budget, &err);
+    int nv = res ? loom_model_n_logits(res) : 0;
+    struct trace want = {malloc((size_t)(N_PROMPT + N_DECODE) * (size_t)nv * sizeof(float)), {0}};
+    if (!res || !m || !want.logits || run_trace(res, LOOM_NUMERICS_CANONICAL, 2, &want)) {
+        CHECK(0, "second session: setup failed: %s", err.msg);
+    } else {
+        loom_session *a = new_session(m, LOOM_NUMERICS_CANONICAL, 2, &err), *b = NULL;
+        int32_t tok[N_PROMPT];
+        prompt_tokens(tok);
+        int rc = a ? loom_session_eval(a, tok, N_PROMPT, NULL, LOOM_LOGITS_LAST, &err) : LOOM_E_NOMEM;
+        for (int i = 0; !rc && i < N_DECODE; i++) {
+            if (i == N_DECODE / 2) {
+                b = new_session(m, LOOM_NUMERICS_CANONICAL, 2, &err);
+                loom_expert_stats st;
+                loom_model_expert_stats(m, &st);
+                CHECK(b && st.n_slots_used <= st.n_slots, "the second session: %s (%d slots used, %d left)",
+                      b ? "" : err.msg, st.n_slots_used, st.n_slots);
+            }
+            int32_t next = argmax(loom_session_last_logits(a), nv);
+            rc = loom_session_eval(a, &next, 1, NULL, LOOM_LOGITS_LAST, &err);
+        }
+        CHECK(rc == LOOM_OK && loom_session_digest(a) == want.digest[N_DECODE],
+              "the sequence after a second session took slots back: rc %d '%s' or its state differs", rc, err.msg);
+        loom_session_free(b);
+        loom_session_free(a);
+    }
+    free(want.logits);
+    loom_model_free(m);
+    loom_model_free(res);
 }
 
 /* Budgets refused with their numbers; a dense model refused; saved state restorable across the two loads. */
@@ -350,5 +424,6 @@ int main(void)
     check_bitwise("qwen35moe-tiny-fused-F32.gguf");
     check_faults("qwen35moe-tiny-Q4_K_M.gguf");
     check_budgets("qwen35moe-tiny-Q4_K_M.gguf");
+    check_second_session("qwen35moe-tiny-Q4_K_M.gguf");
     return test_finish();
 }

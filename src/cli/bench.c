@@ -82,7 +82,8 @@ static const char BENCH_USAGE[] =
     "  --ref     also run the reference engine (llama.cpp v0.5.0 from $LOOM_REF, default $LOOM_CACHE/ref)\n"
     "            on the same file, alternating loom and reference runs A/B/B/A, and print loom/ref ratios;\n"
     "            LOOM_REF_CPU=NAME loads its CPU build libggml-cpu-NAME.so (e.g. haswell: AVX2) instead of\n"
-    "            the best for this CPU, LOOM_KERNELS=avx2 forces loom's AVX2 set: an AVX2 machine here\n"
+    "            the best for this CPU, LOOM_KERNELS=avx2 forces loom's AVX2 set: an AVX2 machine here;\n"
+    "            LOOM_REF_REPACK=0 leaves its weights in the file map (its CPU_REPACK buffer copies them)\n"
     "  --ref-only  the reference engine alone, loom's model not loaded (to measure each engine in its own\n"
     "            process, e.g. each inside the same memory cgroup: bench/stream.sh)\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
@@ -576,8 +577,8 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
 /* The reference's settings and CPU build, for the report's first line. */
 static void bench_print_ref(const struct loom_ref *ref)
 {
-    printf("reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking on), CPU build %s",
-           ref->cpu[0] ? ref->cpu : "the best for this CPU");
+    printf("reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking %s), CPU build %s",
+           ref->repack ? "on" : "off: LOOM_REF_REPACK=0", ref->cpu[0] ? ref->cpu : "the best for this CPU");
 }
 
 /* Everything after loom's session exists (or, --ref-only, the file's tensor table and tokenizer are open):
@@ -619,9 +620,11 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     double load1 = bench_load_average();
     printf("loom bench: %s, %d threads, %d repetitions", o->model, o->n_threads, o->reps);
     if (!o->ref_only)
-        printf(", loom kernels %s%s", loom_kernels_name(), o->ref ? "; " : "");
-    if (o->ref || o->ref_only)
+        printf(", loom kernels %s", loom_kernels_name());
+    if (o->ref || o->ref_only) {
+        printf("; ");
         bench_print_ref(ref);
+    }
     printf("\n\n");
     bench_print_table(&w, run, n_run, &t, o->n_threads);
     printf("\n");

@@ -76,6 +76,10 @@ int loom_ref_open(struct loom_ref *r, loom_error *err)
         memcpy((char *)r + REF_SYMBOLS[i].off, &sym, sizeof sym);
     }
     r->log_set(ref_log, NULL);
+    const char *repack = getenv("LOOM_REF_REPACK");
+    if (repack && strcmp(repack, "0") && strcmp(repack, "1"))
+        return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_REPACK: expected 0 or 1, found '%s'", repack);
+    r->repack = !repack || strcmp(repack, "0");
     const char *cpu = getenv("LOOM_REF_CPU");
     if (cpu && *cpu) { /* one CPU build (e.g. haswell: AVX2 only) instead of the best for this CPU */
         if (strlen(cpu) >= sizeof r->cpu || strchr(cpu, '/'))
@@ -101,7 +105,9 @@ void loom_ref_close(struct loom_ref *r)
 
 struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char *path, loom_error *err)
 {
-    struct loom_ref_model *m = r->model_load_from_file(path, r->model_default_params());
+    struct loom_ref_model_params p = r->model_default_params();
+    p.use_extra_bufts = r->repack != 0;
+    struct loom_ref_model *m = r->model_load_from_file(path, p);
     if (!m)
         loom_errorf(err, LOOM_E_IO, "reference engine: llama_model_load_from_file(%s) failed", path);
     return m;

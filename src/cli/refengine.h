@@ -97,6 +97,8 @@ struct loom_ref {
     void (*load_all_from_path)(const char *dir); /* ggml_backend_load_all_from_path (libggml) */
     void *(*backend_load)(const char *path);     /* ggml_backend_load (libggml): one backend library */
     char cpu[64]; /* LOOM_REF_CPU: the one CPU build loaded (haswell, zen4, ...); empty: the best for the CPU */
+    int repack;   /* LOOM_REF_REPACK: 1 (unset, its default) repacks weights into its CPU_REPACK buffer (anonymous
+                   * memory) at load; 0 leaves them in the file map (use_extra_bufts off) */
     void (*backend_init)(void);
     void (*backend_free)(void);
     void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);

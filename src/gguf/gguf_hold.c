@@ -80,6 +80,7 @@ int loom_gguf_hold(const struct loom_gguf *g, uint32_t part, int fd, struct loom
         int rc = hold_pages(fd, f->map, size, begin, end, err);
         if (rc)
             return rc;
+        posix_fadvise(fd, (off_t)begin, (off_t)(end - begin), POSIX_FADV_DONTNEED); /* no second copy meanwhile */
         *held += end - begin;
         cur = end;
     }

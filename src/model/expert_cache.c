@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@ struct slot {
     int failed;          /* one of its reads failed */
     int wanted;          /* the current step needs it (hand it out when its reads are in) */
     int prefetched;      /* read on a prediction and not needed by a step since */
+    int reported;        /* a failed read of it filled the step's fault */
     uint64_t last_use;
     uint64_t issued_ns;
     size_t data_off[LOOM_EXPERT_MATS]; /* each matrix's bytes in buf */
@@ -65,8 +67,10 @@ struct loom_expert_cache {
     int uring;
     size_t slot_bytes, region[LOOM_EXPERT_MATS]; /* region i of a slot holds matrix i with its alignment */
     uint64_t budget, dense, reserved;
-    int n_alloc, cap_alloc;
-    struct slot *slots;
+    int n_alloc, max_slots; /* slots in use (slots[0, n_alloc)); the most the budget can ever give */
+    struct slot *slots;     /* [max_slots] */
+    unsigned char *arena;   /* max_slots * slot_bytes reserved (touched as slots come into use), huge pages */
+    size_t arena_bytes;
     int32_t *where;     /* [n_layer * n_expert]: the slot holding it, or -1 */
     uint64_t clock;
     /* the step */
@@ -78,6 +82,7 @@ struct loom_expert_cache {
     int in_flight;      /* reads */
     int wanted_loading; /* slots of the step's experts whose reads are in flight */
     int prefetch;       /* predictions may be read ahead (io_uring only: pread would block the step) */
+    int broken;         /* the errno with which the ring itself failed: no read can be trusted to land */
     uint64_t busy_since;
     /* faults for tests */
     int fault_in, fault_errno, force_pread;
@@ -98,6 +103,15 @@ static uint64_t now_ns(void)
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static void wait_one(struct loom_expert_cache *c, loom_error *fault);
+
+/* The bytes of one expert of layer il (all its matrices). */
+static uint64_t expert_bytes(const struct loom_expert_cache *c, uint32_t il)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < c->layers[il].n_mats; i++)
+        b += c->layers[il].mats[i].x->expert_bytes;
+    return b;
+}
 
 /* ---- setting up ----------------------------------------------------------------------------------- */
 
@@ -165,8 +179,10 @@ static size_t dense_ranges(const struct loom_model *m, uint32_t part, struct loo
     keep[k++] = (struct loom_byte_range){0, p->data_offset};
     for (uint64_t i = p->first_tensor; i < p->first_tensor + p->n_tensors; i++) {
         const struct loom_gguf_tensor *t = &g->tensors[i];
-        if (t->n_dims == 3 && t->ne[2] > 1)
-            continue; /* an expert tensor (admission: the only 3-D tensors with more than one matrix) */
+        static const char suffix[] = "_exps.weight"; /* the routed expert tensors (the weight table's names) */
+        size_t ls = sizeof suffix - 1;
+        if (t->name.len > ls && !memcmp(t->name.ptr + t->name.len - ls, suffix, ls))
+            continue;
         uint64_t begin = p->data_offset + t->offset, end = begin + t->nbytes;
         begin += repacked_prefix(m, t->data);
         if (end > begin)
@@ -184,7 +200,7 @@ static int open_part(struct loom_expert_cache *c, struct loom_model *m, uint32_t
     c->path[i] = strdup(path);
     c->fd[i] = open(path, O_RDONLY | O_CLOEXEC | (c->direct ? O_DIRECT : 0));
     if (c->fd[i] < 0 && c->direct) {
-        c->direct = 0; /* the file system refuses O_DIRECT (tmpfs): buffered reads, their pages dropped */
+        c->direct = 0; /* the file system refuses O_DIRECT: buffered reads, their pages dropped */
         for (uint32_t j = 0; j < i; j++) {
             close(c->fd[j]);
             c->fd[j] = open(c->path[j], O_RDONLY | O_CLOEXEC);
@@ -216,8 +232,6 @@ static void slot_layout(struct loom_expert_cache *c)
         c->slot_bytes += c->region[i];
 }
 
-static uint64_t mib(uint64_t b) { return (b + (1u << 19)) >> 20; }
-
 /* Slots the budget leaves now (negative: the fixed part alone exceeds it). */
 static int64_t capacity(const struct loom_expert_cache *c)
 {
@@ -228,16 +242,16 @@ static int64_t capacity(const struct loom_expert_cache *c)
     return n > INT32_MAX ? INT32_MAX : (int64_t)n;
 }
 
-static int refuse(const struct loom_expert_cache *c, const char *when, loom_error *err)
+/* The budget refused, `when`, with its parts; `extra` session bytes beyond those reserved (in doubles: no sum wraps). */
+static int refuse(const struct loom_expert_cache *c, const char *when, uint64_t extra, loom_error *err)
 {
-    uint64_t need = c->dense + LOOM_MEM_RESERVE + c->reserved + c->n_used * (uint64_t)c->slot_bytes;
-    return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %llu MiB (dense part %llu MiB "
-                       "+ process reserve %llu MiB + sessions %llu MiB + one step's %u experts of %.2f MiB each), "
-                       "found %llu MiB (%llu MiB short)", when,
-                       (unsigned long long)mib(need), (unsigned long long)mib(c->dense),
-                       (unsigned long long)mib(LOOM_MEM_RESERVE), (unsigned long long)mib(c->reserved), c->n_used,
-                       c->slot_bytes / 1048576.0, (unsigned long long)mib(c->budget),
-                       (unsigned long long)mib(need - c->budget));
+    double mb = 1048576.0, sessions = ((double)c->reserved + (double)extra) / mb;
+    double need = (double)c->dense / mb + (double)LOOM_MEM_RESERVE / mb + sessions +
+                  c->n_used * (double)c->slot_bytes / mb;
+    return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %.0f MiB (dense part %.0f MiB + process "
+                       "reserve %.0f MiB + sessions %.0f MiB + one step's %u experts of %.2f MiB each), found %.0f MiB "
+                       "(%.0f MiB short)", when, need, (double)c->dense / mb, (double)LOOM_MEM_RESERVE / mb, sessions,
+                       c->n_used, (double)c->slot_bytes / mb, (double)c->budget / mb, need - (double)c->budget / mb);
 }
 
 int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repacked_bytes,
@@ -260,12 +274,12 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
     c->n_parts = m->gguf->n_parts;
     c->layers = calloc(c->n_layer, sizeof *c->layers);
     c->fd = malloc(sizeof *c->fd * c->n_parts);
+    for (uint32_t i = 0; c->fd && i < c->n_parts; i++)
+        c->fd[i] = -1;
     c->path = calloc(c->n_parts, sizeof *c->path);
     c->where = malloc(sizeof *c->where * (size_t)c->n_layer * c->n_expert);
     if (!c->layers || !c->fd || !c->path || !c->where)
         return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache's tables failed");
-    for (uint32_t i = 0; i < c->n_parts; i++)
-        c->fd[i] = -1;
     for (size_t i = 0; i < (size_t)c->n_layer * c->n_expert; i++)
         c->where[i] = -1;
     int rc = LOOM_OK;
@@ -276,9 +290,31 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
     if (rc)
         return rc;
     slot_layout(c);
-    if (capacity(c) < c->n_used)
-        return refuse(c, "at load", err);
+    int64_t max = capacity(c);
+    if (max < c->n_used)
+        return refuse(c, "at load", 0, err);
+    /* the slots' memory: reserved once, touched as slots come into use; huge pages, so that the first read into a
+     * slot faults in one page rather than 500 (zeroing them was most of a short run's time) */
+    if (max > (int64_t)c->n_layer * c->n_expert) /* more would never be used */
+        max = (int64_t)c->n_layer * c->n_expert;
+    c->max_slots = (int)max;
+    c->arena_bytes = round_up((size_t)max * c->slot_bytes, (size_t)2 << 20);
+    c->arena = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    c->slots = calloc((size_t)max, sizeof *c->slots);
+    if (c->arena == MAP_FAILED || !c->slots) {
+        c->arena = c->arena == MAP_FAILED ? NULL : c->arena;
+        return loom_errorf(err, LOOM_E_NOMEM, "mem budget: reserving %zu bytes for %lld expert slots failed",
+                           c->arena_bytes, (long long)max);
+    }
+    madvise(c->arena, c->arena_bytes, MADV_HUGEPAGE); /* advice only */
     c->uring = io_uring_queue_init((unsigned)QUEUE_DEPTH, &c->ring, 0) == 0;
+    struct io_uring_probe *probe = c->uring ? io_uring_get_probe_ring(&c->ring) : NULL;
+    if (c->uring && (!probe || !io_uring_opcode_supported(probe, IORING_OP_READ))) { /* before Linux 5.6 */
+        io_uring_queue_exit(&c->ring);
+        c->uring = 0;
+    }
+    if (probe)
+        io_uring_free_probe(probe);
     c->prefetch = 1;
     c->st.io_uring = c->uring;
     return LOOM_OK;
@@ -289,7 +325,7 @@ void loom_expert_cache_free(struct loom_expert_cache *c)
     if (!c)
         return;
     loom_error ignored = {0};
-    while (c->in_flight || c->n_done_q) /* predictions' reads must land before their slots go */
+    while (c->n_done_q || (c->in_flight && !c->broken)) /* predictions' reads must land before their slots go */
         wait_one(c, &ignored);
     if (c->uring)
         io_uring_queue_exit(&c->ring);
@@ -298,8 +334,8 @@ void loom_expert_cache_free(struct loom_expert_cache *c)
             close(c->fd[i]);
     for (uint32_t i = 0; c->path && i < c->n_parts; i++)
         free(c->path[i]);
-    for (int i = 0; i < c->n_alloc; i++)
-        free(c->slots[i].buf);
+    if (c->arena && !c->in_flight) /* with a failed ring and reads in flight, the kernel may still write there */
+        munmap(c->arena, c->arena_bytes);
     pthread_mutex_destroy(&c->lock);
     free(c->slots);
     free(c->where);
@@ -313,24 +349,34 @@ void loom_expert_cache_free(struct loom_expert_cache *c)
 static void shrink(struct loom_expert_cache *c)
 {
     int64_t cap = capacity(c);
-    while (c->n_alloc > cap && c->n_alloc > 0 && !c->slots[c->n_alloc - 1].pinned) {
+    while (c->n_alloc > cap && c->n_alloc > 0 && !c->slots[c->n_alloc - 1].pinned &&
+           c->slots[c->n_alloc - 1].state != SLOT_LOADING) {
         struct slot *s = &c->slots[--c->n_alloc];
         if (s->key >= 0)
             c->where[s->key] = -1;
-        free(s->buf);
+        if (s->prefetched)
+            c->st.bytes_wasted += expert_bytes(c, (uint32_t)s->key / c->n_expert);
+        *s = (struct slot){.key = -1};
+        madvise(s->buf, c->slot_bytes, MADV_DONTNEED); /* its memory goes back; the addresses stay reserved */
     }
 }
 
 int loom_expert_cache_reserve(struct loom_expert_cache *c, uint64_t bytes, loom_error *err)
 {
     pthread_mutex_lock(&c->lock);
-    c->reserved += bytes;
     int rc = LOOM_OK;
-    if (capacity(c) < c->n_used) {
-        rc = refuse(c, "with this session", err);
-        c->reserved -= bytes;
+    if (bytes > c->budget - c->reserved) { /* c->reserved <= c->budget always: the sum cannot wrap */
+        rc = refuse(c, "with this session", bytes, err);
     } else {
-        shrink(c);
+        c->reserved += bytes;
+        if (capacity(c) < c->n_used) {
+            c->reserved -= bytes;
+            rc = refuse(c, "with this session", bytes, err);
+        } else {
+            while (c->n_done_q || (c->in_flight && !c->broken)) /* predictions land before slots may go */
+                wait_one(c, NULL);
+            shrink(c);
+        }
     }
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -345,32 +391,13 @@ void loom_expert_cache_unreserve(struct loom_expert_cache *c, uint64_t bytes)
 
 /* ---- slots ---------------------------------------------------------------------------------------- */
 
-/* The bytes of one expert of layer il (all its matrices). */
-static uint64_t expert_bytes(const struct loom_expert_cache *c, uint32_t il)
-{
-    uint64_t b = 0;
-    for (int i = 0; i < c->layers[il].n_mats; i++)
-        b += c->layers[il].mats[i].x->expert_bytes;
-    return b;
-}
-
 /* A slot to read into: a new one while the capacity allows, else a free one, else the least recently used
  * unpinned one (evicted); -1 when every slot is pinned or loading. */
 static int take_slot(struct loom_expert_cache *c)
 {
-    if (c->n_alloc < capacity(c)) {
-        if (c->n_alloc == c->cap_alloc) {
-            int cap = c->cap_alloc ? 2 * c->cap_alloc : 16;
-            struct slot *s = realloc(c->slots, sizeof *s * (size_t)cap);
-            if (s)
-                c->slots = s, c->cap_alloc = cap;
-        }
-        void *buf = c->n_alloc < c->cap_alloc ? aligned_alloc(ALIGN, c->slot_bytes) : NULL;
-        if (buf) {
-            c->slots[c->n_alloc] = (struct slot){.buf = buf, .key = -1};
-            c->st.n_slots_used = c->n_alloc + 1;
-            return c->n_alloc++;
-        }
+    if (c->n_alloc < capacity(c) && c->n_alloc < c->max_slots) {
+        c->slots[c->n_alloc] = (struct slot){.buf = c->arena + (size_t)c->n_alloc * c->slot_bytes, .key = -1};
+        return c->n_alloc++;
     }
     int best = -1;
     for (int i = 0; i < c->n_alloc; i++) {
@@ -404,11 +431,11 @@ static void read_range(const struct loom_expert_cache *c, uint32_t il, int32_t e
 
 static uint64_t user_data(int slot, int mat) { return (uint64_t)slot * LOOM_EXPERT_MATS + (uint64_t)mat; }
 
-/* The result of one read as the fault injection has it. */
-static int injected(struct loom_expert_cache *c, int res)
+/* The result of one read as the fault injection has it: an errno, or one byte short of the `need` bytes. */
+static int injected(struct loom_expert_cache *c, int res, size_t need)
 {
     if (c->fault_in > 0 && --c->fault_in == 0)
-        return c->fault_errno ? -c->fault_errno : (res > 0 ? res / 2 : 0);
+        return c->fault_errno ? -c->fault_errno : (int)need - 1;
     return res;
 }
 
@@ -459,6 +486,7 @@ static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int wanted
     s->state = SLOT_LOADING, s->pinned = wanted, s->wanted = wanted, s->prefetched = !wanted, s->failed = 0;
     s->pending = ls->n_mats;
     s->issued_ns = now_ns();
+    s->last_use = ++c->clock; /* a prediction's slot is not the next one evicted */
     c->wanted_loading += wanted;
     size_t at = 0;
     for (int i = 0; i < ls->n_mats; i++) {
@@ -498,13 +526,13 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
     uint64_t off;
     size_t len, pad;
     read_range(c, il, e, mat, &off, &len, &pad);
-    res = injected(c, res);
+    res = injected(c, res, pad + src->x->expert_bytes);
     if (--c->in_flight == 0)
         c->st.busy_ns += now_ns() - c->busy_since;
     c->st.reads++;
     if (res < 0 || (size_t)res < pad + src->x->expert_bytes) {
         c->st.read_errors++;
-        if (s->wanted && !s->failed && fault && !fault->code)
+        if (s->wanted && !s->failed && fault && !fault->code && (s->reported = 1))
             loom_errorf(fault, LOOM_E_IO, "reading expert %d of layer %u (tensor '%s', %llu bytes at offset %llu of "
                         "%s): %s", e, il, src->name, (unsigned long long)src->x->expert_bytes,
                         (unsigned long long)(off + pad), c->path[src->part],
@@ -519,8 +547,10 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
         return;
     c->wanted_loading -= s->wanted;
     if (s->failed) { /* not published */
+        if (s->wanted && !s->reported) /* a prediction's read failed before the step wanted it: read it again */
+            c->queued[c->n_queued++] = e;
         c->where[s->key] = -1;
-        s->key = -1, s->state = SLOT_FREE, s->pinned = 0, s->wanted = 0, s->prefetched = 0;
+        s->key = -1, s->state = SLOT_FREE, s->pinned = 0, s->wanted = 0, s->prefetched = 0, s->reported = 0;
         return;
     }
     s->state = SLOT_READY;
@@ -529,7 +559,19 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
         c->ready[c->n_ready++] = e;
 }
 
-/* Wait for and account one completion. */
+/* Account the completions that are in, without waiting. */
+static void reap(struct loom_expert_cache *c, loom_error *fault)
+{
+    struct io_uring_cqe *cqe;
+    while (c->uring && !c->broken && c->in_flight && io_uring_peek_cqe(&c->ring, &cqe) == 0) {
+        uint64_t user = io_uring_cqe_get_data64(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(&c->ring, cqe);
+        complete(c, user, res, fault);
+    }
+}
+
+/* Wait for and account one completion (c->broken set when the ring itself fails). */
 static void wait_one(struct loom_expert_cache *c, loom_error *fault)
 {
     if (c->n_done_q) {
@@ -543,8 +585,10 @@ static void wait_one(struct loom_expert_cache *c, loom_error *fault)
     int rc;
     while ((rc = io_uring_wait_cqe(&c->ring, &cqe)) == -EINTR)
         ;
-    if (rc < 0) /* the ring itself failed: nothing in flight can be trusted to arrive */
+    if (rc < 0) { /* the ring itself failed: nothing in flight can be trusted to arrive */
+        c->broken = -rc;
         return;
+    }
     uint64_t user = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
     io_uring_cqe_seen(&c->ring, cqe);
@@ -558,6 +602,7 @@ void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int
     pthread_mutex_lock(&c->lock);
     c->il = il;
     c->n_queued = c->next_queued = c->n_ready = c->next_ready = 0;
+    reap(c, NULL); /* predictions that landed (or failed) meanwhile */
     c->st.steps++;
     for (int i = 0; i < n; i++) {
         int32_t si = c->where[il * c->n_expert + (uint32_t)ids[i]];
@@ -581,7 +626,7 @@ void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int
 
 void loom_expert_cache_prefetch(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n)
 {
-    if (!c->prefetch || !c->uring || c->force_pread || il >= c->n_layer)
+    if (!loom_expert_cache_prefetching(c) || il >= c->n_layer)
         return;
     for (int i = 0; i < n; i++)
         if (c->where[il * c->n_expert + (uint32_t)ids[i]] < 0 && !issue(c, il, ids[i], 0))
@@ -604,6 +649,9 @@ static void fill(const struct loom_expert_cache *c, int32_t e, struct loom_exper
 int loom_expert_cache_next(struct loom_expert_cache *c, struct loom_expert_ready *r, loom_error *err)
 {
     for (;;) {
+        if (c->broken)
+            return loom_errorf(err, LOOM_E_IO, "reading experts: the io_uring ring failed (%s); this model can read "
+                               "no more experts", strerror(c->broken));
         while (c->next_queued < c->n_queued && issue(c, c->il, c->queued[c->next_queued], 1))
             c->next_queued++;
         if (c->next_ready < c->n_ready) {
@@ -634,8 +682,9 @@ void loom_expert_cache_done(struct loom_expert_cache *c, int32_t e)
 void loom_expert_cache_end(struct loom_expert_cache *c)
 {
     loom_error ignored = {0};
-    while (c->wanted_loading || c->n_done_q) /* predictions' reads may stay in flight */
+    while (c->n_done_q || (c->wanted_loading && !c->broken)) /* predictions' reads may stay in flight */
         wait_one(c, &ignored);
+    reap(c, NULL);
     for (int i = 0; i < c->n_alloc; i++)
         if (c->slots[i].pinned) {
             c->slots[i].pinned = 0, c->slots[i].wanted = 0;
@@ -653,7 +702,9 @@ void loom_expert_cache_hash_tensor(struct loom_expert_cache *c, const char *name
         return;
     enum { BLOCK = 4 << 20 };
     char *buf = malloc(BLOCK);
-    int fd = open(c->path[t->part], O_RDONLY | O_CLOEXEC);
+    char self[64]; /* the file loaded, even if another now has its name: its descriptor's inode, not O_DIRECT */
+    snprintf(self, sizeof self, "/proc/self/fd/%d", c->fd[t->part]);
+    int fd = open(self, O_RDONLY | O_CLOEXEC);
     uint64_t at = c->m->gguf->parts[t->part].data_offset + t->offset, left = t->nbytes;
     while (buf && fd >= 0 && left) {
         ssize_t r = pread(fd, buf, left < BLOCK ? (size_t)left : BLOCK, (off_t)at);
@@ -714,3 +765,8 @@ void loom_expert_cache_inject_fault(struct loom_expert_cache *c, int n, int errn
 void loom_expert_cache_force_pread(struct loom_expert_cache *c, int on) { c->force_pread = on; }
 
 void loom_expert_cache_set_prefetch(struct loom_expert_cache *c, int on) { c->prefetch = on; }
+
+int loom_expert_cache_prefetching(const struct loom_expert_cache *c)
+{
+    return c->prefetch && c->uring && !c->force_pread && !c->broken;
+}

@@ -24,7 +24,8 @@ struct loom_expert_cache;
  * the file's parts, record each expert tensor's file location, hold the dense part in anonymous memory
  * (loom_gguf_hold; dense = *dense_bytes besides the repacked copies) and check the budget: the dense part, the
  * repacked copies, LOOM_MEM_RESERVE and n_expert_used slots must fit, else LOOM_E_RANGE with the numbers.
- * LOOM_OK, LOOM_E_IO, LOOM_E_NOMEM, LOOM_E_FORMAT (an expert tensor loom cannot stream, named). */
+ * LOOM_OK, LOOM_E_RANGE, LOOM_E_IO, LOOM_E_NOMEM, LOOM_E_ARG (not a MoE model, or not opened from a file),
+ * LOOM_E_FORMAT (an expert tensor loom cannot stream, named). */
 int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repacked_bytes,
                            struct loom_expert_cache **out, loom_error *err);
 void loom_expert_cache_free(struct loom_expert_cache *c);
@@ -53,7 +54,8 @@ void loom_expert_cache_prefetch(struct loom_expert_cache *c, uint32_t il, const 
 
 /* The next expert of the step whose bytes are in (held ones first, then in order of arrival): 1 with *r
  * filled, 0 when every expert of the step was handed out, or LOOM_E_IO (err names the expert, the tensor, the
- * file and what failed; the failed read's slot is not published). Blocks while reads are in flight. */
+ * file and what failed; the failed read's slot is not published; a prediction's failed read is read again for
+ * the step instead), LOOM_E_INTERNAL (no slot: every one pinned). Blocks while reads are in flight. */
 int loom_expert_cache_next(struct loom_expert_cache *c, struct loom_expert_ready *r, loom_error *err);
 /* The step is done with expert e's slot (it may be evicted from now on). */
 void loom_expert_cache_done(struct loom_expert_cache *c, int32_t e);
@@ -73,5 +75,8 @@ void loom_expert_cache_inject_fault(struct loom_expert_cache *c, int n, int errn
 void loom_expert_cache_force_pread(struct loom_expert_cache *c, int on);
 /* Read ahead on predictions (loom_expert_cache_prefetch): on (the default) or off. */
 void loom_expert_cache_set_prefetch(struct loom_expert_cache *c, int on);
+/* Whether loom_expert_cache_prefetch would read anything (read-ahead on, io_uring in use): when not, a
+ * prediction need not be computed. */
+int loom_expert_cache_prefetching(const struct loom_expert_cache *c);
 
 #endif

@@ -287,10 +287,10 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
     uint64_t budget = params ? params->mem_budget : 0;
     if (!rc)
         rc = repack_weights(m, budget != 0, err);
+    if (!rc) /* before the dense part is held: the tokenizer gives back the file pages it has read */
+        rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (!rc && budget)
         rc = loom_expert_cache_open(m, budget, m->x16_bytes, &m->experts, err);
-    if (!rc)
-        rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (rc) {
         loom_model_free(m);
         return NULL;

@@ -51,10 +51,11 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
     struct loom_row *rows = lead->sc.rows;
     for (int i = 0; i < n; i++)
         rows[i].s = sessions[i];
+    lead->fault.code = 0;
     rc = lead->circuits->forward_rows(lead, tokens, n, rows);
     if (rc == LOOM_E_CANCELLED)
         return loom_errorf(err, rc, "decode: cancelled by an abort callback; nothing was published");
-    if (rc == LOOM_E_IO)
+    if (rc && rc == lead->fault.code) /* the expert cache's (a read failed) */
         return loom_errorf(err, rc, "decode: %s; nothing was published", lead->fault.msg);
     if (rc)
         return loom_errorf(err, rc, "decode: the step failed (stage hook code %d); nothing was published", rc);

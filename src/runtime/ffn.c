@@ -239,7 +239,8 @@ static void predict_next(struct loom_ffn *f, uint32_t il)
 {
     const struct loom_model *m = f->s->model;
     int E = (int)m->hp.n_expert, k = (int)m->hp.n_expert_used;
-    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E)
+    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E ||
+        !loom_expert_cache_prefetching(m->experts))
         return;
     float *logits = f->s->sc.moe_route; /* free again once this layer is routed */
     matmul_xn(f, &m->layers[il + 1].ffn_gate_inp, logits);

@@ -28,7 +28,8 @@ void loom_ffn_dense(struct loom_ffn *f);
  * (sc.moe_*). */
 void loom_moe_route(struct loom_ffn *f);
 /* out[t] = the selected experts' outputs times their weights, added in slot order. LOOM_OK, or (experts
- * streamed from the file) LOOM_E_IO when a read failed, with the message in the session's fault. */
+ * streamed from the file) the expert cache's error (LOOM_E_IO: a read failed), with its message in the session's
+ * fault. */
 int loom_moe_experts(struct loom_ffn *f);
 /* out[t] = out[t] + shared expert(xn[t]) * sigmoid(ffn_gate_inp_shexp . xn[t]). */
 void loom_moe_shared(struct loom_ffn *f);

@@ -303,11 +303,12 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
     for (int done = 0; done < n_tokens;) {
         int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
         n = done < split && done + n > split ? split - done : n;
+        s->fault.code = 0;
         int rc = s->circuits->forward(s, tokens + done, n, pos0 + done, done == 0 ? src : work, work);
         if (rc == LOOM_E_CANCELLED)
             return loom_errorf(err, rc, "eval: cancelled by the abort callback in the chunk at position %d; nothing "
                                "was published", pos0 + done);
-        if (rc == LOOM_E_IO)
+        if (rc && rc == s->fault.code) /* the expert cache's (a read failed) */
             return loom_errorf(err, rc, "eval: %s (chunk at position %d); nothing was published", s->fault.msg,
                                pos0 + done);
         if (rc)

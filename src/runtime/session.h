@@ -175,7 +175,7 @@ struct loom_session {
     void *hook_ctx;
     loom_abort_fn abort;     /* loom_session_set_abort; NULL = never cancelled */
     void *abort_ctx;
-    loom_error fault;        /* why the last request's step failed (a streamed expert's read), for its error */
+    loom_error fault;        /* why a chunk's step failed in the expert cache (a read), for its error; code 0 else */
     void *arena; /* one allocation holding state and scratch */
     size_t arena_bytes;
     uint64_t reserved; /* bytes reserved in the model's memory budget (arena and checkpoint budget), or 0 */
