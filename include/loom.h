@@ -71,7 +71,7 @@ typedef struct loom_model_params {
     /* Nonzero (a mixture-of-experts model): the bytes of memory the process may hold for this model, its
      * sessions and the page cache it causes. The routed experts are then not mapped: they are read from the file
      * into an expert cache of fixed-size slots (io_uring, O_DIRECT where the file system allows; pread when
-     * io_uring is unavailable), evicted least recently used, while the dense part (every other tensor and the
+     * io_uring is unavailable), evicted least frequently needed (README: the policy), while the dense part (every other tensor and the
      * file's metadata) is copied into anonymous memory at load, so the file's pages are neither kept nor mapped
      * (a file truncated under a running model then fails the request that reads it, never the process).
      * Logits are bitwise those of the resident model. The slots get what the budget leaves after the dense

@@ -1,5 +1,5 @@
 /* expert_cache.c — the expert cache of a model loaded with a memory budget (expert_cache.h): the budget's
- * accounting, the slots and their least-recently-used eviction, a step's protocol (held experts first, then
+ * accounting, the slots and their eviction order (evict_before), a step's protocol (held experts first, then
  * reads in order of arrival, so each expert's compute starts as soon as its bytes are in), and the reads
  * themselves through io_uring (liburing) or pread, with O_DIRECT where the file system takes it. */
 #include "model/expert_cache.h"
@@ -49,7 +49,8 @@ struct slot {
     int wanted;          /* the current step needs it (hand it out when its reads are in) */
     int prefetched;      /* read on a prediction and not needed by a step since */
     int reported;        /* a failed read of it filled the step's fault */
-    uint64_t last_use;
+    int64_t last_use;    /* eviction order, least first: a clock tick of its last use in a decode-sized step;
+                          * read for a scan-sized step (prefill), minus that read's scan tick (see begin) */
     uint64_t issued_ns;
     size_t data_off[LOOM_EXPERT_MATS]; /* each matrix's bytes in buf */
 };
@@ -72,7 +73,9 @@ struct loom_expert_cache {
     unsigned char *arena;   /* max_slots * slot_bytes reserved (touched as slots come into use), huge pages */
     size_t arena_bytes;
     int32_t *where;     /* [n_layer * n_expert]: the slot holding it, or -1 */
-    uint64_t clock;
+    uint32_t *needs;    /* [n_layer * n_expert]: decode-sized steps that needed it since load (LFU) */
+    int64_t clock, scan_clock;
+    int scan;           /* the step is prefill-sized (loom_expert_cache_begin): its reads are not promoted */
     /* the step */
     uint32_t il;
     int32_t queued[LOOM_MAX_EXPERTS]; /* experts still to read, in the order asked */
@@ -278,7 +281,8 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
         c->fd[i] = -1;
     c->path = calloc(c->n_parts, sizeof *c->path);
     c->where = malloc(sizeof *c->where * (size_t)c->n_layer * c->n_expert);
-    if (!c->layers || !c->fd || !c->path || !c->where)
+    c->needs = calloc((size_t)c->n_layer * c->n_expert, sizeof *c->needs);
+    if (!c->layers || !c->fd || !c->path || !c->where || !c->needs)
         return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache's tables failed");
     for (size_t i = 0; i < (size_t)c->n_layer * c->n_expert; i++)
         c->where[i] = -1;
@@ -339,6 +343,7 @@ void loom_expert_cache_free(struct loom_expert_cache *c)
     pthread_mutex_destroy(&c->lock);
     free(c->slots);
     free(c->where);
+    free(c->needs);
     free(c->path);
     free(c->fd);
     free(c->layers);
@@ -391,8 +396,16 @@ void loom_expert_cache_unreserve(struct loom_expert_cache *c, uint64_t bytes)
 
 /* ---- slots ---------------------------------------------------------------------------------------- */
 
-/* A slot to read into: a new one while the capacity allows, else a free one, else the least recently used
- * unpinned one (evicted); -1 when every slot is pinned or loading. */
+/* Whether slot a goes before slot b in the eviction order: fewer needs by decode-sized steps (LFU), then the
+ * older last use (scan reads, with negative ticks, first; bench_expert_cache measured the policies). */
+static int evict_before(const struct loom_expert_cache *c, const struct slot *a, const struct slot *b)
+{
+    uint32_t na = c->needs[a->key], nb = c->needs[b->key];
+    return na < nb || (na == nb && a->last_use < b->last_use);
+}
+
+/* A slot to read into: a new one while the capacity allows, else a free one, else the unpinned one first in the
+ * eviction order (evict_before); -1 when every slot is pinned or loading. */
 static int take_slot(struct loom_expert_cache *c)
 {
     if (c->n_alloc < capacity(c) && c->n_alloc < c->max_slots) {
@@ -404,7 +417,7 @@ static int take_slot(struct loom_expert_cache *c)
         const struct slot *s = &c->slots[i];
         if (s->state == SLOT_FREE)
             return i;
-        if (s->state == SLOT_READY && !s->pinned && (best < 0 || s->last_use < c->slots[best].last_use))
+        if (s->state == SLOT_READY && !s->pinned && (best < 0 || evict_before(c, s, &c->slots[best])))
             best = i;
     }
     if (best >= 0) {
@@ -486,7 +499,7 @@ static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int wanted
     s->state = SLOT_LOADING, s->pinned = wanted, s->wanted = wanted, s->prefetched = !wanted, s->failed = 0;
     s->pending = ls->n_mats;
     s->issued_ns = now_ns();
-    s->last_use = ++c->clock; /* a prediction's slot is not the next one evicted */
+    s->last_use = c->scan && wanted ? -++c->scan_clock : ++c->clock;
     c->wanted_loading += wanted;
     size_t at = 0;
     for (int i = 0; i < ls->n_mats; i++) {
@@ -597,12 +610,19 @@ static void wait_one(struct loom_expert_cache *c, loom_error *fault)
 
 /* ---- a step --------------------------------------------------------------------------------------- */
 
-void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n)
+void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n, int scan)
 {
     pthread_mutex_lock(&c->lock);
     c->il = il;
     c->n_queued = c->next_queued = c->n_ready = c->next_ready = 0;
-    reap(c, NULL); /* predictions that landed (or failed) meanwhile */
+    /* A scan-sized step (prefill touches nearly every expert of every layer, in layer order: a cycle longer
+     * than the cache) under plain LRU evicts each layer's experts just before the next chunk needs them again:
+     * 0% hits. So a scan's needs are not counted, its reads go to the front of the eviction order (the most
+     * recent first) and its hits keep their place: a scan churns a few slots and leaves the rest as it was. */
+    c->scan = scan;
+    reap(c, NULL);
+    for (int i = 0; i < n && !c->scan; i++) /* decode-sized steps count (LFU); scans do not */
+        c->needs[il * c->n_expert + (uint32_t)ids[i]]++; /* predictions that landed (or failed) meanwhile */
     c->st.steps++;
     for (int i = 0; i < n; i++) {
         int32_t si = c->where[il * c->n_expert + (uint32_t)ids[i]];
@@ -676,7 +696,8 @@ void loom_expert_cache_done(struct loom_expert_cache *c, int32_t e)
 {
     struct slot *s = &c->slots[c->where[c->il * c->n_expert + (uint32_t)e]];
     s->pinned = 0, s->wanted = 0;
-    s->last_use = ++c->clock;
+    if (!c->scan)
+        s->last_use = ++c->clock;
 }
 
 void loom_expert_cache_end(struct loom_expert_cache *c)
@@ -688,7 +709,8 @@ void loom_expert_cache_end(struct loom_expert_cache *c)
     for (int i = 0; i < c->n_alloc; i++)
         if (c->slots[i].pinned) {
             c->slots[i].pinned = 0, c->slots[i].wanted = 0;
-            c->slots[i].last_use = ++c->clock;
+            if (!c->scan)
+                c->slots[i].last_use = ++c->clock;
         }
     pthread_mutex_unlock(&c->lock);
 }

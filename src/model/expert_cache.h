@@ -2,7 +2,8 @@
  * .mem_budget): where each expert's matrices lie in the file, a set of cache slots each holding one expert of
  * one layer (its gate and up, or fused gate_up, and down matrices), filled by explicit reads (io_uring, O_DIRECT
  * where the file system allows, pread when io_uring is unavailable), pinned while a step computes with them and
- * otherwise evicted least recently used. The cache is the one mutable part of a loaded model: a step holds its
+ * otherwise evicted least frequently needed by decode steps (then least recently used; a prefill's reads first:
+ * evict_before in expert_cache.c). The cache is the one mutable part of a loaded model: a step holds its
  * lock from loom_expert_cache_begin to loom_expert_cache_end. */
 #ifndef LOOM_MODEL_EXPERT_CACHE_H
 #define LOOM_MODEL_EXPERT_CACHE_H
@@ -44,8 +45,9 @@ struct loom_expert_ready {
 };
 
 /* A step of layer il that needs experts ids[n] (distinct, each < n_expert): takes the cache lock, pins the ones
- * held and issues reads for the others as slots allow. */
-void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n);
+ * held and issues reads for the others as slots allow. scan: a prefill-sized step (its tokens route more pairs
+ * than half the layer's experts), whose needs are not counted and whose reads are not promoted. */
+void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n, int scan);
 /* Within a step: read ahead experts ids[n] of layer il (a prediction for a coming layer's step: P1) into slots
  * no step needs now, as far as free or evictable slots and the queue allow, behind the step's own reads. Their
  * reads may stay in flight after loom_expert_cache_end; a later step that needs one takes it (a hit), and one

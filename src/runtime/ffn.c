@@ -239,7 +239,7 @@ static void predict_next(struct loom_ffn *f, uint32_t il)
 {
     const struct loom_model *m = f->s->model;
     int E = (int)m->hp.n_expert, k = (int)m->hp.n_expert_used;
-    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E ||
+    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E || /* scan */
         !loom_expert_cache_prefetching(m->experts))
         return;
     float *logits = f->s->sc.moe_route; /* free again once this layer is routed */
@@ -274,7 +274,8 @@ static int moe_experts_streamed(struct loom_ffn *f)
             ids[n++] = e;
     struct loom_expert_cache *c = s->model->experts;
     uint32_t il = (uint32_t)(L - s->model->layers);
-    loom_expert_cache_begin(c, il, ids, n);
+    int64_t pairs = (int64_t)f->n * s->model->hp.n_expert_used;
+    loom_expert_cache_begin(c, il, ids, n, 2 * pairs > s->model->hp.n_expert); /* prefill-sized: a scan */
     predict_next(f, il);
     struct loom_expert_ready r;
     int rc;
