@@ -160,6 +160,11 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         fprintf(stderr, "loom bench: -p and -n are both 0: nothing to measure\n");
         return -1;
     }
+    if (o->ref_only && (o->mo.params.mem_budget || o->mo.stats || o->mo.params.check_tensors)) {
+        fprintf(stderr, "loom bench: --ref-only runs the reference alone: loom's model options (--mem-budget, --stats, "
+                "--check-tensors) do not apply\n");
+        return -1;
+    }
     return 0;
 }
 

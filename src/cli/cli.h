@@ -55,8 +55,8 @@ struct loom_cli_model_opts {
 #define LOOM_CLI_MODEL_USAGE                                                                                      \
     "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"            \
     "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
-    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G suffixes):\n"       \
-    "                         routed experts read from the file into a cache, the rest held (README)\n"          \
+    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"     \
+    "                         of 1024): routed experts read from the file into a cache (README)\n"              \
     "  --stats                with --mem-budget: print the expert cache's figures at the end\n"
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to

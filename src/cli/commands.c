@@ -149,8 +149,10 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
         return 0;
     if (val && !parse_bytes(val, &mo->params.mem_budget))
         return 1;
-    fprintf(stderr, "loom %s: --mem-budget expects a byte count such as 6G, 800M or 123456789, found '%s'\n", cmd,
-            val ? val : "nothing");
+    const char *why = !val || !*val ? "" : val[0] == '-' || strspn(val, "0") == strlen(val) ? " (it must be above 0)"
+                    : val[0] >= '0' && val[0] <= '9' && strspn(val, "0123456789") >= 15 ? " (too large)" : "";
+    fprintf(stderr, "loom %s: --mem-budget expects a whole byte count above 0 such as 6G, 800M or 123456789 (K, M, "
+            "G, T: powers of 1024), found '%s'%s\n", cmd, val ? val : "nothing", why);
     return -1;
 }
 
@@ -191,17 +193,21 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
 void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens)
 {
     loom_expert_stats st;
-    if (!mo->stats || loom_model_expert_stats(m, &st) != LOOM_OK)
+    if (!mo->stats)
         return;
+    if (loom_model_expert_stats(m, &st) != LOOM_OK) {
+        fprintf(stderr, "loom %s: --stats: no expert cache to report (it needs --mem-budget and a MoE model)\n", cmd);
+        return;
+    }
     double tok = n_tokens > 0 ? n_tokens : 1, mb = 1048576.0;
-    const char *per = n_tokens > 0 ? "per token" : "in all (tokens not counted)";
+    const char *per = n_tokens > 0 ? "per token" : "in all";
     double bw = st.busy_ns ? (double)st.bytes_read / (double)st.busy_ns : 0; /* bytes per ns = GB/s */
     uint64_t needed = st.hits + st.misses;
     fprintf(stderr,
             "loom %s: experts: budget %.0f MiB = dense %.0f + sessions %.0f + reserve %.0f + %d slots of %.2f MiB "
             "(%d used); reads %s%s\n"
             "loom %s: experts: %llu steps, %llu needed, hit rate %.1f%%, %.2f MiB read %s (%.1f MiB in all, "
-            "%llu reads, %llu failed); read ahead on predictions %llu experts, %.1f%% of them needed, %.1f MiB "
+            "%llu reads, %llu failed; tokens %d); read ahead on predictions %llu experts, %.1f%% of them needed, %.1f MiB "
             "wasted; exposed I/O wait %.2f ms %s; latency p50 %.0f us, p95 %.0f us, p99 "
             "%.0f us; read bandwidth %.2f GB/s while busy\n",
             cmd, (double)st.budget_bytes / mb, (double)st.dense_bytes / mb, (double)st.session_bytes / mb,
@@ -210,7 +216,7 @@ void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct lo
             (unsigned long long)st.steps, (unsigned long long)needed,
             needed ? 100.0 * (double)st.hits / (double)needed : 0.0, (double)st.bytes_read / mb / tok, per,
             (double)st.bytes_read / mb, (unsigned long long)st.reads, (unsigned long long)st.read_errors,
-            (unsigned long long)st.prefetches,
+            n_tokens, (unsigned long long)st.prefetches,
             st.prefetches ? 100.0 * (double)st.prefetch_hits / (double)st.prefetches : 0.0,
             (double)st.bytes_wasted / mb, (double)st.wait_ns / 1e6 / tok, per, st.latency_p50_us, st.latency_p95_us, st.latency_p99_us, bw);
     fprintf(stderr,

@@ -245,16 +245,19 @@ static int64_t capacity(const struct loom_expert_cache *c)
     return n > INT32_MAX ? INT32_MAX : (int64_t)n;
 }
 
-/* The budget refused, `when`, with its parts; `extra` session bytes beyond those reserved (in doubles: no sum wraps). */
+/* The budget refused, `when`, with its parts in MiB to 0.1 (the least that fits rounded up, the budget down);
+ * `extra` session bytes beyond those reserved (in doubles: no sum wraps). At load the sessions are still to come. */
 static int refuse(const struct loom_expert_cache *c, const char *when, uint64_t extra, loom_error *err)
 {
     double mb = 1048576.0, sessions = ((double)c->reserved + (double)extra) / mb;
     double need = (double)c->dense / mb + (double)LOOM_MEM_RESERVE / mb + sessions +
                   c->n_used * (double)c->slot_bytes / mb;
-    return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %.0f MiB (dense part %.0f MiB + process "
-                       "reserve %.0f MiB + sessions %.0f MiB + one step's %u experts of %.2f MiB each), found %.0f MiB "
-                       "(%.0f MiB short)", when, need, (double)c->dense / mb, (double)LOOM_MEM_RESERVE / mb, sessions,
-                       c->n_used, (double)c->slot_bytes / mb, (double)c->budget / mb, need - (double)c->budget / mb);
+    double up = ceil(need * 10) / 10, found = floor((double)c->budget / mb * 10) / 10;
+    return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %.1f MiB (dense part %.1f MiB + process "
+                       "reserve %.0f MiB + sessions %.1f MiB + one step's %u experts of %.2f MiB each), found %.1f MiB"
+                       "%s", when, up, (double)c->dense / mb, (double)LOOM_MEM_RESERVE / mb, sessions, c->n_used,
+                       (double)c->slot_bytes / mb, found,
+                       extra || c->reserved ? "" : "; every session then adds its arena and checkpoint budget");
 }
 
 int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repacked_bytes,
@@ -768,7 +771,7 @@ void loom_expert_cache_stats(struct loom_expert_cache *c, loom_expert_stats *out
     out->session_bytes = c->reserved;
     out->slot_bytes = c->slot_bytes;
     int64_t cap = capacity(c);
-    out->n_slots = cap < 0 ? 0 : (int)cap;
+    out->n_slots = cap < 0 ? 0 : cap > c->max_slots ? c->max_slots : (int)cap; /* more would never be used */
     out->n_slots_used = c->n_alloc;
     out->direct_io = c->direct;
     out->io_uring = c->uring && !c->force_pread;
