@@ -516,10 +516,17 @@ static void bench_print_work(const struct bench_work *w, const struct bench_engi
  * test once, before the reference loads) against file + state + 10%; the session's arena (state and scratch,
  * allocated once) and the process's size before loading say where any excess comes from. */
 static void bench_print_memory(const struct bench_work *w, const loom_session *ls, double rss_start,
-                               double rss_loom, int ref)
+                               double rss_loom, int ref, uint64_t budget)
 {
+    double mib = 1024.0 * 1024;
+    if (budget) { /* --mem-budget: the budget is the bound (RSS; the page cache it causes is dropped) */
+        printf("peak RSS: loom %.1f MiB %s (session arena %.1f); bound: --mem-budget %.1f MiB: %s\n", rss_loom / mib,
+               ref ? "after its warm-up" : "over the run", (double)loom_session_arena_bytes(ls) / mib,
+               (double)budget / mib, rss_loom <= (double)budget ? "within" : "OVER");
+        return;
+    }
     /* -d keeps a checkpoint of the recurrent state at the depth (bench_loom_depth_setup): part of the state */
-    double mib = 1024.0 * 1024, checkpoints = (double)loom_session_n_checkpoints(ls) * (double)w->state_bytes;
+    double checkpoints = (double)loom_session_n_checkpoints(ls) * (double)w->state_bytes;
     double state = (double)loom_session_state_bytes(ls) + checkpoints, bound = 1.1 * ((double)w->file_bytes + state);
     printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
            "state %.1f MiB%s + 10%% = %.1f MiB: %s",
@@ -640,7 +647,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
         printf("peak RSS: %.1f MiB (the reference engine, the file's tensor table and tokenizer)\n",
                loom_cli_peak_rss() / (1024.0 * 1024.0));
     else
-        bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref);
+        bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref, o->mo.params.mem_budget);
     bench_print_load(load0, load1, o->n_threads);
     rc = 0;
 done:
