@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/thread.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stddef.h>
@@ -539,9 +540,19 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 /* Bind host:port and print where the server listens (the port the system chose, for --port 0). */
 static int serve_listen(struct server *s)
 {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int g = getaddrinfo(s->o->host, NULL, &hints, &ai); /* named here: libevent's own message is a bare warning */
+    if (g) {
+        fprintf(stderr, "loom serve: --host: expected an address or a name this machine resolves, found '%s' (%s)\n",
+                s->o->host, gai_strerror(g));
+        return -1;
+    }
+    freeaddrinfo(ai);
+    errno = 0;
     s->sock = evhttp_bind_socket_with_handle(s->http, s->o->host, (ev_uint16_t)s->o->port);
     if (!s->sock) {
-        fprintf(stderr, "loom serve: cannot listen on %s port %d: %s\n", s->o->host, s->o->port, strerror(errno));
+        fprintf(stderr, "loom serve: cannot listen on %s port %d: %s\n", s->o->host, s->o->port,
+                errno ? strerror(errno) : "the address is not this machine's, or the port is taken");
         return -1;
     }
     struct sockaddr_storage ss;

@@ -447,5 +447,12 @@ check("drain timeout: exit status 0, promptly", rc == 0 and time.time() - t0 < 1
 check("drain timeout: the stream ends with an error event, then [DONE]", st == 200 and len(events) >= 2 and
       events[-1] == "[DONE]" and isinstance(events[-2], dict) and "error" in events[-2], f"{st} {events[-2:]}")
 
+# ---- a host that does not resolve: exit 1 naming it (not libevent's bare warning) ---------------------------------
+bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--host", "no.such.host.invalid"],
+                     capture_output=True, text=True, timeout=120)
+check("--host that does not resolve: exit 1 naming the host", bad.returncode == 1 and
+      "--host: expected an address or a name this machine resolves, found 'no.such.host.invalid'" in bad.stderr,
+      f"{bad.returncode} {bad.stderr[-300:]}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
