@@ -623,9 +623,9 @@ void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int
      * 0% hits. So a scan's needs are not counted, its reads go to the front of the eviction order (the most
      * recent first) and its hits keep their place: a scan churns a few slots and leaves the rest as it was. */
     c->scan = scan;
-    reap(c, NULL);
+    reap(c, NULL); /* predictions that landed (or failed) meanwhile */
     for (int i = 0; i < n && !c->scan; i++) /* decode-sized steps count (LFU); scans do not */
-        c->needs[il * c->n_expert + (uint32_t)ids[i]]++; /* predictions that landed (or failed) meanwhile */
+        c->needs[il * c->n_expert + (uint32_t)ids[i]]++;
     c->st.steps++;
     for (int i = 0; i < n; i++) {
         int32_t si = c->where[il * c->n_expert + (uint32_t)ids[i]];
