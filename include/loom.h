@@ -83,6 +83,16 @@ typedef struct loom_model_params {
      * repacked matrices) cannot be read through loom_model_gguf's tensors: read such a model's file with its own
      * loom_gguf_open_model. */
     uint64_t mem_budget;
+    /* With mem_budget: what the expert cache reads ahead of the steps that need it (README: reads ahead). */
+    enum loom_read_ahead {
+        LOOM_READ_AHEAD_DEFAULT = 0, /* = LOOM_READ_AHEAD_PREDICTED (bench/bench_read_ahead.c measured them) */
+        LOOM_READ_AHEAD_NONE,        /* only what a step needs, when it needs it (P0) */
+        LOOM_READ_AHEAD_PREDICTED,   /* P1: in decode, the next layer's router applied to this layer's FFN input
+                                      * predicts its experts, read while this layer computes */
+        LOOM_READ_AHEAD_HISTORY,     /* P2: between steps, with no read in flight, the expert decode needed most
+                                      * that no slot holds, into the slot of one needed less than half as often */
+        LOOM_READ_AHEAD_ALL,         /* P1 and P2 */
+    } read_ahead;
 } loom_model_params;
 
 /* The part of mem_budget set aside for the process itself: code, libraries, thread stacks, the tokenizer's tables
@@ -105,11 +115,19 @@ typedef struct loom_expert_stats {
     uint64_t prefetches;    /* experts read ahead on a prediction (P1: the next layer's router applied to this
                              * layer's input, in decode steps) */
     uint64_t prefetch_hits; /* of them, needed by their layer's step (counted in hits too) */
-    uint64_t reads;         /* read requests completed (one per matrix of an expert read, predictions included) */
-    uint64_t bytes_read;    /* bytes those reads asked for (the experts' bytes, alignment padding excluded), both
-                             * kinds */
+    uint64_t prefetch_stale; /* of them, not needed by their layer's step: their reads cancelled where still
+                              * queued in the kernel, else the expert put first in the eviction order */
+    uint64_t prefetch_cancelled; /* of the stale ones, whose reads the kernel cancelled before they ran */
+    uint64_t warms;         /* experts read ahead from history (P2: the experts decode steps needed most, not held,
+                             * into a slot of one needed less, only while no read is in flight) */
+    uint64_t warm_hits;     /* of them, needed by a step before being evicted (counted in hits too) */
+    uint64_t reads;         /* read requests completed (one per matrix of an expert read, reads ahead included) */
+    uint64_t bytes_read;    /* bytes those reads asked for (the experts' bytes, alignment padding excluded), every
+                             * kind */
     uint64_t bytes_prefetched; /* of them, read ahead on predictions */
-    uint64_t bytes_wasted;  /* prefetched experts evicted before any step needed them */
+    uint64_t bytes_warmed;  /* of them, read ahead from history */
+    uint64_t bytes_wasted;  /* of the bytes read ahead, those no step used: stale predictions, and experts read
+                             * ahead that were evicted before any step needed them */
     uint64_t read_errors;   /* reads that failed (short, EIO, ...) */
     uint64_t wait_ns;       /* time the computing thread waited for reads: exposed I/O wait */
     uint64_t busy_ns;       /* time at least one read was in flight until the computing thread saw it land (an

@@ -142,10 +142,13 @@ static void check_bitwise(const char *file)
             CHECK(m != NULL, "load %s with a budget of %d slots: %s", file, SLOTS, err.msg);
             if (!m)
                 continue;
-            static const char *const ways[3] = {"io_uring, read-ahead on predictions", "io_uring", "pread"};
-            for (int way = 0; way < 3; way++) {
-                loom_expert_cache_set_prefetch(m->experts, way == 0);
-                loom_expert_cache_force_pread(m->experts, way == 2);
+            static const char *const ways[4] = {"io_uring, reads ahead on predictions and from history",
+                                                "io_uring, reads ahead from history", "io_uring", "pread"};
+            static const enum loom_read_ahead ahead[4] = {LOOM_READ_AHEAD_ALL, LOOM_READ_AHEAD_HISTORY,
+                                                          LOOM_READ_AHEAD_NONE, LOOM_READ_AHEAD_NONE};
+            for (int way = 0; way < 4; way++) {
+                loom_expert_cache_set_read_ahead(m->experts, ahead[way]);
+                loom_expert_cache_force_pread(m->experts, way == 3);
                 char what[160];
                 snprintf(what, sizeof what, "%s numerics %d, %d threads, %s", file, (int)nums[k], threads, ways[way]);
                 memset(got.logits, 0, n * sizeof(float));
@@ -159,9 +162,15 @@ static void check_bitwise(const char *file)
             CHECK(st.misses > 4 * (uint64_t)N_DECODE && st.read_errors == 0 && st.bytes_read > 0,
                   "%s: expected an eviction every token: %llu misses, %llu errors", file,
                   (unsigned long long)st.misses, (unsigned long long)st.read_errors);
-            CHECK(st.prefetches > 0 && st.prefetch_hits <= st.prefetches && st.bytes_prefetched <= st.bytes_read,
-                  "%s: decode steps read ahead on predictions: %llu, %llu needed", file,
-                  (unsigned long long)st.prefetches, (unsigned long long)st.prefetch_hits);
+            CHECK(st.prefetches > 0 && st.prefetch_hits + st.prefetch_stale <= st.prefetches &&
+                  st.prefetch_cancelled <= st.prefetch_stale && st.bytes_prefetched <= st.bytes_read,
+                  "%s: decode steps read ahead on predictions: %llu, %llu needed, %llu stale, %llu cancelled", file,
+                  (unsigned long long)st.prefetches, (unsigned long long)st.prefetch_hits,
+                  (unsigned long long)st.prefetch_stale, (unsigned long long)st.prefetch_cancelled);
+            CHECK(st.warm_hits <= st.warms && st.bytes_warmed + st.bytes_prefetched <= st.bytes_read &&
+                  st.bytes_wasted <= st.bytes_warmed + st.bytes_prefetched,
+                  "%s: decode steps warmed experts from history: %llu, %llu needed, %llu bytes wasted", file,
+                  (unsigned long long)st.warms, (unsigned long long)st.warm_hits, (unsigned long long)st.bytes_wasted);
             loom_model_free(m);
         }
     }
@@ -180,7 +189,7 @@ static void check_fault(loom_model *m, loom_session *s, const float *want_row, i
     uint64_t before = loom_session_digest(s);
     int pos = loom_session_pos(s);
     loom_error err = {0};
-    loom_expert_cache_set_prefetch(m->experts, 0); /* the n-th read is the step's own */
+    loom_expert_cache_set_read_ahead(m->experts, LOOM_READ_AHEAD_NONE); /* the n-th read is the step's own */
     loom_expert_cache_inject_fault(m->experts, 2, fault_errno);
     int rc = loom_session_eval(s, &next, 1, row, LOOM_LOGITS_LAST, &err);
     CHECK(rc == LOOM_E_IO && strstr(err.msg, "reading expert") && strstr(err.msg, expect),
@@ -194,15 +203,15 @@ static void check_fault(loom_model *m, loom_session *s, const float *want_row, i
     free(row);
 }
 
-/* With read-ahead on, the n-th read may be the step's own (the request fails, nothing changes) or a
- * prediction's (the step reads that expert again and succeeds bitwise): both, for n = 1..12. */
+/* With reads ahead, the n-th read may be the step's own (the request fails, nothing changes) or one read ahead
+ * (a step that needs that expert reads it again and succeeds bitwise): both, for n = 1..12. */
 static void check_prefetch_faults(loom_model *m, loom_session *s, const float *want_row)
 {
     int nv = loom_model_n_logits(m), pos = loom_session_pos(s), absorbed = 0;
     float *row = malloc((size_t)nv * sizeof(float));
     int32_t next = argmax(loom_session_last_logits(s), nv);
     uint64_t before = loom_session_digest(s);
-    loom_expert_cache_set_prefetch(m->experts, 1);
+    loom_expert_cache_set_read_ahead(m->experts, LOOM_READ_AHEAD_ALL);
     for (int n = 1; n <= 12; n++) {
         loom_expert_stats a, b;
         loom_model_expert_stats(m, &a);
@@ -222,7 +231,7 @@ static void check_prefetch_faults(loom_model *m, loom_session *s, const float *w
         CHECK(loom_session_digest(s) == before, "read %d failed: the session changed", n);
     }
     CHECK(absorbed > 0, "no failed read-ahead was read again by its step (12 tries)");
-    loom_expert_cache_set_prefetch(m->experts, 0);
+    loom_expert_cache_set_read_ahead(m->experts, LOOM_READ_AHEAD_NONE);
     free(row);
 }
 
@@ -286,7 +295,7 @@ static void check_faults(const char *file)
         check_prefetch_faults(m, s, want_row);
         /* truncated under the model: every read past the end is short */
         uint64_t before = loom_session_digest(s);
-        loom_expert_cache_set_prefetch(m->experts, 1); /* a prediction's failed read must not fail a step */
+        loom_expert_cache_set_read_ahead(m->experts, LOOM_READ_AHEAD_ALL); /* a failed read ahead fails no step */
         CHECK(truncate(copy, 0) == 0, "truncate %s: %s", copy, strerror(errno));
         int32_t next = argmax(loom_session_last_logits(s), nv);
         float *row = malloc((size_t)nv * sizeof(float));
@@ -417,6 +426,78 @@ static void check_budgets(const char *file)
     }
 }
 
+/* One step of layer il that needs experts ids[n] (decode-sized), driven through the cache itself; prediction
+ * pred[n_pred] of layer il + 1 read ahead within it. Returns the experts handed out, or -1 on an error. */
+static int step(loom_model *m, uint32_t il, const int32_t *ids, int n, const int32_t *pred, int n_pred)
+{
+    struct loom_expert_ready r;
+    loom_error err = {0};
+    int rc, got = 0;
+    loom_expert_cache_begin(m->experts, il, ids, n, 0);
+    loom_expert_cache_prefetch(m->experts, il + 1, pred, n_pred);
+    while ((rc = loom_expert_cache_next(m->experts, &r, &err)) > 0) {
+        got++;
+        loom_expert_cache_done(m->experts, r.expert);
+    }
+    loom_expert_cache_end(m->experts);
+    CHECK(rc == 0, "a step of layer %u: %s", il, err.msg);
+    return rc < 0 ? -1 : got;
+}
+
+/* The reads ahead, step by step on a cache of SLOTS slots: a prediction the next step does not need is stale
+ * (its bytes wasted); an expert decode needed often, pushed out by a step that pins every slot, is warmed back
+ * from history (P2) between steps, into the slot of one needed less than half as often, and is then a hit. */
+static void check_read_ahead(const char *file)
+{
+    char path[1024];
+    if (!model_path(file, path, sizeof path))
+        return;
+    loom_error err = {0};
+    loom_model *m = load(path, budget_for(path, LOOM_NUMERICS_CANONICAL, 1, SLOTS), &err);
+    loom_session *s = m ? new_session(m, LOOM_NUMERICS_CANONICAL, 1, &err) : NULL;
+    CHECK(s != NULL, "load %s with a budget of %d slots: %s", file, SLOTS, err.msg);
+    if (!s || m->hp.n_layer < 3 || m->hp.n_expert < 5) {
+        CHECK(!s, "%s: expected 3 layers and 5 experts at least", file);
+        loom_session_free(s);
+        loom_model_free(m);
+        return;
+    }
+    loom_expert_stats a, b;
+    loom_expert_cache_set_read_ahead(m->experts, LOOM_READ_AHEAD_ALL);
+    /* P1: experts 1 and 2 of layer 1 predicted by a step of layer 0; the step of layer 1 needs only 1 */
+    int32_t e0 = 0, pred[2] = {1, 2}, e1 = 1;
+    loom_model_expert_stats(m, &a);
+    step(m, 0, &e0, 1, pred, 2);
+    CHECK(step(m, 1, &e1, 1, NULL, 0) == 1, "the predicted expert handed out");
+    loom_model_expert_stats(m, &b);
+    CHECK(b.prefetches - a.prefetches == 2 && b.prefetch_hits - a.prefetch_hits == 1 &&
+          b.prefetch_stale - a.prefetch_stale == 1 && b.prefetch_cancelled - a.prefetch_cancelled <= 1 &&
+          b.bytes_wasted - a.bytes_wasted <= b.slot_bytes,
+          "a stale prediction: %llu read ahead, %llu needed, %llu stale, %llu cancelled, %llu bytes wasted",
+          (unsigned long long)(b.prefetches - a.prefetches), (unsigned long long)(b.prefetch_hits - a.prefetch_hits),
+          (unsigned long long)(b.prefetch_stale - a.prefetch_stale),
+          (unsigned long long)(b.prefetch_cancelled - a.prefetch_cancelled),
+          (unsigned long long)(b.bytes_wasted - a.bytes_wasted));
+    /* P2: expert 4 of layer 2 needed 4 times, pushed out by a step of layer 0 that pins every slot; the end of
+     * that step warms layer 2 (two steps ahead) */
+    int32_t hot = 4, all[SLOTS];
+    for (int i = 0; i < 4; i++)
+        step(m, 2, &hot, 1, NULL, 0);
+    for (int i = 0; i < SLOTS; i++)
+        all[i] = i + 1;
+    loom_model_expert_stats(m, &a);
+    step(m, 0, all, SLOTS, NULL, 0);
+    loom_model_expert_stats(m, &b);
+    CHECK(b.warms - a.warms == 1 && b.bytes_warmed > a.bytes_warmed && b.bytes_warmed - a.bytes_warmed <= b.slot_bytes,
+          "the most needed expert pushed out was warmed back: %llu warms", (unsigned long long)(b.warms - a.warms));
+    step(m, 2, &hot, 1, NULL, 0);
+    loom_model_expert_stats(m, &a);
+    CHECK(a.warm_hits - b.warm_hits == 1 && a.misses == b.misses, "the warmed expert was a hit: %llu warm hits, %llu "
+          "misses", (unsigned long long)(a.warm_hits - b.warm_hits), (unsigned long long)(a.misses - b.misses));
+    loom_session_free(s);
+    loom_model_free(m);
+}
+
 int main(void)
 {
     check_bitwise("qwen35moe-tiny-Q4_K_M.gguf");
@@ -425,5 +506,6 @@ int main(void)
     check_faults("qwen35moe-tiny-Q4_K_M.gguf");
     check_budgets("qwen35moe-tiny-Q4_K_M.gguf");
     check_second_session("qwen35moe-tiny-Q4_K_M.gguf");
+    check_read_ahead("qwen35moe-tiny-Q4_K_M.gguf");
     return test_finish();
 }

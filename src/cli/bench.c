@@ -71,7 +71,7 @@ struct bench_engine {
 
 static const char BENCH_USAGE[] =
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--stats] [--ref-only]\n"
+    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -160,9 +160,10 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         fprintf(stderr, "loom bench: -p and -n are both 0: nothing to measure\n");
         return -1;
     }
-    if (o->ref_only && (o->mo.params.mem_budget || o->mo.stats || o->mo.params.check_tensors)) {
-        fprintf(stderr, "loom bench: --ref-only runs the reference alone: loom's model options (--mem-budget, --stats, "
-                "--check-tensors) do not apply\n");
+    if (o->ref_only && (o->mo.params.mem_budget || o->mo.params.read_ahead || o->mo.stats ||
+                        o->mo.params.check_tensors)) {
+        fprintf(stderr, "loom bench: --ref-only runs the reference alone: loom's model options (--mem-budget, "
+                "--read-ahead, --stats, --check-tensors) do not apply\n");
         return -1;
     }
     return 0;
@@ -695,7 +696,7 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
                            &err) ? 1 : 0;
     int n_tg = o->n_gen < BENCH_TG_WARMUP ? o->n_gen : BENCH_TG_WARMUP; /* the warm-up's decode tokens */
     loom_cli_expert_stats("bench", model, &o->mo,
-                          (o->reps + 1) * o->n_prompt + o->reps * o->n_gen + n_tg + (o->depth > 0 ? o->depth : 0));
+                          (o->reps + 1) * o->n_prompt + o->reps * o->n_gen + n_tg + (o->depth > 0 ? o->depth : 0), NULL);
 done:
     if (rc && err.code == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom bench: interrupted (%s)\n", loom_cli_signal_name());

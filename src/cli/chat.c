@@ -54,7 +54,7 @@ struct chat {
 
 static const char CHAT_SYNOPSIS[] =
     "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n"
-    "                 [--mem-budget SIZE] [--stats]\n";
+    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
 
 static void chat_usage(FILE *f)
 {
@@ -482,7 +482,7 @@ int loom_cli_chat(int argc, char **argv)
                             "/system TEXT, /think on|off, /timing, /history)\n", o.model);
         status = chat_loop(&c);
     }
-    loom_cli_expert_stats("chat", c.m, &o.mo, c.total.n_prefill + c.total.n_generated);
+    loom_cli_expert_stats("chat", c.m, &o.mo, c.total.n_prefill + c.total.n_generated, NULL);
     chat_teardown(&c);
     loom_model_free(c.m);
     return status;

@@ -46,8 +46,9 @@ void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *
  * commands.c. */
 const char *loom_cli_listed(const char *name, const char *(*list)(int i));
 
-/* The model options every model-running subcommand takes: --check-tensors and --stats (flags) and
- * --mem-budget SIZE (loom_model_params.mem_budget: 6G, 800M, 123456789). */
+/* The model options every model-running subcommand takes: --check-tensors and --stats (flags),
+ * --mem-budget SIZE (loom_model_params.mem_budget: 6G, 800M, 123456789) and --read-ahead MODE
+ * (loom_model_params.read_ahead: none, predicted, history, all). */
 struct loom_cli_model_opts {
     loom_model_params params;
     int stats; /* --stats: print the expert streaming figures at the end (and one JSON line) */
@@ -57,6 +58,8 @@ struct loom_cli_model_opts {
     "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
     "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"     \
     "                         of 1024): routed experts read from the file into a cache (README)\n"              \
+    "  --read-ahead MODE      with --mem-budget: what the cache reads ahead: predicted (default), none,\n"    \
+    "                         history or all (README: reads ahead)\n"                                           \
     "  --stats                with --mem-budget: print the expert cache's figures at the end\n"
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
@@ -75,9 +78,23 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
  * Returns 0, 1 when -h or --help was given, -1 on bad arguments (message printed as `loom CMD: ...`). */
 int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
                          int (*set)(void *o, const char *opt, const char *val), void *o);
-/* With --stats and a model that streams its experts: its figures on stderr, per token over n_tokens evaluated,
- * and the same as one JSON line ({"expert_stats": {...}}). */
-void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens);
+/* The expert cache's figures after the prompt and after each decoded token (run --stats): at[0] at the start,
+ * then one per loom_cli_expert_trace_add. */
+struct loom_cli_expert_trace {
+    const loom_model *m;
+    loom_expert_stats *at; /* [cap] */
+    int n, cap;
+};
+/* Start a trace of up to n_decode tokens when mo asks for --stats and m streams experts (else leaves t empty and
+ * adds will do nothing): LOOM_OK or LOOM_E_NOMEM. Add allocates nothing. commands.c. */
+int loom_cli_expert_trace_init(struct loom_cli_expert_trace *t, const loom_model *m,
+                               const struct loom_cli_model_opts *mo, int n_decode, loom_error *err);
+void loom_cli_expert_trace_add(struct loom_cli_expert_trace *t);
+/* With --stats (mo) and a model that streams its experts: its figures on stderr, per token over n_tokens
+ * evaluated (0: in all), and the same as one JSON line ({"expert_stats": {...}}); trace (may be NULL) adds the
+ * prompt's and each decoded token's. commands.c. */
+void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens,
+                           const struct loom_cli_expert_trace *trace);
 
 /* Report a subcommand's failure rc (LOOM_OK excluded): `loom CMD: interrupted (SIGINT)` for LOOM_E_CANCELLED
  * (returns loom_cli_stopped_status()), else `loom CMD: MSG` with err's message (returns 1). commands.c. */

@@ -145,6 +145,17 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
         *(opt[2] == 'c' ? &mo->params.check_tensors : &mo->stats) = 1;
         return 1;
     }
+    if (!strcmp(opt, "--read-ahead")) {
+        static const char *const modes[] = {"default", "none", "predicted", "history", "all"};
+        for (int i = 1; val && i <= LOOM_READ_AHEAD_ALL; i++)
+            if (!strcmp(val, modes[i])) {
+                mo->params.read_ahead = (enum loom_read_ahead)i;
+                return 1;
+            }
+        fprintf(stderr, "loom %s: --read-ahead expects none, predicted, history or all, found '%s'\n", cmd,
+                val ? val : "nothing");
+        return -1;
+    }
     if (strcmp(opt, "--mem-budget"))
         return 0;
     if (val && !parse_bytes(val, &mo->params.mem_budget))
@@ -188,52 +199,6 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
             return -1;
     }
     return 0;
-}
-
-void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens)
-{
-    loom_expert_stats st;
-    if (!mo->stats)
-        return;
-    if (loom_model_expert_stats(m, &st) != LOOM_OK) {
-        fprintf(stderr, "loom %s: --stats: no expert cache to report (it needs --mem-budget and a MoE model)\n", cmd);
-        return;
-    }
-    double tok = n_tokens > 0 ? n_tokens : 1, mb = 1048576.0;
-    const char *per = n_tokens > 0 ? "per token" : "in all";
-    double bw = st.busy_ns ? (double)st.bytes_read / (double)st.busy_ns : 0; /* bytes per ns = GB/s */
-    uint64_t needed = st.hits + st.misses;
-    fprintf(stderr,
-            "loom %s: experts: budget %.0f MiB = dense %.0f + sessions %.0f + reserve %.0f + %d slots of %.2f MiB "
-            "(%d used); reads %s%s\n"
-            "loom %s: experts: %llu steps, %llu needed, hit rate %.1f%%, %.2f MiB read %s (%.1f MiB in all, "
-            "%llu reads, %llu failed; tokens %d); read ahead on predictions %llu experts, %.1f%% of them needed, %.1f MiB "
-            "wasted; exposed I/O wait %.2f ms %s; latency p50 %.0f us, p95 %.0f us, p99 "
-            "%.0f us; read bandwidth %.2f GB/s while busy\n",
-            cmd, (double)st.budget_bytes / mb, (double)st.dense_bytes / mb, (double)st.session_bytes / mb,
-            (double)LOOM_MEM_RESERVE / mb, st.n_slots, (double)st.slot_bytes / mb, st.n_slots_used,
-            st.io_uring ? "io_uring" : "pread", st.direct_io ? " O_DIRECT" : " buffered (pages dropped)", cmd,
-            (unsigned long long)st.steps, (unsigned long long)needed,
-            needed ? 100.0 * (double)st.hits / (double)needed : 0.0, (double)st.bytes_read / mb / tok, per,
-            (double)st.bytes_read / mb, (unsigned long long)st.reads, (unsigned long long)st.read_errors,
-            n_tokens, (unsigned long long)st.prefetches,
-            st.prefetches ? 100.0 * (double)st.prefetch_hits / (double)st.prefetches : 0.0,
-            (double)st.bytes_wasted / mb, (double)st.wait_ns / 1e6 / tok, per, st.latency_p50_us, st.latency_p95_us, st.latency_p99_us, bw);
-    fprintf(stderr,
-            "{\"expert_stats\":{\"tokens\":%d,\"budget_bytes\":%llu,\"dense_bytes\":%llu,\"session_bytes\":%llu,"
-            "\"slot_bytes\":%llu,\"slots\":%d,\"slots_used\":%d,\"io_uring\":%s,\"direct_io\":%s,\"steps\":%llu,"
-            "\"hits\":%llu,\"misses\":%llu,\"prefetches\":%llu,\"prefetch_hits\":%llu,\"reads\":%llu,"
-            "\"bytes_read\":%llu,\"bytes_prefetched\":%llu,\"bytes_wasted\":%llu,\"read_errors\":%llu,"
-            "\"wait_ns\":%llu,\"busy_ns\":%llu,\"latency_p50_us\":%.1f,\"latency_p95_us\":%.1f,"
-            "\"latency_p99_us\":%.1f}}\n",
-            n_tokens, (unsigned long long)st.budget_bytes, (unsigned long long)st.dense_bytes,
-            (unsigned long long)st.session_bytes, (unsigned long long)st.slot_bytes, st.n_slots, st.n_slots_used,
-            st.io_uring ? "true" : "false", st.direct_io ? "true" : "false", (unsigned long long)st.steps,
-            (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.prefetches,
-            (unsigned long long)st.prefetch_hits, (unsigned long long)st.reads, (unsigned long long)st.bytes_read,
-            (unsigned long long)st.bytes_prefetched, (unsigned long long)st.bytes_wasted,
-            (unsigned long long)st.read_errors, (unsigned long long)st.wait_ns,
-            (unsigned long long)st.busy_ns, st.latency_p50_us, st.latency_p95_us, st.latency_p99_us);
 }
 
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err)

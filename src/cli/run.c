@@ -31,7 +31,8 @@ struct run_opts {
 static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
-    "                [--frequency-penalty A] [--stop STRING]... [--check-tensors] [--mem-budget SIZE] [--stats]\n";
+    "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n"
+    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
 
 static void run_usage(FILE *f)
 {
@@ -192,6 +193,7 @@ static int run_tokenize(const loom_tokenizer *tok, const char *text, int32_t **o
 struct run_stats {
     int n_prompt, n_generated, n_decoded;
     double t_prefill, t_decode;
+    struct loom_cli_expert_trace trace; /* --stats under a memory budget: figures per token */
 };
 
 /* Pass decoded text[len] through the stop matcher and write what it releases to stdout.
@@ -260,6 +262,7 @@ static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_samp
         if (rc != LOOM_OK)
             break;
         st->n_decoded++;
+        loom_cli_expert_trace_add(&st->trace);
     }
     st->t_decode = loom_cli_now() - t0;
     if (rc == LOOM_OK)
@@ -329,9 +332,13 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     }
     if (rc >= 0) {
         loom_session_set_abort(s, loom_cli_abort, NULL);
+        rc = loom_cli_expert_trace_init(&st.trace, m, &o->mo, n_gen, err);
+    }
+    if (rc >= 0) {
         double t0 = loom_cli_now();
         rc = loom_session_eval(s, prompt, st.n_prompt, logits, LOOM_LOGITS_LAST, err);
         st.t_prefill = loom_cli_now() - t0;
+        loom_cli_expert_trace_add(&st.trace);
         if (rc == LOOM_E_CANCELLED)
             st.n_prompt = 0; /* not evaluated: no prompt speed to report */
     }
@@ -339,8 +346,9 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         rc = run_decode_loop(tok, s, smp, stop, logits, n_gen, &st, err);
     if (rc >= 0 || rc == LOOM_E_CANCELLED) {
         run_print_stats(&st);
-        loom_cli_expert_stats("run", m, &o->mo, st.n_prompt + st.n_decoded);
+        loom_cli_expert_stats("run", m, &o->mo, st.n_prompt + st.n_decoded, &st.trace);
     }
+    free(st.trace.at);
     loom_sampler_free(smp);
     loom_stop_free(stop);
     loom_session_free(s);

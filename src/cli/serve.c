@@ -50,7 +50,7 @@ struct server {
 static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
     "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--stats]\n";
+    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
 
 static void serve_usage(FILE *f)
 {
@@ -683,7 +683,7 @@ int loom_cli_serve(int argc, char **argv)
         return status;
     struct server s = {.o = &o};
     status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
-    loom_cli_expert_stats("serve", m, &o.mo, 0);
+    loom_cli_expert_stats("serve", m, &o.mo, 0, NULL);
     loom_model_free(m);
     return status;
 }

@@ -1,7 +1,8 @@
 /* expert_cache.c — the expert cache of a model loaded with a memory budget (expert_cache.h): the budget's
  * accounting, the slots and their eviction order (evict_before), a step's protocol (held experts first, then
- * reads in order of arrival, so each expert's compute starts as soon as its bytes are in), and the reads
- * themselves through io_uring (liburing) or pread, with O_DIRECT where the file system takes it. */
+ * reads in order of arrival, so each expert's compute starts as soon as its bytes are in), the reads ahead (P1
+ * predictions and their staleness, P2 warming from history), and the reads themselves through io_uring
+ * (liburing) or pread, with O_DIRECT where the file system takes it. */
 #include "model/expert_cache.h"
 
 #include <errno.h>
@@ -25,6 +26,9 @@
 #define LAT_BUCKETS 512  /* latency histogram: 8 buckets per power of two of nanoseconds */
 
 enum { SLOT_FREE, SLOT_LOADING, SLOT_READY };
+enum { STEP, AHEAD_PREDICTED, AHEAD_WARM }; /* why an expert is read: P0, P1, P2 */
+enum { ALLOW_P1 = 1, ALLOW_P2 = 2 };         /* the reads ahead allowed (loom_model_params.read_ahead) */
+#define CANCEL_TAG UINT64_MAX /* the user data of a cancel request's own completion */
 
 /* Where expert 0 of one expert tensor of a layer lies: the part, the file offset, the stride. */
 struct mat_src {
@@ -45,9 +49,10 @@ struct slot {
     int state;
     int pinned;
     int pending;         /* reads in flight */
-    int failed;          /* one of its reads failed */
+    int failed;          /* one of its reads failed (1), or was cancelled (2) */
     int wanted;          /* the current step needs it (hand it out when its reads are in) */
-    int prefetched;      /* read on a prediction and not needed by a step since */
+    int ahead;           /* read ahead (AHEAD_PREDICTED, AHEAD_WARM) and not needed by a step since, or 0 */
+    int cancelling;      /* a stale prediction whose reads were asked to be cancelled while in flight */
     int reported;        /* a failed read of it filled the step's fault */
     int64_t last_use;    /* eviction order, least first: a clock tick of its last use in a decode-sized step;
                           * read for a scan-sized step (prefill), minus that read's scan tick (see begin) */
@@ -69,6 +74,7 @@ struct loom_expert_cache {
     size_t slot_bytes, region[LOOM_EXPERT_MATS]; /* region i of a slot holds matrix i with its alignment */
     uint64_t budget, dense, reserved;
     int n_alloc, max_slots; /* slots in use (slots[0, n_alloc)); the most the budget can ever give */
+    int n_faulted;          /* slots whose memory may be resident (faulted in at load, given back by shrink) */
     struct slot *slots;     /* [max_slots] */
     unsigned char *arena;   /* max_slots * slot_bytes reserved (touched as slots come into use), huge pages */
     size_t arena_bytes;
@@ -84,7 +90,7 @@ struct loom_expert_cache {
     int n_ready, next_ready;
     int in_flight;      /* reads */
     int wanted_loading; /* slots of the step's experts whose reads are in flight */
-    int prefetch;       /* predictions may be read ahead (io_uring only: pread would block the step) */
+    int read_ahead;     /* ALLOW_P1, ALLOW_P2 (io_uring only: pread would block the step) */
     int broken;         /* the errno with which the ring itself failed: no read can be trusted to land */
     uint64_t busy_since;
     /* faults for tests */
@@ -314,6 +320,10 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
                            c->arena_bytes, (long long)max);
     }
     madvise(c->arena, c->arena_bytes, MADV_HUGEPAGE); /* advice only */
+    /* fault the slots in now: else the kernel zeroes each slot's pages inside the first read into it (O_DIRECT pins
+     * them), on the computing thread, a third of a short run's time. Advice only: without it they fault in later */
+    madvise(c->arena, c->arena_bytes, MADV_POPULATE_WRITE);
+    c->n_faulted = c->max_slots;
     c->uring = io_uring_queue_init((unsigned)QUEUE_DEPTH, &c->ring, 0) == 0;
     struct io_uring_probe *probe = c->uring ? io_uring_get_probe_ring(&c->ring) : NULL;
     if (c->uring && (!probe || !io_uring_opcode_supported(probe, IORING_OP_READ))) { /* before Linux 5.6 */
@@ -322,7 +332,7 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
     }
     if (probe)
         io_uring_free_probe(probe);
-    c->prefetch = 1;
+    c->read_ahead = ALLOW_P1;
     c->st.io_uring = c->uring;
     return LOOM_OK;
 }
@@ -362,10 +372,15 @@ static void shrink(struct loom_expert_cache *c)
         struct slot *s = &c->slots[--c->n_alloc];
         if (s->key >= 0)
             c->where[s->key] = -1;
-        if (s->prefetched)
+        if (s->ahead)
             c->st.bytes_wasted += expert_bytes(c, (uint32_t)s->key / c->n_expert);
         *s = (struct slot){.key = -1};
-        madvise(s->buf, c->slot_bytes, MADV_DONTNEED); /* its memory goes back; the addresses stay reserved */
+    }
+    int keep = cap > c->n_alloc ? (int)cap : c->n_alloc;
+    if (c->n_faulted > keep) { /* their memory goes back; the addresses stay reserved */
+        size_t at = (size_t)keep * c->slot_bytes;
+        madvise(c->arena + at, (size_t)(c->n_faulted - keep) * c->slot_bytes, MADV_DONTNEED);
+        c->n_faulted = keep;
     }
 }
 
@@ -407,30 +422,66 @@ static int evict_before(const struct loom_expert_cache *c, const struct slot *a,
     return na < nb || (na == nb && a->last_use < b->last_use);
 }
 
-/* A slot to read into: a new one while the capacity allows, else a free one, else the unpinned one first in the
- * eviction order (evict_before); -1 when every slot is pinned or loading. */
-static int take_slot(struct loom_expert_cache *c)
+/* A free slot, else the unpinned ready one first in the eviction order (evict_before), passing over experts read
+ * ahead and not needed since when spare_ahead; -1 when none. */
+static int victim(const struct loom_expert_cache *c, int spare_ahead)
 {
-    if (c->n_alloc < capacity(c) && c->n_alloc < c->max_slots) {
-        c->slots[c->n_alloc] = (struct slot){.buf = c->arena + (size_t)c->n_alloc * c->slot_bytes, .key = -1};
-        return c->n_alloc++;
-    }
     int best = -1;
     for (int i = 0; i < c->n_alloc; i++) {
         const struct slot *s = &c->slots[i];
         if (s->state == SLOT_FREE)
             return i;
-        if (s->state == SLOT_READY && !s->pinned && (best < 0 || evict_before(c, s, &c->slots[best])))
+        if (s->state == SLOT_READY && !s->pinned && !(spare_ahead && s->ahead) &&
+            (best < 0 || evict_before(c, s, &c->slots[best])))
             best = i;
     }
-    if (best >= 0) {
-        if (c->slots[best].prefetched) /* read on a prediction that no step needed */
-            c->st.bytes_wasted += expert_bytes(c, (uint32_t)c->slots[best].key / c->n_expert);
-        c->where[c->slots[best].key] = -1;
-        c->slots[best].key = -1;
-        c->slots[best].state = SLOT_FREE;
-    }
     return best;
+}
+
+/* Slot si emptied for a read: what it held is no longer held. */
+static int evict(struct loom_expert_cache *c, int si)
+{
+    struct slot *s = si < 0 ? NULL : &c->slots[si];
+    if (s && s->state == SLOT_READY) {
+        if (s->ahead) /* read ahead, and no step needed it */
+            c->st.bytes_wasted += expert_bytes(c, (uint32_t)s->key / c->n_expert);
+        c->where[s->key] = -1;
+        s->key = -1, s->state = SLOT_FREE, s->ahead = 0;
+    }
+    return si;
+}
+
+/* A new slot while the capacity allows. */
+static int new_slot(struct loom_expert_cache *c)
+{
+    if (c->n_alloc >= capacity(c) || c->n_alloc >= c->max_slots)
+        return -1;
+    c->slots[c->n_alloc] = (struct slot){.buf = c->arena + (size_t)c->n_alloc * c->slot_bytes, .key = -1};
+    if (c->n_faulted <= c->n_alloc) /* faulted in by its first read */
+        c->n_faulted = c->n_alloc + 1;
+    return c->n_alloc++;
+}
+
+/* A slot to read a step's expert or a prediction into: a new one, else a free one, else the first in the eviction
+ * order; -1 when every slot is pinned or loading. */
+static int take_slot(struct loom_expert_cache *c)
+{
+    int si = new_slot(c);
+    return si >= 0 ? si : evict(c, victim(c, 0));
+}
+
+/* A slot to warm an expert that decode steps needed `need` times into: a new or free one, else the first in the
+ * eviction order if that expert was needed less than half as often (a margin, so that counts that differ by
+ * chance do not trade places back and forth); never one read ahead and not needed since. -1: none. */
+static int warm_slot(struct loom_expert_cache *c, uint32_t need)
+{
+    int si = new_slot(c);
+    if (si >= 0)
+        return si;
+    si = victim(c, 1);
+    if (si < 0 || (c->slots[si].state == SLOT_READY && 2 * (uint64_t)c->needs[c->slots[si].key] >= need))
+        return -1;
+    return evict(c, si);
 }
 
 /* ---- reads ---------------------------------------------------------------------------------------- */
@@ -486,20 +537,22 @@ static void submit_read(struct loom_expert_cache *c, int slot, int mat, int part
     c->done_q[c->n_done_q++].res = res;
 }
 
-/* Issue the reads of expert e of layer il into a slot, for the step (wanted) or on a prediction; 0 when no slot
- * is free or the queue is full. */
-static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int wanted)
+/* Issue the reads of expert e of layer il into a slot, for the step (kind STEP) or ahead (AHEAD_PREDICTED,
+ * AHEAD_WARM); 0 when no slot is free or the queue is full. */
+static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int kind)
 {
     if (c->n_done_q + LOOM_EXPERT_MATS > QUEUE_DEPTH || c->in_flight + LOOM_EXPERT_MATS > QUEUE_DEPTH)
         return 0;
-    int si = take_slot(c);
+    uint32_t key = il * c->n_expert + (uint32_t)e;
+    int si = kind == AHEAD_WARM ? warm_slot(c, c->needs[key]) : take_slot(c);
     if (si < 0)
         return 0;
+    int wanted = kind == STEP;
     struct slot *s = &c->slots[si];
     const struct layer_src *ls = &c->layers[il];
-    s->key = (int32_t)(il * c->n_expert + (uint32_t)e);
+    s->key = (int32_t)key;
     c->where[s->key] = si;
-    s->state = SLOT_LOADING, s->pinned = wanted, s->wanted = wanted, s->prefetched = !wanted, s->failed = 0;
+    s->state = SLOT_LOADING, s->pinned = wanted, s->wanted = wanted, s->ahead = kind, s->failed = 0;
     s->pending = ls->n_mats;
     s->issued_ns = now_ns();
     s->last_use = c->scan && wanted ? -++c->scan_clock : ++c->clock;
@@ -515,9 +568,12 @@ static int issue(struct loom_expert_cache *c, uint32_t il, int32_t e, int wanted
     }
     if (c->uring && !c->force_pread)
         io_uring_submit(&c->ring);
-    if (!wanted) {
+    if (kind == AHEAD_PREDICTED) {
         c->st.prefetches++;
         c->st.bytes_prefetched += expert_bytes(c, il);
+    } else if (kind == AHEAD_WARM) {
+        c->st.warms++;
+        c->st.bytes_warmed += expert_bytes(c, il);
     }
     return 1;
 }
@@ -546,16 +602,20 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
     if (--c->in_flight == 0)
         c->st.busy_ns += now_ns() - c->busy_since;
     c->st.reads++;
-    if (res < 0 || (size_t)res < pad + src->x->expert_bytes) {
+    if (res == -ECANCELED && s->cancelling) {
+        s->failed |= 2; /* a stale prediction's read the kernel had not started: not an error */
+    } else if (res < 0 || (size_t)res < pad + src->x->expert_bytes) {
         c->st.read_errors++;
         if (s->wanted && !s->failed && fault && !fault->code && (s->reported = 1))
             loom_errorf(fault, LOOM_E_IO, "reading expert %d of layer %u (tensor '%s', %llu bytes at offset %llu of "
                         "%s): %s", e, il, src->name, (unsigned long long)src->x->expert_bytes,
                         (unsigned long long)(off + pad), c->path[src->part],
                         res < 0 ? strerror(-res) : "short read (the file is shorter than when it was loaded)");
-        s->failed = 1;
+        s->failed |= 1;
     } else {
         c->st.bytes_read += src->x->expert_bytes;
+        if (s->cancelling && !s->wanted)
+            c->st.bytes_wasted += src->x->expert_bytes;
         if (!c->direct)
             posix_fadvise(c->fd[src->part], (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
     }
@@ -563,12 +623,16 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
         return;
     c->wanted_loading -= s->wanted;
     if (s->failed) { /* not published */
-        if (s->wanted && !s->reported) /* a prediction's read failed before the step wanted it: read it again */
+        if (s->wanted && !s->reported) /* a read ahead failed before the step wanted it: read it again */
             c->queued[c->n_queued++] = e;
+        c->st.prefetch_cancelled += s->failed == 2;
         c->where[s->key] = -1;
-        s->key = -1, s->state = SLOT_FREE, s->pinned = 0, s->wanted = 0, s->prefetched = 0, s->reported = 0;
+        s->key = -1, s->state = SLOT_FREE, s->pinned = 0, s->wanted = 0, s->ahead = 0, s->reported = 0;
+        s->cancelling = 0;
         return;
     }
+    if (s->cancelling) /* every read of a stale prediction ran: first in the eviction order */
+        s->cancelling = 0, s->last_use = -++c->scan_clock;
     s->state = SLOT_READY;
     record_latency(c, now_ns() - s->issued_ns);
     if (s->wanted)
@@ -579,11 +643,12 @@ static void complete(struct loom_expert_cache *c, uint64_t user, int res, loom_e
 static void reap(struct loom_expert_cache *c, loom_error *fault)
 {
     struct io_uring_cqe *cqe;
-    while (c->uring && !c->broken && c->in_flight && io_uring_peek_cqe(&c->ring, &cqe) == 0) {
+    while (c->uring && !c->broken && io_uring_peek_cqe(&c->ring, &cqe) == 0) {
         uint64_t user = io_uring_cqe_get_data64(cqe);
         int res = cqe->res;
         io_uring_cqe_seen(&c->ring, cqe);
-        complete(c, user, res, fault);
+        if (user != CANCEL_TAG) /* a cancel request's own answer: its read completes on its own */
+            complete(c, user, res, fault);
     }
 }
 
@@ -608,7 +673,60 @@ static void wait_one(struct loom_expert_cache *c, loom_error *fault)
     uint64_t user = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
     io_uring_cqe_seen(&c->ring, cqe);
-    complete(c, user, res, fault);
+    if (user != CANCEL_TAG)
+        complete(c, user, res, fault);
+}
+
+/* Predictions for layer il that its step did not need (stale): the reads still in flight are asked to be
+ * cancelled (the kernel cancels those it has not started), the experts in go first in the eviction order. */
+static void stale_predictions(struct loom_expert_cache *c, uint32_t il)
+{
+    int asked = 0;
+    for (uint32_t e = 0; e < c->n_expert; e++) {
+        int32_t si = c->where[il * c->n_expert + e];
+        struct slot *s = si < 0 ? NULL : &c->slots[si];
+        if (!s || s->ahead != AHEAD_PREDICTED)
+            continue;
+        s->ahead = 0;
+        c->st.prefetch_stale++;
+        if (s->state == SLOT_READY) {
+            c->st.bytes_wasted += expert_bytes(c, il);
+            s->last_use = -++c->scan_clock;
+            continue;
+        }
+        s->cancelling = 1;
+        for (int i = 0; i < c->layers[il].n_mats; i++) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+            if (!sqe) { /* the queue is full: submit what is there and take the freed entry */
+                io_uring_submit(&c->ring);
+                sqe = io_uring_get_sqe(&c->ring);
+            }
+            io_uring_prep_cancel64(sqe, user_data(si, i), 0);
+            io_uring_sqe_set_data64(sqe, CANCEL_TAG);
+            asked = 1;
+        }
+    }
+    if (asked)
+        io_uring_submit(&c->ring);
+}
+
+/* P2: between steps, with no read in flight, warm one expert of the layer after next (two steps of compute
+ * ahead): the one decode steps needed most that no slot holds, if a slot is free or holds one needed less than
+ * half as often (warm_slot). Decode's history only: a prefill-sized step warms nothing. */
+static void warm(struct loom_expert_cache *c)
+{
+    if (!(c->read_ahead & ALLOW_P2) || !c->uring || c->force_pread || c->broken || c->scan ||
+        c->in_flight)
+        return;
+    uint32_t il = (c->il + 2) % c->n_layer, base = il * c->n_expert;
+    int32_t best = -1;
+    for (uint32_t e = 0; e < c->n_expert; e++) {
+        uint32_t need = c->needs[base + e];
+        if (c->where[base + e] < 0 && need && (best < 0 || need > c->needs[base + (uint32_t)best]))
+            best = (int32_t)e;
+    }
+    if (best >= 0)
+        issue(c, il, best, AHEAD_WARM);
 }
 
 /* ---- a step --------------------------------------------------------------------------------------- */
@@ -636,14 +754,17 @@ void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int
         }
         struct slot *s = &c->slots[si];
         c->st.hits++;
-        c->st.prefetch_hits += s->prefetched;
-        s->prefetched = 0, s->pinned = 1, s->wanted = 1;
+        c->st.prefetch_hits += s->ahead == AHEAD_PREDICTED;
+        c->st.warm_hits += s->ahead == AHEAD_WARM;
+        s->ahead = 0, s->pinned = 1, s->wanted = 1;
         if (s->state == SLOT_READY)
             c->ready[c->n_ready++] = ids[i];
         else /* a prediction's reads still in flight: handed out when they are in */
             c->wanted_loading++;
     }
-    while (c->next_queued < c->n_queued && issue(c, il, c->queued[c->next_queued], 1))
+    if (c->uring && !c->broken)
+        stale_predictions(c, il);
+    while (c->next_queued < c->n_queued && issue(c, il, c->queued[c->next_queued], STEP))
         c->next_queued++;
 }
 
@@ -652,7 +773,7 @@ void loom_expert_cache_prefetch(struct loom_expert_cache *c, uint32_t il, const 
     if (!loom_expert_cache_prefetching(c) || il >= c->n_layer)
         return;
     for (int i = 0; i < n; i++)
-        if (c->where[il * c->n_expert + (uint32_t)ids[i]] < 0 && !issue(c, il, ids[i], 0))
+        if (c->where[il * c->n_expert + (uint32_t)ids[i]] < 0 && !issue(c, il, ids[i], AHEAD_PREDICTED))
             break;
 }
 
@@ -675,7 +796,7 @@ int loom_expert_cache_next(struct loom_expert_cache *c, struct loom_expert_ready
         if (c->broken)
             return loom_errorf(err, LOOM_E_IO, "reading experts: the io_uring ring failed (%s); this model can read "
                                "no more experts", strerror(c->broken));
-        while (c->next_queued < c->n_queued && issue(c, c->il, c->queued[c->next_queued], 1))
+        while (c->next_queued < c->n_queued && issue(c, c->il, c->queued[c->next_queued], STEP))
             c->next_queued++;
         if (c->next_ready < c->n_ready) {
             fill(c, c->ready[c->next_ready++], r);
@@ -715,6 +836,7 @@ void loom_expert_cache_end(struct loom_expert_cache *c)
             if (!c->scan)
                 c->slots[i].last_use = ++c->clock;
         }
+    warm(c);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -789,9 +911,13 @@ void loom_expert_cache_inject_fault(struct loom_expert_cache *c, int n, int errn
 
 void loom_expert_cache_force_pread(struct loom_expert_cache *c, int on) { c->force_pread = on; }
 
-void loom_expert_cache_set_prefetch(struct loom_expert_cache *c, int on) { c->prefetch = on; }
+void loom_expert_cache_set_read_ahead(struct loom_expert_cache *c, enum loom_read_ahead r)
+{
+    c->read_ahead = r == LOOM_READ_AHEAD_NONE ? 0 : r == LOOM_READ_AHEAD_HISTORY ? ALLOW_P2
+                  : r == LOOM_READ_AHEAD_ALL ? ALLOW_P1 | ALLOW_P2 : ALLOW_P1;
+}
 
 int loom_expert_cache_prefetching(const struct loom_expert_cache *c)
 {
-    return c->prefetch && c->uring && !c->force_pread && !c->broken;
+    return (c->read_ahead & ALLOW_P1) && c->uring && !c->force_pread && !c->broken;
 }

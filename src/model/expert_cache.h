@@ -48,10 +48,11 @@ struct loom_expert_ready {
  * held and issues reads for the others as slots allow. scan: a prefill-sized step (its tokens route more pairs
  * than half the layer's experts), whose needs are not counted and whose reads are not promoted. */
 void loom_expert_cache_begin(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n, int scan);
-/* Within a step: read ahead experts ids[n] of layer il (a prediction for a coming layer's step: P1) into slots
+/* Within a step: read ahead experts ids[n] of layer il (a prediction for the next layer's step: P1) into slots
  * no step needs now, as far as free or evictable slots and the queue allow, behind the step's own reads. Their
- * reads may stay in flight after loom_expert_cache_end; a later step that needs one takes it (a hit), and one
- * evicted unused counts as wasted. Nothing with pread (it would block the step) or after set_prefetch(0). */
+ * reads may stay in flight after loom_expert_cache_end; the next step takes those it needs (hits) and makes the
+ * others stale (reads the kernel has not started are cancelled, experts in are evicted first; their bytes count
+ * as wasted). Nothing with pread (it would block the step) or when P1 is not allowed (set_read_ahead). */
 void loom_expert_cache_prefetch(struct loom_expert_cache *c, uint32_t il, const int32_t *ids, int n);
 
 /* The next expert of the step whose bytes are in (held ones first, then in order of arrival): 1 with *r
@@ -75,9 +76,10 @@ void loom_expert_cache_stats(struct loom_expert_cache *c, loom_expert_stats *out
  * read; n = 0 clears. Force pread instead of io_uring (nonzero). */
 void loom_expert_cache_inject_fault(struct loom_expert_cache *c, int n, int errno_value);
 void loom_expert_cache_force_pread(struct loom_expert_cache *c, int on);
-/* Read ahead on predictions (loom_expert_cache_prefetch): on (the default) or off. */
-void loom_expert_cache_set_prefetch(struct loom_expert_cache *c, int on);
-/* Whether loom_expert_cache_prefetch would read anything (read-ahead on, io_uring in use): when not, a
+/* Which reads ahead are allowed (io_uring only): predictions (loom_expert_cache_prefetch, P1), warming from
+ * history (P2, between steps when no read is in flight), both or none (loom_model_params.read_ahead). */
+void loom_expert_cache_set_read_ahead(struct loom_expert_cache *c, enum loom_read_ahead r);
+/* Whether loom_expert_cache_prefetch would read anything (predictions allowed, io_uring in use): when not, a
  * prediction need not be computed. */
 int loom_expert_cache_prefetching(const struct loom_expert_cache *c);
 

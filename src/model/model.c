@@ -271,6 +271,13 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         loom_errorf(err, LOOM_E_ARG, "model path: expected a file name, found NULL");
         return NULL;
     }
+    enum loom_read_ahead ahead = params ? params->read_ahead : LOOM_READ_AHEAD_DEFAULT;
+    if ((unsigned)ahead > LOOM_READ_AHEAD_ALL || (ahead && !params->mem_budget)) {
+        loom_errorf(err, LOOM_E_ARG, "read_ahead: expected %s, found %d", ahead && ahead <= LOOM_READ_AHEAD_ALL ?
+                    "a memory budget too (it chooses what the expert cache reads ahead)" : "a loom_read_ahead value",
+                    (int)ahead);
+        return NULL;
+    }
     struct loom_model *m = calloc(1, sizeof *m);
     if (!m) {
         loom_errorf(err, LOOM_E_NOMEM, "model: allocating %zu bytes failed", sizeof *m);
@@ -291,6 +298,8 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (!rc && budget)
         rc = loom_expert_cache_open(m, budget, m->x16_bytes, &m->experts, err);
+    if (!rc && budget)
+        loom_expert_cache_set_read_ahead(m->experts, ahead);
     if (rc) {
         loom_model_free(m);
         return NULL;

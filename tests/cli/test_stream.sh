@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_stream.sh BUILD — `loom run --mem-budget` on the cached tiny MoE model: the greedy text of the resident run
-# (also for the model split in 3 parts, when build/tools/split_model exists); --stats' figures and JSON line; a
+# (also for the model split in 3 parts, when build/tools/split_model exists); --stats' figures and JSON line, per token too; a
 # budget too small refused with its numbers, a malformed one named; and a run inside a cgroup v1 memory group
 # limited to the budget (created here and removed; skipped where this process cannot create one) that never
 # reaches the limit (memory.failcnt 0, memory.max_usage_in_bytes under it). Prints "N passed, N failed".
@@ -29,6 +29,18 @@ check "run --mem-budget prints the resident run's text" '[ "$(cat "$out")" = "$r
 check "--stats prints the budget's parts" 'grep -qE "^loom run: experts: budget 120 MiB = dense [0-9]+ \+ sessions" "$err"'
 check "--stats prints one JSON line with the reads" \
     'grep -E "^\{\"expert_stats\":" "$err" | python3 -c "import json,sys; s=json.load(sys.stdin)[\"expert_stats\"]; sys.exit(0 if s[\"misses\"] > 0 and s[\"bytes_read\"] > 0 and s[\"tokens\"] > 0 else 1)"'
+decoded=$(sed -nE 's/^loom run: .*\| decode ([0-9]+) tokens.*/\1/p' "$err")
+check "--stats gives the prompt and each decoded token, adding up to the run's figures" \
+    'grep -E "^\{\"expert_stats\":" "$err" | python3 -c "import json,sys; s=json.load(sys.stdin)[\"expert_stats\"]; t=[s[\"prompt\"]]+s[\"per_token\"]; sys.exit(0 if len(s[\"per_token\"]) == $decoded > 0 and sum(x[\"hits\"]+x[\"misses\"] for x in t) == s[\"hits\"]+s[\"misses\"] and sum(x[\"bytes_read\"] for x in t) == s[\"bytes_read\"] else 1)" && grep -q "^loom run: experts per decoded token ($decoded): exposed I/O wait p50" "$err"'
+
+for ahead in none history all; do
+    "$loom" run -m "$model" "${args[@]}" --mem-budget "$budget" --read-ahead $ahead >"$out" 2>"$err"; rc=$?
+    check "--read-ahead $ahead prints the resident run's text" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "$resident" ]'
+done
+"$loom" run -m "$model" "${args[@]}" --mem-budget "$budget" --read-ahead often >"$out" 2>"$err"; rc=$?
+check "a malformed --read-ahead is a usage error naming the value" '[ $rc -eq 2 ] && grep -q "read-ahead expects.*often" "$err"'
+"$loom" run -m "$model" "${args[@]}" --read-ahead all >"$out" 2>"$err"; rc=$?
+check "--read-ahead without a budget is refused" '[ $rc -eq 1 ] && grep -q "read_ahead: expected a memory budget" "$err"'
 
 "$loom" run -m "$model" "${args[@]}" --mem-budget 40M >"$out" 2>"$err"; rc=$?
 check "a budget below the dense part fails" '[ $rc -eq 1 ]'
