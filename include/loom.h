@@ -552,6 +552,38 @@ const char *loom_chat_template_name(const loom_chat_template *t);
 int loom_chat_template_apply(const loom_chat_template *t, const loom_chat_message *msgs, size_t n,
                              const loom_chat_params *p, int32_t **ids, int *n_ids, loom_error *err);
 
+/* ---- Text: tool calls -------------------------------------------------------------------------------------------
+ * The calls a model writes in its chat format's syntax, recognised in generated text that arrives in pieces of any
+ * size (a streamed answer, token by token). Qwen3.5 writes them as its template renders an assistant's tool_calls:
+ * "<tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>". */
+typedef struct loom_tool_parser loom_tool_parser;
+
+/* Where the parser's output goes, in the order of the text: content (plain text of the answer, in pieces of any
+ * size) and complete calls (the function's name; its arguments as compact JSON object text). Either may be NULL. */
+typedef struct loom_tool_sink {
+    void *ctx;
+    void (*content)(void *ctx, const char *text, size_t n);
+    void (*call)(void *ctx, const char *name, const char *arguments);
+} loom_tool_sink;
+
+/* A parser for calls, in template t's format, to the tools of tools_json (the JSON array given as
+ * loom_chat_params.tools: OpenAI's [{"type": "function", "function": {"name": ..., "parameters": SCHEMA}}]; NULL:
+ * none). A call counts when it is complete, well formed and names one of the tools; a parameter's value is typed
+ * by the tool's schema: for type "string" its text as is, for any other its text parsed as JSON when it is JSON,
+ * else the text. A value may hold newlines, quotes and tag-like text, "</parameter>" included: each place a value
+ * may end is tried in turn. Everything else, a malformed call or one to an unknown function included, is
+ * content, byte for byte, except the whitespace between content and a call (the template's). NULL with err:
+ * LOOM_E_ARG (t's format has no tool calls; tools_json not a JSON array), LOOM_E_NOMEM. */
+loom_tool_parser *loom_tool_parser_new(const loom_chat_template *t, const char *tools_json, loom_error *err);
+void loom_tool_parser_free(loom_tool_parser *p);
+/* Generated text[n] in; content and calls out through sink as soon as they are certain (text that may begin a
+ * call is held until the call completes or cannot). LOOM_OK or LOOM_E_NOMEM. */
+int loom_tool_parser_feed(loom_tool_parser *p, const char *text, size_t n, const loom_tool_sink *sink,
+                          loom_error *err);
+/* The end of the text: what is held comes out (an unfinished call as content). Returns the number of calls in the
+ * whole text, or LOOM_E_NOMEM. */
+int loom_tool_parser_end(loom_tool_parser *p, const loom_tool_sink *sink, loom_error *err);
+
 /* ---- GGUF files ---------------------------------------------------------------------------------------------
  * A read-only view of a GGUF file (v2 or v3; the format of ggml's docs/gguf.md as the reference's gguf.cpp reads
  * it): its header, its metadata keys with typed values, its tensor table and its warnings. Opening checks the

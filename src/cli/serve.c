@@ -22,7 +22,7 @@
 #include "loom.h"
 
 struct serve_opts {
-    const char *model, *host, *api_key;
+    const char *model, *host, *api_key, *template_file;
     int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s;
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget (--stats: at exit) */
     long long max_body;
@@ -45,12 +45,13 @@ struct server {
     double drain_deadline;
     unsigned long long n_requests;
     struct serve_buf take_content, take_reasoning; /* text taken from a request under its lock */
+    struct serve_buf parsed; /* content the tool-call parser passed on, not yet sent or kept */
 };
 
 static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
-    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
+    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S]\n"
+    "                  [--chat-template-file FILE] [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
 
 static void serve_usage(FILE *f)
 {
@@ -66,6 +67,8 @@ static void serve_usage(FILE *f)
                "  --queue N          requests that may wait for a slot (default 64; more: 503)\n"
                "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
+               "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
+               "                     (one loom renders: the official Qwen3.5 template; others are refused)\n"
                LOOM_CLI_MODEL_USAGE
                "Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
                "POST /tokenize, POST /detokenize.\n",
@@ -75,12 +78,23 @@ static void serve_usage(FILE *f)
 static int serve_set_option(void *opts, const char *opt, const char *val)
 {
     struct serve_opts *o = opts;
-    if ((!strcmp(opt, "--host") || !strcmp(opt, "--api-key")) && !*val) {
-        fprintf(stderr, "loom serve: %s expects a non-empty value\n", opt);
-        return -1;
-    }
-    if (!strcmp(opt, "-m") || !strcmp(opt, "--host") || !strcmp(opt, "--api-key")) {
-        *(opt[1] == 'm' ? &o->model : opt[2] == 'h' ? &o->host : &o->api_key) = val;
+    static const struct {
+        const char *name;
+        size_t off;
+    } strs[] = {
+        {"-m", offsetof(struct serve_opts, model)},
+        {"--host", offsetof(struct serve_opts, host)},
+        {"--api-key", offsetof(struct serve_opts, api_key)},
+        {"--chat-template-file", offsetof(struct serve_opts, template_file)},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        if (strcmp(opt, strs[i].name))
+            continue;
+        if (!*val && i > 0) {
+            fprintf(stderr, "loom serve: %s expects a non-empty value\n", opt);
+            return -1;
+        }
+        *(const char **)((char *)o + strs[i].off) = val;
         return 0;
     }
     static const struct {
@@ -195,6 +209,77 @@ static void req_unlink_free(struct server *s, struct serve_req *r)
     free(r);
 }
 
+/* Text for the client: one chunk event (streaming) or kept for the reply. */
+static void req_emit(struct server *s, struct serve_req *r, const char *c, size_t n_c, const char *rs, size_t n_rs)
+{
+    if (r->client_gone || (!n_c && !n_rs))
+        return;
+    if (!r->stream) {
+        if (serve_buf_put(&r->all_content, c ? c : "", n_c) != LOOM_OK ||
+            serve_buf_put(&r->all_reasoning, rs ? rs : "", n_rs) != LOOM_OK)
+            atomic_store(&r->cancelled, 1); /* out of memory: stop it; the reply says so below */
+        return;
+    }
+    char *body = serve_chunk_json(r, s->model_id, c, n_c, rs, n_rs, 0);
+    send_event(r->http, body);
+    free(body);
+}
+
+/* The tool-call parser's output for one delivery: content gathers in s->parsed; a call first sends what came
+ * before it (the reasoning of the delivery, then that content), then itself. */
+struct parsed_to {
+    struct server *s;
+    struct serve_req *r;
+    const char *rs; /* the delivery's reasoning, until sent */
+    size_t n_rs;
+};
+
+static void parsed_flush(struct parsed_to *d)
+{
+    req_emit(d->s, d->r, d->s->parsed.p, d->s->parsed.len, d->rs, d->n_rs);
+    d->s->parsed.len = 0, d->n_rs = 0;
+}
+
+static void on_parsed_content(void *ctx, const char *text, size_t n)
+{
+    struct parsed_to *d = ctx;
+    if (serve_buf_put(&d->s->parsed, text, n) != LOOM_OK)
+        atomic_store(&d->r->cancelled, 1);
+}
+
+static void on_parsed_call(void *ctx, const char *name, const char *arguments)
+{
+    struct parsed_to *d = ctx;
+    parsed_flush(d);
+    int dropped;
+    char *chunk = serve_tool_call(d->r, d->s->model_id, name, arguments, &dropped);
+    if (!chunk && !dropped)
+        atomic_store(&d->r->cancelled, 1); /* out of memory */
+    else if (chunk && d->r->stream && !d->r->client_gone)
+        send_event(d->r->http, chunk);
+    free(chunk);
+}
+
+/* Text the engine produced (content through the tool-call parser when the request offers tools), or with
+ * at_end NULL texts, the end of the answer: what the parser held. */
+static void req_deliver(struct server *s, struct serve_req *r, const struct serve_buf *c, const struct serve_buf *rs,
+                        int at_end)
+{
+    if (!r->tools) {
+        req_emit(s, r, c->p, c->len, rs->p, rs->len);
+        return;
+    }
+    struct parsed_to d = {s, r, rs->p, rs->len};
+    loom_tool_sink sink = {&d, on_parsed_content, on_parsed_call};
+    loom_error err = {0};
+    s->parsed.len = 0;
+    int rc = at_end ? loom_tool_parser_end(r->tools, &sink, &err)
+                    : loom_tool_parser_feed(r->tools, c->p ? c->p : "", c->len, &sink, &err);
+    if (rc < 0)
+        atomic_store(&r->cancelled, 1); /* out of memory */
+    parsed_flush(&d);
+}
+
 /* The end of a stream: the last chunk (finish_reason, usage), OpenAI's usage chunk when asked, [DONE]. */
 static void stream_end(struct server *s, struct serve_req *r)
 {
@@ -240,6 +325,10 @@ static void req_finish(struct server *s, struct serve_req *r)
         else
             evhttp_send_reply(h, 503, status_reason(503), NULL);
     } else {
+        if (r->finish == SERVE_FINISH_STOP || r->finish == SERVE_FINISH_LENGTH) { /* the parser's held text */
+            struct serve_buf none = {0};
+            req_deliver(s, r, &none, &none, 1);
+        }
         evhttp_connection_set_closecb(evhttp_request_get_connection(h), NULL, NULL);
         s->n_sending++; /* until the reply is written out: the drain waits for it */
         evhttp_request_set_on_complete_cb(h, on_reply_sent, s);
@@ -262,22 +351,6 @@ static void req_finish(struct server *s, struct serve_req *r)
     req_unlink_free(s, r);
 }
 
-/* Text the engine produced: one chunk event (streaming) or kept for the reply. */
-static void req_deliver(struct server *s, struct serve_req *r, const struct serve_buf *c, const struct serve_buf *rs)
-{
-    if (r->client_gone || (!c->len && !rs->len))
-        return;
-    if (!r->stream) {
-        if (serve_buf_put(&r->all_content, c->p, c->len) != LOOM_OK ||
-            serve_buf_put(&r->all_reasoning, rs->p ? rs->p : "", rs->len) != LOOM_OK)
-            atomic_store(&r->cancelled, 1); /* out of memory: stop it; the reply says so below */
-        return;
-    }
-    char *body = serve_chunk_json(r, s->model_id, c->p, c->len, rs->p, rs->len, 0);
-    send_event(r->http, body);
-    free(body);
-}
-
 /* The engine woke r (more text, or its end). */
 static void on_notify(evutil_socket_t fd, short what, void *arg)
 {
@@ -292,7 +365,7 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
     int released = r->released;
     pthread_mutex_unlock(&r->mu);
     if (ok)
-        req_deliver(s, r, &s->take_content, &s->take_reasoning);
+        req_deliver(s, r, &s->take_content, &s->take_reasoning, 0);
     else
         atomic_store(&r->cancelled, 1);
     if (released)
@@ -615,6 +688,7 @@ static void serve_teardown(struct server *s)
         event_base_free(s->base);
     serve_buf_free(&s->take_content);
     serve_buf_free(&s->take_reasoning);
+    serve_buf_free(&s->parsed);
 }
 
 static void serve_model_id(struct server *s, const char *path)
@@ -624,6 +698,39 @@ static void serve_model_id(struct server *s, const char *path)
     for (char *p = s->model_id; *p; p++)
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || (unsigned char)*p >= 0x80)
             *p = '_'; /* written into JSON as is */
+}
+
+/* The chat template: --chat-template-file's, else the model file's own, else (with a warning) the built-in
+ * Qwen3.5 format. NULL when the file given cannot be read or is not one loom renders (message printed). */
+static loom_chat_template *serve_template(const loom_tokenizer *tok, const char *file)
+{
+    loom_error err = {0};
+    if (!file) {
+        loom_chat_template *t = loom_chat_template_new(tok, NULL, &err); /* the file's own template */
+        if (t)
+            return t;
+        fprintf(stderr, "loom serve: warning: %s; rendering chats in the built-in Qwen3.5 format\n", err.msg);
+        return loom_chat_template_new(tok, "qwen35", &err);
+    }
+    enum { MAX_TEMPLATE = 1 << 20 };
+    FILE *f = fopen(file, "rb");
+    char *text = f ? malloc(MAX_TEMPLATE + 1) : NULL;
+    size_t n = text ? fread(text, 1, MAX_TEMPLATE + 1, f) : 0;
+    int bad = !f ? errno : !text ? ENOMEM : ferror(f) ? EIO : 0;
+    if (f)
+        fclose(f);
+    loom_chat_template *t = NULL;
+    if (bad)
+        fprintf(stderr, "loom serve: --chat-template-file %s: %s\n", file, strerror(bad));
+    else if (n > MAX_TEMPLATE)
+        fprintf(stderr, "loom serve: --chat-template-file %s: expected at most %d bytes, found more\n", file,
+                MAX_TEMPLATE);
+    else if (text[n] = '\0', memchr(text, '\0', n))
+        fprintf(stderr, "loom serve: --chat-template-file %s: expected text, found a NUL byte\n", file);
+    else if (!(t = loom_chat_template_new(tok, text, &err)))
+        fprintf(stderr, "loom serve: --chat-template-file %s: %s\n", file, err.msg);
+    free(text);
+    return t;
 }
 
 static int serve_run(struct server *s, const loom_model *m, const char *path)
@@ -640,12 +747,14 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
     s->started = (long long)time(NULL);
     s->ctx.m = m;
     s->ctx.tok = loom_model_tokenizer(m);
-    loom_chat_template *tmpl = loom_chat_template_new(s->ctx.tok, NULL, &err); /* the file's own template */
-    if (!tmpl) {
-        fprintf(stderr, "loom serve: warning: %s; rendering chats in the built-in Qwen3.5 format\n", err.msg);
-        tmpl = loom_chat_template_new(s->ctx.tok, "qwen35", &err);
-    }
+    loom_chat_template *tmpl = serve_template(s->ctx.tok, o->template_file);
+    if (!tmpl)
+        return 1;
     s->ctx.tmpl = tmpl;
+    const char *forced = getenv("LOOM_SERVE_FORCED_OUTPUT");
+    s->ctx.allow_forced = forced && !strcmp(forced, "1");
+    if (s->ctx.allow_forced)
+        fprintf(stderr, "loom serve: LOOM_SERVE_FORCED_OUTPUT=1: requests may dictate the answer (tests only)\n");
     struct serve_engine_opts eo = {.n_slots = o->n_parallel, .n_ctx = o->n_ctx, .n_threads = o->n_threads,
                                    .queue_max = o->queue_max, .prefill_chunk = o->prefill_chunk};
     int status = 1;

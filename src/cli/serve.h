@@ -46,6 +46,8 @@ struct serve_req {
     int n_prompt;
     int max_tokens;  /* 0 = until the end of the slot's context */
     int think_open;  /* the prompt ends inside <think>: text before </think> is reasoning */
+    int32_t *forced; /* tests only (LOOM_SERVE_FORCED_OUTPUT): the tokens to generate instead of sampling */
+    int n_forced;
     loom_sampler *smp; /* owned; used by the engine only after submission */
     loom_stop *stop;   /* owned; likewise */
     serve_wake_fn wake;
@@ -66,6 +68,9 @@ struct serve_req {
     void *srv;
     struct serve_req *prev, *next;
     struct serve_buf all_content, all_reasoning; /* non-streaming: the whole answer */
+    loom_tool_parser *tools; /* with tools (tool_choice not "none"): content goes through it */
+    void *calls;             /* the tool calls recognised, a JSON array (json_t *, serve_json.c) */
+    int parallel_tool_calls; /* 0: calls after the first are dropped */
     int include_usage, return_prompt_tokens, header_sent;
     int client_gone; /* the connection closed: libevent keeps http detached until we end it */
     char id[48];
@@ -79,7 +84,8 @@ struct serve_ctx {
     const loom_model *m;
     const loom_tokenizer *tok;
     const loom_chat_template *tmpl;
-    int n_ctx; /* positions of a slot */
+    int n_ctx;          /* positions of a slot */
+    int allow_forced;   /* tests only: requests may give "forced_output" (LOOM_SERVE_FORCED_OUTPUT=1) */
 };
 
 /* An HTTP error to send: status, OpenAI error type, the field it concerns (or NULL), a code and a message. */
@@ -109,9 +115,14 @@ void *serve_fail(struct serve_err *e, int status, const char *param, const char 
 /* Response shapes. model is the served model's id. */
 char *serve_chunk_json(const struct serve_req *r, const char *model, const char *content, size_t n_content,
                        const char *reasoning, size_t n_reasoning, int first);
+/* Record a tool call (name, arguments JSON text) in r->calls; with streaming, the delta chunk that carries it
+ * (fresh, caller frees), else an empty string's copy; NULL when out of memory or dropped (parallel_tool_calls
+ * false and a call already made: *dropped set). */
+char *serve_tool_call(struct serve_req *r, const char *model, const char *name, const char *arguments, int *dropped);
 char *serve_final_chunk_json(const struct serve_req *r, const char *model);
 char *serve_response_json(const struct serve_req *r, const char *model);
-const char *serve_finish_name(enum serve_finish f);
+/* finish_reason: "tool_calls" when the answer made calls and ended on its own, else "stop" or "length". */
+const char *serve_finish_name(const struct serve_req *r);
 /* Nonzero when s[n] is valid UTF-8. */
 int serve_utf8_valid(const char *s, size_t n);
 

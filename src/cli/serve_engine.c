@@ -180,7 +180,11 @@ static void slot_finish(struct serve_engine *e, struct slot *sl, enum serve_fini
 static void slot_sample(struct serve_engine *e, struct slot *sl, const float *logits)
 {
     struct serve_req *r = sl->r;
-    int32_t id = loom_sampler_sample(r->smp, logits);
+    if (r->forced && sl->n_gen == r->n_forced) { /* a forced answer (tests) ends as if the model ended it */
+        slot_finish(e, sl, SERVE_FINISH_STOP, NULL);
+        return;
+    }
+    int32_t id = r->forced ? r->forced[sl->n_gen] : loom_sampler_sample(r->smp, logits);
     if (id < 0) {
         slot_finish(e, sl, SERVE_FINISH_ERROR, "sampler: no sampleable token in the logits row");
         return;

@@ -186,13 +186,14 @@ static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_er
                               "response_format: only {\"type\": \"text\"} is implemented (no JSON mode or schema "
                               "yet)"), -1;
     }
-    if ((v = json_object_get(o, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-        return serve_fail(e, 400, "tools", "unsupported_parameter", "tools: tool calls are not implemented yet"), -1;
     v = json_object_get(o, "tool_choice");
     if (v && !json_is_null(v) && !(json_is_string(v) && (!strcmp(json_string_value(v), "none") ||
                                                         !strcmp(json_string_value(v), "auto"))))
-        return serve_fail(e, 400, "tool_choice", "unsupported_parameter",
-                          "tool_choice: tool calls are not implemented yet"), -1;
+        return serve_fail(e, 400, "tool_choice", "unsupported_value",
+                          "tool_choice: expected \"auto\" or \"none\" (forcing a call, \"required\" or a named "
+                          "function, is not implemented), found %s%.40s%s", json_is_string(v) ? "\"" : "",
+                          json_is_string(v) ? json_string_value(v) : jfound(v, buf, sizeof buf),
+                          json_is_string(v) ? "\"" : ""), -1;
     if ((v = json_object_get(o, "functions")) && !json_is_null(v))
         return serve_fail(e, 400, "functions", "unsupported_parameter", "functions: not implemented"), -1;
     if (kind == SERVE_COMPLETION) {
@@ -449,7 +450,40 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
     return message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e);
 }
 
-/* messages and chat_template_kwargs: render with provenance and tokenize into r->prompt. */
+/* tools (OpenAI's [{"type": "function", "function": {"name": STRING, ...}}]), tool_choice and
+ * parallel_tool_calls: *json the tools' text for the template (fresh, caller frees; NULL: none, or tool_choice
+ * "none"), and r->tools the parser of the answer's calls. */
+static int parse_tools(const struct serve_ctx *c, json_t *o, struct serve_req *r, char **json, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "tools"), *t, *choice = json_object_get(o, "tool_choice");
+    char buf[40];
+    size_t i;
+    *json = NULL;
+    r->parallel_tool_calls = 1;
+    if (get_bool(o, "parallel_tool_calls", "parallel_tool_calls", &r->parallel_tool_calls, e) != 0)
+        return -1;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return serve_fail(e, 400, "tools", "invalid_type", "tools: expected an array of tools, found %s",
+                          jfound(v, buf, sizeof buf)), -1;
+    json_array_foreach(v, i, t) {
+        json_t *type = json_object_get(t, "type"), *name = json_object_get(json_object_get(t, "function"), "name");
+        if (!json_is_object(t) || (type && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) ||
+            !json_is_string(name) || !json_string_length(name))
+            return serve_fail(e, 400, "tools", "invalid_value", "tools[%zu]: expected {\"type\": \"function\", "
+                              "\"function\": {\"name\": STRING, \"parameters\": SCHEMA}}", i), -1;
+    }
+    if (json_array_size(v) == 0 || (json_is_string(choice) && !strcmp(json_string_value(choice), "none")))
+        return 0; /* no tools offered: the model is not told of any, and its answer is all content */
+    loom_error err = {0};
+    if (!(*json = json_dumps(v, JSON_COMPACT)) || !(r->tools = loom_tool_parser_new(c->tmpl, *json, &err)))
+        return serve_fail(e, *json && err.code != LOOM_E_NOMEM ? 400 : 500, "tools", "invalid_value", "tools: %s",
+                          *json ? err.msg : "out of memory"), -1;
+    return 0;
+}
+
+/* messages, tools and chat_template_kwargs: render with provenance and tokenize into r->prompt. */
 static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
     json_t *msgs = json_object_get(o, "messages"), *kw;
@@ -464,9 +498,13 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     if (!c->tmpl)
         return serve_fail(e, 400, "messages", "unsupported_model",
                           "messages: this model's chat template is not one loom renders (use /v1/completions)"), -1;
+    char *tools = NULL;
     if (get_object(o, "chat_template_kwargs", &kw, e) != 0 ||
-        (kw && get_bool(kw, "enable_thinking", "chat_template_kwargs.enable_thinking", &think, e) != 0))
+        (kw && get_bool(kw, "enable_thinking", "chat_template_kwargs.enable_thinking", &think, e) != 0) ||
+        parse_tools(c, o, r, &tools, e) != 0) {
+        free(tools);
         return -1;
+    }
     size_t n = json_array_size(msgs), n_owned = 0;
     loom_chat_message *m = calloc(n, sizeof *m);
     char **owned = NULL;
@@ -474,7 +512,7 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = parse_message(json_array_get(msgs, i), i, &m[i], &owned, &n_owned, e);
     if (rc == 0) {
-        loom_chat_params p = {.add_generation_prompt = 1,
+        loom_chat_params p = {.add_generation_prompt = 1, .tools = tools,
                               .think = think < 0 ? LOOM_CHAT_THINK_UNSET : think ? LOOM_CHAT_THINK_ON
                                                                                   : LOOM_CHAT_THINK_OFF};
         loom_error err = {0};
@@ -487,6 +525,7 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
         free(owned[i]);
     free(owned);
     free(m);
+    free(tools);
     return rc;
 }
 
@@ -518,9 +557,36 @@ static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_r
     return 0;
 }
 
+/* forced_output (tests only, with LOOM_SERVE_FORCED_OUTPUT=1): the text to generate, tokenized as the model
+ * would write it (special-token spellings as their ids), instead of sampling. */
+static int parse_forced(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "forced_output");
+    char buf[40];
+    if (!v || json_is_null(v))
+        return 0;
+    if (!c->allow_forced)
+        return serve_fail(e, 400, "forced_output", "unsupported_parameter", "forced_output: a test-only field, taken "
+                          "only when the server runs with LOOM_SERVE_FORCED_OUTPUT=1"), -1;
+    if (!json_is_string(v))
+        return serve_fail(e, 400, "forced_output", "invalid_type", "forced_output: expected a string, found %s",
+                          jfound(v, buf, sizeof buf)), -1;
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    int n = loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_ALL, NULL, 0, NULL);
+    r->forced = n >= 0 ? malloc(((size_t)n + 1) * sizeof *r->forced) : NULL;
+    if (!r->forced || loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_ALL, r->forced, n, NULL) != n)
+        return serve_fail(e, 500, NULL, NULL, "forced_output: could not tokenize"), -1;
+    r->n_forced = n;
+    return 0;
+}
+
 void serve_req_free_fields(struct serve_req *r)
 {
     free(r->prompt);
+    free(r->forced);
+    loom_tool_parser_free(r->tools);
+    json_decref(r->calls);
     loom_sampler_free(r->smp);
     loom_stop_free(r->stop);
     serve_buf_free(&r->content);
@@ -563,6 +629,8 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
         rc = parse_sampling(c, o, r, e);
     if (rc == 0)
         rc = kind == SERVE_CHAT ? parse_chat(c, o, r, e) : parse_completion(c, o, r, e);
+    if (rc == 0)
+        rc = parse_forced(c, o, r, e);
     if (rc == 0 && r->n_prompt > c->n_ctx)
         rc = (serve_fail(e, 400, kind == SERVE_CHAT ? "messages" : "prompt", "context_length_exceeded",
                          "the prompt has %d tokens, a slot's context holds %d (loom serve -c)", r->n_prompt, c->n_ctx),
@@ -684,9 +752,9 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
 
 /* ---- response shapes ---- */
 
-const char *serve_finish_name(enum serve_finish f)
+const char *serve_finish_name(const struct serve_req *r)
 {
-    return f == SERVE_FINISH_LENGTH ? "length" : "stop";
+    return r->finish == SERVE_FINISH_LENGTH ? "length" : json_array_size(r->calls) ? "tool_calls" : "stop";
 }
 
 static json_t *usage_json(const struct serve_req *r)
@@ -699,6 +767,33 @@ static json_t *head_json(const struct serve_req *r, const char *model, const cha
 {
     return json_pack("{s:s,s:s,s:I,s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created, "model",
                      model);
+}
+
+char *serve_tool_call(struct serve_req *r, const char *model, const char *name, const char *arguments, int *dropped)
+{
+    size_t k = json_array_size(r->calls);
+    *dropped = k > 0 && !r->parallel_tool_calls;
+    if (*dropped || (!r->calls && !(r->calls = json_array())))
+        return NULL;
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%zu", r->id, k);
+    json_t *call = json_pack("{s:s,s:s,s:{s:o,s:o}}", "id", id, "type", "function", "function", "name",
+                             jtext(name, strlen(name)), "arguments", jtext(arguments, strlen(arguments)));
+    if (!call || json_array_append(r->calls, call)) {
+        json_decref(call);
+        return NULL;
+    }
+    json_t *delta = r->stream ? json_copy(call) : NULL; /* the stream's delta also has the call's index */
+    json_decref(call);
+    if (!r->stream)
+        return strdup("");
+    json_object_set_new(delta, "index", json_integer((json_int_t)k));
+    json_t *o = head_json(r, model, "chat.completion.chunk");
+    json_object_set_new(o, "choices", json_pack("[{s:i,s:{s:[o]},s:n}]", "index", 0, "delta", "tool_calls", delta,
+                                                "finish_reason"));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
 }
 
 char *serve_chunk_json(const struct serve_req *r, const char *model, const char *content, size_t n_content,
@@ -728,10 +823,9 @@ char *serve_final_chunk_json(const struct serve_req *r, const char *model)
 {
     int chat = r->kind == SERVE_CHAT;
     json_t *o = head_json(r, model, chat ? "chat.completion.chunk" : "text_completion");
-    json_t *choice = chat ? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason",
-                                      serve_finish_name(r->finish))
+    json_t *choice = chat ? json_pack("{s:i,s:{},s:s}", "index", 0, "delta", "finish_reason", serve_finish_name(r))
                           : json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", "", "logprobs", "finish_reason",
-                                      serve_finish_name(r->finish));
+                                      serve_finish_name(r));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(r));
     char *s = json_dumps(o, JSON_COMPACT);
@@ -745,13 +839,17 @@ char *serve_response_json(const struct serve_req *r, const char *model)
     json_t *o = head_json(r, model, chat ? "chat.completion" : "text_completion"), *choice;
     const struct serve_buf *c = &r->all_content, *rs = &r->all_reasoning;
     if (chat) {
-        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jtext(c->p ? c->p : "", c->len));
+        int calls = json_array_size(r->calls) > 0; /* with calls and no text, content is null (OpenAI's shape) */
+        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                                calls && !c->len ? json_null() : jtext(c->p ? c->p : "", c->len));
         if (rs->len)
             json_object_set_new(msg, "reasoning_content", jtext(rs->p, rs->len));
-        choice = json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", serve_finish_name(r->finish));
+        if (calls)
+            json_object_set(msg, "tool_calls", r->calls);
+        choice = json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", serve_finish_name(r));
     } else
         choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", jtext(c->p ? c->p : "", c->len), "logprobs",
-                           "finish_reason", serve_finish_name(r->finish));
+                           "finish_reason", serve_finish_name(r));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(r));
     if (r->return_prompt_tokens) {

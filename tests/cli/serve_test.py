@@ -7,7 +7,9 @@
 # serving; a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
 # requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
-# exiting 0, and one that outlasts --drain-timeout being stopped. Prints "N passed, N failed".
+# exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
+# LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
+# content; --chat-template-file. Prints "N passed, N failed".
 import atexit
 import http.client
 import json
@@ -35,9 +37,9 @@ def check(what, cond, detail=""):
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.proc = subprocess.Popen([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
         self.log = []
         deadline = time.time() + 60
         self.port = None
@@ -252,8 +254,13 @@ bad = [
     ("top_k fractional", "/v1/chat/completions", chat_body("hi", top_k=1.5), 400, "top_k", None),
     ("n 2", "/v1/chat/completions", chat_body("hi", n=2), 400, "n", None),
     ("logprobs", "/v1/chat/completions", chat_body("hi", logprobs=True), 400, "logprobs", None),
-    ("tools", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {"name": "f"}}]), 400,
-     "tools", None),
+    ("tool_choice required", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {
+        "name": "f"}}], tool_choice="required"), 400, "tool_choice", None),
+    ("a tool without a name", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {}}]),
+     400, "tools", None),
+    ("tools not an array", "/v1/chat/completions", chat_body("hi", tools={"name": "f"}), 400, "tools", None),
+    ("forced_output without LOOM_SERVE_FORCED_OUTPUT", "/v1/chat/completions", chat_body("hi", forced_output="x"),
+     400, "forced_output", None),
     ("response_format with a schema", "/v1/chat/completions",
      chat_body("hi", response_format={"type": "json_schema", "json_schema": {}}), 400, "response_format", None),
     ("no messages", "/v1/chat/completions", {"temperature": 0}, 400, "messages", None),
@@ -446,6 +453,80 @@ st, events = result.get("r", (None, []))
 check("drain timeout: exit status 0, promptly", rc == 0 and time.time() - t0 < 15, f"{rc} {''.join(c.log[-4:])}")
 check("drain timeout: the stream ends with an error event, then [DONE]", st == 200 and len(events) >= 2 and
       events[-1] == "[DONE]" and isinstance(events[-2], dict) and "error" in events[-2], f"{st} {events[-2:]}")
+
+# ---- server E: tool calls, the answer forced (LOOM_SERVE_FORCED_OUTPUT=1: random weights never write a call) ----
+e = Server("--parallel", "2", "-c", "1024", env={"LOOM_SERVE_FORCED_OUTPUT": "1"})
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                         "required": ["city"]}}}]
+CALL = ("I'll check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar</parameter>is \"x\"\n"
+        "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+WANT_ARGS = {"city": "Par</parameter>is \"x\"", "days": 3}
+
+
+def tool_body(forced, **kw):
+    return dict(chat_body("What is the weather in Paris?", tools=TOOLS, forced_output=forced, max_tokens=200), **kw)
+
+
+st, body = e.request("POST", "/v1/chat/completions", tool_body(CALL))
+ch = body["choices"][0] if st == 200 else {}
+calls = ch.get("message", {}).get("tool_calls") or []
+check("a tool call: content before it, finish_reason tool_calls", st == 200 and ch["finish_reason"] == "tool_calls" and
+      ch["message"]["content"] == "I'll check.", str(body))
+check("a tool call: name and arguments typed by the schema (a value holding </parameter> and quotes)",
+      len(calls) == 1 and calls[0]["type"] == "function" and calls[0]["function"]["name"] == "get_weather" and
+      json.loads(calls[0]["function"]["arguments"]) == WANT_ARGS and calls[0]["id"].startswith("call_"), str(calls))
+st, events = e.stream("/v1/chat/completions", tool_body(CALL))
+deltas = [e_["choices"][0]["delta"] for e_ in events if isinstance(e_, dict) and e_.get("choices")]
+scalls = [c for d in deltas for c in d.get("tool_calls", [])]
+check("a streamed tool call: the same content, the call as one delta with index 0, finish_reason tool_calls",
+      stream_text(events) == "I'll check." and len(scalls) == 1 and scalls[0]["index"] == 0 and
+      json.loads(scalls[0]["function"]["arguments"]) == WANT_ARGS and
+      last_choice(events).get("finish_reason") == "tool_calls", str(deltas))
+check("a streamed tool call: content came token by token before the call",
+      sum(1 for d in deltas if d.get("content")) >= 2, str(deltas))
+# the call and its result sent back: rendered by the template, answered
+history = [{"role": "user", "content": "What is the weather in Paris?"},
+           {"role": "assistant", "content": "I'll check.", "tool_calls": calls},
+           {"role": "tool", "content": "{\"temp\": 21}"}]
+st, body = e.request("POST", "/v1/chat/completions", dict(chat_body("x", tools=TOOLS), messages=history,
+                                                         return_prompt_tokens=True))
+check("a tool result sent back is rendered and answered", st == 200 and body["choices"][0]["finish_reason"] in
+      ("length", "stop") and len(body.get("prompt_token_ids", [])) > 0, str(body)[:300])
+for what, forced, kw in [("a call to an unknown function", "<tool_call>\n<function=nope>\n</function>\n</tool_call>", {}),
+                         ("an unfinished call", CALL[:-12], {}),
+                         ("a call without tools offered", CALL, {"tools": None}),
+                         ("a call with tool_choice none", CALL, {"tool_choice": "none"})]:
+    b = tool_body(forced, **kw)
+    if b.get("tools") is None:
+        del b["tools"]
+    st, body = e.request("POST", "/v1/chat/completions", b)
+    m = body["choices"][0]["message"] if st == 200 else {}
+    check(what + ": the text comes back as content, byte for byte", st == 200 and m.get("content") == forced and
+          not m.get("tool_calls") and body["choices"][0]["finish_reason"] == "stop", str(body)[:400])
+two = CALL + "\n" + CALL[len("I'll check.\n\n"):]
+st, body = e.request("POST", "/v1/chat/completions", tool_body(two))
+check("two calls", st == 200 and len(body["choices"][0]["message"]["tool_calls"]) == 2, str(body)[:400])
+st, body = e.request("POST", "/v1/chat/completions", tool_body(two, parallel_tool_calls=False))
+check("parallel_tool_calls false: the first call only", st == 200 and
+      len(body["choices"][0]["message"]["tool_calls"]) == 1, str(body)[:400])
+check("server E: still serving", e.healthy())
+e.stop()
+
+# ---- --chat-template-file: the official template is taken, another one refused naming the file -----------------
+tdir = os.path.join(os.environ.get("LOOM_CACHE", os.path.expanduser("~/.cache/loom")), "ref/src/models/templates")
+official, other = os.path.join(tdir, "Qwen3.5-4B.jinja"), os.path.join(tdir, "Apertus-8B-Instruct.jinja")
+if os.path.exists(official) and os.path.exists(other):
+    f = Server("--chat-template-file", official)
+    st, body = f.request("POST", "/v1/chat/completions", chat_body("hi"), key=None)
+    check("--chat-template-file with the official template serves chats", st == 200, str(body)[:200])
+    f.stop()
+    bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--chat-template-file", other],
+                         capture_output=True, text=True, timeout=120)
+    check("--chat-template-file with another template: exit 1 naming the file", bad.returncode == 1 and
+          "--chat-template-file " + other in bad.stderr and "cannot render" in bad.stderr, bad.stderr[-300:])
+else:
+    print("the reference's templates are not present: --chat-template-file not tested")
 
 # ---- a host that does not resolve: exit 1 naming it (not libevent's bare warning) ---------------------------------
 bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--host", "no.such.host.invalid"],
