@@ -475,6 +475,15 @@ void loom_sampler_reset(loom_sampler *s);
 /* Restart the generator from seed (as loom_sampler_new seeds it: splitmix64 of the seed fills the state). */
 void loom_sampler_seed(loom_sampler *s, uint64_t seed);
 
+/* Log-probabilities of the model's distribution over the sampleable rows of logits[n_rows] (log-softmax at
+ * temperature 1, before biases, penalties and truncation: what OpenAI's logprobs report): returns that of
+ * token id (-INFINITY when id is not sampleable or out of range), and writes the k most likely sampleable
+ * tokens, most likely first (ties: the lower id), to top_ids[k] and top_lp[k] (k <= LOOM_TOP_LOGPROBS_MAX; fewer
+ * rows than k: the rest get id -1). Sums in row order (double), so results do not depend on threads. */
+#define LOOM_TOP_LOGPROBS_MAX 20
+float loom_logprobs(const float *logits, int n_rows, const uint8_t *sampleable, int32_t id, int k,
+                    int32_t *top_ids, float *top_lp);
+
 /* ---- Text: stop strings ------------------------------------------------------------------------------------
  * Stop strings that may span tokens: a matcher fed each token's text holds back the bytes that could still
  * become a stop string, releases held text exactly once when it cannot, and reports the stop. (The

@@ -366,8 +366,33 @@ static void test_clone_and_seed(void)
           "a negative top_k is refused naming it: %s", err.msg);
 }
 
+/* loom_logprobs: the log-softmax over sampleable rows, against a direct computation; the top k most likely first,
+ * ties to the lower id, rows not sampleable (and -inf) never listed, fewer rows than k padded with -1. */
+static void test_logprobs(void)
+{
+    const float logits[8] = {1.0f, 3.0f, -INFINITY, 3.0f, 0.5f, 9.0f, -2.0f, 2.0f};
+    const uint8_t ok[8] = {1, 1, 1, 1, 1, 0, 1, 1}; /* row 5, the largest logit, is not sampleable */
+    double z = 0;
+    for (int i = 0; i < 8; i++)
+        z += ok[i] && isfinite(logits[i]) ? exp((double)logits[i]) : 0;
+    int32_t ids[4];
+    float lp[4];
+    float got = loom_logprobs(logits, 8, ok, 7, 4, ids, lp);
+    CHECK(fabs(got - (2.0 - log(z))) < 1e-6, "log-probability of row 7: %g, expected %g", got, 2.0 - log(z));
+    CHECK(ids[0] == 1 && ids[1] == 3 && ids[2] == 7 && ids[3] == 0, "top 4: %d %d %d %d", ids[0], ids[1], ids[2],
+          ids[3]);
+    CHECK(fabs(lp[0] - (3.0 - log(z))) < 1e-6 && lp[0] == lp[1] && lp[3] < lp[2], "top log-probabilities");
+    CHECK(loom_logprobs(logits, 8, ok, 5, 0, ids, lp) == -INFINITY && loom_logprobs(logits, 8, ok, 2, 0, ids, lp) ==
+          -INFINITY && loom_logprobs(logits, 8, ok, 8, 0, ids, lp) == -INFINITY, "rows that cannot be sampled");
+    int32_t many[LOOM_TOP_LOGPROBS_MAX];
+    float many_lp[LOOM_TOP_LOGPROBS_MAX];
+    loom_logprobs(logits, 8, ok, 0, LOOM_TOP_LOGPROBS_MAX, many, many_lp);
+    CHECK(many[5] == 6 && many[6] == -1 && many[LOOM_TOP_LOGPROBS_MAX - 1] == -1, "six rows listed, the rest -1");
+}
+
 int main(void)
 {
+    test_logprobs();
     test_greedy();
     test_top_p();
     test_min_p();

@@ -46,6 +46,7 @@ struct server {
     unsigned long long n_requests;
     struct serve_buf take_content, take_reasoning; /* text taken from a request under its lock */
     struct serve_buf parsed; /* content the tool-call parser passed on, not yet sent or kept */
+    struct serve_lps take_lps; /* logprobs taken from a request under its lock */
 };
 
 static const char SERVE_SYNOPSIS[] =
@@ -209,18 +210,20 @@ static void req_unlink_free(struct server *s, struct serve_req *r)
     free(r);
 }
 
-/* Text for the client: one chunk event (streaming) or kept for the reply. */
-static void req_emit(struct server *s, struct serve_req *r, const char *c, size_t n_c, const char *rs, size_t n_rs)
+/* Text and logprobs (lps may be NULL) for the client: one chunk event (streaming) or kept for the reply. */
+static void req_emit(struct server *s, struct serve_req *r, const char *c, size_t n_c, const char *rs, size_t n_rs,
+                     const struct serve_lps *lps)
 {
-    if (r->client_gone || (!n_c && !n_rs))
+    if (r->client_gone || (!n_c && !n_rs && !(lps && lps->n)))
         return;
     if (!r->stream) {
         if (serve_buf_put(&r->all_content, c ? c : "", n_c) != LOOM_OK ||
-            serve_buf_put(&r->all_reasoning, rs ? rs : "", n_rs) != LOOM_OK)
+            serve_buf_put(&r->all_reasoning, rs ? rs : "", n_rs) != LOOM_OK ||
+            (lps && serve_lps_put(&r->all_lps, lps->v, lps->n) != LOOM_OK))
             atomic_store(&r->cancelled, 1); /* out of memory: stop it; the reply says so below */
         return;
     }
-    char *body = serve_chunk_json(r, s->model_id, c, n_c, rs, n_rs, 0);
+    char *body = serve_chunk_json(r, s->model_id, c, n_c, rs, n_rs, lps, 0);
     send_event(r->http, body);
     free(body);
 }
@@ -230,14 +233,15 @@ static void req_emit(struct server *s, struct serve_req *r, const char *c, size_
 struct parsed_to {
     struct server *s;
     struct serve_req *r;
-    const char *rs; /* the delivery's reasoning, until sent */
+    const char *rs; /* the delivery's reasoning and logprobs, until sent */
     size_t n_rs;
+    const struct serve_lps *lps;
 };
 
 static void parsed_flush(struct parsed_to *d)
 {
-    req_emit(d->s, d->r, d->s->parsed.p, d->s->parsed.len, d->rs, d->n_rs);
-    d->s->parsed.len = 0, d->n_rs = 0;
+    req_emit(d->s, d->r, d->s->parsed.p, d->s->parsed.len, d->rs, d->n_rs, d->lps);
+    d->s->parsed.len = 0, d->n_rs = 0, d->lps = NULL;
 }
 
 static void on_parsed_content(void *ctx, const char *text, size_t n)
@@ -263,13 +267,13 @@ static void on_parsed_call(void *ctx, const char *name, const char *arguments)
 /* Text the engine produced (content through the tool-call parser when the request offers tools), or with
  * at_end NULL texts, the end of the answer: what the parser held. */
 static void req_deliver(struct server *s, struct serve_req *r, const struct serve_buf *c, const struct serve_buf *rs,
-                        int at_end)
+                        const struct serve_lps *lps, int at_end)
 {
     if (!r->tools) {
-        req_emit(s, r, c->p, c->len, rs->p, rs->len);
+        req_emit(s, r, c->p, c->len, rs->p, rs->len, lps);
         return;
     }
-    struct parsed_to d = {s, r, rs->p, rs->len};
+    struct parsed_to d = {s, r, rs->p, rs->len, lps};
     loom_tool_sink sink = {&d, on_parsed_content, on_parsed_call};
     loom_error err = {0};
     s->parsed.len = 0;
@@ -327,7 +331,7 @@ static void req_finish(struct server *s, struct serve_req *r)
     } else {
         if (r->finish == SERVE_FINISH_STOP || r->finish == SERVE_FINISH_LENGTH) { /* the parser's held text */
             struct serve_buf none = {0};
-            req_deliver(s, r, &none, &none, 1);
+            req_deliver(s, r, &none, &none, NULL, 1);
         }
         evhttp_connection_set_closecb(evhttp_request_get_connection(h), NULL, NULL);
         s->n_sending++; /* until the reply is written out: the drain waits for it */
@@ -358,14 +362,17 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
     struct serve_req *r = arg;
     struct server *s = r->srv;
     s->take_content.len = s->take_reasoning.len = 0;
+    s->take_lps.n = 0;
     pthread_mutex_lock(&r->mu);
     int ok = serve_buf_put(&s->take_content, r->content.p, r->content.len) == LOOM_OK &&
-             serve_buf_put(&s->take_reasoning, r->reasoning.p, r->reasoning.len) == LOOM_OK;
+             serve_buf_put(&s->take_reasoning, r->reasoning.p, r->reasoning.len) == LOOM_OK &&
+             serve_lps_put(&s->take_lps, r->lps.v, r->lps.n) == LOOM_OK;
     r->content.len = r->reasoning.len = 0;
+    r->lps.n = 0;
     int released = r->released;
     pthread_mutex_unlock(&r->mu);
     if (ok)
-        req_deliver(s, r, &s->take_content, &s->take_reasoning, 0);
+        req_deliver(s, r, &s->take_content, &s->take_reasoning, &s->take_lps, 0);
     else
         atomic_store(&r->cancelled, 1);
     if (released)
@@ -450,7 +457,7 @@ static void handle_generate(struct server *s, struct evhttp_request *h, enum ser
         evhttp_send_reply_start(h, 200, "OK");
         r->header_sent = 1;
         if (kind == SERVE_CHAT) {
-            char *first = serve_chunk_json(r, s->model_id, "", 0, "", 0, 1);
+            char *first = serve_chunk_json(r, s->model_id, "", 0, "", 0, NULL, 1);
             send_event(h, first);
             free(first);
         }
@@ -689,6 +696,7 @@ static void serve_teardown(struct server *s)
     serve_buf_free(&s->take_content);
     serve_buf_free(&s->take_reasoning);
     serve_buf_free(&s->parsed);
+    free(s->take_lps.v);
 }
 
 static void serve_model_id(struct server *s, const char *path)

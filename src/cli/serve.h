@@ -34,6 +34,19 @@ struct serve_buf {
 int serve_buf_put(struct serve_buf *b, const char *s, size_t n); /* LOOM_OK or LOOM_E_NOMEM; keeps p NUL-ended */
 void serve_buf_free(struct serve_buf *b);
 
+/* One generated token's log-probability and its most likely alternatives (logprobs, top_logprobs). */
+struct serve_lp {
+    int32_t id;
+    float lp;
+    int32_t top_id[LOOM_TOP_LOGPROBS_MAX]; /* -1 past the last */
+    float top_lp[LOOM_TOP_LOGPROBS_MAX];
+};
+struct serve_lps {
+    struct serve_lp *v;
+    int n, cap;
+};
+int serve_lps_put(struct serve_lps *l, const struct serve_lp *x, int n); /* LOOM_OK or LOOM_E_NOMEM */
+
 struct serve_req;
 /* Called by the engine thread, with r->mu held, after it changed the shared fields: wakes the HTTP side. */
 typedef void (*serve_wake_fn)(struct serve_req *r);
@@ -46,6 +59,8 @@ struct serve_req {
     int n_prompt;
     int max_tokens;  /* 0 = until the end of the slot's context */
     int think_open;  /* the prompt ends inside <think>: text before </think> is reasoning */
+    int logprobs;    /* -1: not asked; else the alternatives per token to report (0..LOOM_TOP_LOGPROBS_MAX) */
+    const loom_tokenizer *tok;
     int32_t *forced; /* tests only (LOOM_SERVE_FORCED_OUTPUT): the tokens to generate instead of sampling */
     int n_forced;
     loom_sampler *smp; /* owned; used by the engine only after submission */
@@ -56,6 +71,7 @@ struct serve_req {
      * finish, n_gen, error and released (after which it never touches the request again). */
     pthread_mutex_t mu;
     struct serve_buf content, reasoning; /* produced and not yet taken by the HTTP side */
+    struct serve_lps lps;                /* likewise, with logprobs: one per generated token */
     enum serve_finish finish;
     int n_gen; /* tokens sampled */
     char error[256];
@@ -68,6 +84,8 @@ struct serve_req {
     void *srv;
     struct serve_req *prev, *next;
     struct serve_buf all_content, all_reasoning; /* non-streaming: the whole answer */
+    struct serve_lps all_lps;
+    size_t lp_offset;        /* /v1/completions logprobs: text_offset of the next token */
     loom_tool_parser *tools; /* with tools (tool_choice not "none"): content goes through it */
     void *calls;             /* the tool calls recognised, a JSON array (json_t *, serve_json.c) */
     int parallel_tool_calls; /* 0: calls after the first are dropped */
@@ -113,8 +131,8 @@ void *serve_fail(struct serve_err *e, int status, const char *param, const char 
     LOOM_PRINTF_FORMAT(5, 6);
 
 /* Response shapes. model is the served model's id. */
-char *serve_chunk_json(const struct serve_req *r, const char *model, const char *content, size_t n_content,
-                       const char *reasoning, size_t n_reasoning, int first);
+char *serve_chunk_json(struct serve_req *r, const char *model, const char *content, size_t n_content,
+                       const char *reasoning, size_t n_reasoning, const struct serve_lps *lps, int first);
 /* Record a tool call (name, arguments JSON text) in r->calls; with streaming, the delta chunk that carries it
  * (fresh, caller frees), else an empty string's copy; NULL when out of memory or dropped (parallel_tool_calls
  * false and a call already made: *dropped set). */

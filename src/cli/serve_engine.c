@@ -75,6 +75,35 @@ void serve_buf_free(struct serve_buf *b)
     *b = (struct serve_buf){0};
 }
 
+int serve_lps_put(struct serve_lps *l, const struct serve_lp *x, int n)
+{
+    if (n == 0)
+        return LOOM_OK;
+    if (l->n + n > l->cap) {
+        int nc = l->cap ? l->cap : 64;
+        while (nc < l->n + n)
+            nc *= 2;
+        struct serve_lp *v = realloc(l->v, sizeof *v * (size_t)nc);
+        if (!v)
+            return LOOM_E_NOMEM;
+        l->v = v, l->cap = nc;
+    }
+    memcpy(l->v + l->n, x, sizeof *x * (size_t)n);
+    l->n += n;
+    return LOOM_OK;
+}
+
+/* With logprobs: token id's log-probability under logits and the top alternatives, for the HTTP side. */
+static void req_logprob(struct serve_engine *e, struct serve_req *r, const float *logits, int32_t id)
+{
+    struct serve_lp x = {.id = id};
+    x.lp = loom_logprobs(logits, e->n_rows, loom_tokenizer_sampleable(e->tok), id, r->logprobs, x.top_id, x.top_lp);
+    pthread_mutex_lock(&r->mu);
+    if (serve_lps_put(&r->lps, &x, 1) != LOOM_OK && !r->error[0])
+        snprintf(r->error, sizeof r->error, "out of memory while storing the answer");
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* ---- handing text and the end back to the HTTP side ---- */
 
 static void req_append(struct serve_req *r, int reasoning, const char *s, size_t n)
@@ -194,6 +223,8 @@ static void slot_sample(struct serve_engine *e, struct slot *sl, const float *lo
         slot_finish(e, sl, SERVE_FINISH_STOP, NULL);
         return;
     }
+    if (r->logprobs >= 0)
+        req_logprob(e, r, logits, id); /* before its text: the same wake carries both */
     loom_sampler_accept(r->smp, id);
     int k = loom_detok_push(&sl->dt, id, e->text, (int)sizeof e->text);
     if (k < 0) {

@@ -175,10 +175,6 @@ static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_er
     if (get_int(o, "n", 1, 1, &n, e) != 0)
         return serve_fail(e, 400, "n", "unsupported_value", "n: only 1 choice per request is implemented, found %s",
                           jfound(json_object_get(o, "n"), buf, sizeof buf)), -1;
-    if ((v = json_object_get(o, "logprobs")) && !json_is_null(v) && !json_is_false(v))
-        return serve_fail(e, 400, "logprobs", "unsupported_parameter", "logprobs: not implemented yet"), -1;
-    if ((v = json_object_get(o, "top_logprobs")) && !json_is_null(v))
-        return serve_fail(e, 400, "top_logprobs", "unsupported_parameter", "top_logprobs: not implemented yet"), -1;
     if ((v = json_object_get(o, "response_format")) && !json_is_null(v)) {
         json_t *t = json_object_get(v, "type");
         if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
@@ -267,6 +263,29 @@ static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_e
             return serve_fail(e, 400, "stop", "invalid_value",
                               "stop: expected strings of 1 to %d bytes, found %zu bytes", SERVE_STOP_MAX_LEN,
                               strlen(stops[k])), -1;
+    return 0;
+}
+
+/* logprobs: chat's boolean with top_logprobs (0..20), or /v1/completions' count of alternatives (0..20). */
+static int parse_logprobs(json_t *o, struct serve_req *r, struct serve_err *e)
+{
+    long long top = 0;
+    int on = 0;
+    r->logprobs = -1;
+    if (r->kind == SERVE_COMPLETION) {
+        json_t *v = json_object_get(o, "logprobs");
+        if (get_int(o, "logprobs", 0, LOOM_TOP_LOGPROBS_MAX, &top, e) != 0)
+            return -1;
+        r->logprobs = v && !json_is_null(v) ? (int)top : -1;
+        return 0;
+    }
+    if (get_bool(o, "logprobs", "logprobs", &on, e) != 0 ||
+        get_int(o, "top_logprobs", 0, LOOM_TOP_LOGPROBS_MAX, &top, e) != 0)
+        return -1;
+    if (top > 0 && !on)
+        return serve_fail(e, 400, "top_logprobs", "invalid_value", "top_logprobs: expected logprobs true with it, "
+                          "found logprobs %s", json_object_get(o, "logprobs") ? "false" : "absent"), -1;
+    r->logprobs = on ? (int)top : -1;
     return 0;
 }
 
@@ -585,6 +604,8 @@ void serve_req_free_fields(struct serve_req *r)
 {
     free(r->prompt);
     free(r->forced);
+    free(r->lps.v);
+    free(r->all_lps.v);
     loom_tool_parser_free(r->tools);
     json_decref(r->calls);
     loom_sampler_free(r->smp);
@@ -624,7 +645,10 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
     }
     pthread_mutex_init(&r->mu, NULL);
     r->kind = kind;
+    r->tok = c->tok;
     int rc = refuse_unimplemented(o, kind, e);
+    if (rc == 0)
+        rc = parse_logprobs(o, r, e);
     if (rc == 0)
         rc = parse_sampling(c, o, r, e);
     if (rc == 0)
@@ -796,8 +820,66 @@ char *serve_tool_call(struct serve_req *r, const char *model, const char *name, 
     return s;
 }
 
-char *serve_chunk_json(const struct serve_req *r, const char *model, const char *content, size_t n_content,
-                       const char *reasoning, size_t n_reasoning, int first)
+/* ---- logprobs ---- */
+
+/* A token as logprobs show it: its piece (bytes that are not UTF-8 as U+FFFD) and log-probability (-9999 for a
+ * token the distribution does not allow, as OpenAI writes it), with the piece's bytes when bytes is set. */
+static json_t *lp_token(const loom_tokenizer *tok, int32_t id, float lp, int bytes)
+{
+    char piece[256];
+    int k = loom_tokenizer_piece(tok, id, piece, (int)sizeof piece);
+    k = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
+    json_t *t = json_pack("{s:o,s:f}", "token", jtext(piece, (size_t)k), "logprob", isfinite(lp) ? (double)lp : -9999.0);
+    if (t && bytes) {
+        json_t *b = json_array();
+        for (int i = 0; i < k; i++)
+            json_array_append_new(b, json_integer((unsigned char)piece[i]));
+        json_object_set_new(t, "bytes", b);
+    }
+    return t;
+}
+
+/* Chat's {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...], "refusal": null}. */
+static json_t *chat_logprobs(const struct serve_req *r, const struct serve_lps *l)
+{
+    json_t *content = json_array();
+    for (int i = 0; i < l->n; i++) {
+        const struct serve_lp *x = &l->v[i];
+        json_t *t = lp_token(r->tok, x->id, x->lp, 1), *top = json_array();
+        for (int j = 0; j < r->logprobs && x->top_id[j] >= 0; j++)
+            json_array_append_new(top, lp_token(r->tok, x->top_id[j], x->top_lp[j], 1));
+        json_object_set_new(t, "top_logprobs", top);
+        json_array_append_new(content, t);
+    }
+    return json_pack("{s:o,s:n}", "content", content, "refusal");
+}
+
+/* /v1/completions' {"tokens", "token_logprobs", "top_logprobs": [{PIECE: LOGPROB}], "text_offset"}; *offset: the
+ * byte offset of the first token in the generated text, advanced past the last. */
+static json_t *completion_logprobs(const struct serve_req *r, const struct serve_lps *l, size_t *offset)
+{
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = 0; i < l->n; i++) {
+        const struct serve_lp *x = &l->v[i];
+        json_t *t = lp_token(r->tok, x->id, x->lp, 0), *top = json_object();
+        json_array_append(tokens, json_object_get(t, "token"));
+        json_array_append(lps, json_object_get(t, "logprob"));
+        json_array_append_new(offs, json_integer((json_int_t)*offset));
+        *offset += json_string_length(json_object_get(t, "token"));
+        json_decref(t);
+        for (int j = 0; j < r->logprobs && x->top_id[j] >= 0; j++) {
+            json_t *a = lp_token(r->tok, x->top_id[j], x->top_lp[j], 0);
+            json_object_set(top, json_string_value(json_object_get(a, "token")), json_object_get(a, "logprob"));
+            json_decref(a);
+        }
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
+char *serve_chunk_json(struct serve_req *r, const char *model, const char *content, size_t n_content,
+                       const char *reasoning, size_t n_reasoning, const struct serve_lps *lps, int first)
 {
     int chat = r->kind == SERVE_CHAT;
     json_t *o = head_json(r, model, chat ? "chat.completion.chunk" : "text_completion"), *choice;
@@ -810,8 +892,11 @@ char *serve_chunk_json(const struct serve_req *r, const char *model, const char 
         if (n_content || first)
             json_object_set_new(delta, "content", jtext(content, n_content));
         choice = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "finish_reason");
+        if (lps && lps->n)
+            json_object_set_new(choice, "logprobs", chat_logprobs(r, lps));
     } else
-        choice = json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "text", jtext(content, n_content), "logprobs",
+        choice = json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "text", jtext(content, n_content), "logprobs",
+                           lps && lps->n ? completion_logprobs(r, lps, &r->lp_offset) : json_null(),
                            "finish_reason");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     char *s = json_dumps(o, JSON_COMPACT);
@@ -847,9 +932,14 @@ char *serve_response_json(const struct serve_req *r, const char *model)
         if (calls)
             json_object_set(msg, "tool_calls", r->calls);
         choice = json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", serve_finish_name(r));
-    } else
-        choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", jtext(c->p ? c->p : "", c->len), "logprobs",
+        if (r->logprobs >= 0)
+            json_object_set_new(choice, "logprobs", chat_logprobs(r, &r->all_lps));
+    } else {
+        size_t offset = 0;
+        choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", jtext(c->p ? c->p : "", c->len), "logprobs",
+                           r->logprobs >= 0 ? completion_logprobs(r, &r->all_lps, &offset) : json_null(),
                            "finish_reason", serve_finish_name(r));
+    }
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_json(r));
     if (r->return_prompt_tokens) {

@@ -471,3 +471,38 @@ int32_t loom_sampler_sample(struct loom_sampler *s, const float *logits)
         n = min_p_filter(c, n, xmax, s->p.min_p);
     return draw(s, c, n, temper(c, n, xmax, s->p.temp));
 }
+
+/* Whether logit a (row ia) ranks before logit b (row ib): larger first, ties to the lower row. */
+static int ranks_before(float a, int32_t ia, float b, int32_t ib) { return a > b || (a == b && ia < ib); }
+
+float loom_logprobs(const float *logits, int n_rows, const uint8_t *sampleable, int32_t id, int k, int32_t *top_ids,
+                    float *top_lp)
+{
+    float xmax = -INFINITY;
+    k = k < 0 ? 0 : k > LOOM_TOP_LOGPROBS_MAX ? LOOM_TOP_LOGPROBS_MAX : k;
+    for (int i = 0; i < k; i++)
+        top_ids[i] = -1, top_lp[i] = -INFINITY;
+    for (int32_t r = 0; r < n_rows; r++) {
+        if (!sampleable[r] || !(logits[r] > -INFINITY))
+            continue;
+        xmax = logits[r] > xmax ? logits[r] : xmax;
+        int j = k; /* insert into the sorted top k */
+        while (j > 0 && (top_ids[j - 1] < 0 || ranks_before(logits[r], r, top_lp[j - 1], top_ids[j - 1])))
+            j--;
+        if (j < k) {
+            memmove(top_ids + j + 1, top_ids + j, sizeof *top_ids * (size_t)(k - j - 1));
+            memmove(top_lp + j + 1, top_lp + j, sizeof *top_lp * (size_t)(k - j - 1));
+            top_ids[j] = r, top_lp[j] = logits[r];
+        }
+    }
+    double sum = 0;
+    for (int32_t r = 0; r < n_rows; r++)
+        if (sampleable[r] && logits[r] > -INFINITY)
+            sum += exp((double)logits[r] - (double)xmax);
+    double log_z = (double)xmax + log(sum);
+    for (int i = 0; i < k && top_ids[i] >= 0; i++)
+        top_lp[i] = (float)((double)top_lp[i] - log_z);
+    if (id < 0 || id >= n_rows || !sampleable[id] || !(logits[id] > -INFINITY) || !(sum > 0))
+        return -INFINITY;
+    return (float)((double)logits[id] - log_z);
+}

@@ -9,7 +9,7 @@
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
-# content; --chat-template-file. Prints "N passed, N failed".
+# content; --chat-template-file; logprobs (chat and completions, streamed and not). Prints "N passed, N failed".
 import atexit
 import http.client
 import json
@@ -174,6 +174,29 @@ st, events = a.stream("/v1/chat/completions", chat_body("Tell me a story", strea
 check("chat stream: include_usage adds a chunk with no choices", any(
     isinstance(e, dict) and e.get("choices") == [] and e.get("usage") == full["usage"] for e in events))
 
+# logprobs: one entry per generated token; at temperature 0 the chosen token is the most likely one; streaming
+# gives the same entries
+st, lpb = a.request("POST", "/v1/chat/completions", chat_body("Tell me a story", logprobs=True, top_logprobs=3))
+lpc = lpb["choices"][0].get("logprobs", {}).get("content", []) if st == 200 else []
+check("chat logprobs: one entry per token, the greedy choice on top, log-probabilities <= 0", st == 200 and
+      len(lpc) == 16 and all(len(x["top_logprobs"]) == 3 and x["top_logprobs"][0]["token"] == x["token"] and
+                              x["top_logprobs"][0]["logprob"] == x["logprob"] and x["logprob"] <= 0 and
+                              x["top_logprobs"][1]["logprob"] <= x["logprob"] for x in lpc) and
+      "".join(x["token"] for x in lpc) == lpb["choices"][0]["message"]["content"], str(lpb)[:600])
+st, events = a.stream("/v1/chat/completions", chat_body("Tell me a story", logprobs=True, top_logprobs=3))
+slp = [x for e_ in events if isinstance(e_, dict) and e_.get("choices") and e_["choices"][0].get("logprobs")
+       for x in e_["choices"][0]["logprobs"]["content"]]
+check("chat logprobs streamed: the same entries", slp == lpc, f"{len(slp)} vs {len(lpc)}")
+st, body = a.request("POST", "/v1/chat/completions", chat_body("Tell me a story"))
+check("no logprobs unless asked", st == 200 and "logprobs" not in body["choices"][0], str(body)[:300])
+st, body = a.request("POST", "/v1/completions", {"prompt": "Once upon", "temperature": 0, "max_tokens": 8,
+                                                 "logprobs": 2})
+clp = body["choices"][0].get("logprobs") or {} if st == 200 else {}
+check("completion logprobs: tokens, token_logprobs, top_logprobs, text_offset", st == 200 and
+      len(clp.get("tokens", [])) == 8 and len(clp["token_logprobs"]) == 8 and
+      all(len(t) <= 2 for t in clp["top_logprobs"]) and clp["text_offset"][0] == 0 and
+      "".join(clp["tokens"]) == body["choices"][0]["text"], str(body)[:600])
+
 # the slot's context bounds generation: a prompt filling it gets one token; max_tokens beyond it stops there
 st, tk = a.request("POST", "/tokenize", {"content": "word " * 300})
 fill = a.request("POST", "/detokenize", {"tokens": tk["tokens"][:256]})[1]["content"] if st == 200 else ""
@@ -253,7 +276,12 @@ bad = [
     ("max_tokens 0", "/v1/chat/completions", chat_body("hi", max_tokens=0), 400, "max_tokens", None),
     ("top_k fractional", "/v1/chat/completions", chat_body("hi", top_k=1.5), 400, "top_k", None),
     ("n 2", "/v1/chat/completions", chat_body("hi", n=2), 400, "n", None),
-    ("logprobs", "/v1/chat/completions", chat_body("hi", logprobs=True), 400, "logprobs", None),
+    ("top_logprobs without logprobs", "/v1/chat/completions", chat_body("hi", top_logprobs=2), 400, "top_logprobs",
+     None),
+    ("top_logprobs 21", "/v1/chat/completions", chat_body("hi", logprobs=True, top_logprobs=21), 400, "top_logprobs",
+     None),
+    ("logprobs not a boolean", "/v1/chat/completions", chat_body("hi", logprobs=3), 400, "logprobs", None),
+    ("completion logprobs 21", "/v1/completions", {"prompt": "hi", "logprobs": 21}, 400, "logprobs", None),
     ("tool_choice required", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {
         "name": "f"}}], tool_choice="required"), 400, "tool_choice", None),
     ("a tool without a name", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {}}]),
