@@ -617,9 +617,16 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- setup and teardown ---- */
 
-/* Bind host:port and print where the server listens (the port the system chose, for --port 0). */
-static int serve_listen(struct server *s)
+/* The HTTP server bound to host:port, before the model loads (a port in use is known at once); nothing accepted
+ * until the event loop runs. */
+static int serve_bind(struct server *s)
 {
+    if (evthread_use_pthreads() != 0 || !(s->base = event_base_new()) || !(s->http = evhttp_new(s->base))) {
+        fprintf(stderr, "loom serve: could not set up libevent\n");
+        return -1;
+    }
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o->max_body);
+    evhttp_set_gencb(s->http, on_request, s);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     int g = getaddrinfo(s->o->host, NULL, &hints, &ai); /* named here: libevent's own message is a bare warning */
     if (g) {
@@ -635,6 +642,12 @@ static int serve_listen(struct server *s)
                 errno ? strerror(errno) : "the address is not this machine's, or the port is taken");
         return -1;
     }
+    return 0;
+}
+
+/* Print where the server listens (the port the system chose, for --port 0). */
+static void serve_announce(const struct server *s)
+{
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     int port = s->o->port;
@@ -643,17 +656,11 @@ static int serve_listen(struct server *s)
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     fprintf(stderr, "loom serve: listening on http://%s:%d (model %s, %d slot%s of %d positions)\n", s->o->host, port,
             s->model_id, s->o->n_parallel, s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx);
-    return 0;
 }
 
-static int serve_setup_http(struct server *s)
+/* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement. */
+static int serve_setup_events(struct server *s)
 {
-    if (evthread_use_pthreads() != 0 || !(s->base = event_base_new()) || !(s->http = evhttp_new(s->base))) {
-        fprintf(stderr, "loom serve: could not set up libevent\n");
-        return -1;
-    }
-    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o->max_body);
-    evhttp_set_gencb(s->http, on_request, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
@@ -664,9 +671,11 @@ static int serve_setup_http(struct server *s)
         fprintf(stderr, "loom serve: could not set up the signal events\n");
         return -1;
     }
-    return serve_listen(s);
+    serve_announce(s);
+    return 0;
 }
 
+/* Stop the engine, deliver or drop what is left, free the HTTP side. */
 static void serve_teardown(struct server *s)
 {
     serve_engine_stop(s->eng); /* every request released */
@@ -697,6 +706,8 @@ static void serve_teardown(struct server *s)
     serve_buf_free(&s->take_reasoning);
     serve_buf_free(&s->parsed);
     free(s->take_lps.v);
+    const struct serve_opts *o = s->o;
+    *s = (struct server){.o = o}; /* torn down: a second call does nothing */
 }
 
 static void serve_model_id(struct server *s, const char *path)
@@ -770,13 +781,14 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
         fprintf(stderr, "loom serve: %s\n", err.msg);
     else {
         s->ctx.n_ctx = serve_engine_n_ctx(s->eng);
-        if (serve_setup_http(s) == 0) {
+        if (serve_setup_events(s) == 0) {
             event_base_dispatch(s->base);
             fprintf(stderr, "loom serve: stopped\n");
+            loom_cli_expert_stats("serve", m, &o->mo, 0, NULL); /* the slots' sessions still count */
             status = 0;
         }
     }
-    serve_teardown(s);
+    serve_teardown(s); /* before the template goes: requests still arriving are parsed with it */
     loom_chat_template_free(tmpl);
     return status;
 }
@@ -794,13 +806,13 @@ int loom_cli_serve(int argc, char **argv)
     loom_cli_signals_install(); /* Ctrl+C while the default model is prepared; libevent's handlers come after */
     signal(SIGPIPE, SIG_IGN);   /* a client gone mid-reply is an error on its socket, not the end of the server */
     char path[4096];
-    int status;
-    loom_model *m = loom_cli_load_model("serve", &o.model, path, sizeof path, &o.mo, &status);
-    if (!m)
-        return status;
+    int status = 1;
     struct server s = {.o = &o};
-    status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
-    loom_cli_expert_stats("serve", m, &o.mo, 0, NULL);
+    loom_model *m = serve_bind(&s) == 0 ? loom_cli_load_model("serve", &o.model, path, sizeof path, &o.mo, &status)
+                                        : NULL;
+    if (m)
+        status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
+    serve_teardown(&s);
     loom_model_free(m);
     return status;
 }

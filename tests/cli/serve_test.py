@@ -9,7 +9,8 @@
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
-# content; --chat-template-file; logprobs (chat and completions, streamed and not). Prints "N passed, N failed".
+# content; eight concurrent clients; --chat-template-file; logprobs (chat and completions, streamed and not); a
+# port in use named before the model loads. Prints "N passed, N failed".
 import atexit
 import http.client
 import json
@@ -483,7 +484,7 @@ check("drain timeout: the stream ends with an error event, then [DONE]", st == 2
       events[-1] == "[DONE]" and isinstance(events[-2], dict) and "error" in events[-2], f"{st} {events[-2:]}")
 
 # ---- server E: tool calls, the answer forced (LOOM_SERVE_FORCED_OUTPUT=1: random weights never write a call) ----
-e = Server("--parallel", "2", "-c", "1024", env={"LOOM_SERVE_FORCED_OUTPUT": "1"})
+e = Server("--parallel", "8", "-c", "1024", env={"LOOM_SERVE_FORCED_OUTPUT": "1"})
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                          "required": ["city"]}}}]
@@ -538,6 +539,32 @@ check("two calls", st == 200 and len(body["choices"][0]["message"]["tool_calls"]
 st, body = e.request("POST", "/v1/chat/completions", tool_body(two, parallel_tool_calls=False))
 check("parallel_tool_calls false: the first call only", st == 200 and
       len(body["choices"][0]["message"]["tool_calls"]) == 1, str(body)[:400])
+# eight clients at once, one per slot, different prompts: each gets exactly its solo text
+prompts8 = ["Once upon a time", "The capital of France", "def fibonacci(n):", "2 + 2 =", "Hello", "Why is the sky",
+            "List three colors", "A long prompt: " + "alpha beta gamma delta " * 12]
+solo8 = []
+for p in prompts8:
+    st, body = e.request("POST", "/v1/chat/completions", chat_body(p, max_tokens=20))
+    solo8.append(body["choices"][0]["message"]["content"] if st == 200 else None)
+together8 = [None] * 8
+
+
+def worker8(i):
+    if i % 2:
+        st, ev = e.stream("/v1/chat/completions", chat_body(prompts8[i], max_tokens=20))
+        together8[i] = stream_text(ev) if st == 200 else None
+    else:
+        st, body = e.request("POST", "/v1/chat/completions", chat_body(prompts8[i], max_tokens=20))
+        together8[i] = body["choices"][0]["message"]["content"] if st == 200 else None
+
+
+threads = [threading.Thread(target=worker8, args=(i,)) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("eight concurrent clients each get exactly their solo text", together8 == solo8 and None not in solo8 and
+      len(set(solo8)) >= 5, f"{together8} vs {solo8}")
 check("server E: still serving", e.healthy())
 e.stop()
 
@@ -555,6 +582,16 @@ if os.path.exists(official) and os.path.exists(other):
           "--chat-template-file " + other in bad.stderr and "cannot render" in bad.stderr, bad.stderr[-300:])
 else:
     print("the reference's templates are not present: --chat-template-file not tested")
+
+# ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
+holder = socket.socket()
+holder.bind(("127.0.0.1", 0))
+holder.listen(1)
+bad = subprocess.run([LOOM, "serve", "-m", "/nonexistent/model.gguf", "--port", str(holder.getsockname()[1])],
+                     capture_output=True, text=True, timeout=120)
+holder.close()
+check("a port in use: exit 1, named before the model is loaded", bad.returncode == 1 and
+      "cannot listen on 127.0.0.1 port" in bad.stderr and "nonexistent" not in bad.stderr, bad.stderr[-300:])
 
 # ---- a host that does not resolve: exit 1 naming it (not libevent's bare warning) ---------------------------------
 bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--host", "no.such.host.invalid"],
