@@ -232,6 +232,10 @@ int loom_session_tokens(const loom_session *session, int32_t *out, int cap);
 int loom_session_checkpoint(loom_session *session, loom_error *err);
 /* Number of checkpoints held. */
 int loom_session_n_checkpoints(const loom_session *session);
+/* Position of the nearest checkpoint at or before pos (0 when none: the empty state). loom_session_rewind to
+ * that position + 1 then evaluates one token; a caller that evaluates the rest in bounded requests of its own
+ * (a server between other sequences' decode steps) rewinds there rather than to a farther target. */
+int loom_session_checkpoint_at(const loom_session *session, int pos);
 
 /* Rewind to position pos (1 <= pos <= current position): restores the nearest checkpoint at or before
  * pos - 1 (or the empty state) and re-evaluates the history from there to pos, so at least one token is

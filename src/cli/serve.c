@@ -304,9 +304,10 @@ static void stream_end(struct server *s, struct serve_req *r)
         char buf[512];
         snprintf(buf, sizeof buf,
                  "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":\"%s\",\"choices\":[],\"usage\":"
-                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}",
+                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,\"prompt_tokens_details\":"
+                 "{\"cached_tokens\":%d}}}",
                  r->id, r->kind == SERVE_CHAT ? "chat.completion.chunk" : "text_completion", r->created, s->model_id,
-                 r->n_prompt, r->n_gen, r->n_prompt + r->n_gen);
+                 r->n_prompt, r->n_gen, r->n_prompt + r->n_gen, r->n_cached);
         send_event(h, buf);
     }
     send_event(h, "[DONE]");

@@ -74,6 +74,7 @@ struct serve_req {
     struct serve_lps lps;                /* likewise, with logprobs: one per generated token */
     enum serve_finish finish;
     int n_gen; /* tokens sampled */
+    int n_cached; /* prompt tokens the slot already held (set by the engine when the request starts) */
     char error[256];
     int released;
     atomic_int cancelled; /* set by the HTTP side (client gone, shutdown): the engine stops it at its next step */

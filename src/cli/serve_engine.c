@@ -1,7 +1,8 @@
 /* serve_engine.c — `loom serve`'s engine thread: owns the slots (one loom_session each) and the queue of
- * requests waiting for one, and runs the step loop: admit queued requests into free slots, drop cancelled ones,
- * run one bounded chunk of one prompt's prefill, then the decode step of every generating slot as one batched
- * loom_sessions_decode call; sampled tokens become text that goes back to the HTTP side through the request. */
+ * requests waiting for one, and runs the step loop: admit queued requests into free slots (the one whose history
+ * shares the longest prefix with the prompt: the prompt cache), drop cancelled ones, run one bounded chunk of one
+ * prompt's prefill, then the decode step of every generating slot as one batched loom_sessions_decode call;
+ * sampled tokens become text that goes back to the HTTP side through the request. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ struct serve_engine {
     loom_session **batch_s;  /* [n_slots] */
     int32_t *batch_tok;      /* [n_slots] */
     int *batch_slot;         /* [n_slots] */
+    int32_t *history;        /* [n_ctx]: a slot's token history, to compare with a prompt */
     char text[SERVE_TEXT_MAX], out[SERVE_TEXT_MAX + SERVE_STOP_MAX_LEN];
 
     pthread_t thread;
@@ -245,13 +247,43 @@ static void slot_sample(struct serve_engine *e, struct slot *sl, const float *lo
 
 /* ---- the step loop ---- */
 
+/* Tokens at the start of prompt[n] that slot sl's history holds. */
+static int slot_common_prefix(struct serve_engine *e, const struct slot *sl, const int32_t *prompt, int n)
+{
+    int h = loom_session_tokens(sl->s, e->history, e->n_ctx), k = 0;
+    while (k < h && k < n && e->history[k] == prompt[k])
+        k++;
+    return k;
+}
+
+/* The request r takes slot sl; its prefill starts with slot_reuse (n_done -1: not yet). */
 static void slot_start(struct serve_engine *e, struct slot *sl, struct serve_req *r)
 {
-    *sl = (struct slot){.s = sl->s, .think_end = sl->think_end, .r = r, .state = SLOT_PREFILL,
+    *sl = (struct slot){.s = sl->s, .think_end = sl->think_end, .r = r, .state = SLOT_PREFILL, .n_done = -1,
                         .in_think = r->think_open};
     loom_detok_init(&sl->dt, e->tok);
     loom_stop_reset(sl->think_end);
-    loom_session_reset(sl->s); /* no prompt cache yet: every request starts from the empty state */
+}
+
+/* Keep what the slot's history shares with the prompt (all but the prompt's last token, which is evaluated for
+ * its logits): the live state when the history is that prefix; else the nearest checkpoint within it (one is
+ * kept at the end of each prompt), rewound to with one token re-evaluated, the rest of the shared prefix then
+ * prefilled in bounded chunks like any prompt; else the empty state. In CANONICAL numerics the result is
+ * bitwise a fresh slot's. Outside the engine's lock. */
+static void slot_reuse(struct serve_engine *e, struct slot *sl)
+{
+    struct serve_req *r = sl->r;
+    int keep = slot_common_prefix(e, sl, r->prompt, r->n_prompt);
+    keep = keep < r->n_prompt ? keep : r->n_prompt - 1;
+    if (keep < loom_session_pos(sl->s)) { /* the live state went past the shared prefix */
+        int c = keep > 1 ? loom_session_checkpoint_at(sl->s, keep - 1) : 0;
+        loom_error err = {0};
+        keep = c > 0 && loom_session_rewind(sl->s, c + 1, NULL, &err) == LOOM_OK ? c + 1 : 0;
+    }
+    if (keep == 0)
+        loom_session_reset(sl->s);
+    sl->n_done = keep;
+    r->n_cached = keep;
 }
 
 /* Release the queued requests that were cancelled (their clients went away). Called with e->mu held. */
@@ -268,6 +300,20 @@ static void engine_drop_cancelled(struct serve_engine *e)
     e->q_len = kept;
 }
 
+/* The free slot whose history shares the longest prefix with r's prompt (the first free one on a tie), or -1. */
+static int engine_pick_slot(struct serve_engine *e, const struct serve_req *r)
+{
+    int best = -1, best_k = -1;
+    for (int i = 0; i < e->n_slots; i++) {
+        if (e->slots[i].state != SLOT_FREE)
+            continue;
+        int k = slot_common_prefix(e, &e->slots[i], r->prompt, r->n_prompt);
+        if (k > best_k)
+            best = i, best_k = k;
+    }
+    return best;
+}
+
 /* Admit queued requests into free slots; with none running or queued, wait. *cancel becomes nonzero when every
  * running request is to stop (shutdown). Returns 0 when the engine is to end. Called with e->mu held. */
 static int engine_admit(struct serve_engine *e, int *cancel)
@@ -275,9 +321,7 @@ static int engine_admit(struct serve_engine *e, int *cancel)
     while (!e->quit && e->n_active == 0 && e->q_len == 0)
         pthread_cond_wait(&e->cv, &e->mu);
     engine_drop_cancelled(e);
-    for (int i = 0; i < e->n_slots && e->q_len > 0; i++) {
-        if (e->slots[i].state != SLOT_FREE)
-            continue;
+    for (int i; e->q_len > 0 && (i = engine_pick_slot(e, e->queue[e->q_head])) >= 0;) {
         slot_start(e, &e->slots[i], e->queue[e->q_head]);
         e->q_head = (e->q_head + 1) % e->q_cap;
         e->q_len--;
@@ -304,6 +348,8 @@ static void engine_prefill_step(struct serve_engine *e)
         if (sl->state != SLOT_PREFILL)
             continue;
         e->rr = (i + 1) % e->n_slots;
+        if (sl->n_done < 0)
+            slot_reuse(e, sl);
         int n = sl->r->n_prompt - sl->n_done;
         n = n < e->prefill_chunk ? n : e->prefill_chunk;
         float *row = e->logits + (size_t)i * (size_t)e->n_rows;
@@ -417,6 +463,7 @@ static void engine_free(struct serve_engine *e)
     free(e->batch_s);
     free(e->batch_tok);
     free(e->batch_slot);
+    free(e->history);
     free(e->queue);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -447,7 +494,7 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
     e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     if (!e->slots || !e->logits || !e->batch_s || !e->batch_tok || !e->batch_slot || !e->queue)
         return loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate %d slots", o->n_slots);
-    loom_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .skip_prompt_checkpoints = 1};
+    loom_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads}; /* checkpoints at prompt ends */
     for (int i = 0; i < o->n_slots; i++) {
         static const char *const think_end[] = {"</think>"};
         e->slots[i].s = loom_session_new(e->m, &sp, err);
@@ -459,7 +506,8 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
     }
     e->n_ctx = loom_session_n_ctx(e->slots[0].s);
     e->max_batch = loom_sessions_decode_max(e->slots[0].s); /* every slot has the same context */
-    return LOOM_OK;
+    e->history = malloc(sizeof *e->history * (size_t)e->n_ctx);
+    return e->history ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate the token history");
 }
 
 int serve_engine_start(struct serve_engine **out, const loom_model *m, const struct serve_engine_opts *o,

@@ -783,8 +783,8 @@ const char *serve_finish_name(const struct serve_req *r)
 
 static json_t *usage_json(const struct serve_req *r)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen, "total_tokens",
-                     r->n_prompt + r->n_gen);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen,
+                     "total_tokens", r->n_prompt + r->n_gen, "prompt_tokens_details", "cached_tokens", r->n_cached);
 }
 
 static json_t *head_json(const struct serve_req *r, const char *model, const char *object)

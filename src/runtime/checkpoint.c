@@ -41,6 +41,15 @@ void loom_session_drop_checkpoints(struct loom_session *s, int pos)
 
 int loom_session_n_checkpoints(const loom_session *session) { return session->n_ckpt; }
 
+int loom_session_checkpoint_at(const loom_session *session, int pos)
+{
+    int best = 0;
+    for (int i = 0; i < session->n_ckpt; i++)
+        if (session->ckpt[i].pos <= pos && session->ckpt[i].pos > best)
+            best = session->ckpt[i].pos;
+    return best;
+}
+
 /* Keep a checkpoint at pos holding `from` (the recurrent owners in checkpoint layout), or the public copy
  * when from is NULL. When from is s->pending the checkpoint takes that buffer over instead of copying it
  * (one state's worth less memory); pending then holds the evicted buffer, or NULL until the next snapshot. */

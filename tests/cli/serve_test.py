@@ -9,7 +9,8 @@
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
-# content; eight concurrent clients; --chat-template-file; logprobs (chat and completions, streamed and not); a
+# content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
+# clients; --chat-template-file; logprobs (chat and completions, streamed and not); a
 # port in use named before the model loads. Prints "N passed, N failed".
 import atexit
 import http.client
@@ -137,9 +138,14 @@ def last_choice(events):
     return chunks[-1]["choices"][0] if chunks else {}
 
 
+def counts(u):
+    """A usage without prompt_tokens_details (the cached share depends on what the slot held before)."""
+    return {k: u[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} if isinstance(u, dict) else u
+
+
 def usage_of(events):
     u = [e["usage"] for e in events if isinstance(e, dict) and e.get("usage")]
-    return u[-1] if u else None
+    return counts(u[-1]) if u else None
 
 
 def err_of(resp):
@@ -170,10 +176,10 @@ check("chat stream: first chunk carries the role", isinstance(events[0], dict) a
 check("chat: streaming gives the non-streaming text", stream_text(events) == text,
       f"{stream_text(events)!r} vs {text!r}")
 check("chat stream: finish_reason length, usage", last_choice(events).get("finish_reason") == "length" and
-      usage_of(events) == full["usage"], f"{last_choice(events)} {usage_of(events)}")
+      usage_of(events) == counts(full["usage"]), f"{last_choice(events)} {usage_of(events)}")
 st, events = a.stream("/v1/chat/completions", chat_body("Tell me a story", stream_options={"include_usage": True}))
 check("chat stream: include_usage adds a chunk with no choices", any(
-    isinstance(e, dict) and e.get("choices") == [] and e.get("usage") == full["usage"] for e in events))
+    isinstance(e, dict) and e.get("choices") == [] and counts(e.get("usage")) == counts(full["usage"]) for e in events))
 
 # logprobs: one entry per generated token; at temperature 0 the chosen token is the most likely one; streaming
 # gives the same entries
@@ -203,7 +209,7 @@ st, tk = a.request("POST", "/tokenize", {"content": "word " * 300})
 fill = a.request("POST", "/detokenize", {"tokens": tk["tokens"][:256]})[1]["content"] if st == 200 else ""
 st, body = a.request("POST", "/v1/completions", {"prompt": fill, "temperature": 0, "max_tokens": 50})
 check("a prompt of exactly the slot's context gets one token, finish_reason length", st == 200 and
-      body["usage"] == {"prompt_tokens": 256, "completion_tokens": 1, "total_tokens": 257} and
+      counts(body["usage"]) == {"prompt_tokens": 256, "completion_tokens": 1, "total_tokens": 257} and
       body["choices"][0]["finish_reason"] == "length", f"{st} {body}")
 st, body = a.request("POST", "/v1/completions", {"prompt": "word " * 200, "temperature": 0, "max_tokens": 1000})
 check("max_tokens beyond the context stops at its end", st == 200 and body["usage"]["total_tokens"] == 257 and
@@ -242,7 +248,7 @@ check("completion answers 200", ok, f"{st} {body}")
 st, events = a.stream("/v1/completions", comp)
 check("completion: streaming gives the non-streaming text", ok and stream_text(events, chat=False) ==
       body["choices"][0]["text"] and last_choice(events).get("finish_reason") == "length" and
-      usage_of(events) == body["usage"], f"{events[-3:]}")
+      usage_of(events) == counts(body["usage"]), f"{events[-3:]}")
 check("completion: usage counts the prompt", ok and body["usage"]["prompt_tokens"] ==
       len(a.request("POST", "/tokenize", {"content": comp["prompt"]})[1]["tokens"]))
 
@@ -539,6 +545,24 @@ check("two calls", st == 200 and len(body["choices"][0]["message"]["tool_calls"]
 st, body = e.request("POST", "/v1/chat/completions", tool_body(two, parallel_tool_calls=False))
 check("parallel_tool_calls false: the first call only", st == 200 and
       len(body["choices"][0]["message"]["tool_calls"]) == 1, str(body)[:400])
+# the prompt cache: a prompt that extends a slot's history reuses it (cached_tokens), one that shares part of it
+# rewinds to the shared prefix; either way the text is a fresh process's (`loom run`, greedy)
+def run_text(prompt, n):
+    out = subprocess.run([LOOM, "run", "-m", MODEL, "-p", prompt, "-n", str(n), "--temp", "0", "-t", "1"],
+                         capture_output=True, text=True, timeout=120)
+    return out.stdout[:-1] if out.returncode == 0 and out.stdout.endswith("\n") else None
+
+
+base = "Once upon a time there was a lighthouse keeper who"
+st, b1 = e.request("POST", "/v1/completions", {"prompt": base, "temperature": 0, "max_tokens": 16})
+t1 = b1["choices"][0]["text"] if st == 200 else ""
+for what, prompt, least in [("a prompt extending the slot's history", base + t1 + " Then", 8),
+                            ("a prompt sharing part of it (rewound)", base + " lived alone", 4)]:
+    st, body = e.request("POST", "/v1/completions", {"prompt": prompt, "temperature": 0, "max_tokens": 12})
+    cached = body["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+    check("prompt cache, " + what + ": cached tokens, and the text of a fresh process", cached >= least and
+          body["choices"][0]["text"] == run_text(prompt, 12), f"{cached} {body}")
+
 # eight clients at once, one per slot, different prompts: each gets exactly its solo text
 prompts8 = ["Once upon a time", "The capital of France", "def fibonacci(n):", "2 + 2 =", "Hello", "Why is the sky",
             "List three colors", "A long prompt: " + "alpha beta gamma delta " * 12]
