@@ -842,6 +842,10 @@ static void check_budget(const loom_model *m, const int32_t *tok)
     for (int i = 0; i < 12; i++)
         loom_session_eval(s, tok + i, 1, NULL, LOOM_LOGITS_LAST, &err);
     CHECK(loom_session_n_checkpoints(s) == 2, "%d checkpoints held with a budget of 2", loom_session_n_checkpoints(s));
+    CHECK(loom_session_checkpoint_at(s, 12) == 12 && loom_session_checkpoint_at(s, 11) == 10 &&
+          loom_session_checkpoint_at(s, 9) == 0, "the nearest checkpoints at or before 12, 11, 9: %d %d %d (expected "
+          "12 10 0: the two newest kept)", loom_session_checkpoint_at(s, 12), loom_session_checkpoint_at(s, 11),
+          loom_session_checkpoint_at(s, 9));
     for (int p = 11; p >= 3; p -= 4) {
         int rc = loom_session_rewind(s, p, a, &err);
         CHECK(rc == LOOM_OK, "rewind to %d: %s", p, err.msg);
