@@ -71,8 +71,8 @@ static void serve_usage(FILE *f)
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
                "                     (one loom renders: the official Qwen3.5 template; others are refused)\n"
                LOOM_CLI_MODEL_USAGE
-               "Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,\n"
-               "POST /tokenize, POST /detokenize.\n",
+               "Endpoints: GET / (a chat page), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
+               "POST /v1/completions, POST /tokenize, POST /detokenize.\n",
             SERVE_SYNOPSIS);
 }
 
@@ -467,6 +467,24 @@ static void handle_generate(struct server *s, struct evhttp_request *h, enum ser
 
 /* ---- the other routes ---- */
 
+/* GET /: the chat page (no API key needed: it holds nothing; its own requests carry the key the user types). Its
+ * policy lets it load nothing from elsewhere. */
+static void handle_page(struct server *s, struct evhttp_request *h, const char *body, size_t len)
+{
+    (void)s, (void)body, (void)len;
+    struct evbuffer *b = evbuffer_new();
+    struct evkeyvalq *hd = evhttp_request_get_output_headers(h);
+    evhttp_add_header(hd, "Content-Type", "text/html; charset=utf-8");
+    evhttp_add_header(hd, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; "
+                                                     "style-src 'unsafe-inline'");
+    evhttp_add_header(hd, "Cache-Control", "no-cache");
+    if (b)
+        evbuffer_add_reference(b, loom_web_page, loom_web_page_len, NULL, NULL);
+    evhttp_send_reply(h, b ? 200 : 500, b ? "OK" : status_reason(500), b);
+    if (b)
+        evbuffer_free(b);
+}
+
 static void handle_health(struct server *s, struct evhttp_request *h, const char *body, size_t len)
 {
     (void)s, (void)body, (void)len;
@@ -520,6 +538,8 @@ static const struct route {
     enum evhttp_cmd_type method;
     void (*fn)(struct server *s, struct evhttp_request *h, const char *body, size_t len);
 } ROUTES[] = {
+    {"/", EVHTTP_REQ_GET, handle_page},
+    {"/index.html", EVHTTP_REQ_GET, handle_page},
     {"/health", EVHTTP_REQ_GET, handle_health},
     {"/v1/health", EVHTTP_REQ_GET, handle_health},
     {"/v1/models", EVHTTP_REQ_GET, handle_models},
@@ -567,7 +587,7 @@ static void on_request(struct evhttp_request *h, void *arg)
         return send_errorf(h, 404, NULL, "not_found", "no such endpoint");
     if (!rt)
         return send_errorf(h, 405, NULL, "method_not_allowed", "this endpoint does not take that method");
-    if (rt->fn != handle_health && !authorized(s, h))
+    if (rt->fn != handle_health && rt->fn != handle_page && !authorized(s, h))
         return send_errorf(h, 401, NULL, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
     struct evbuffer *in = evhttp_request_get_input_buffer(h);
     size_t len = evbuffer_get_length(in);

@@ -145,6 +145,10 @@ const char *serve_finish_name(const struct serve_req *r);
 /* Nonzero when s[n] is valid UTF-8. */
 int serve_utf8_valid(const char *s, size_t n);
 
+/* ---- the chat page (web/index.html, built into the binary by the Makefile) ---- */
+extern const unsigned char loom_web_page[];
+extern const unsigned long loom_web_page_len;
+
 /* ---- serve_engine.c ---- */
 
 struct serve_engine;
