@@ -23,7 +23,7 @@
 
 struct serve_opts {
     const char *model, *host, *api_key, *template_file;
-    int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s;
+    int port, n_parallel, n_ctx, n_threads, queue_max, prefill_chunk, drain_s, timeout_s;
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget (--stats: at exit) */
     long long max_body;
 };
@@ -51,7 +51,7 @@ struct server {
 
 static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
-    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--drain-timeout S]\n"
+    "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--timeout S] [--drain-timeout S]\n"
     "                  [--chat-template-file FILE] [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
 
 static void serve_usage(FILE *f)
@@ -67,6 +67,8 @@ static void serve_usage(FILE *f)
                "  --max-body BYTES   largest request body (default 8388608; larger: 413)\n"
                "  --queue N          requests that may wait for a slot (default 64; more: 503)\n"
                "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
+               "  --timeout S        seconds a request may take from its arrival, waiting included; then it ends as at\n"
+               "                     max_tokens (finish_reason length; default 600, 0 = no limit)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
                "                     (one loom renders: the official Qwen3.5 template; others are refused)\n"
@@ -110,6 +112,7 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
         {"--queue", offsetof(struct serve_opts, queue_max), 0, 1 << 16},
         {"--prefill-chunk", offsetof(struct serve_opts, prefill_chunk), 1, 1 << 16},
         {"--drain-timeout", offsetof(struct serve_opts, drain_s), 0, 3600},
+        {"--timeout", offsetof(struct serve_opts, timeout_s), 0, 1 << 24},
     };
     char *end;
     errno = 0;
@@ -428,6 +431,7 @@ static void handle_generate(struct server *s, struct evhttp_request *h, enum ser
     r->srv = s;
     r->wake = req_wake;
     r->created = (long long)time(NULL);
+    r->deadline = s->o->timeout_s ? loom_cli_now() + s->o->timeout_s : 0;
     snprintf(r->id, sizeof r->id, "%s-%llx%08llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl", ++s->n_requests,
              (unsigned long long)(s->started & 0xffffffff));
     r->notify = event_new(s->base, -1, 0, on_notify, r);
@@ -817,7 +821,7 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
 int loom_cli_serve(int argc, char **argv)
 {
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .n_parallel = 1, .n_ctx = 0, .queue_max = 64,
-                           .prefill_chunk = 256, .drain_s = 30, .max_body = 8 << 20};
+                           .prefill_chunk = 256, .drain_s = 30, .timeout_s = 600, .max_body = 8 << 20};
     int a = loom_cli_parse_pairs("serve", argc, argv, &o.mo, serve_set_option, &o);
     if (a != 0) {
         a > 0 ? serve_usage(stdout) : (void)fprintf(stderr, "%s(loom serve --help for details)\n", SERVE_SYNOPSIS);

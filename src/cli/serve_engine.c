@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/serve.h"
 
 #define SERVE_TEXT_MAX 4096 /* bytes of one token's decoded text, with room for the stop matcher's held text */
@@ -237,7 +238,8 @@ static void slot_sample(struct serve_engine *e, struct slot *sl, const float *lo
         slot_finish(e, sl, SERVE_FINISH_STOP, NULL);
         return;
     }
-    if ((r->max_tokens > 0 && sl->n_gen >= r->max_tokens) || loom_session_pos(sl->s) >= e->n_ctx) {
+    if ((r->max_tokens > 0 && sl->n_gen >= r->max_tokens) || loom_session_pos(sl->s) >= e->n_ctx ||
+        (r->deadline > 0 && loom_cli_now() > r->deadline)) { /* a limit: tokens, context or time */
         slot_finish(e, sl, SERVE_FINISH_LENGTH, NULL);
         return;
     }
@@ -348,6 +350,10 @@ static void engine_prefill_step(struct serve_engine *e)
         if (sl->state != SLOT_PREFILL)
             continue;
         e->rr = (i + 1) % e->n_slots;
+        if (sl->r->deadline > 0 && loom_cli_now() > sl->r->deadline) { /* out of time before its first token */
+            slot_finish(e, sl, SERVE_FINISH_LENGTH, NULL);
+            return;
+        }
         if (sl->n_done < 0)
             slot_reuse(e, sl);
         int n = sl->r->n_prompt - sl->n_done;

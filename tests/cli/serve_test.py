@@ -10,7 +10,7 @@
 # exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
 # content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
-# clients; --chat-template-file; logprobs (chat and completions, streamed and not); a
+# clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a
 # port in use named before the model loads. Prints "N passed, N failed".
 import atexit
 import http.client
@@ -606,6 +606,16 @@ if os.path.exists(official) and os.path.exists(other):
           "--chat-template-file " + other in bad.stderr and "cannot render" in bad.stderr, bad.stderr[-300:])
 else:
     print("the reference's templates are not present: --chat-template-file not tested")
+
+# ---- --timeout: a request still running after S seconds ends as at max_tokens, its text so far delivered ------
+g = Server("--parallel", "1", "-c", "32768", "--timeout", "1")
+t0 = time.time()
+st, body = g.request("POST", "/v1/completions", {"prompt": "Once", "temperature": 0, "max_tokens": 30000})
+check("--timeout 1: the request ends after about a second, finish_reason length, with its text", st == 200 and
+      time.time() - t0 < 10 and body["choices"][0]["finish_reason"] == "length" and
+      0 < body["usage"]["completion_tokens"] < 30000, f"{st} {time.time() - t0:.1f} s {str(body)[:300]}")
+check("--timeout: still serving", g.healthy())
+g.stop()
 
 # ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
 holder = socket.socket()
