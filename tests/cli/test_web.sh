@@ -58,5 +58,15 @@ if [ -n "$url" ]; then run page "$here/web/page_test.cjs" "$url"; else echo "FAI
 server_env=(LOOM_SERVE_FORCED_OUTPUT=1)
 start openai --parallel 2 -c 1024 --api-key test-key-web
 if [ -n "$url" ]; then run openai "$here/web/openai_test.cjs" "$url" test-key-web; else echo "FAIL: the server did not start"; cat "$logs/openai"; fail=$((fail + 1)); fi
+
+# and curl, as people try a server first: one answer, and a stream of events ending with [DONE]
+check() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+req='{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"temperature":0}'
+hdr=(-H "Authorization: Bearer test-key-web" -H "Content-Type: application/json")
+check "curl: a chat completion" '[ -n "$url" ] && curl -sf "${hdr[@]}" -d "$req" "${url}v1/chat/completions" |
+    python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"usage\"][\"completion_tokens\"] == 4 else 1)"'
+check "curl -N: a streamed chat completion ending with [DONE]" '[ -n "$url" ] &&
+    curl -sfN "${hdr[@]}" -d "${req%\}},\"stream\":true}" "${url}v1/chat/completions" | grep "^data: " | tail -1 |
+    grep -qx "data: \[DONE\]"'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
