@@ -90,7 +90,8 @@ static void round_trip(const loom_chat_template *t, const char *content, const l
                        const char *const (*want)[2])
 {
     loom_chat_message msgs[2] = {{.role = "user", .content = "hi"},
-                                 {.role = "assistant", .content = content, .tool_calls = calls, .n_tool_calls = (size_t)n}};
+                                 {.role = "assistant", .content = content, .tool_calls = calls,
+                                  .n_tool_calls = (size_t)n}};
     loom_chat_params p = {.tools = TOOLS, .think = LOOM_CHAT_THINK_OFF};
     struct loom_chat_render r = {0};
     loom_error err = {0};
@@ -161,7 +162,8 @@ int main(void)
            "</parameter>\n</function>\n</tool_call>\n\nDone  x", "Sure.Done  x", after_want, 1);
 
     /* a parameter given twice cannot be two values: the first "</parameter>" is then part of the value */
-    const char *const twice_want[][2] = {{"get_weather", "{\"city\":\"Paris\\n</parameter>\\n<parameter=city>\\nRome\"}"}};
+    const char *const twice_want[][2] = {
+        {"get_weather", "{\"city\":\"Paris\\n</parameter>\\n<parameter=city>\\nRome\"}"}};
     expect(t, "a parameter twice", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
            "<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>", "", twice_want, 1);
 

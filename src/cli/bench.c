@@ -695,8 +695,8 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     rc = bench_run_engines(o, m, loom_model_gguf(model), loom_model_tokenizer(model), rss_start, eng, &ref, &rm,
                            &err) ? 1 : 0;
     int n_tg = o->n_gen < BENCH_TG_WARMUP ? o->n_gen : BENCH_TG_WARMUP; /* the warm-up's decode tokens */
-    loom_cli_expert_stats("bench", model, &o->mo,
-                          (o->reps + 1) * o->n_prompt + o->reps * o->n_gen + n_tg + (o->depth > 0 ? o->depth : 0), NULL);
+    int n_evaluated = (o->reps + 1) * o->n_prompt + o->reps * o->n_gen + n_tg + (o->depth > 0 ? o->depth : 0);
+    loom_cli_expert_stats("bench", model, &o->mo, n_evaluated, NULL);
 done:
     if (rc && err.code == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom bench: interrupted (%s)\n", loom_cli_signal_name());

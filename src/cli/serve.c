@@ -52,7 +52,8 @@ struct server {
 static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
     "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--timeout S] [--drain-timeout S]\n"
-    "                  [--chat-template-file FILE] [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
+    "                  [--chat-template-file FILE] [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE]\n"
+    "                  [--stats]\n";
 
 static void serve_usage(FILE *f)
 {
@@ -67,8 +68,8 @@ static void serve_usage(FILE *f)
                "  --max-body BYTES   largest request body (default 8388608; larger: 413)\n"
                "  --queue N          requests that may wait for a slot (default 64; more: 503)\n"
                "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
-               "  --timeout S        seconds a request may take from its arrival, waiting included; then it ends as at\n"
-               "                     max_tokens (finish_reason length; default 600, 0 = no limit)\n"
+               "  --timeout S        seconds a request may take from its arrival, waiting included; then it ends\n"
+               "                     as at max_tokens (finish_reason length; default 600, 0 = no limit)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
                "                     (one loom renders: the official Qwen3.5 template; others are refused)\n"

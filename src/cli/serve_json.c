@@ -829,7 +829,8 @@ static json_t *lp_token(const loom_tokenizer *tok, int32_t id, float lp, int byt
     char piece[256];
     int k = loom_tokenizer_piece(tok, id, piece, (int)sizeof piece);
     k = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
-    json_t *t = json_pack("{s:o,s:f}", "token", jtext(piece, (size_t)k), "logprob", isfinite(lp) ? (double)lp : -9999.0);
+    double v = isfinite(lp) ? (double)lp : -9999.0;
+    json_t *t = json_pack("{s:o,s:f}", "token", jtext(piece, (size_t)k), "logprob", v);
     if (t && bytes) {
         json_t *b = json_array();
         for (int i = 0; i < k; i++)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_web.sh BUILD — `loom serve` from the clients people use: its chat page in Debian's chromium driven by npm
-# playwright-core (tests/web/page_test.cjs), and the official OpenAI client from npm (tests/web/openai_test.cjs),
-# each against its own server on a free loopback port with the cached tiny model. The npm packages are the ones
-# scripts/setup.sh installs in ${LOOM_CACHE:-~/.cache/loom}/node. Prints "N passed, N failed".
+# playwright-core (tests/web/page_test.cjs), the official OpenAI client from npm (tests/web/openai_test.cjs) and
+# curl, against servers of their own on free loopback ports with the cached tiny model. The npm packages are the
+# ones scripts/setup.sh installs in ${LOOM_CACHE:-~/.cache/loom}/node. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 cache=${LOOM_CACHE:-$HOME/.cache/loom}
