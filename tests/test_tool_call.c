@@ -167,6 +167,24 @@ int main(void)
     expect(t, "a parameter twice", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
            "<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>", "", twice_want, 1);
 
+    /* prose that mentions the tag, then a real call: the mention is content, the call a call */
+    const char *const prose_want[][2] = {{"get_weather", "{\"city\":\"Paris\"}"}};
+    expect(t, "a mention of <tool_call> before a call", "mention <tool_call> in prose.\n<tool_call>\n"
+           "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+           "mention <tool_call> in prose.", prose_want, 1);
+    /* and the text after such a mention is passed on at once, not held to the end */
+    struct out o = {0};
+    loom_tool_parser *pp = loom_tool_parser_new(t, TOOLS, &err);
+    loom_tool_sink sink = {&o, on_content, on_call};
+    if (pp) {
+        static const char early[] = "You write <tool_call> before a call. And then more text";
+        loom_tool_parser_feed(pp, early, sizeof early - 1, &sink, &err);
+        CHECK(o.n == sizeof early - 1, "a mention's following text is passed on at once: %zu of %zu bytes", o.n,
+              sizeof early - 1);
+        loom_tool_parser_end(pp, &sink, &err);
+        loom_tool_parser_free(pp);
+    }
+
     /* not calls: byte for byte content */
     static const char *const plain[] = {
         "Plain text, with <tags> and a < at the end <",

@@ -152,6 +152,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             return -1;
         i++;
     }
+    if (loom_cli_model_check("bench", &o->mo) != 0)
+        return -1;
     if (!o->model && !o->mem) {
         fprintf(stderr, "loom bench: give a model with -m FILE, or --mem\n%s", BENCH_USAGE);
         return -1;

@@ -198,6 +198,16 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
         if (taken < 0 || (!taken && set(o, argv[i], argv[i + 1]) != 0))
             return -1;
     }
+    return loom_cli_model_check(cmd, mo);
+}
+
+int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo)
+{
+    if (mo->params.read_ahead && !mo->params.mem_budget) {
+        fprintf(stderr, "loom %s: --read-ahead chooses what the expert cache reads ahead: it needs --mem-budget\n",
+                cmd);
+        return -1;
+    }
     return 0;
 }
 

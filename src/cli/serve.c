@@ -680,8 +680,10 @@ static void serve_announce(const struct server *s)
     if (getsockname(evhttp_bound_socket_get_fd(s->sock), (struct sockaddr *)&ss, &sl) == 0)
         port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    fprintf(stderr, "loom serve: listening on http://%s:%d (model %s, %d slot%s of %d positions)\n", s->o->host, port,
-            s->model_id, s->o->n_parallel, s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx);
+    int v6 = strchr(s->o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
+    fprintf(stderr, "loom serve: listening on http://%s%s%s:%d (model %s, %d slot%s of %d positions)\n", v6 ? "[" : "",
+            s->o->host, v6 ? "]" : "", port, s->model_id, s->o->n_parallel, s->o->n_parallel == 1 ? "" : "s",
+            s->ctx.n_ctx);
 }
 
 /* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement. */
@@ -759,9 +761,11 @@ static loom_chat_template *serve_template(const loom_tokenizer *tok, const char 
     }
     enum { MAX_TEMPLATE = 1 << 20 };
     FILE *f = fopen(file, "rb");
+    int open_errno = errno;
     char *text = f ? malloc(MAX_TEMPLATE + 1) : NULL;
+    errno = 0;
     size_t n = text ? fread(text, 1, MAX_TEMPLATE + 1, f) : 0;
-    int bad = !f ? errno : !text ? ENOMEM : ferror(f) ? EIO : 0;
+    int bad = !f ? open_errno : !text ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0; /* a directory: EISDIR */
     if (f)
         fclose(f);
     loom_chat_template *t = NULL;

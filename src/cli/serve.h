@@ -58,6 +58,8 @@ struct serve_req {
     int32_t *prompt; /* [n_prompt] ids, rendered with provenance (caller text is data) */
     int n_prompt;
     int max_tokens;  /* 0 = until the end of the slot's context */
+    int cache_mark;  /* a position the slot keeps a checkpoint at, for the prompt cache: where the next request's
+                      * prompt will likely differ (the current turn's assistant header; the last token) */
     double deadline; /* loom_cli_now() time past which it ends as at max_tokens (serve --timeout); 0 = none */
     int think_open;  /* the prompt ends inside <think>: text before </think> is reasoning */
     int logprobs;    /* -1: not asked; else the alternatives per token to report (0..LOOM_TOP_LOGPROBS_MAX) */

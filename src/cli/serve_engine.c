@@ -26,6 +26,7 @@ struct slot {
     int nl_held;  /* reasoning: trailing newlines held back (dropped at </think>) */
     loom_stop *think_end; /* finds "</think>" in the text, however the vocabulary spells it */
     int content_begun; /* content after </think>: leading newlines are dropped */
+    uint64_t used;     /* when its last request ended (engine ticks): the least recently used is taken first */
     loom_detok dt;
 };
 
@@ -33,6 +34,7 @@ struct serve_engine {
     const loom_model *m;
     const loom_tokenizer *tok;
     int n_rows, n_ctx, prefill_chunk, n_slots, rr;
+    uint64_t tick;           /* requests ended */
     int max_batch; /* sequences one loom_sessions_decode call takes */
     struct slot *slots;
     float *logits;           /* [n_slots][n_rows]: prefill rows and the batched decode's rows */
@@ -202,6 +204,7 @@ static void slot_finish(struct serve_engine *e, struct slot *sl, enum serve_fini
     }
     sl->r = NULL;
     sl->state = SLOT_FREE;
+    sl->used = ++e->tick;
     pthread_mutex_lock(&e->mu); /* free before the client hears of the end: its next request finds the slot */
     e->n_active--;
     pthread_mutex_unlock(&e->mu);
@@ -267,25 +270,25 @@ static void slot_start(struct serve_engine *e, struct slot *sl, struct serve_req
     loom_stop_reset(sl->think_end);
 }
 
-/* Keep what the slot's history shares with the prompt (all but the prompt's last token, which is evaluated for
- * its logits): the live state when the history is that prefix; else the nearest checkpoint within it (one is
- * kept at the end of each prompt), rewound to with one token re-evaluated, the rest of the shared prefix then
- * prefilled in bounded chunks like any prompt; else the empty state. In CANONICAL numerics the result is
- * bitwise a fresh slot's. Outside the engine's lock. */
-static void slot_reuse(struct serve_engine *e, struct slot *sl)
+/* Keep what the slot's history shares with the prompt: the live state when the history is a prefix of the prompt
+ * (all but its last token, which is evaluated for its logits); else the nearest checkpoint within the shared
+ * prefix (kept at each prompt's end and cache mark), rewound to with one token re-evaluated (its logits into row:
+ * the prompt's last token's when that was the one), the rest then prefilled in bounded chunks like any prompt;
+ * else the empty state. In CANONICAL numerics the result is bitwise a fresh slot's. Outside the engine's lock. */
+static void slot_reuse(struct serve_engine *e, struct slot *sl, float *row)
 {
     struct serve_req *r = sl->r;
-    int keep = slot_common_prefix(e, sl, r->prompt, r->n_prompt);
-    keep = keep < r->n_prompt ? keep : r->n_prompt - 1;
+    int lcp = slot_common_prefix(e, sl, r->prompt, r->n_prompt), keep = lcp < r->n_prompt ? lcp : r->n_prompt - 1;
+    r->n_cached = keep; /* prompt tokens not evaluated again */
     if (keep < loom_session_pos(sl->s)) { /* the live state went past the shared prefix */
-        int c = keep > 1 ? loom_session_checkpoint_at(sl->s, keep - 1) : 0;
+        int c = lcp > 1 ? loom_session_checkpoint_at(sl->s, lcp - 1 < r->n_prompt - 1 ? lcp - 1 : r->n_prompt - 1) : 0;
         loom_error err = {0};
-        keep = c > 0 && loom_session_rewind(sl->s, c + 1, NULL, &err) == LOOM_OK ? c + 1 : 0;
+        keep = c > 0 && loom_session_rewind(sl->s, c + 1, row, &err) == LOOM_OK ? c + 1 : 0;
+        r->n_cached = keep ? c : 0;
     }
     if (keep == 0)
         loom_session_reset(sl->s);
     sl->n_done = keep;
-    r->n_cached = keep;
 }
 
 /* Release the queued requests that were cancelled (their clients went away). Called with e->mu held. */
@@ -302,7 +305,8 @@ static void engine_drop_cancelled(struct serve_engine *e)
     e->q_len = kept;
 }
 
-/* The free slot whose history shares the longest prefix with r's prompt (the first free one on a tie), or -1. */
+/* The free slot whose history shares the longest prefix with r's prompt (on a tie the least recently used, so
+ * that other histories survive), or -1. */
 static int engine_pick_slot(struct serve_engine *e, const struct serve_req *r)
 {
     int best = -1, best_k = -1;
@@ -310,7 +314,7 @@ static int engine_pick_slot(struct serve_engine *e, const struct serve_req *r)
         if (e->slots[i].state != SLOT_FREE)
             continue;
         int k = slot_common_prefix(e, &e->slots[i], r->prompt, r->n_prompt);
-        if (k > best_k)
+        if (k > best_k || (k == best_k && e->slots[i].used < e->slots[best].used))
             best = i, best_k = k;
     }
     return best;
@@ -354,11 +358,16 @@ static void engine_prefill_step(struct serve_engine *e)
             slot_finish(e, sl, SERVE_FINISH_LENGTH, NULL);
             return;
         }
-        if (sl->n_done < 0)
-            slot_reuse(e, sl);
-        int n = sl->r->n_prompt - sl->n_done;
-        n = n < e->prefill_chunk ? n : e->prefill_chunk;
         float *row = e->logits + (size_t)i * (size_t)e->n_rows;
+        if (sl->n_done < 0)
+            slot_reuse(e, sl, row);
+        if (sl->n_done == sl->r->n_prompt) { /* the rewind evaluated the prompt's last token */
+            slot_sample(e, sl, row);
+            return;
+        }
+        int n = sl->r->n_prompt - sl->n_done, mark = sl->r->cache_mark;
+        n = n < e->prefill_chunk ? n : e->prefill_chunk;
+        n = sl->n_done < mark && mark < sl->n_done + n ? mark - sl->n_done : n; /* a request ends at the mark */
         loom_error err = {0};
         int rc = loom_session_eval(sl->s, sl->r->prompt + sl->n_done, n, row, LOOM_LOGITS_LAST, &err);
         if (rc != LOOM_OK) {
@@ -366,6 +375,8 @@ static void engine_prefill_step(struct serve_engine *e)
             return;
         }
         sl->n_done += n;
+        if (sl->n_done == mark && loom_session_checkpoint_at(sl->s, mark) != mark)
+            loom_session_checkpoint(sl->s, NULL); /* a cache: failing to keep one is not an error */
         if (sl->n_done == sl->r->n_prompt)
             slot_sample(e, sl, row);
         return;

@@ -487,9 +487,10 @@ static int parse_tools(const struct serve_ctx *c, json_t *o, struct serve_req *r
         return serve_fail(e, 400, "tools", "invalid_type", "tools: expected an array of tools, found %s",
                           jfound(v, buf, sizeof buf)), -1;
     json_array_foreach(v, i, t) {
-        json_t *type = json_object_get(t, "type"), *name = json_object_get(json_object_get(t, "function"), "name");
+        json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
+        json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
         if (!json_is_object(t) || (type && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) ||
-            !json_is_string(name) || !json_string_length(name))
+            !json_is_string(name) || !json_string_length(name) || (params && !json_is_object(params)))
             return serve_fail(e, 400, "tools", "invalid_value", "tools[%zu]: expected {\"type\": \"function\", "
                               "\"function\": {\"name\": STRING, \"parameters\": SCHEMA}}", i), -1;
     }
@@ -539,6 +540,12 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
             rc = (serve_fail(e, err.code == LOOM_E_ARG ? 400 : 500, "messages", "invalid_value", "messages: %s",
                              err.msg), -1);
         r->think_open = p.think != LOOM_CHAT_THINK_OFF; /* the generation prompt ends with "<think>\n" */
+        /* the next turn renders this one's thinking differently: its prompt follows this one's up to the start of
+         * the assistant header, so the slot keeps a checkpoint just after that <|im_start|> */
+        int32_t im_start = -1;
+        if (rc == 0 && loom_tokenizer_encode(c->tok, "<|im_start|>", 12, LOOM_SPECIAL_ALL, &im_start, 1, NULL) == 1)
+            for (int i = r->n_prompt - 1; i >= 0 && !r->cache_mark; i--)
+                r->cache_mark = r->prompt[i] == im_start ? i + 1 : 0;
     }
     for (size_t i = 0; i < n_owned; i++)
         free(owned[i]);
@@ -573,6 +580,7 @@ static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_r
     if (k != n)
         return serve_fail(e, 500, NULL, NULL, "prompt: the tokenizer gave %d tokens, then %d", n, k), -1;
     r->n_prompt = n + (bos >= 0);
+    r->cache_mark = r->n_prompt - 1; /* the same prompt again reuses all but its last token */
     return 0;
 }
 

@@ -273,9 +273,12 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
     }
     enum loom_read_ahead ahead = params ? params->read_ahead : LOOM_READ_AHEAD_DEFAULT;
     if ((unsigned)ahead > LOOM_READ_AHEAD_ALL || (ahead && !params->mem_budget)) {
-        loom_errorf(err, LOOM_E_ARG, "read_ahead: expected %s, found %d", ahead && ahead <= LOOM_READ_AHEAD_ALL ?
-                    "a memory budget too (it chooses what the expert cache reads ahead)" : "a loom_read_ahead value",
-                    (int)ahead);
+        if ((unsigned)ahead > LOOM_READ_AHEAD_ALL)
+            loom_errorf(err, LOOM_E_ARG, "read_ahead: expected a loom_read_ahead value (0 to %d), found %d",
+                        (int)LOOM_READ_AHEAD_ALL, (int)ahead);
+        else
+            loom_errorf(err, LOOM_E_ARG, "read_ahead: expected mem_budget with it (it chooses what the expert cache "
+                        "reads ahead), found mem_budget 0");
         return NULL;
     }
     struct loom_model *m = calloc(1, sizeof *m);

@@ -176,12 +176,26 @@ static int outside(struct loom_tool_parser *p, const loom_tool_sink *sink, int a
     return open != NULL;
 }
 
-/* Inside a call: the first CLOSE that ends a well-formed call makes it one; at the end, an unfinished call is
- * content. 1 when a call was passed on (the text after it is to be looked at), 0 to wait, <0 on NOMEM. */
+/* Whether s[n], what follows an OPEN so far, may still begin a call: whitespace, then "<function=" (or a part of
+ * it at the end). */
+static int may_begin_call(const char *s, size_t n)
+{
+    size_t i = skip_ws(s, 0, n), k = n - i < 10 ? n - i : 10;
+    return !memcmp(s + i, "<function=", k);
+}
+
+/* Inside a call: the first CLOSE that ends a well-formed call makes it one. An OPEN that cannot begin a call (prose
+ * that mentions the tag), and at the end an unfinished call, is content through that OPEN, and what follows is
+ * looked at anew. 1 when the text after what was passed on is to be looked at, 0 to wait, <0 on NOMEM. */
 static int inside(struct loom_tool_parser *p, const loom_tool_sink *sink, int at_end)
 {
     const char *h = p->held.p, *open = memmem(h, p->held.len, OPEN, sizeof OPEN - 1);
     size_t body = (size_t)(open - h) + sizeof OPEN - 1;
+    if (!may_begin_call(h + body, p->held.len - body)) { /* text through this OPEN; the rest is looked at anew */
+        pass_content(p, sink, body);
+        p->inside = 0, p->scanned = 0;
+        return 1;
+    }
     for (size_t q = p->scanned > body ? p->scanned : body; q + sizeof CLOSE - 1 <= p->held.len; q++) {
         if (memcmp(h + q, CLOSE, sizeof CLOSE - 1))
             continue;
@@ -199,9 +213,10 @@ static int inside(struct loom_tool_parser *p, const loom_tool_sink *sink, int at
         }
         p->scanned = q + 1;
     }
-    if (at_end) { /* never closed as a call: it was text */
-        pass_content(p, sink, p->held.len);
-        p->inside = 0;
+    if (at_end) { /* never closed as a call: text through this OPEN; the rest (a later OPEN may begin one) anew */
+        pass_content(p, sink, body);
+        p->inside = 0, p->scanned = 0;
+        return 1;
     }
     return 0;
 }

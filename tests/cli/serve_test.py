@@ -294,6 +294,8 @@ bad = [
     ("a tool without a name", "/v1/chat/completions", chat_body("hi", tools=[{"type": "function", "function": {}}]),
      400, "tools", None),
     ("tools not an array", "/v1/chat/completions", chat_body("hi", tools={"name": "f"}), 400, "tools", None),
+    ("tool parameters not an object", "/v1/chat/completions",
+     chat_body("hi", tools=[{"type": "function", "function": {"name": "f", "parameters": "x"}}]), 400, "tools", None),
     ("forced_output without LOOM_SERVE_FORCED_OUTPUT", "/v1/chat/completions", chat_body("hi", forced_output="x"),
      400, "forced_output", None),
     ("response_format with a schema", "/v1/chat/completions",
@@ -562,6 +564,23 @@ for what, prompt, least in [("a prompt extending the slot's history", base + t1 
     cached = body["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
     check("prompt cache, " + what + ": cached tokens, and the text of a fresh process", cached >= least and
           body["choices"][0]["text"] == run_text(prompt, 12), f"{cached} {body}")
+
+# two long prompts in turn, then the first again: it finds the slot that kept it (a free, least recently used slot
+# took the second); and a conversation's next turn reuses the previous turn's prompt up to its assistant header
+pa, pb = "alpha beta " * 300, "gamma delta " * 300
+cached = []
+for pr in (pa, pb, pa):
+    st, body = e.request("POST", "/v1/completions", {"prompt": pr, "temperature": 0, "max_tokens": 2})
+    cached.append(body["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1)
+check("prompt cache: A, B, A keeps A in its slot (the same prompt: all but its last token)",
+      cached[:2] == [0, 0] and cached[2] == 600, str(cached))
+conv = [{"role": "user", "content": "Tell me about the sea."}]
+st, body = e.request("POST", "/v1/chat/completions", chat_body("x", messages=conv, max_tokens=8))
+conv += [{"role": "assistant", "content": body["choices"][0]["message"]["content"] if st == 200 else ""},
+         {"role": "user", "content": "And more?"}]
+st, body = e.request("POST", "/v1/chat/completions", chat_body("x", messages=conv, max_tokens=8))
+check("prompt cache: a conversation's next turn reuses the previous prompt", st == 200 and
+      body["usage"]["prompt_tokens_details"]["cached_tokens"] >= 10, str(body.get("usage")))
 
 # eight clients at once, one per slot, different prompts: each gets exactly its solo text
 prompts8 = ["Once upon a time", "The capital of France", "def fibonacci(n):", "2 + 2 =", "Hello", "Why is the sky",

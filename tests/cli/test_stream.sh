@@ -40,7 +40,7 @@ done
 "$loom" run -m "$model" "${args[@]}" --mem-budget "$budget" --read-ahead often >"$out" 2>"$err"; rc=$?
 check "a malformed --read-ahead is a usage error naming the value" '[ $rc -eq 2 ] && grep -q "read-ahead expects.*often" "$err"'
 "$loom" run -m "$model" "${args[@]}" --read-ahead all >"$out" 2>"$err"; rc=$?
-check "--read-ahead without a budget is refused" '[ $rc -eq 1 ] && grep -q "read_ahead: expected a memory budget" "$err"'
+check "--read-ahead without a budget is a usage error" '[ $rc -eq 2 ] && grep -q "read-ahead .* needs --mem-budget" "$err"'
 
 "$loom" run -m "$model" "${args[@]}" --mem-budget 40M >"$out" 2>"$err"; rc=$?
 check "a budget below the dense part fails" '[ $rc -eq 1 ]'
