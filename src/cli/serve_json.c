@@ -864,7 +864,8 @@ static json_t *chat_logprobs(const struct serve_req *r, const struct serve_lps *
 }
 
 /* /v1/completions' {"tokens", "token_logprobs", "top_logprobs": [{PIECE: LOGPROB}], "text_offset"}; *offset: the
- * byte offset of the first token in the generated text, advanced past the last. */
+ * offset in characters of the first token in the generated text (a token that ends inside a character counts it
+ * when the character starts there), advanced past the last. */
 static json_t *completion_logprobs(const struct serve_req *r, const struct serve_lps *l, size_t *offset)
 {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
@@ -874,7 +875,10 @@ static json_t *completion_logprobs(const struct serve_req *r, const struct serve
         json_array_append(tokens, json_object_get(t, "token"));
         json_array_append(lps, json_object_get(t, "logprob"));
         json_array_append_new(offs, json_integer((json_int_t)*offset));
-        *offset += json_string_length(json_object_get(t, "token"));
+        char piece[256]; /* the offset counts characters: the bytes that start one */
+        int k = loom_tokenizer_piece(r->tok, x->id, piece, (int)sizeof piece);
+        for (int b = 0; b < k && b < (int)sizeof piece; b++)
+            *offset += ((unsigned char)piece[b] & 0xC0) != 0x80;
         json_decref(t);
         for (int j = 0; j < r->logprobs && x->top_id[j] >= 0; j++) {
             json_t *a = lp_token(r->tok, x->top_id[j], x->top_lp[j], 0);

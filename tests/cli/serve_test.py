@@ -541,6 +541,10 @@ for what, forced, kw in [("a call to an unknown function", "<tool_call>\n<functi
     m = body["choices"][0]["message"] if st == 200 else {}
     check(what + ": the text comes back as content, byte for byte", st == 200 and m.get("content") == forced and
           not m.get("tool_calls") and body["choices"][0]["finish_reason"] == "stop", str(body)[:400])
+st, body = e.request("POST", "/v1/completions", {"prompt": "x", "forced_output": "é😀a中", "logprobs": 1,
+                                                 "max_tokens": 20})
+check("completion logprobs: text_offset counts characters", st == 200 and
+      body["choices"][0]["logprobs"]["text_offset"] == [0, 1, 2, 3], str(body)[:400])
 two = CALL + "\n" + CALL[len("I'll check.\n\n"):]
 st, body = e.request("POST", "/v1/chat/completions", tool_body(two))
 check("two calls", st == 200 and len(body["choices"][0]["message"]["tool_calls"]) == 2, str(body)[:400])
