@@ -814,7 +814,7 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
         if (serve_setup_events(s) == 0) {
             event_base_dispatch(s->base);
             fprintf(stderr, "loom serve: stopped\n");
-            loom_cli_expert_stats("serve", m, &o->mo, 0, NULL); /* the slots' sessions still count */
+            loom_cli_expert_stats("serve", m, &o->mo, (int)serve_engine_n_evaluated(s->eng), NULL); /* slots count */
             status = 0;
         }
     }

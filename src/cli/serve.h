@@ -174,6 +174,8 @@ void serve_engine_cancel_all(struct serve_engine *e);
 int serve_engine_busy(struct serve_engine *e);
 /* Positions of one slot's context. */
 int serve_engine_n_ctx(const struct serve_engine *e);
+/* Tokens the engine evaluated so far (prompts, decode steps, re-evaluations after a rewind). */
+long long serve_engine_n_evaluated(const struct serve_engine *e);
 /* Cancel everything, release every request, join the thread and free the slots. */
 void serve_engine_stop(struct serve_engine *e);
 

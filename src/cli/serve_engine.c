@@ -35,6 +35,7 @@ struct serve_engine {
     const loom_tokenizer *tok;
     int n_rows, n_ctx, prefill_chunk, n_slots, rr;
     uint64_t tick;           /* requests ended */
+    _Atomic long long n_eval; /* tokens evaluated (prompts, decode steps, re-evaluations after a rewind) */
     int max_batch; /* sequences one loom_sessions_decode call takes */
     struct slot *slots;
     float *logits;           /* [n_slots][n_rows]: prefill rows and the batched decode's rows */
@@ -285,6 +286,7 @@ static void slot_reuse(struct serve_engine *e, struct slot *sl, float *row)
         loom_error err = {0};
         keep = c > 0 && loom_session_rewind(sl->s, c + 1, row, &err) == LOOM_OK ? c + 1 : 0;
         r->n_cached = keep ? c : 0;
+        e->n_eval += keep != 0;
     }
     if (keep == 0)
         loom_session_reset(sl->s);
@@ -375,6 +377,7 @@ static void engine_prefill_step(struct serve_engine *e)
             return;
         }
         sl->n_done += n;
+        e->n_eval += n;
         if (sl->n_done == mark && loom_session_checkpoint_at(sl->s, mark) != mark)
             loom_session_checkpoint(sl->s, NULL); /* a cache: failing to keep one is not an error */
         if (sl->n_done == sl->r->n_prompt)
@@ -399,6 +402,7 @@ static int engine_decode_batch(struct serve_engine *e, int from)
         return i;
     loom_error err = {0};
     int rc = loom_sessions_decode(e->batch_s, e->batch_tok, n, e->logits, &err);
+    e->n_eval += rc == LOOM_OK ? n : 0;
     for (int j = 0; j < n; j++) {
         struct slot *sl = &e->slots[e->batch_slot[j]];
         if (rc != LOOM_OK)
@@ -468,6 +472,8 @@ int serve_engine_busy(struct serve_engine *e)
 }
 
 int serve_engine_n_ctx(const struct serve_engine *e) { return e->n_ctx; }
+
+long long serve_engine_n_evaluated(const struct serve_engine *e) { return e->n_eval; }
 
 static void engine_free(struct serve_engine *e)
 {
