@@ -62,6 +62,10 @@ const char *loom_kernels_name(void);
  * loom_model_load_ex with params NULL (the defaults below). */
 loom_model *loom_model_load(const char *path, loom_error *err);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (LOOM_VERSION; the API may change while MAJOR is 0). */
+#define LOOM_VERSION "0.6.0"
+const char *loom_version(void);
+
 typedef struct loom_model_params {
     /* Nonzero: before returning, validate every tensor's data by the rules of llama.cpp's check_tensors
      * (ggml_validate_row_data: every F32/F16/BF16 value and every quantized block's F16 or F32 scales

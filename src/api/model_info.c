@@ -1,6 +1,6 @@
 /* model_info.c — the public model metadata a text client needs (loom.h, "Text: model metadata"): architecture,
- * trained context, logits width, string metadata by key, the model's tokenizer and its per-token queries. Reads
- * the loaded model; changes nothing. */
+ * trained context, logits width, string metadata by key, the model's tokenizer and its per-token queries; and
+ * the library's version. Reads the loaded model; changes nothing. */
 #include <string.h>
 
 #include "loom.h"
@@ -52,3 +52,5 @@ int loom_model_token_is_eog(const loom_model *model, int32_t tok)
 {
     return loom_tokenizer_is_eog(model->tok, tok);
 }
+
+const char *loom_version(void) { return LOOM_VERSION; }

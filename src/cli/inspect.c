@@ -150,6 +150,13 @@ int loom_cli_inspect(int argc, char **argv)
     }
     int check = argc == 3 && !strcmp(argv[1], "--check-tensors");
     if (argc != 2 + check) {
+        for (int i = 1; i < argc; i++) /* name what is wrong: an option inspect does not take, or a second file */
+            if (argv[i][0] == '-' && strcmp(argv[i], "--check-tensors")) {
+                fprintf(stderr, "loom inspect: unknown option '%s' (the file comes without -m)\n", argv[i]);
+                break;
+            }
+        if (argc > 2 + check && argv[argc - 1][0] != '-' && argv[argc - 2][0] != '-')
+            fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", argv[argc - 2], argv[argc - 1]);
         fputs(INSPECT_USAGE, stderr);
         return 2;
     }

@@ -16,7 +16,8 @@ static void usage(FILE *f)
                "  chat     interactive chat with a model\n"
                "  quantize write a quantized copy of a GGUF model\n"
                "  bench    measure prefill and decode speed\n"
-               "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n");
+               "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
+               "loom COMMAND --help lists a command's options; loom --version prints the version.\n");
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
@@ -35,6 +36,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : check_stdout("--help", 0);
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("loom %s\n", loom_version());
+        return check_stdout("--version", 0);
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))

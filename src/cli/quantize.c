@@ -103,7 +103,7 @@ int loom_cli_quantize(int argc, char **argv)
     loom_error err = {0};
     loom_gguf *in = NULL;
     if (loom_gguf_open_model(pos[0], &in, &err) != LOOM_OK) {
-        fprintf(stderr, "loom quantize: %s\n", err.msg);
+        fprintf(stderr, "loom quantize: %s: %s\n", pos[0], err.msg);
         return 1;
     }
     loom_cli_gguf_warnings("quantize", pos[0], in);

@@ -162,5 +162,15 @@ check "inspect shows the bytes per expert" \
     'grep -q "one routed expert (gate, up, down) *393216 B" "$out" && grep -q "shared expert per layer *394240 B" "$out"'
 check "inspect shows what a token reads" 'grep -q "one token reads per layer *1180672 B" "$out"'
 
+# the version; help that points at each command's; inspect and quantize naming what is wrong
+"$loom" --version >"$out" 2>"$err"; rc=$?
+check "--version prints the version" '[ $rc -eq 0 ] && grep -qE "^loom [0-9]+\.[0-9]+\.[0-9]+$" "$out"'
+"$loom" --help >"$out" 2>"$err"
+check "--help points at each command's --help" 'grep -q "loom COMMAND --help" "$out"'
+"$loom" inspect -m "$model" >"$out" 2>"$err"; rc=$?
+check "inspect -m FILE names the option it does not take" '[ $rc -eq 2 ] && grep -q "unknown option .-m." "$err"'
+"$loom" quantize /nonexistent/in.gguf "$out.gguf" Q4_K_M >"$out" 2>"$err"; rc=$?
+check "quantize names an input it cannot open" '[ $rc -eq 1 ] && grep -q "/nonexistent/in.gguf: open: No such file" "$err"'
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
