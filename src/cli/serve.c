@@ -305,14 +305,9 @@ static void stream_end(struct server *s, struct serve_req *r)
         free(body);
     }
     if (r->include_usage && r->finish != SERVE_FINISH_ERROR && r->finish != SERVE_FINISH_CANCELLED) {
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":\"%s\",\"choices\":[],\"usage\":"
-                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,\"prompt_tokens_details\":"
-                 "{\"cached_tokens\":%d}}}",
-                 r->id, r->kind == SERVE_CHAT ? "chat.completion.chunk" : "text_completion", r->created, s->model_id,
-                 r->n_prompt, r->n_gen, r->n_prompt + r->n_gen, r->n_cached);
-        send_event(h, buf);
+        char *body = serve_usage_chunk_json(r, s->model_id);
+        send_event(h, body);
+        free(body);
     }
     send_event(h, "[DONE]");
     evhttp_send_reply_end(h);

@@ -142,6 +142,8 @@ char *serve_chunk_json(struct serve_req *r, const char *model, const char *conte
  * false and a call already made: *dropped set). */
 char *serve_tool_call(struct serve_req *r, const char *model, const char *name, const char *arguments, int *dropped);
 char *serve_final_chunk_json(const struct serve_req *r, const char *model);
+/* OpenAI's usage chunk of a stream (stream_options.include_usage): no choices, the usage. */
+char *serve_usage_chunk_json(const struct serve_req *r, const char *model);
 char *serve_response_json(const struct serve_req *r, const char *model);
 /* finish_reason: "tool_calls" when the answer made calls and ended on its own, else "stop" or "length". */
 const char *serve_finish_name(const struct serve_req *r);

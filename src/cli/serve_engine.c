@@ -282,7 +282,7 @@ static void slot_reuse(struct serve_engine *e, struct slot *sl, float *row)
     int lcp = slot_common_prefix(e, sl, r->prompt, r->n_prompt), keep = lcp < r->n_prompt ? lcp : r->n_prompt - 1;
     r->n_cached = keep; /* prompt tokens not evaluated again */
     if (keep < loom_session_pos(sl->s)) { /* the live state went past the shared prefix */
-        int c = lcp > 1 ? loom_session_checkpoint_at(sl->s, lcp - 1 < r->n_prompt - 1 ? lcp - 1 : r->n_prompt - 1) : 0;
+        int c = lcp > 1 ? loom_session_checkpoint_at(sl->s, lcp - 1) : 0; /* token c is the prompt's too */
         loom_error err = {0};
         keep = c > 0 && loom_session_rewind(sl->s, c + 1, row, &err) == LOOM_OK ? c + 1 : 0;
         r->n_cached = keep ? c : 0;

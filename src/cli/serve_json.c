@@ -831,12 +831,15 @@ char *serve_tool_call(struct serve_req *r, const char *model, const char *name, 
 /* ---- logprobs ---- */
 
 /* A token as logprobs show it: its piece (bytes that are not UTF-8 as U+FFFD) and log-probability (-9999 for a
- * token the distribution does not allow, as OpenAI writes it), with the piece's bytes when bytes is set. */
-static json_t *lp_token(const loom_tokenizer *tok, int32_t id, float lp, int bytes)
+ * token the distribution does not allow, as OpenAI writes it), with the piece's bytes when bytes is set; chars
+ * (may be NULL) advanced by the characters the piece starts. */
+static json_t *lp_token(const loom_tokenizer *tok, int32_t id, float lp, int bytes, size_t *chars)
 {
     char piece[256];
     int k = loom_tokenizer_piece(tok, id, piece, (int)sizeof piece);
     k = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
+    for (int b = 0; chars && b < k; b++) /* characters: the bytes that start one */
+        *chars += ((unsigned char)piece[b] & 0xC0) != 0x80;
     double v = isfinite(lp) ? (double)lp : -9999.0;
     json_t *t = json_pack("{s:o,s:f}", "token", jtext(piece, (size_t)k), "logprob", v);
     if (t && bytes) {
@@ -854,9 +857,9 @@ static json_t *chat_logprobs(const struct serve_req *r, const struct serve_lps *
     json_t *content = json_array();
     for (int i = 0; i < l->n; i++) {
         const struct serve_lp *x = &l->v[i];
-        json_t *t = lp_token(r->tok, x->id, x->lp, 1), *top = json_array();
+        json_t *t = lp_token(r->tok, x->id, x->lp, 1, NULL), *top = json_array();
         for (int j = 0; j < r->logprobs && x->top_id[j] >= 0; j++)
-            json_array_append_new(top, lp_token(r->tok, x->top_id[j], x->top_lp[j], 1));
+            json_array_append_new(top, lp_token(r->tok, x->top_id[j], x->top_lp[j], 1, NULL));
         json_object_set_new(t, "top_logprobs", top);
         json_array_append_new(content, t);
     }
@@ -871,17 +874,13 @@ static json_t *completion_logprobs(const struct serve_req *r, const struct serve
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (int i = 0; i < l->n; i++) {
         const struct serve_lp *x = &l->v[i];
-        json_t *t = lp_token(r->tok, x->id, x->lp, 0), *top = json_object();
+        json_array_append_new(offs, json_integer((json_int_t)*offset));
+        json_t *t = lp_token(r->tok, x->id, x->lp, 0, offset), *top = json_object();
         json_array_append(tokens, json_object_get(t, "token"));
         json_array_append(lps, json_object_get(t, "logprob"));
-        json_array_append_new(offs, json_integer((json_int_t)*offset));
-        char piece[256]; /* the offset counts characters: the bytes that start one */
-        int k = loom_tokenizer_piece(r->tok, x->id, piece, (int)sizeof piece);
-        for (int b = 0; b < k && b < (int)sizeof piece; b++)
-            *offset += ((unsigned char)piece[b] & 0xC0) != 0x80;
         json_decref(t);
         for (int j = 0; j < r->logprobs && x->top_id[j] >= 0; j++) {
-            json_t *a = lp_token(r->tok, x->top_id[j], x->top_lp[j], 0);
+            json_t *a = lp_token(r->tok, x->top_id[j], x->top_lp[j], 0, NULL);
             json_object_set(top, json_string_value(json_object_get(a, "token")), json_object_get(a, "logprob"));
             json_decref(a);
         }
@@ -912,6 +911,16 @@ char *serve_chunk_json(struct serve_req *r, const char *model, const char *conte
                            lps && lps->n ? completion_logprobs(r, lps, &r->lp_offset) : json_null(),
                            "finish_reason");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+char *serve_usage_chunk_json(const struct serve_req *r, const char *model)
+{
+    json_t *o = head_json(r, model, r->kind == SERVE_CHAT ? "chat.completion.chunk" : "text_completion");
+    json_object_set_new(o, "choices", json_array());
+    json_object_set_new(o, "usage", usage_json(r));
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;

@@ -506,16 +506,23 @@ static int injected(struct loom_expert_cache *c, int res, size_t need)
     return res;
 }
 
+/* A submission queue entry: when the queue is full, what is there is submitted and the freed entry taken. */
+static struct io_uring_sqe *take_sqe(struct loom_expert_cache *c)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+    if (!sqe) {
+        io_uring_submit(&c->ring);
+        sqe = io_uring_get_sqe(&c->ring);
+    }
+    return sqe;
+}
+
 static void submit_read(struct loom_expert_cache *c, int slot, int mat, int part, void *buf, size_t len, uint64_t off)
 {
     if (c->in_flight++ == 0)
         c->busy_since = now_ns();
     if (c->uring && !c->force_pread) {
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
-        if (!sqe) { /* the queue is full: submit what is there and take the freed entry */
-            io_uring_submit(&c->ring);
-            sqe = io_uring_get_sqe(&c->ring);
-        }
+        struct io_uring_sqe *sqe = take_sqe(c);
         io_uring_prep_read(sqe, c->fd[part], buf, (unsigned)len, off);
         io_uring_sqe_set_data64(sqe, user_data(slot, mat));
         return;
@@ -696,11 +703,7 @@ static void stale_predictions(struct loom_expert_cache *c, uint32_t il)
         }
         s->cancelling = 1;
         for (int i = 0; i < c->layers[il].n_mats; i++) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
-            if (!sqe) { /* the queue is full: submit what is there and take the freed entry */
-                io_uring_submit(&c->ring);
-                sqe = io_uring_get_sqe(&c->ring);
-            }
+            struct io_uring_sqe *sqe = take_sqe(c);
             io_uring_prep_cancel64(sqe, user_data(si, i), 0);
             io_uring_sqe_set_data64(sqe, CANCEL_TAG);
             asked = 1;

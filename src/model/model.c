@@ -272,13 +272,14 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         return NULL;
     }
     enum loom_read_ahead ahead = params ? params->read_ahead : LOOM_READ_AHEAD_DEFAULT;
-    if ((unsigned)ahead > LOOM_READ_AHEAD_ALL || (ahead && !params->mem_budget)) {
-        if ((unsigned)ahead > LOOM_READ_AHEAD_ALL)
-            loom_errorf(err, LOOM_E_ARG, "read_ahead: expected a loom_read_ahead value (0 to %d), found %d",
-                        (int)LOOM_READ_AHEAD_ALL, (int)ahead);
-        else
-            loom_errorf(err, LOOM_E_ARG, "read_ahead: expected mem_budget with it (it chooses what the expert cache "
-                        "reads ahead), found mem_budget 0");
+    if ((unsigned)ahead > LOOM_READ_AHEAD_ALL) {
+        loom_errorf(err, LOOM_E_ARG, "read_ahead: expected a loom_read_ahead value (0 to %d), found %d",
+                    (int)LOOM_READ_AHEAD_ALL, (int)ahead);
+        return NULL;
+    }
+    if (ahead && !params->mem_budget) {
+        loom_errorf(err, LOOM_E_ARG, "read_ahead: expected mem_budget with it (it chooses what the expert cache reads "
+                    "ahead), found mem_budget 0");
         return NULL;
     }
     struct loom_model *m = calloc(1, sizeof *m);

@@ -41,13 +41,20 @@ void loom_session_drop_checkpoints(struct loom_session *s, int pos)
 
 int loom_session_n_checkpoints(const loom_session *session) { return session->n_ckpt; }
 
+/* The index of the nearest checkpoint at or before pos, or -1. */
+static int nearest(const struct loom_session *s, int pos)
+{
+    int best = -1;
+    for (int i = 0; i < s->n_ckpt; i++)
+        if (s->ckpt[i].pos <= pos && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos))
+            best = i;
+    return best;
+}
+
 int loom_session_checkpoint_at(const loom_session *session, int pos)
 {
-    int best = 0;
-    for (int i = 0; i < session->n_ckpt; i++)
-        if (session->ckpt[i].pos <= pos && session->ckpt[i].pos > best)
-            best = session->ckpt[i].pos;
-    return best;
+    int i = nearest(session, pos);
+    return i < 0 ? 0 : session->ckpt[i].pos;
 }
 
 /* Keep a checkpoint at pos holding `from` (the recurrent owners in checkpoint layout), or the public copy
@@ -124,10 +131,7 @@ void loom_session_auto_checkpoint(struct loom_session *s, int n_tokens)
  * is until that request publishes (which drops the checkpoints past it), so a failure changes nothing. */
 static int stage_nearest(struct loom_session *s, int limit)
 {
-    int best = -1;
-    for (int i = 0; i < s->n_ckpt; i++)
-        if (s->ckpt[i].pos <= limit && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos))
-            best = i;
+    int best = nearest(s, limit);
     if (best < 0) {
         loom_session_clear_recurrent(s, s->cur ^ 1);
         return 0;

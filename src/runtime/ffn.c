@@ -232,6 +232,13 @@ static void streamed_expert(struct loom_ffn *f, const struct loom_expert_ready *
                        rowwise(f));
 }
 
+/* A prefill-sized step: its tokens route more pairs than half the layer's experts, so it reads nearly all of them
+ * (the expert cache treats it as a scan; nothing is predicted for it). */
+static int scan_sized(const struct loom_ffn *f)
+{
+    return 2 * (int64_t)f->n * f->s->model->hp.n_expert_used > (int64_t)f->s->model->hp.n_expert;
+}
+
 /* P1: the next layer's router applied to this layer's FFN input predicts the next layer's experts; in steps of
  * a few tokens (decode), their reads start now, behind this step's own. The prediction only chooses what to
  * read ahead: no result depends on it. */
@@ -239,7 +246,7 @@ static void predict_next(struct loom_ffn *f, uint32_t il)
 {
     const struct loom_model *m = f->s->model;
     int E = (int)m->hp.n_expert, k = (int)m->hp.n_expert_used;
-    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || 2 * (int64_t)f->n * k > E || /* scan */
+    if (il + 1 >= m->hp.n_layer || !m->layers[il + 1].ffn_gate_inp.data || scan_sized(f) ||
         !loom_expert_cache_prefetching(m->experts))
         return;
     float *logits = f->s->sc.moe_route; /* free again once this layer is routed */
@@ -274,8 +281,7 @@ static int moe_experts_streamed(struct loom_ffn *f)
             ids[n++] = e;
     struct loom_expert_cache *c = s->model->experts;
     uint32_t il = (uint32_t)(L - s->model->layers);
-    int64_t pairs = (int64_t)f->n * s->model->hp.n_expert_used;
-    loom_expert_cache_begin(c, il, ids, n, 2 * pairs > s->model->hp.n_expert); /* prefill-sized: a scan */
+    loom_expert_cache_begin(c, il, ids, n, scan_sized(f));
     predict_next(f, il);
     struct loom_expert_ready r;
     int rc;
