@@ -439,8 +439,8 @@ static int chat_setup(struct chat *c, loom_error *err)
     c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
     if (!c->smp)
         return err->code;
-    c->tmpl = loom_chat_template_new(c->tok, "qwen35", err);
-    return c->tmpl ? LOOM_OK : err->code;
+    c->tmpl = loom_cli_chat_template("chat", c->tok, NULL); /* the file's own, or the built-in one with a warning */
+    return c->tmpl ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
 }
 
 static void chat_teardown(struct chat *c)

@@ -73,7 +73,12 @@ int loom_cli_model_flag(const char *opt);
 /* Apply one model option (val ignored for a flag): 1 when taken, 0 when opt is not a model option, -1 on a bad
  * value (message printed as `loom CMD: ...`). */
 int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val);
-/* Model options that only go together: --read-ahead needs --mem-budget. 0, or -1 with the message printed. */
+/* The chat template of `loom CMD`: FILE's (--chat-template-file) when given, else the model file's own, else (with
+ * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
+ * not one loom renders, message printed (`loom CMD: --chat-template-file FILE: ...`). commands.c. */
+loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
+/* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
+ * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);
 /* Parse argv[1..argc) as `-X VALUE` pairs: the model options go to mo (a flag takes one slot), the others to
  * set(o, opt, val), which applies one (printing its own message and returning nonzero when it is invalid).

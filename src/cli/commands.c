@@ -203,12 +203,46 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
 
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo)
 {
-    if (mo->params.read_ahead && !mo->params.mem_budget) {
-        fprintf(stderr, "loom %s: --read-ahead chooses what the expert cache reads ahead: it needs --mem-budget\n",
-                cmd);
+    if ((mo->params.read_ahead || mo->stats) && !mo->params.mem_budget) {
+        fprintf(stderr, "loom %s: %s: it needs --mem-budget\n", cmd,
+                mo->params.read_ahead ? "--read-ahead chooses what the expert cache reads ahead"
+                                      : "--stats reports what the expert cache did");
         return -1;
     }
     return 0;
+}
+
+loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file)
+{
+    loom_error err = {0};
+    if (!file) {
+        loom_chat_template *t = loom_chat_template_new(tok, NULL, &err); /* the file's own template */
+        if (t)
+            return t;
+        fprintf(stderr, "loom %s: warning: %s; rendering chats in the built-in Qwen3.5 format\n", cmd, err.msg);
+        return loom_chat_template_new(tok, "qwen35", &err);
+    }
+    enum { MAX_TEMPLATE = 1 << 20 };
+    FILE *f = fopen(file, "rb");
+    int open_errno = errno;
+    char *text = f ? malloc(MAX_TEMPLATE + 1) : NULL;
+    errno = 0;
+    size_t n = text ? fread(text, 1, MAX_TEMPLATE + 1, f) : 0;
+    int bad = !f ? open_errno : !text ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0; /* a directory: EISDIR */
+    if (f)
+        fclose(f);
+    loom_chat_template *t = NULL;
+    if (bad)
+        fprintf(stderr, "loom %s: --chat-template-file %s: %s\n", cmd, file, strerror(bad));
+    else if (n > MAX_TEMPLATE)
+        fprintf(stderr, "loom %s: --chat-template-file %s: expected at most %d bytes, found more\n", cmd,
+                file, MAX_TEMPLATE);
+    else if (text[n] = '\0', memchr(text, '\0', n))
+        fprintf(stderr, "loom %s: --chat-template-file %s: expected text, found a NUL byte\n", cmd, file);
+    else if (!(t = loom_chat_template_new(tok, text, &err)))
+        fprintf(stderr, "loom %s: --chat-template-file %s: %s\n", cmd, file, err.msg);
+    free(text);
+    return t;
 }
 
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err)

@@ -96,12 +96,8 @@ void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct lo
                            const struct loom_cli_expert_trace *trace)
 {
     loom_expert_stats st;
-    if (!mo->stats)
+    if (!mo->stats || loom_model_expert_stats(m, &st) != LOOM_OK) /* --stats comes with a budget: a cache */
         return;
-    if (loom_model_expert_stats(m, &st) != LOOM_OK) {
-        fprintf(stderr, "loom %s: --stats: no expert cache to report (it needs --mem-budget and a MoE model)\n", cmd);
-        return;
-    }
     double tok = n_tokens > 0 ? n_tokens : 1, mb = 1048576.0;
     const char *per = n_tokens > 0 ? "per token" : "in all";
     double bw = st.busy_ns ? (double)st.bytes_read / (double)st.busy_ns : 0; /* bytes per ns = GB/s */

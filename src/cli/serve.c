@@ -742,41 +742,6 @@ static void serve_model_id(struct server *s, const char *path)
             *p = '_'; /* written into JSON as is */
 }
 
-/* The chat template: --chat-template-file's, else the model file's own, else (with a warning) the built-in
- * Qwen3.5 format. NULL when the file given cannot be read or is not one loom renders (message printed). */
-static loom_chat_template *serve_template(const loom_tokenizer *tok, const char *file)
-{
-    loom_error err = {0};
-    if (!file) {
-        loom_chat_template *t = loom_chat_template_new(tok, NULL, &err); /* the file's own template */
-        if (t)
-            return t;
-        fprintf(stderr, "loom serve: warning: %s; rendering chats in the built-in Qwen3.5 format\n", err.msg);
-        return loom_chat_template_new(tok, "qwen35", &err);
-    }
-    enum { MAX_TEMPLATE = 1 << 20 };
-    FILE *f = fopen(file, "rb");
-    int open_errno = errno;
-    char *text = f ? malloc(MAX_TEMPLATE + 1) : NULL;
-    errno = 0;
-    size_t n = text ? fread(text, 1, MAX_TEMPLATE + 1, f) : 0;
-    int bad = !f ? open_errno : !text ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0; /* a directory: EISDIR */
-    if (f)
-        fclose(f);
-    loom_chat_template *t = NULL;
-    if (bad)
-        fprintf(stderr, "loom serve: --chat-template-file %s: %s\n", file, strerror(bad));
-    else if (n > MAX_TEMPLATE)
-        fprintf(stderr, "loom serve: --chat-template-file %s: expected at most %d bytes, found more\n", file,
-                MAX_TEMPLATE);
-    else if (text[n] = '\0', memchr(text, '\0', n))
-        fprintf(stderr, "loom serve: --chat-template-file %s: expected text, found a NUL byte\n", file);
-    else if (!(t = loom_chat_template_new(tok, text, &err)))
-        fprintf(stderr, "loom serve: --chat-template-file %s: %s\n", file, err.msg);
-    free(text);
-    return t;
-}
-
 static int serve_run(struct server *s, const loom_model *m, const char *path)
 {
     loom_error err = {0};
@@ -791,7 +756,7 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
     s->started = (long long)time(NULL);
     s->ctx.m = m;
     s->ctx.tok = loom_model_tokenizer(m);
-    loom_chat_template *tmpl = serve_template(s->ctx.tok, o->template_file);
+    loom_chat_template *tmpl = loom_cli_chat_template("serve", s->ctx.tok, o->template_file);
     if (!tmpl)
         return 1;
     s->ctx.tmpl = tmpl;

@@ -41,6 +41,8 @@ done
 check "a malformed --read-ahead is a usage error naming the value" '[ $rc -eq 2 ] && grep -q "read-ahead expects.*often" "$err"'
 "$loom" run -m "$model" "${args[@]}" --read-ahead all >"$out" 2>"$err"; rc=$?
 check "--read-ahead without a budget is a usage error" '[ $rc -eq 2 ] && grep -q "read-ahead .* needs --mem-budget" "$err"'
+"$loom" run -m "$model" "${args[@]}" --stats >"$out" 2>"$err"; rc=$?
+check "--stats without a budget is a usage error" '[ $rc -eq 2 ] && grep -q "stats .* needs --mem-budget" "$err"'
 
 "$loom" run -m "$model" "${args[@]}" --mem-budget 40M >"$out" 2>"$err"; rc=$?
 check "a budget below the dense part fails" '[ $rc -eq 1 ]'
