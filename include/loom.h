@@ -289,6 +289,47 @@ int loom_sessions_decode(loom_session *const *sessions, const int32_t *tokens, i
  * this runs their step as several calls. */
 int loom_sessions_decode_max(const loom_session *session);
 
+/* ---- X-ray: named circuit edges -----------------------------------------------------------------------------
+ * Every step of the circuits has a stable name (`blk.3.gdn.conv`, `blk.7.attn.gate`, `blk.7.ffn.out`, `logits`)
+ * and shape; `loom xray --list` prints them. A session's edge observer sees each edge's values as a request
+ * computes them (src/runtime/edges.c). */
+
+typedef struct loom_edge {
+    char name[48];    /* "embed", "blk.N.<step>", "output_norm", "logits" */
+    int layer;        /* -1 outside the layers */
+    int kind;         /* the step; within a layer, edges come in increasing kind (circuit order) */
+    int per_step;     /* 1: one row per request chunk, the state after its last token (conv state, recurrent
+                       * state); 0: one row per token */
+    int is_int;       /* values are int32 (the selected experts), else float */
+    int n_dims;
+    int64_t shape[3]; /* one row, outermost first (e.g. gdn.state [n_v_heads][d][d], value index before key) */
+    int64_t width;    /* values in one row: the product of shape */
+} loom_edge;
+
+/* The model's edges in circuit order (embed, layer 0's, ..., output_norm, logits) into edges[0..cap) (edges
+ * may be NULL to count them). Returns how many there are. */
+int loom_model_edges(const loom_model *model, loom_edge *edges, int cap);
+
+/* What the observer sees at one edge of one chunk: n_rows rows (tokens at positions pos0.., or the one state
+ * row of a per_step edge with pos0 the chunk's last position), row t at (float or int32) data + t *
+ * row_stride; a row is n_seg runs of seg_len values, seg_stride apart, in the shape's order. The values may be
+ * changed (the rest of the request then reads the changed values): X-ray plants faults this way. */
+typedef struct loom_edge_event {
+    int layer, kind;
+    int pos0, n_rows;
+    int64_t row_stride;
+    int n_seg;
+    int64_t seg_len, seg_stride;
+    void *data;
+} loom_edge_event;
+
+typedef void (*loom_edge_observer)(void *ctx, const loom_edge_event *event);
+
+/* Call fn(ctx, event) at every edge of this session's single-sequence requests (loom_session_eval, rewind,
+ * prefill_cached; not loom_sessions_decode), on the calling thread between the circuit's steps; NULL (the
+ * default) observes nothing and costs one test per edge. */
+void loom_session_set_observer(loom_session *session, loom_edge_observer fn, void *ctx);
+
 /* ---- Text: model metadata ---------------------------------------------------------------------------------
  * What a client needs to know about a loaded model besides its weights. Strings returned here live as long as
  * the model. */

@@ -37,6 +37,7 @@
 #include "kernels/ops.h"
 #include "model/expert_cache.h"
 #include "model/model.h"
+#include "runtime/edges.h"
 #include "util/pool.h"
 
 _Static_assert(LOOM_MAX_EXPERTS <= LOOM_OPS_MAX_EXPERTS, "the router's sort buffer holds every expert");
@@ -51,7 +52,14 @@ static const struct loom_kernel_set *kset(const struct loom_ffn *f) { return f->
 void loom_ffn_init(struct loom_ffn *f, struct loom_session *s, const struct loom_layer *L, int n, const float *xn,
                    float *out)
 {
-    *f = (struct loom_ffn){s, L, n, xn, out, {xn, n, LOOM_TYPE_COUNT, s->sc.mm}};
+    *f = (struct loom_ffn){.s = s, .L = L, .n = n, .xn = xn, .out = out, .act = {xn, n, LOOM_TYPE_COUNT, s->sc.mm}};
+}
+
+/* Edge `kind` of the FFN's layer for the session's observer: the chunk's rows at data, row_stride apart. */
+static void edge(const struct loom_ffn *f, enum loom_edge_kind kind, void *data, int64_t row_stride)
+{
+    if (f->observe)
+        loom_edge_emit(f->s, f->il, kind, (struct loom_edge_rows){data, f->n, f->pos0, row_stride, 0, 0, 0});
 }
 
 /* y[n][w->n_out] = w . xn rows (conversions shared through f->act). */
@@ -92,22 +100,26 @@ static void swiglu_rows(struct loom_ffn *f, int64_t n_rows, struct swiglu_job j)
     loom_pool_parallel_for(f->s->pool, n_rows, ROW_GRAIN, swiglu_task, &j);
 }
 
-/* out = down . (silu(gate . xn) * (up . xn)), the gate and up rows in sc.a and sc.b (build_ffn, PAR). */
+/* out = down . (silu(gate . xn) * (up . xn)), the gate and up rows in sc.a and sc.b (build_ffn, PAR); their
+ * edges are kinds edge_gate, the next (up) and the one after (the SwiGLU output). */
 static void swiglu_ffn(struct loom_ffn *f, const struct loom_weight *gate, const struct loom_weight *up,
-                       const struct loom_weight *down, float *out)
+                       const struct loom_weight *down, float *out, enum loom_edge_kind edge_gate)
 {
     struct loom_scratch *sc = &f->s->sc;
     int64_t n_ff = gate->n_out;
     matmul_xn(f, gate, sc->a);
     matmul_xn(f, up, sc->b);
+    edge(f, edge_gate, sc->a, n_ff);
+    edge(f, edge_gate + 1, sc->b, n_ff);
     swiglu_rows(f, f->n, (struct swiglu_job){.n_ff = n_ff, .stride = n_ff, .y_stride = n_ff, .g = sc->a, .u = sc->b,
                                              .y = sc->a});
+    edge(f, edge_gate + 2, sc->a, n_ff);
     matmul_rows(f, down, sc->a, out);
 }
 
 void loom_ffn_dense(struct loom_ffn *f)
 {
-    swiglu_ffn(f, &f->L->ffn_gate, &f->L->ffn_up, &f->L->ffn_down, f->out);
+    swiglu_ffn(f, &f->L->ffn_gate, &f->L->ffn_up, &f->L->ffn_down, f->out, LOOM_EDGE_FFN_GATE);
 }
 
 /* ---- router --------------------------------------------------------------------------------------- */
@@ -127,8 +139,13 @@ void loom_moe_route(struct loom_ffn *f)
 {
     const struct loom_hparams *hp = &f->s->model->hp;
     struct loom_scratch *sc = &f->s->sc;
+    int64_t E = hp->n_expert, k = hp->n_expert_used;
     matmul_xn(f, &f->L->ffn_gate_inp, sc->moe_route);
+    edge(f, LOOM_EDGE_MOE_LOGITS, sc->moe_route, E);
     loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, route_task, f);
+    edge(f, LOOM_EDGE_MOE_PROBS, sc->moe_route, E);
+    edge(f, LOOM_EDGE_MOE_TOPK, sc->moe_ids, k);
+    edge(f, LOOM_EDGE_MOE_WEIGHTS, sc->moe_weights, k);
     loom_ops_moe_group(f->n, (int)hp->n_expert_used, (int)hp->n_expert, sc->moe_ids, sc->moe_start, sc->moe_perm,
                        sc->moe_pos);
 }
@@ -344,6 +361,8 @@ void loom_moe_shared(struct loom_ffn *f)
     const struct loom_layer *L = f->L;
     struct loom_scratch *sc = &f->s->sc;
     matmul_xn(f, &L->ffn_gate_inp_shexp, sc->moe_gate);
-    swiglu_ffn(f, &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, sc->moe_shared);
+    edge(f, LOOM_EDGE_SHEXP_GATE_LOGIT, sc->moe_gate, 1);
+    swiglu_ffn(f, &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, sc->moe_shared, LOOM_EDGE_SHEXP_GATE);
+    edge(f, LOOM_EDGE_SHEXP_OUT, sc->moe_shared, f->s->model->hp.n_embd);
     loom_pool_parallel_for(f->s->pool, f->n, ROW_GRAIN, shared_add_task, f);
 }

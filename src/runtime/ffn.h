@@ -16,6 +16,8 @@ struct loom_ffn {
     const float *xn;
     float *out;
     struct loom_matmul_act act;
+    int observe; /* report the FFN's edges to the session's observer (a single-sequence chunk with one) */
+    int il, pos0; /* the layer, the chunk's first position (for the observer) */
 };
 
 void loom_ffn_init(struct loom_ffn *f, struct loom_session *s, const struct loom_layer *L, int n, const float *xn,

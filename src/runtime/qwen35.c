@@ -11,6 +11,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "runtime/edges.h"
 #include "runtime/ffn.h"
 #include "runtime/session.h"
 #include "util/pool.h"
@@ -99,6 +100,21 @@ static int stage(const struct chunk *c, const char *name)
     if (!s->hook)
         return 0;
     return s->hook(s->hook_ctx, c->il, name, s->sc.x, (int64_t)c->n * c->hp->n_embd);
+}
+
+/* Edge `kind` of the current layer for the edge observer: the chunk's rows at data, row_stride values apart
+ * (single-sequence chunks only: a multi-sequence step's rows belong to several sessions). */
+static void edge(const struct chunk *c, enum loom_edge_kind kind, void *data, int64_t row_stride)
+{
+    if (c->s->observer && !c->rows)
+        loom_edge_emit(c->s, c->il, kind, (struct loom_edge_rows){data, c->n, c->pos0, row_stride, 0, 0, 0});
+}
+
+/* A per-step edge: the state data after the chunk's last token. */
+static void edge_state(const struct chunk *c, enum loom_edge_kind kind, void *data)
+{
+    if (c->s->observer && !c->rows)
+        loom_edge_emit(c->s, c->il, kind, (struct loom_edge_rows){data, 1, c->pos0 + c->n - 1, 0, 0, 0, 0});
 }
 
 #define STAGE(c, name)                                                                                             \
@@ -249,15 +265,32 @@ static int recurrent_branch(struct chunk *c)
     matmul_shared(c, &L->z, &xn, sc->c);
     matmul_shared(c, &L->beta, &xn, sc->beta);
     matmul_shared(c, &L->alpha, &xn, sc->alpha);
+    int64_t ch = (int64_t)c->m->geo.conv_channels, Hv = hp->ssm_n_v_heads, inner = hp->ssm_inner;
+    int64_t key_dim = (int64_t)hp->ssm_n_k_heads * hp->ssm_head_dim;
+    edge(c, LOOM_EDGE_GDN_QKV, sc->a, ch);
+    edge(c, LOOM_EDGE_GDN_Z, sc->c, inner);
+    edge(c, LOOM_EDGE_GDN_BETA, sc->beta, Hv);
+    edge(c, LOOM_EDGE_GDN_ALPHA, sc->alpha, Hv);
     STAGE(c, "proj");
-    loom_pool_parallel_for(c->s->pool, (int64_t)c->m->geo.conv_channels, 64, conv_task, c);
+    loom_pool_parallel_for(c->s->pool, ch, 64, conv_task, c);
+    edge(c, LOOM_EDGE_GDN_CONV, sc->b, ch);
+    edge_state(c, LOOM_EDGE_GDN_CONV_STATE, c->s->layers[c->il].conv[c->dst]);
     STAGE(c, "conv");
     for_tokens(c, qk_task, c);
-    loom_pool_parallel_for(c->s->pool, hp->ssm_n_v_heads, 1, delta_task, c);
+    edge(c, LOOM_EDGE_GDN_BETA_SIGMOID, sc->beta, Hv);
+    edge(c, LOOM_EDGE_GDN_DECAY, sc->alpha, Hv);
+    edge(c, LOOM_EDGE_GDN_Q, sc->b, ch);
+    edge(c, LOOM_EDGE_GDN_K, sc->b + key_dim, ch);
+    edge(c, LOOM_EDGE_GDN_V, sc->b + 2 * key_dim, ch);
+    loom_pool_parallel_for(c->s->pool, Hv, 1, delta_task, c);
+    edge(c, LOOM_EDGE_GDN_DELTA, sc->o, inner);
+    edge_state(c, LOOM_EDGE_GDN_STATE, c->s->layers[c->il].rec[c->dst]);
     STAGE(c, "delta");
     for_tokens(c, gated_norm_task, c);
+    edge(c, LOOM_EDGE_GDN_GATED_NORM, sc->o, inner);
     STAGE(c, "gated_norm");
     matmul(c, &L->ssm_out, sc->o, sc->proj);
+    edge(c, LOOM_EDGE_GDN_OUT, sc->proj, hp->n_embd);
     STAGE(c, "out");
     return 0;
 }
@@ -373,13 +406,24 @@ static int attention_branch(struct chunk *c)
     matmul_shared(c, &L->wq, &xn, sc->a);
     matmul_shared(c, &L->wk, &xn, sc->b);
     matmul_shared(c, &L->wv, &xn, sc->c);
+    const struct loom_hparams *hp = c->hp;
+    int64_t H = hp->n_head, hd = hp->head_dim_k, kv = (int64_t)hp->n_head_kv * hd;
+    edge(c, LOOM_EDGE_ATTN_QG, sc->a, 2 * H * hd);
+    edge(c, LOOM_EDGE_ATTN_K, sc->b, kv);
+    edge(c, LOOM_EDGE_ATTN_V, sc->c, (int64_t)hp->n_head_kv * hp->head_dim_v);
     STAGE(c, "proj");
     for_tokens(c, prepare_task, c);
+    if (c->s->observer && !c->rows) /* the query rows, each head's followed by its gate */
+        loom_edge_emit(c->s, c->il, LOOM_EDGE_ATTN_Q_ROPE,
+                       (struct loom_edge_rows){sc->a, c->n, c->pos0, 2 * H * hd, (int)H, hd, 2 * hd});
+    edge(c, LOOM_EDGE_ATTN_K_ROPE, sc->b, kv);
     STAGE(c, "kv_write");
     loom_pool_parallel_for(c->s->pool, attn_items(c, attn_plan(c)), 1, attn_task, c);
     STAGE(c, "attend");
-    STAGE(c, "gate"); /* attn_task applied the output gate */
+    edge(c, LOOM_EDGE_ATTN_GATE, sc->o, H * hp->head_dim_v); /* attn_task applied the output gate */
+    STAGE(c, "gate");
     matmul(c, &L->wo, sc->o, sc->proj);
+    edge(c, LOOM_EDGE_ATTN_OUT, sc->proj, hp->n_embd);
     STAGE(c, "out");
     return 0;
 }
@@ -390,6 +434,7 @@ static int attention_branch(struct chunk *c)
 static int ffn_dense(struct chunk *c, struct loom_ffn *f)
 {
     loom_ffn_dense(f);
+    edge(c, LOOM_EDGE_FFN_OUT, f->out, c->hp->n_embd);
     STAGE(c, "mlp");
     return 0;
 }
@@ -402,8 +447,10 @@ static int ffn_moe(struct chunk *c, struct loom_ffn *f)
     int rc = loom_moe_experts(f);
     if (rc)
         return rc;
+    edge(c, LOOM_EDGE_MOE_EXPERTS, f->out, c->hp->n_embd);
     STAGE(c, "experts");
     loom_moe_shared(f);
+    edge(c, LOOM_EDGE_FFN_OUT, f->out, c->hp->n_embd);
     STAGE(c, "shared");
     return 0;
 }
@@ -413,21 +460,27 @@ static int layer_forward(struct chunk *c, uint32_t il)
     struct loom_scratch *sc = &c->s->sc;
     c->il = (int)il;
     c->L = &c->m->layers[il];
+    int64_t E = c->hp->n_embd;
     norm_rows(c, sc->x, c->L->attn_norm, sc->xn);
+    edge(c, LOOM_EDGE_ATTN_NORM, sc->xn, E);
     STAGE(c, "norm");
     int rc = c->L->kind == LOOM_LAYER_RECURRENT ? recurrent_branch(c) : attention_branch(c);
     if (rc)
         return rc;
     add_rows(c, sc->x, sc->proj);
+    edge(c, LOOM_EDGE_ATTN_RESIDUAL, sc->x, E);
     STAGE(c, "residual");
     norm_rows(c, sc->x, c->L->post_norm, sc->xn);
+    edge(c, LOOM_EDGE_POST_NORM, sc->xn, E);
     STAGE(c, "post_norm");
     struct loom_ffn f;
     loom_ffn_init(&f, c->s, c->L, c->n, sc->xn, sc->proj);
+    f.observe = c->s->observer && !c->rows, f.il = c->il, f.pos0 = c->pos0;
     rc = c->L->ffn_gate_inp.data ? ffn_moe(c, &f) : ffn_dense(c, &f); /* a router: the mixture of experts */
     if (rc)
         return rc;
     add_rows(c, sc->x, sc->proj);
+    edge(c, LOOM_EDGE_LAYER_OUT, sc->x, E);
     STAGE(c, "residual2");
     return 0;
 }
@@ -464,6 +517,7 @@ static int forward(struct chunk c, const int32_t *tokens)
 {
     struct embed_job ej = {&c, tokens};
     for_tokens(&c, embed_task, &ej);
+    edge(&c, LOOM_EDGE_TOKEN_EMBD, c.s->sc.x, c.hp->n_embd);
     STAGE(&c, "embed");
     for (uint32_t il = 0; il < c.hp->n_layer; il++) {
         if (cancelled(&c))

@@ -9,6 +9,7 @@
 
 #include "kernels/matmul.h"
 #include "model/expert_cache.h"
+#include "runtime/edges.h"
 #include "runtime/session.h"
 #include "util/error.h"
 #include "util/pool.h"
@@ -320,6 +321,8 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
         float *rows = all ? s->stage + (int64_t)(done - n) * E : s->sc.xn;
         int first = all ? 0 : n - 1, m = all ? n : 1;
         s->circuits->output_norm(s, s->sc.x + (int64_t)first * E, m, rows);
+        if (s->observer)
+            loom_edge_emit(s, -1, LOOM_EDGE_OUTPUT_NORM, (struct loom_edge_rows){rows, m, pos0 + done - m, E, 0, 0, 0});
         rc = s->hook ? s->hook(s->hook_ctx, -1, "output_norm", rows, (int64_t)m * E) : 0;
         if (!rc && !all_finite(rows, (int64_t)m * E))
             rc = LOOM_E_INTERNAL;
@@ -330,6 +333,9 @@ static int run_private(struct loom_session *s, int pos0, int src, const int32_t 
     if (all)
         return LOOM_OK;
     s->circuits->head(s, s->sc.xn, 1, s->logits_work);
+    if (s->observer)
+        loom_edge_emit(s, -1, LOOM_EDGE_LOGITS, (struct loom_edge_rows){s->logits_work, 1, pos0 + n_tokens - 1,
+                                                                         s->n_logits, 0, 0, 0});
     int rc = s->hook ? s->hook(s->hook_ctx, -1, "logits", s->logits_work, s->n_logits) : 0;
     if (!rc && !all_finite(s->logits_work, s->n_logits))
         rc = LOOM_E_INTERNAL;
@@ -356,6 +362,9 @@ static void publish(struct loom_session *s, int pos0, const int32_t *tokens, int
         for (int done = 0; done < n_tokens;) {
             int n = n_tokens - done < s->sc.n_chunk ? n_tokens - done : s->sc.n_chunk;
             s->circuits->head(s, s->stage + (int64_t)done * E, n, logits + (int64_t)done * nl);
+            if (s->observer)
+                loom_edge_emit(s, -1, LOOM_EDGE_LOGITS, (struct loom_edge_rows){logits + (int64_t)done * nl, n,
+                                                                                 pos0 + done, nl, 0, 0, 0});
             done += n;
         }
         memcpy(s->logits, logits + (int64_t)(n_tokens - 1) * nl, (size_t)nl * sizeof(float));

@@ -173,6 +173,8 @@ struct loom_session {
     int pending_pos;    /* its position, or -1 */
     loom_stage_hook_fn hook; /* tests only; NULL in normal use */
     void *hook_ctx;
+    loom_edge_observer observer; /* loom_session_set_observer; NULL = none */
+    void *observer_ctx;
     loom_abort_fn abort;     /* loom_session_set_abort; NULL = never cancelled */
     void *abort_ctx;
     loom_error fault;        /* why a chunk's step failed in the expert cache (a read), for its error; code 0 else */
