@@ -39,6 +39,8 @@ struct bench_opts {
     int ref;           /* --ref */
     int ref_only;      /* --ref-only: the reference alone (loom's model not loaded) */
     int mem;           /* --mem */
+    enum loom_numerics numerics; /* --numerics; 0 = canonical */
+    int numerics_given;          /* --numerics was given (a loom option, refused with --ref-only) */
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
@@ -71,7 +73,7 @@ struct bench_engine {
 
 static const char BENCH_USAGE[] =
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only]\n"
+    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--numerics MODE]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -87,6 +89,8 @@ static const char BENCH_USAGE[] =
     "  --ref-only  the reference engine alone, loom's model not loaded (to measure each engine in its own\n"
     "            process, e.g. each inside the same memory cgroup: bench/stream.sh)\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
+    "  --numerics MODE  loom's float order: canonical (default: every token in the one-token order) or reference\n"
+    "            (llama.cpp's batch orders in micro-batches of 512)\n"
     LOOM_CLI_MODEL_USAGE
     "Both tests start from an empty context (or one filled to the depth) and feed fixed pseudo-random tokens, as\n"
     "llama-bench does.\n";
@@ -142,7 +146,10 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
         else if (!strcmp(a, "-r"))
             rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
-        else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
+        else if (!strcmp(a, "--numerics")) {
+            o->numerics_given = 1;
+            rc = loom_cli_numerics("bench", v, &o->numerics);
+        } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
             rc = rc < 0 ? -1 : 0;
         else {
             fprintf(stderr, "loom bench: unknown option or missing value: '%s'\n%s", a, BENCH_USAGE);
@@ -163,9 +170,9 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         return -1;
     }
     if (o->ref_only && (o->mo.params.mem_budget || o->mo.params.read_ahead || o->mo.stats ||
-                        o->mo.params.check_tensors)) {
-        fprintf(stderr, "loom bench: --ref-only runs the reference alone: loom's model options (--mem-budget, "
-                "--read-ahead, --stats, --check-tensors) do not apply\n");
+                        o->mo.params.check_tensors || o->numerics_given)) {
+        fprintf(stderr, "loom bench: --ref-only runs the reference alone: loom's options (--mem-budget, "
+                "--read-ahead, --stats, --check-tensors, --numerics) do not apply\n");
         return -1;
     }
     return 0;
@@ -635,7 +642,8 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     double load1 = bench_load_average();
     printf("loom bench: %s, %d threads, %d repetitions", o->model, o->n_threads, o->reps);
     if (!o->ref_only)
-        printf(", loom kernels %s", loom_kernels_name());
+        printf(", loom kernels %s, numerics %s", loom_kernels_name(),
+               o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical");
     if (o->ref || o->ref_only) {
         printf("; ");
         bench_print_ref(ref);
@@ -689,7 +697,7 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     }
     /* every run starts empty or at the depth: no checkpoint but the depth's (bench_loom_depth_setup) */
     loom_session_params sp = {.n_ctx = o->depth + o->n_prompt + o->n_gen, .n_threads = o->n_threads,
-                              .skip_prompt_checkpoints = 1};
+                              .numerics = o->numerics, .skip_prompt_checkpoints = 1};
     eng[0].ls = loom_session_new(model, &sp, &err);
     if (!eng[0].ls)
         goto done;

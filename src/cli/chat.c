@@ -25,6 +25,7 @@ struct chat_opts {
     int n_ctx;         /* -c */
     int n_max;         /* -n: tokens per answer at most */
     struct loom_sampler_params sp;
+    enum loom_numerics numerics;   /* --numerics; 0 = canonical */
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
@@ -54,7 +55,7 @@ struct chat {
 
 static const char CHAT_SYNOPSIS[] =
     "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n"
-    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
+    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n";
 
 static void chat_usage(FILE *f)
 {
@@ -65,6 +66,8 @@ static void chat_usage(FILE *f)
                "  --seed S   sampler seed (default 0)\n"
                "  -n MAX     tokens per answer at most (default 1024)\n"
                "  -c CTX     context positions for the whole conversation (default 4096)\n"
+               "  --numerics MODE        float order: canonical (default: every token in the one-token order)\n"
+               "                         or reference (llama.cpp's batch orders in micro-batches of 512)\n"
                LOOM_CLI_MODEL_USAGE
                "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
                "removes it), /think on|off (thinking in answers), /timing (last and total timing), /history\n"
@@ -88,6 +91,8 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
         o->model = val;
         return 0;
     }
+    if (!strcmp(opt, "--numerics"))
+        return loom_cli_numerics("chat", val, &o->numerics);
     if (!dst && !is_seed && !is_temp) {
         fprintf(stderr, "loom chat: unknown option '%s'\n", opt);
         return -1;
@@ -428,7 +433,7 @@ static int chat_setup(struct chat *c, loom_error *err)
     if (n_train > 0 && c->o->n_ctx > n_train)
         return loom_errorf(err, LOOM_E_RANGE, "-c: expected at most the model's context_length %d, found %d",
                            n_train, c->o->n_ctx);
-    loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads};
+    loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads, .numerics = c->o->numerics};
     c->logits = malloc((size_t)n_rows * sizeof(float));
     if (!c->logits)
         return loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);

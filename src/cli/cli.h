@@ -21,6 +21,8 @@ int loom_cli_chat(int argc, char **argv);
 int loom_cli_quantize(int argc, char **argv);
 int loom_cli_bench(int argc, char **argv);
 int loom_cli_serve(int argc, char **argv);
+int loom_cli_xray(int argc, char **argv);
+int loom_cli_certify(int argc, char **argv);
 
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC), for the subcommands' timings. commands.c. */
 double loom_cli_now(void);
@@ -77,6 +79,9 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
  * not one loom renders, message printed (`loom CMD: --chat-template-file FILE: ...`). commands.c. */
 loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
+/* --numerics VALUE: canonical or reference (any case) into *out. 0, or -1 with the message printed as
+ * `loom CMD: ...`. commands.c. */
+int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out);
 /* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
  * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);

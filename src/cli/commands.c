@@ -25,8 +25,31 @@ const struct loom_cli_command loom_cli_commands[] = {
     {"quantize", loom_cli_quantize},
     {"bench", loom_cli_bench},
     {"serve", loom_cli_serve},
+    {"xray", loom_cli_xray},
+    {"certify", loom_cli_certify},
     {NULL, NULL},
 };
+
+static const char *const NUMERICS[] = {"canonical", "reference"};
+
+static const char *numerics_name(int i)
+{
+    return i >= 0 && i < (int)(sizeof NUMERICS / sizeof NUMERICS[0]) ? NUMERICS[i] : NULL;
+}
+
+/* --numerics VALUE (run, chat, bench, xray, certify): canonical or reference (any case) into *out. 0, or -1 with the message
+ * printed as `loom CMD: ...`. */
+int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
+{
+    const char *name = val ? loom_cli_listed(val, numerics_name) : NULL;
+    if (!name) {
+        fprintf(stderr, "loom %s: --numerics expects reference or canonical, found '%s'\n", cmd,
+                val ? val : "nothing");
+        return -1;
+    }
+    *out = name == NUMERICS[1] ? LOOM_NUMERICS_REFERENCE_BATCH : LOOM_NUMERICS_CANONICAL;
+    return 0;
+}
 
 double loom_cli_now(void)
 {

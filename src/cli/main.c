@@ -17,6 +17,8 @@ static void usage(FILE *f)
                "  quantize write a quantized copy of a GGUF model\n"
                "  bench    measure prefill and decode speed\n"
                "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
+               "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
+               "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
                "loom COMMAND --help lists a command's options; loom --version prints the version.\n");
 }
 

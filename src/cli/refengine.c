@@ -33,6 +33,11 @@ static const struct ref_symbol {
     {"llama_synchronize", offsetof(struct loom_ref, synchronize)},
     {"llama_get_memory", offsetof(struct loom_ref, get_memory)},
     {"llama_memory_clear", offsetof(struct loom_ref, memory_clear)},
+    {"llama_get_logits_ith", offsetof(struct loom_ref, get_logits_ith)},
+    {"llama_n_ubatch", offsetof(struct loom_ref, n_ubatch)},
+    {"llama_model_get_vocab", offsetof(struct loom_ref, model_get_vocab)},
+    {"llama_vocab_n_tokens", offsetof(struct loom_ref, vocab_n_tokens)},
+    {"llama_print_system_info", offsetof(struct loom_ref, print_system_info)},
 };
 
 const char *loom_ref_bins_dir(char *buf, size_t cap)
@@ -128,6 +133,52 @@ struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct l
         loom_errorf(err, LOOM_E_IO, "reference engine: llama_init_from_model (n_ctx %d, n_batch %d) failed", n_ctx,
                     n_batch);
     return ctx;
+}
+
+struct loom_ref_context *loom_ref_context_exact(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
+                                                int n_batch, int n_ubatch, int n_threads,
+                                                bool (*cb)(void *t, bool ask, void *user), void *user,
+                                                loom_error *err)
+{
+    struct loom_ref_context_params p = r->context_default_params();
+    p.n_ctx = (uint32_t)n_ctx;
+    p.n_batch = (uint32_t)n_batch;
+    p.n_ubatch = (uint32_t)n_ubatch;
+    p.n_seq_max = 1;
+    p.n_threads = p.n_threads_batch = n_threads;
+    p.flash_attn_type = 0; /* LLAMA_FLASH_ATTN_TYPE_DISABLED */
+    p.type_k = p.type_v = LOOM_REF_F16;
+    p.cb_eval = cb;
+    p.cb_eval_user_data = user;
+    p.no_perf = true;
+    struct loom_ref_context *ctx = r->init_from_model(model, p);
+    if (!ctx)
+        loom_errorf(err, LOOM_E_IO, "reference engine: llama_init_from_model (n_ctx %d, n_batch %d, n_ubatch %d) "
+                    "failed", n_ctx, n_batch, n_ubatch);
+    return ctx;
+}
+
+int loom_ref_eval_all(const struct loom_ref *r, struct loom_ref_context *ctx, const int32_t *tokens, int n, int pos0,
+                      loom_error *err)
+{
+    int32_t *tok = malloc((size_t)n * sizeof *tok), *pos = malloc((size_t)n * sizeof *pos);
+    int32_t *n_seq = malloc((size_t)n * sizeof *n_seq), seq0 = 0, **seq = malloc((size_t)n * sizeof *seq);
+    int8_t *out = malloc((size_t)n);
+    int rc = tok && pos && n_seq && seq && out ? LOOM_OK
+                                               : loom_errorf(err, LOOM_E_NOMEM, "reference engine: a batch of %d", n);
+    for (int i = 0; rc == LOOM_OK && i < n; i++)
+        tok[i] = tokens[i], pos[i] = pos0 + i, n_seq[i] = 1, seq[i] = &seq0, out[i] = 1;
+    if (rc == LOOM_OK) {
+        struct loom_ref_batch b = {n, tok, NULL, pos, n_seq, seq, out};
+        int32_t status = r->decode(ctx, b);
+        if (status != 0)
+            rc = loom_errorf(err, LOOM_E_INTERNAL, "reference engine: llama_decode of %d tokens at position %d "
+                             "returned %d", n, pos0, (int)status);
+        else
+            r->synchronize(ctx);
+    }
+    free(tok), free(pos), free(n_seq), free(seq), free(out);
+    return rc;
 }
 
 int loom_ref_eval(const struct loom_ref *r, struct loom_ref_context *ctx, int32_t *tokens, int n, loom_error *err)

@@ -90,6 +90,24 @@ struct loom_ref_batch {
     int8_t *logits;
 };
 
+/* The leading fields of struct ggml_tensor (ggml.h v0.5.0), as an eval callback (cb_eval) reads a computed
+ * tensor: ne[0] is the fastest axis, nb[i] the byte stride of axis i, data in host memory (CPU backend). */
+struct loom_ref_tensor {
+    int32_t type; /* enum ggml_type: LOOM_REF_F32, LOOM_REF_F16, LOOM_REF_I32, ... */
+    void *buffer;
+    int64_t ne[4];
+    size_t nb[4];
+    int32_t op;
+    int32_t op_params[16];
+    int32_t flags;
+    void *src[10];
+    void *view_src;
+    size_t view_offs;
+    void *data;
+    char name[64]; /* graph names: "attn_norm-3" (name-layer), "result_output" */
+};
+enum { LOOM_REF_F32 = 0, LOOM_REF_F16 = 1, LOOM_REF_I32 = 26 };
+
 /* The resolved entry points (names as in llama.h / ggml-backend.h without the prefix). */
 struct loom_ref {
     void *lib; /* dlopen handle of libllama.v0.5.0.so (stays loaded for the life of the process) */
@@ -115,6 +133,11 @@ struct loom_ref {
     void (*synchronize)(struct loom_ref_context *ctx);
     struct loom_ref_memory *(*get_memory)(const struct loom_ref_context *ctx);
     void (*memory_clear)(struct loom_ref_memory *mem, bool data);
+    float *(*get_logits_ith)(struct loom_ref_context *ctx, int32_t i);
+    uint32_t (*n_ubatch)(const struct loom_ref_context *ctx);
+    const void *(*model_get_vocab)(const struct loom_ref_model *model);
+    int32_t (*vocab_n_tokens)(const void *vocab);
+    const char *(*print_system_info)(void);
 };
 
 /* Folder of the reference's prebuilt libraries into buf[cap]: $LOOM_REF/bins/package/bins/linux-x64, where
@@ -137,6 +160,21 @@ struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char 
  * (flash attention auto, F16 K/V). NULL with err filled. */
 struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
                                               int n_batch, int n_threads, loom_error *err);
+
+/* The exact configuration loom's REFERENCE_BATCH numerics mirror: one sequence of n_ctx positions, batches
+ * of n_batch tokens split into micro-batches of n_ubatch, flash attention off, F16 K/V, n_threads; cb (may be
+ * NULL) sees every computed tensor (ask true: whether to see t's values; then once more with ask false).
+ * NULL with err filled. */
+struct loom_ref_context *loom_ref_context_exact(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
+                                                int n_batch, int n_ubatch, int n_threads,
+                                                bool (*cb)(void *t, bool ask, void *user), void *user,
+                                                loom_error *err);
+
+/* Evaluate tokens[n] at positions pos0.. as one llama_decode with the logits of every token, and wait. The
+ * rows are then at r->get_logits_ith(ctx, i). Returns LOOM_OK, or LOOM_E_NOMEM / LOOM_E_INTERNAL (llama_decode's
+ * status) with err filled. */
+int loom_ref_eval_all(const struct loom_ref *r, struct loom_ref_context *ctx, const int32_t *tokens, int n, int pos0,
+                      loom_error *err);
 
 /* Evaluate tokens[n] at the next positions of the sequence (llama_batch_get_one: logits of the last token
  * only) and wait for the result. Returns LOOM_OK, or LOOM_E_INTERNAL with llama_decode's status. */

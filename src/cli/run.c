@@ -25,6 +25,7 @@ struct run_opts {
     struct loom_sampler_params sp;
     const char *stops[RUN_MAX_STOPS]; /* --stop */
     int n_stops;
+    enum loom_numerics numerics;   /* --numerics; 0 = canonical */
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
 
@@ -32,7 +33,7 @@ static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
     "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n"
-    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats]\n";
+    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n";
 
 static void run_usage(FILE *f)
 {
@@ -53,6 +54,10 @@ static void run_usage(FILE *f)
                "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"
                "  --stop STRING          stop before STRING in the output (repeatable, up to 16)\n"
                "  -c CTX      context positions (default: prompt tokens + N)\n"
+               "  --numerics MODE        float order: canonical (default: every token in the one-token order,\n"
+               "                         however the prompt is split) or reference (llama.cpp's batch orders in\n"
+               "                         micro-batches of 512: greedy text equal to llama.cpp's with flash\n"
+               "                         attention off, F16 K/V and ubatch 512)\n"
                LOOM_CLI_MODEL_USAGE
                "The generated text goes to stdout; timing and peak memory to stderr.\n",
             RUN_SYNOPSIS);
@@ -107,6 +112,8 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         *(opt[1] == 'm' ? &o->model : &o->prompt) = val;
         return 0;
     }
+    if (!strcmp(opt, "--numerics"))
+        return loom_cli_numerics("run", val, &o->numerics);
     int *dst_int = !strcmp(opt, "-n") ? &o->n_gen
                  : !strcmp(opt, "-t") ? &o->n_threads
                  : !strcmp(opt, "-c") ? &o->n_ctx
@@ -317,7 +324,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         rc = loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);
     if (rc >= 0) {
         /* one prompt, then decoding: nothing rewinds or reuses a prefix, so no prompt-end checkpoint */
-        loom_session_params sp = {.n_ctx = n_ctx, .n_threads = o->n_threads, .skip_prompt_checkpoints = 1};
+        loom_session_params sp = {.n_ctx = n_ctx, .n_threads = o->n_threads, .numerics = o->numerics,
+                                  .skip_prompt_checkpoints = 1}; /* reference: n_ubatch 0 = 512 */
         s = loom_session_new(m, &sp, err);
         rc = s ? LOOM_OK : (err->code ? err->code : LOOM_E_NOMEM);
         if (s)

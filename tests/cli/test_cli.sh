@@ -4,8 +4,8 @@
 # bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
 # first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
-# output that cannot be written (status 1), a chat answer cut at the context's end (said), and a peak RSS that
-# is loom's own.
+# output that cannot be written (status 1), a chat answer cut at the context's end (said), a peak RSS that
+# is loom's own, and --numerics (both values taken, a bad one named, bench saying which it used).
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -126,6 +126,30 @@ for v in "+5" " 5" ""; do
     "$loom" bench -m "$model" -p 8 -n 4 -d "$v" -r 1 >"$out" 2>"$err"; rc=$?
     check "bench -d '$v' is refused (digits only)" '[ $rc -eq 2 ] && grep -q -- "-d expects an integer" "$err"'
 done
+
+# --numerics: run takes both values (their greedy texts may differ) and, in reference numerics, gives the same
+# text twice; chat takes it; a bad value is named by run, chat and bench; bench says which numerics it used
+fox=(-m "$model" -p "The quick brown fox" -n 16 --temp 0 -t 2)
+for n in canonical reference; do
+    "$loom" run "${fox[@]}" --numerics $n >"$out" 2>"$err"; rc=$?
+    check "run --numerics $n runs" '[ $rc -eq 0 ] && grep -q "^loom run: prompt 4 tokens" "$err"'
+done
+text=$(cat "$out")
+"$loom" run "${fox[@]}" --numerics reference >"$out" 2>"$err"; rc=$?
+check "run --numerics reference gives the same text twice" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "$text" ]'
+echo hi | "$loom" chat -m "$model" -n 4 --temp 0 -t 2 --numerics reference >"$out" 2>"$err"; rc=$?
+check "chat --numerics reference runs" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 1 ]'
+for cmd in "run -p hi -n 2" chat "bench -p 8 -n 4 -r 1"; do
+    "$loom" $cmd -m "$model" --numerics bogus </dev/null >"$out" 2>"$err"; rc=$?
+    check "${cmd%% *} --numerics bogus is refused, naming the option" \
+        '[ $rc -eq 2 ] && grep -q -- "--numerics expects reference or canonical, found .bogus.$" "$err"'
+done
+for n in canonical reference; do
+    "$loom" bench -m "$model" -p 8 -n 4 -r 1 -t 2 --numerics $n >"$out" 2>"$err"; rc=$?
+    check "bench --numerics $n says so" '[ $rc -eq 0 ] && grep -q "^loom bench: .*, numerics $n$" "$out"'
+done
+"$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref-only --numerics reference >"$out" 2>"$err"; rc=$?
+check "bench --ref-only refuses --numerics (a loom option)" '[ $rc -eq 2 ] && grep -q -- "--numerics) do not apply" "$err"'
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so

@@ -66,6 +66,21 @@ static void test_batch(const struct loom_ref *r)
     CHECK(a.n_tokens == 3 && a.token == ids, "batch_get_one: n_tokens %d", (int)a.n_tokens);
 }
 
+/* The tensor fields an eval callback reads: offsets and sizes as struct ggml_tensor's. */
+static void test_tensor(void)
+{
+#define F(f)                                                                                                       \
+    CHECK(offsetof(struct loom_ref_tensor, f) == offsetof(struct ggml_tensor, f) &&                                \
+              sizeof(((struct loom_ref_tensor *)0)->f) == sizeof(((struct ggml_tensor *)0)->f),                    \
+          "ggml_tensor.%s: offset %zu/%zu", #f, offsetof(struct loom_ref_tensor, f), offsetof(struct ggml_tensor, f))
+    F(type); F(buffer); F(ne); F(nb); F(op); F(op_params); F(flags); F(src); F(view_src); F(view_offs); F(data);
+    F(name);
+#undef F
+    CHECK((int)LOOM_REF_F32 == (int)GGML_TYPE_F32 && (int)LOOM_REF_F16 == (int)GGML_TYPE_F16 &&
+              (int)LOOM_REF_I32 == (int)GGML_TYPE_I32,
+          "ggml type numbers differ");
+}
+
 /* Evaluate a few tokens through the binding on the tiny model. */
 static void test_eval(const struct loom_ref *r, const char *model)
 {
@@ -143,6 +158,7 @@ int main(int argc, char **argv)
         test_model_params(&r);
         test_context_params(&r);
         test_batch(&r);
+        test_tensor();
         test_eval(&r, model);
         loom_ref_close(&r);
     }

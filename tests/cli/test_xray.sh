@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# test_xray.sh BUILD — `loom xray` and `loom certify` against the reference engine on the cached tiny models: the
+# edge list; a clean X-ray (every compared edge bitwise, nothing the reference lacks) of each tiny model in both
+# schedules; the self-test: a one-ULP fault planted at one edge of every edge kind of both architectures (per-token
+# schedule) is named first; canonical numerics diverge where the reference's batched order differs; usage errors;
+# a certificate of a tiny model (bitwise, both numerics, the file's digest) and, against the reference's AVX2 build,
+# one that is not bitwise with the X-ray of its first divergent edge. Prints "N passed, N failed".
+set -uo pipefail
+build=${1:-build}
+loom=$build/loom
+models=${LOOM_CACHE:-$HOME/.cache/loom}/models
+dense=$models/qwen35-tiny-F32.gguf moe=$models/qwen35moe-tiny-F32.gguf
+pass=0 fail=0
+dir=$(mktemp -d) out=$(mktemp) err=$(mktemp)
+trap 'rm -rf "$dir" "$out" "$err"' EXIT
+prompt="The quick brown fox jumps"
+
+check() { # description, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err" | tail -n 20; fi
+}
+
+"$loom" xray --list -m "$dense" >"$out" 2>"$err"; rc=$?
+check "xray --list runs" '[ $rc -eq 0 ]'
+check "the list counts its edges" 'grep -qE "^.*: $(($(wc -l <"$out") - 1)) edges \(qwen35\)$" "$out"'
+check "the list names a DeltaNet conv, its state per step, an attention gate, an FFN output" \
+    'grep -qE "^blk\.0\.gdn\.conv +\[512\] +per token$" "$out" && grep -qE "^blk\.0\.gdn\.state +\[4\]\[64\]\[64\] +per step" "$out" &&
+     grep -qE "^blk\.3\.attn\.gate " "$out" && grep -qE "^blk\.3\.ffn\.out " "$out" && grep -qE "^logits +\[[0-9]+\]" "$out"'
+cp "$out" "$dir/dense.list"
+"$loom" xray --list -m "$moe" >"$dir/moe.list" 2>"$err"; rc=$?
+check "the MoE list has the router, the selected experts (int32) and the expert output" \
+    '[ $rc -eq 0 ] && grep -qE "^blk\.0\.moe\.logits +\[8\]" "$dir/moe.list" && grep -qE "^blk\.0\.moe\.topk .*int32$" "$dir/moe.list" &&
+     grep -qE "^blk\.0\.moe\.experts " "$dir/moe.list"'
+
+for f in qwen35-tiny-F32 qwen35-tiny-F16 qwen35-tiny-Q4_K_M qwen35moe-tiny-F32 qwen35moe-tiny-Q4_K_M; do
+    for sched in "" --per-token; do
+        "$loom" xray -m "$models/$f.gguf" -p "$prompt" -n 3 $sched >"$out" 2>"$err"; rc=$?
+        check "xray $f ${sched:-batched prompt}: exit 0, every compared row bitwise, no edge missing" \
+            '[ $rc -eq 0 ] && grep -qE "^all [0-9]+ compared rows bitwise equal$" "$out" && ! grep -q "not in the reference" "$out"'
+    done
+done
+n_edges=$(($(wc -l <"$dir/dense.list") - 1))
+"$loom" xray -m "$dense" -p "$prompt" -n 2 --per-token >"$out" 2>"$err"
+rows=$(sed -n 's/^all \([0-9]*\) compared rows.*/\1/p' "$out")
+# per-token schedule over 7 positions: every edge at every position (the edges per token, plus states per step)
+check "per token, every edge of the list is compared at every position ($rows rows, $n_edges edges x 7)" '[ "$rows" = $((n_edges * 7)) ]'
+
+"$loom" xray -m "$dense" -p "$prompt" --json >"$out" 2>"$err"; rc=$?
+check "--json is one JSON object with the rows and no divergence" \
+    '[ $rc -eq 0 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"first_divergent\"] is None and len(d[\"rows\"]) > 0" "$out"'
+"$loom" xray -m "$dense" -p "$prompt" --layers 3 --edges 'blk.3.attn.*' --json >"$out" 2>"$err"; rc=$?
+check "--layers 3 --edges 'blk.3.attn.*' compares only those edges" \
+    '[ $rc -eq 0 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"rows\"]; assert r and all(x[\"edge\"].startswith(\"blk.3.attn.\") for x in r)" "$out"'
+
+# The self-test: each edge kind once (its first layer), both architectures, a fault planted at position 2.
+planted() { # model, list file
+    local model=$1 list=$2 seen=" " name kind n=0 ok=0
+    while read -r name shape rest; do
+        kind=${name#blk.*.}
+        case "$seen" in *" $kind "*) continue ;; esac
+        case "$rest" in *int32*) continue ;; esac
+        seen="$seen$kind "
+        n=$((n + 1))
+        "$loom" xray -m "$model" -p "$prompt" -n 1 --per-token --perturb "$name@2" >"$out" 2>"$err"
+        if [ $? -eq 1 ] && grep -qE "^first divergent: $name pos 2: 1 of [0-9]+ differ, .*max ULP 1$" "$out"; then
+            ok=$((ok + 1))
+        else
+            echo "planted at $name: $(grep -E '^first divergent' "$out")" >>"$dir/planted.log"
+        fi
+    done < <(tail -n +2 "$list")
+    echo "$ok $n"
+}
+read -r ok n < <(planted "$dense" "$dir/dense.list")
+check "qwen35: a fault planted at each of the $n edge kinds is named first ($ok)" '[ "$ok" = "$n" ] && [ "$n" -ge 30 ]'
+read -r ok n < <(planted "$moe" "$dir/moe.list")
+check "qwen35moe: a fault planted at each of the $n edge kinds is named first ($ok)" '[ "$ok" = "$n" ] && [ "$n" -ge 38 ]'
+[ -f "$dir/planted.log" ] && cat "$dir/planted.log"
+
+"$loom" xray -m "$models/qwen35-tiny-Q4_K_M.gguf" -p "$prompt" --numerics canonical >"$out" 2>"$err"; rc=$?
+check "canonical numerics on Q4_K_M: exit 1, the first divergence at a batched matmul of position 0" \
+    '[ $rc -eq 1 ] && grep -qE "^first divergent: blk\.0\.gdn\.qkv pos 0: " "$out"'
+"$loom" xray -m "$dense" -p "$prompt" --perturb blk.0.nothing >"$out" 2>"$err"; rc=$?
+check "--perturb of an edge the model lacks: exit 2, named" '[ $rc -eq 2 ] && grep -q "found .blk.0.nothing." "$err"'
+"$loom" xray -m "$moe" -p "$prompt" --perturb blk.0.moe.topk >"$out" 2>"$err"; rc=$?
+check "--perturb of an int32 edge: exit 2, named" '[ $rc -eq 2 ] && grep -q "expected an edge of floats" "$err"'
+"$loom" xray -m "$dense" -p "$prompt" --perturb blk.3.attn.gate@99 >"$out" 2>"$err"; rc=$?
+check "--perturb past the evaluated positions: exit 2" '[ $rc -eq 2 ] && grep -q "never evaluated at position 99" "$err"'
+"$loom" xray -m "$dense" --layers 5-2 -p x >"$out" 2>"$err"; rc=$?
+check "--layers 5-2: usage error naming the option" '[ $rc -eq 2 ] && grep -q -- "--layers expects" "$err"'
+"$loom" xray -m "$dense" >"$out" 2>"$err"; rc=$?
+check "xray without -p: usage error" '[ $rc -eq 2 ] && grep -q -- "-p TEXT is required" "$err"'
+
+printf 'Once upon a time\n\n  \nint main(void) {\n' >"$dir/prompts.txt"
+"$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 8 -o "$dir/cert" >"$out" 2>"$err"; rc=$?
+check "certify a tiny Q4_K_M: exit 0, both files written" '[ $rc -eq 0 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
+check "the certificate says bitwise and prints the same Markdown" 'grep -q "^\*\*Bitwise equal\*\*" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
+check "the JSON: 2 prompts in both numerics, every reference row bitwise, the reference's settings, the digest" \
+    'python3 - "$dir/cert.json" "$models/qwen35-tiny-Q4_K_M.gguf" <<"PY"
+import json, sys
+c = json.load(open(sys.argv[1]))
+ref, can = c["reference"], c["canonical"]
+assert len(ref) == 2 and len(can) == 2
+assert all(p["rows"] == p["prompt_tokens"] + 8 and p["bitwise_rows"] == p["rows"] and p["top1_agree"] == p["rows"] for p in ref)
+r = c["identity"]["reference"]
+assert r["flash_attention"] == "off" and r["kv_type"] == "F16" and "llama.cpp v0.5.0" in r["engine"]
+assert len(c["identity"]["model"]["xxh3_128"]) == 32 and c["identity"]["loom"]["version"]
+PY'
+if command -v xxhsum >/dev/null; then
+    want=$(xxhsum -H2 "$models/qwen35-tiny-Q4_K_M.gguf" | awk '{print $1}')
+    check "the certificate's digest is xxhsum -H2 of the file" 'grep -q "$want" "$dir/cert.md"'
+fi
+LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 2 \
+    -o "$dir/cert2" >"$out" 2>"$err"; rc=$?
+check "against the reference's AVX2 build: exit 1, not bitwise, the X-ray of the first divergent edge" \
+    '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise\*\*" "$dir/cert2.md" && grep -qE "X-ray: blk\.[0-9]+\.[a-z_.]+ pos [0-9]+: [0-9]+ of" "$dir/cert2.md"'
+"$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
+check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: cannot read" "$err"'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
