@@ -1,7 +1,7 @@
 /* test_q6_k_x16.c — the Q6_K x16 layout (16 rows interleaved word by word): pack/unpack round trip bytewise,
- * the scalar x16 dot bit for bit against loom_q6_k_vec_dot per row, the AVX-512 x16 dots against the scalar
- * one on random, edge-case and extreme blocks, and loom_matmul / loom_matmul_rowwise / loom_weight_get_row
- * of an X16 weight against the same weight in the GGUF layout, in every kernel set. */
+ * the scalar x16 dot bit for bit against loom_q6_k_vec_dot per row, the AVX2 and AVX-512 x16 dots against
+ * the scalar one on random, edge-case and extreme blocks, and loom_matmul / loom_matmul_rowwise /
+ * loom_weight_get_row of an X16 weight against the same weight in the GGUF layout, in every kernel set. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +84,7 @@ struct x16_set {
 };
 
 static const struct x16_set simd_sets[] = {
+    {LOOM_KERNELS_AVX2, "AVX2", loom_q6_k_x16_vec_dot_avx2},
     {LOOM_KERNELS_AVX512, "AVX-512", loom_q6_k_x16_vec_dot_avx512},
 };
 #define N_SETS ((int)(sizeof simd_sets / sizeof simd_sets[0]))

@@ -15,7 +15,7 @@ struct loom_pool;
 /* How a weight's bytes are arranged in memory. ROWS: the GGUF layout, n_out rows of row_bytes. X16: rows
  * 0 .. 16 * (n_out / 16) - 1 in groups of 16 rows interleaved per block column (struct loom_block_q4_k_x16
  * or loom_block_q6_k_x16: n_in / 256 of them per group, 16 * row_bytes bytes), made at model load when the
- * model's kernel set has x16 kernels for the type (Q4_K: AVX2, AVX-512; Q6_K: AVX-512); the remaining
+ * model's kernel set has x16 kernels for the type (Q4_K and Q6_K: AVX2, AVX-512); the remaining
  * n_out % 16 rows stay in the GGUF layout in `rows`. */
 enum loom_weight_layout { LOOM_WEIGHT_ROWS = 0, LOOM_WEIGHT_X16 = 1 };
 

@@ -158,7 +158,7 @@ void loom_q4_k_x16_gemv_avx2(int64_t n, int n_act, float *y, size_t y_stride, co
 void loom_q4_k_x16_gemv_avx512(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
                                size_t a_stride);
 
-/* --- Q6_K in the x16 weight layout (q6_k_x16.c, x86/q6_k_x16_avx512.c) --- */
+/* --- Q6_K in the x16 weight layout (q6_k_x16.c, x86/q6_k_x16_avx2.c, x86/q6_k_x16_avx512.c) --- */
 /* Pack and unpack as loom_q4_k_x16_pack / _unpack_row, for Q6_K rows. */
 void loom_q6_k_x16_pack(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
 void loom_q6_k_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in);
@@ -166,8 +166,10 @@ void loom_q6_k_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in)
  * loom_q6_k_vec_dot (bit-identical to it per row). The scalar oracle of the SIMD x16 kernels. */
 void loom_q6_k_x16_vec_dot(int64_t n, float *y, const void *w, const void *a);
 /* y[k * y_stride + r] for row r < 16 of the group w and activation row k < n_act (1..8) at a + k * a_stride
- * bytes; each bit-identical to loom_q6_k_x16_vec_dot. VNNI outer products, two chunks' sums scaled by one
- * VPDPWSSD. */
+ * bytes; each bit-identical to loom_q6_k_x16_vec_dot. AVX-512: VNNI outer products, two chunks' sums scaled
+ * by one VPDPWSSD; AVX2: VPMADDUBSW pair sums scaled per chunk by VPMADDWD. */
+void loom_q6_k_x16_vec_dot_avx2(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
+                                size_t a_stride);
 void loom_q6_k_x16_vec_dot_avx512(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
                                   size_t a_stride);
 

@@ -82,7 +82,8 @@ static const struct loom_kernel_set set_scalar = {
     [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),                                                   \
                           .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)}
 
-/* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K x16 kernels, and the hand-written 8-lane ops (x86/ops_avx2.c). */
+/* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K and Q6_K x16 kernels, and the hand-written 8-lane ops
+ * (x86/ops_avx2.c). */
 static const struct loom_kernel_set set_avx2 = {
     .name = "avx2",
     .mode = LOOM_KERNELS_AVX2,
@@ -95,7 +96,8 @@ static const struct loom_kernel_set set_avx2 = {
                             .gemv = DOT4(loom_q4_k_gemv_avx2, loom_q4_k_gemv_rows4_avx2),
                             .gemm = DOT4(loom_q4_k_gemm_avx2, loom_q4_k_gemm_rows4_avx2),
                             .x16 = {loom_q4_k_x16_gemv_avx2}},
-        [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2)},
+        [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2),
+                            .x16 = {loom_q6_k_x16_vec_dot_avx2}},
     },
     .ops = OPS(_avx2),
 };
