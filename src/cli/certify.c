@@ -2,12 +2,17 @@
  * numerics, written as a certificate (Markdown and JSON): the model's digest, both engines' versions and settings,
  * per prompt the bitwise rows, max difference, top-1 agreement and KL divergence, and for a row that is not bitwise
  * in reference numerics the X-ray of its first divergent edge (xray.c). */
+#include <errno.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#include <utf8proc.h>
 #include <xxhash.h>
 
 #include "cli/cli.h"
@@ -23,6 +28,18 @@ static const char *const DEFAULT_PROMPTS[] = {
 };
 
 #define MAX_PROMPTS 64
+#define MAX_PROMPT_TOKENS 2048
+#define PROMPTS_MAX_BYTES (1 << 20)
+
+/* The prompts and their token ids. */
+struct prompt_set {
+    int n;
+    const char *text[MAX_PROMPTS];
+    int line[MAX_PROMPTS]; /* in the --prompts file; 0 for a built-in prompt */
+    int32_t *ids[MAX_PROMPTS];
+    int n_ids[MAX_PROMPTS], max_ids;
+    char *buf; /* the file's bytes */
+};
 
 struct certify_opts {
     const char *model, *prompts_file, *out;
@@ -82,40 +99,87 @@ static void certify_usage(FILE *f)
                "(the Markdown also to stdout). Exit status (as cmp's): 0 when every row is bitwise equal in\n"
                "reference numerics, 1 when one is not, 2 on trouble.\n"
                "  -m FILE        the GGUF model (default: the default model)\n"
-               "  --prompts FILE one prompt per non-empty line (default: five built-in prompts)\n"
+               "  --prompts FILE one prompt per non-empty line, at most 64 of up to 2048 tokens (default: five\n"
+               "                 built-in prompts)\n"
                "  -n N           continuation tokens per prompt (default 256)\n"
-               "  -t N           threads for both engines (default 2)\n"
+               "  -t N           threads for both engines (default: the online CPUs)\n"
                "  -o PREFIX      certificate files (default loom-certificate)\n");
 }
 
-/* The prompts: FILE's non-empty lines (into buf, kept), or the built-in set. Count, or -1 (message printed). */
-static int load_prompts(const char *file, char **buf, const char **out)
+/* The prompts: FILE's lines (a final CR dropped, blank lines skipped; kept in set->buf), or the built-in set.
+ * 0, or -1 with the message printed naming the file, the line and what is wrong. */
+static int load_prompts(const char *file, struct prompt_set *set)
 {
     if (!file) {
         for (size_t i = 0; i < sizeof DEFAULT_PROMPTS / sizeof DEFAULT_PROMPTS[0]; i++)
-            out[i] = DEFAULT_PROMPTS[i];
-        return (int)(sizeof DEFAULT_PROMPTS / sizeof DEFAULT_PROMPTS[0]);
+            set->text[set->n++] = DEFAULT_PROMPTS[i];
+        return 0;
     }
     FILE *f = fopen(file, "rb");
-    size_t cap = 1 << 20, len = 0;
-    *buf = f ? malloc(cap + 1) : NULL;
-    if (*buf)
-        len = fread(*buf, 1, cap, f);
+    struct stat st;
+    const char *why = !f ? strerror(errno) : fstat(fileno(f), &st) ? strerror(errno)
+                    : S_ISDIR(st.st_mode) ? "it is a directory"
+                    : st.st_size > PROMPTS_MAX_BYTES ? "expected at most 1 MiB of prompts" : NULL;
+    size_t len = why ? 0 : (size_t)st.st_size;
+    set->buf = why ? NULL : malloc(len + 1);
+    if (!why && (!set->buf || fread(set->buf, 1, len, f) != len))
+        why = set->buf ? "reading it failed" : "out of memory";
     if (f)
         fclose(f);
-    if (!*buf) {
-        fprintf(stderr, "loom certify: --prompts %s: cannot read the file\n", file);
+    if (why) {
+        fprintf(stderr, "loom certify: --prompts %s: %s\n", file, why);
         return -1;
     }
-    (*buf)[len] = 0;
-    int n = 0;
-    for (char *save = NULL, *line = strtok_r(*buf, "\n", &save); line && n < MAX_PROMPTS;
-         line = strtok_r(NULL, "\n", &save))
-        if (line[strspn(line, " \t\r")])
-            out[n++] = line;
-    if (n == 0)
+    set->buf[len] = 0;
+    char *line = set->buf;
+    for (int no = 1; line <= set->buf + len; no++) {
+        char *end = memchr(line, '\n', (size_t)(set->buf + len - line));
+        end = end ? end : set->buf + len;
+        if (memchr(line, 0, (size_t)(end - line))) {
+            fprintf(stderr, "loom certify: --prompts %s: line %d holds a NUL byte\n", file, no);
+            return -1;
+        }
+        *end = 0;
+        if (end > line && end[-1] == '\r')
+            end[-1] = 0;
+        if (line[strspn(line, " \t\r")]) {
+            if (set->n == MAX_PROMPTS) {
+                fprintf(stderr, "loom certify: --prompts %s: expected at most %d prompts, found more (line %d)\n",
+                        file, MAX_PROMPTS, no);
+                return -1;
+            }
+            set->line[set->n] = no;
+            set->text[set->n++] = line;
+        }
+        line = end + 1;
+    }
+    if (set->n == 0)
         fprintf(stderr, "loom certify: --prompts %s: expected at least one non-empty line, found none\n", file);
-    return n ? n : -1;
+    return set->n ? 0 : -1;
+}
+
+/* Each prompt's token ids (text as data), before anything runs: one too long or of no token is named. */
+static int tokenize_prompts(const loom_model *m, struct prompt_set *set, loom_error *err)
+{
+    for (int i = 0; i < set->n; i++) {
+        char where[32];
+        snprintf(where, sizeof where, set->line[i] ? "--prompts line %d" : "built-in prompt %d",
+                 set->line[i] ? set->line[i] : i + 1);
+        set->ids[i] = malloc((MAX_PROMPT_TOKENS + 1) * sizeof(int32_t));
+        if (!set->ids[i])
+            return loom_errorf(err, LOOM_E_NOMEM, "%s: %d token ids", where, MAX_PROMPT_TOKENS);
+        const char *t = set->text[i];
+        int n = loom_tokenizer_encode(loom_model_tokenizer(m), t, strlen(t), LOOM_SPECIAL_DATA, set->ids[i],
+                                      MAX_PROMPT_TOKENS + 1, err);
+        if (n < 0)
+            return n;
+        if (n == 0 || n > MAX_PROMPT_TOKENS)
+            return loom_errorf(err, LOOM_E_ARG, "%s: expected 1 to %d tokens, found %s%d", where, MAX_PROMPT_TOKENS,
+                               n > MAX_PROMPT_TOKENS ? "more than " : "", n > MAX_PROMPT_TOKENS ? MAX_PROMPT_TOKENS : 0);
+        set->n_ids[i] = n;
+        set->max_ids = n > set->max_ids ? n : set->max_ids;
+    }
+    return LOOM_OK;
 }
 
 /* The argmax of row over the sampleable tokens (ties: the lower id). */
@@ -284,16 +348,59 @@ static json_t *identity(const struct certify_run *c)
                      "threads", c->o->n_threads);
 }
 
+/* text with each byte that does not start a valid UTF-8 sequence replaced by U+FFFD (JSON strings are UTF-8);
+ * NULL when memory runs out. */
+static char *valid_utf8(const char *text)
+{
+    size_t n = strlen(text), o = 0;
+    char *out = malloc(3 * n + 1);
+    for (size_t i = 0; out && i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k > 0) {
+            memcpy(out + o, text + i, (size_t)k);
+            o += (size_t)k, i += (size_t)k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3, i++;
+        }
+    }
+    if (out)
+        out[o] = 0;
+    return out;
+}
+
 static json_t *prompt_json(const char *text, const struct prompt_result *p)
 {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "prompt", text, "prompt_tokens", p->n_prompt,
+    char *utf8 = valid_utf8(text);
+    json_t *j = !utf8 ? NULL : json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "prompt", utf8, "prompt_tokens", p->n_prompt,
                           "rows", p->rows, "bitwise_rows", p->bitwise, "top1_agree", p->top1, "max_abs_diff",
                           p->max_abs, "kl_mean", p->kl_mean, "kl_max", p->kl_max);
-    if (p->first_row >= 0)
+    free(utf8);
+    if (j && p->first_row >= 0)
         json_object_set_new(j, "first_non_bitwise_pos", json_integer(p->first_row));
-    if (p->divergence[0])
+    if (j && p->divergence[0])
         json_object_set_new(j, "xray_first_divergent", json_string(p->divergence));
     return j;
+}
+
+/* The first 40 characters of a prompt as a Markdown table cell into cell[cap]: '|' escaped, control characters
+ * as spaces, "..." when cut (at a character boundary; cap >= 256 holds it all). */
+static void table_cell(const char *text, char *cell, size_t cap)
+{
+    size_t o = 0;
+    int chars = 0;
+    for (const unsigned char *s = (const unsigned char *)text; *s && o + 8 < cap; s++) {
+        if ((*s & 0xc0) != 0x80 && chars++ == 40) {
+            memcpy(cell + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (*s == '|')
+            cell[o++] = '\\';
+        cell[o++] = *s < 0x20 ? ' ' : (char)*s;
+    }
+    cell[o] = 0;
 }
 
 /* The Markdown certificate from its JSON. */
@@ -301,14 +408,14 @@ static void write_markdown(FILE *f, json_t *cert)
 {
     json_t *id = json_object_get(cert, "identity"), *mo = json_object_get(id, "model");
     json_t *lo = json_object_get(id, "loom"), *re = json_object_get(id, "reference");
-    fprintf(f, "# loom parity certificate\n\n%s\n\n", json_string_value(json_object_get(cert, "verdict")));
+    fprintf(f, "# loom parity certificate\n\n**%s**\n\n", json_string_value(json_object_get(cert, "verdict")));
     fprintf(f, "- Model: `%s` (%s), XXH3-128 `%s`\n", json_string_value(json_object_get(mo, "path")),
             json_string_value(json_object_get(mo, "arch")), json_string_value(json_object_get(mo, "xxh3_128")));
-    fprintf(f, "- loom %s, kernel set %s, %d threads; CPU: %s\n", json_string_value(json_object_get(lo, "version")),
+    fprintf(f, "- loom %s, kernel set %s, threads: %d; CPU: %s\n", json_string_value(json_object_get(lo, "version")),
             json_string_value(json_object_get(lo, "kernels")), (int)json_integer_value(json_object_get(lo, "threads")),
             json_string_value(json_object_get(id, "cpu")));
     fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, K/V F16, n_ubatch %s, "
-               "%d threads\n- Reference system info: `%s`\n- Date: %s\n",
+               "threads: %d\n- Reference system info: `%s`\n- Date: %s\n",
             json_string_value(json_object_get(re, "engine")), json_string_value(json_object_get(re, "cpu_build")),
             json_is_true(json_object_get(re, "repack")) ? "on" : "off",
             json_string_value(json_object_get(re, "n_ubatch")),
@@ -320,12 +427,14 @@ static void write_markdown(FILE *f, json_t *cert)
             (int)json_integer_value(json_object_get(cert, "continuation_tokens")));
     for (int k = 0; k < 2; k++) {
         json_t *rows = json_object_get(cert, numerics_name(k));
-        fprintf(f, "\n## %s numerics\n\n| prompt | tokens | rows | bitwise | top-1 agree | max abs diff | mean KL | "
-                   "max KL |\n|---|---|---|---|---|---|---|---|\n", numerics_name(k));
+        fprintf(f, "\n## %s numerics\n\n| # | prompt | tokens | rows | bitwise | top-1 agree | max abs diff | "
+                   "mean KL | max KL |\n|---|---|---|---|---|---|---|---|---|\n", numerics_name(k));
         size_t i;
         json_t *p;
         json_array_foreach(rows, i, p) {
-            fprintf(f, "| %zu | %d | %d | %d | %d | %.3g | %.3g | %.3g |\n", i + 1,
+            char cell[256];
+            table_cell(json_string_value(json_object_get(p, "prompt")), cell, sizeof cell);
+            fprintf(f, "| %zu | %s | %d | %d | %d | %d | %.3g | %.3g | %.3g |\n", i + 1, cell,
                     (int)json_integer_value(json_object_get(p, "prompt_tokens")),
                     (int)json_integer_value(json_object_get(p, "rows")),
                     (int)json_integer_value(json_object_get(p, "bitwise_rows")),
@@ -340,43 +449,50 @@ static void write_markdown(FILE *f, json_t *cert)
     }
 }
 
-/* Tokenize prompt i into c->ids (sized for the longest prompt plus the continuation). Count, or an error. */
-static int tokenize_prompt(struct certify_run *c, const char *text, int cap, loom_error *err)
-{
-    int n = loom_tokenizer_encode(loom_model_tokenizer(c->m), text, strlen(text), LOOM_SPECIAL_DATA, c->ids, cap, err);
-    if (n > cap)
-        return loom_errorf(err, LOOM_E_RANGE, "prompt '%.40s...': %d tokens, more than the %d loom certify takes", text,
-                           n, cap);
-    if (n == 0)
-        return loom_errorf(err, LOOM_E_ARG, "prompt '%s': expected at least one token, found none", text);
-    return n;
-}
-
-#define MAX_PROMPT_TOKENS 2048
-
 /* Every prompt in both numerics into cert's "reference" and "canonical" arrays; *all_bitwise: every reference row. */
-static int certify_all(struct certify_run *c, const char **prompts, int n_prompts, json_t *cert, int *all_bitwise,
+static int certify_all(struct certify_run *c, const struct prompt_set *set, json_t *cert, int *all_bitwise,
                        loom_error *err)
 {
     *all_bitwise = 1;
     for (int k = 0; k < 2; k++) {
         json_t *arr = json_array();
-        json_object_set_new(cert, numerics_name(k), arr);
-        for (int i = 0; i < n_prompts; i++) {
-            int n = tokenize_prompt(c, prompts[i], MAX_PROMPT_TOKENS, err);
-            if (n < 0)
-                return n;
+        if (!arr || json_object_set_new(cert, numerics_name(k), arr))
+            return loom_errorf(err, LOOM_E_NOMEM, "certify: the certificate's JSON");
+        for (int i = 0; i < set->n; i++) {
+            fprintf(stderr, "loom certify: %s numerics, prompt %d of %d (%d tokens, then %d)...\n", numerics_name(k),
+                    i + 1, set->n, set->n_ids[i], c->o->n_gen);
+            memcpy(c->ids, set->ids[i], (size_t)set->n_ids[i] * sizeof *c->ids);
             struct prompt_result p;
-            int rc = certify_prompt(c, n, k == 0 ? LOOM_NUMERICS_REFERENCE_BATCH : LOOM_NUMERICS_CANONICAL, &p, err);
+            enum loom_numerics nu = k == 0 ? LOOM_NUMERICS_REFERENCE_BATCH : LOOM_NUMERICS_CANONICAL;
+            int rc = certify_prompt(c, set->n_ids[i], nu, &p, err);
             if (rc != LOOM_OK)
                 return rc;
             *all_bitwise &= k != 0 || p.bitwise == p.rows;
-            json_array_append_new(arr, prompt_json(prompts[i], &p));
+            if (json_array_append_new(arr, prompt_json(set->text[i], &p)))
+                return loom_errorf(err, LOOM_E_NOMEM, "certify: the certificate's JSON");
             fprintf(stderr, "loom certify: %s numerics, prompt %d of %d: %d of %d rows bitwise\n", numerics_name(k),
-                    i + 1, n_prompts, p.bitwise, p.rows);
+                    i + 1, set->n, p.bitwise, p.rows);
         }
     }
     return LOOM_OK;
+}
+
+/* -o PREFIX before anything runs: a file name after the folder, in a folder that exists and can be written. 0, or
+ * -1 with the message printed. */
+static int check_out_prefix(const char *prefix)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", prefix);
+    size_t n = strlen(prefix);
+    const char *folder = dirname(dir); /* dir itself, cut, or a static "." */
+    struct stat st;
+    const char *why = !n || prefix[n - 1] == '/' ? "expected a file name prefix (PREFIX.md, PREFIX.json are written)"
+                    : stat(folder, &st) ? strerror(errno)
+                    : !S_ISDIR(st.st_mode) ? "its folder is not a directory"
+                    : access(folder, W_OK) ? strerror(errno) : NULL;
+    if (why)
+        fprintf(stderr, "loom certify: -o '%s': %s\n", prefix, why);
+    return why ? -1 : 0;
 }
 
 /* PREFIX.json and PREFIX.md; the Markdown to stdout too. */
@@ -385,11 +501,11 @@ static int write_certificate(const char *prefix, json_t *cert, loom_error *err)
     char path[4200];
     snprintf(path, sizeof path, "%s.json", prefix);
     if (json_dump_file(cert, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
-        return loom_errorf(err, LOOM_E_IO, "-o: cannot write %s", path);
+        return loom_errorf(err, LOOM_E_IO, "-o: cannot write %s (%s)", path, strerror(errno));
     snprintf(path, sizeof path, "%s.md", prefix);
     FILE *f = fopen(path, "w");
     if (!f)
-        return loom_errorf(err, LOOM_E_IO, "-o: cannot write %s", path);
+        return loom_errorf(err, LOOM_E_IO, "-o: cannot write %s (%s)", path, strerror(errno));
     write_markdown(f, cert);
     int bad = ferror(f) | fclose(f);
     if (bad)
@@ -398,7 +514,7 @@ static int write_certificate(const char *prefix, json_t *cert, loom_error *err)
     return LOOM_OK;
 }
 
-static int certify_model(const loom_model *m, const struct certify_opts *o, const char **prompts, int n_prompts,
+static int certify_model(const loom_model *m, const struct certify_opts *o, const struct prompt_set *set,
                          int *all_bitwise, loom_error *err)
 {
     struct loom_ref ref = {0};
@@ -410,22 +526,23 @@ static int certify_model(const loom_model *m, const struct certify_opts *o, cons
     if (rc == LOOM_OK) {
         int n_vocab = ref.vocab_n_tokens(ref.model_get_vocab(c.rm));
         c.width = nl < n_vocab ? nl : n_vocab;
-        c.loom_rows = malloc((size_t)MAX_PROMPT_TOKENS * (size_t)nl * sizeof(float));
-        c.ids = malloc((size_t)(MAX_PROMPT_TOKENS + o->n_gen) * sizeof *c.ids);
+        c.loom_rows = malloc((size_t)set->max_ids * (size_t)nl * sizeof(float));
+        c.ids = malloc((size_t)(set->max_ids + o->n_gen) * sizeof *c.ids);
         if (!c.loom_rows || !c.ids)
-            rc = loom_errorf(err, LOOM_E_NOMEM, "certify: logits rows for %d tokens", MAX_PROMPT_TOKENS);
+            rc = loom_errorf(err, LOOM_E_NOMEM, "certify: logits rows for %d tokens", set->max_ids);
     }
     json_t *cert = json_object();
     if (rc == LOOM_OK) {
         json_object_set_new(cert, "identity", identity(&c));
         json_object_set_new(cert, "continuation_tokens", json_integer(o->n_gen));
-        rc = certify_all(&c, prompts, n_prompts, cert, all_bitwise, err);
+        rc = certify_all(&c, set, cert, all_bitwise, err);
     }
     if (rc == LOOM_OK) {
-        json_object_set_new(cert, "verdict", json_string(*all_bitwise ? "**Bitwise equal** in reference numerics: "
-                                                                        "every row of every prompt."
-                                                                      : "**Not bitwise** in reference numerics: see "
-                                                                        "the rows and X-ray below."));
+        json_object_set_new(cert, "bitwise", json_boolean(*all_bitwise));
+        json_object_set_new(cert, "verdict", json_string(*all_bitwise ? "Bitwise equal in reference numerics: every "
+                                                                        "row of every prompt."
+                                                                      : "Not bitwise in reference numerics: see the "
+                                                                        "rows and the X-ray of each first divergence."));
         rc = write_certificate(o->out, cert, err);
     }
     json_decref(cert);
@@ -438,29 +555,31 @@ static int certify_model(const loom_model *m, const struct certify_opts *o, cons
 
 int loom_cli_certify(int argc, char **argv)
 {
-    struct certify_opts o = {.n_gen = 256, .n_threads = 2, .out = "loom-certificate"};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct certify_opts o = {.n_gen = 256, .n_threads = cpus > 0 ? (int)cpus : 1, .out = "loom-certificate"};
     int rc = loom_cli_parse_pairs("certify", argc, argv, &o.mo, certify_set, &o);
     if (rc)
         return rc > 0 ? (certify_usage(stdout), 0) : (certify_usage(stderr), 2);
-    if (loom_cli_select_kernels() != 0)
+    loom_cli_check_threads("certify", o.n_threads);
+    static struct prompt_set set;
+    if (check_out_prefix(o.out) != 0 || load_prompts(o.prompts_file, &set) != 0) {
+        free(set.buf);
         return 2;
-    char *buf = NULL;
-    const char *prompts[MAX_PROMPTS];
-    int n_prompts = load_prompts(o.prompts_file, &buf, prompts);
-    if (n_prompts < 0)
-        return 2;
+    }
     char path[4096];
     int status;
     loom_model *m = loom_cli_load_model("certify", &o.model, path, sizeof path, &o.mo, &status);
-    if (!m) {
-        free(buf);
-        return status == 1 ? 2 : status;
-    }
     loom_error err = {0};
     int all_bitwise = 0;
-    rc = certify_model(m, &o, prompts, n_prompts, &all_bitwise, &err);
+    rc = !m ? -1 : tokenize_prompts(m, &set, &err);
+    if (rc == LOOM_OK)
+        rc = certify_model(m, &o, &set, &all_bitwise, &err);
     loom_model_free(m);
-    free(buf);
+    free(set.buf);
+    for (int i = 0; i < set.n; i++)
+        free(set.ids[i]);
+    if (!m)
+        return status == 1 ? 2 : status;
     if (rc != LOOM_OK) /* trouble is 2, as cmp's: 1 means not bitwise */
         return (rc = loom_cli_fail("certify", rc, &err)) == 1 ? 2 : rc;
     return all_bitwise ? 0 : 1;

@@ -9,6 +9,8 @@
 struct loom_cli_command {
     const char *name;
     int (*main)(int argc, char **argv); /* argv[0] is the subcommand name; returns the exit status */
+    int trouble; /* the status of a failure main() cannot see (output not delivered): 1, or 2 where 1 is a result
+                  * (xray, certify: as cmp's) */
 };
 
 extern const struct loom_cli_command loom_cli_commands[]; /* NULL-terminated, in commands.c */

@@ -17,17 +17,17 @@
 #include "loom.h"
 
 const struct loom_cli_command loom_cli_commands[] = {
-    {"run", loom_cli_run},
-    {"inspect", loom_cli_inspect},
-    {"synth", loom_cli_synth},
-    {"tokenize", loom_cli_tokenize},
-    {"chat", loom_cli_chat},
-    {"quantize", loom_cli_quantize},
-    {"bench", loom_cli_bench},
-    {"serve", loom_cli_serve},
-    {"xray", loom_cli_xray},
-    {"certify", loom_cli_certify},
-    {NULL, NULL},
+    {"run", loom_cli_run, 1},
+    {"inspect", loom_cli_inspect, 1},
+    {"synth", loom_cli_synth, 1},
+    {"tokenize", loom_cli_tokenize, 1},
+    {"chat", loom_cli_chat, 1},
+    {"quantize", loom_cli_quantize, 1},
+    {"bench", loom_cli_bench, 1},
+    {"serve", loom_cli_serve, 1},
+    {"xray", loom_cli_xray, 2},
+    {"certify", loom_cli_certify, 2},
+    {NULL, NULL, 0},
 };
 
 static const char *const NUMERICS[] = {"canonical", "reference"};

@@ -23,30 +23,31 @@ static void usage(FILE *f)
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
- * command: status 1 with the reason, unless it already failed. */
-static int check_stdout(const char *cmd, int status)
+ * command: status `trouble` with the reason, unless it already failed with another. */
+static int check_stdout(const char *cmd, int status, int trouble)
 {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout))
         return status;
     fprintf(stderr, "loom %s: writing standard output: %s\n", cmd, errno ? strerror(errno) : "write error");
-    return status ? status : 1;
+    return status && status != 1 ? status : trouble;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : check_stdout("--help", 0);
+        return argc < 2 ? 2 : check_stdout("--help", 0, 1);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("loom %s\n", loom_version());
-        return check_stdout("--version", 0);
+        return check_stdout("--version", 0, 1);
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))
-            return loom_cli_select_kernels() ? 2
-                                             : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1)));
+            return loom_cli_select_kernels()
+                       ? 2
+                       : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1), c->trouble));
     fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -343,27 +343,56 @@ static int plan(struct xray_state *x, const loom_model *m, loom_error *err)
         return loom_errorf(err, LOOM_E_NOMEM, "xray: the edge tables");
     for (int i = 0; i < (x->n_layer + 1) * x->n_kinds; i++)
         x->edge_at[i] = -1;
-    for (int i = 0; i < r->n_edges; i++) {
+    int rc = xray_select(q, r->edges, r->n_edges, x->selected, err);
+    for (int i = 0; rc == LOOM_OK && i < r->n_edges; i++) {
         const loom_edge *e = &r->edges[i];
         x->edge_at[(e->layer + 1) * x->n_kinds + e->kind] = i;
-        int in_layers = e->layer < 0 || (e->layer >= q->layer_lo && e->layer <= q->layer_hi);
-        x->selected[i] = in_layers && (!q->pattern || fnmatch(q->pattern, e->name, 0) == 0);
         const struct ref_name *rn = ref_name_of(e);
         if (x->selected[i] && rn)
             x->want_ref[(e->layer + 1) * N_REF_NAMES + (rn - REF_NAMES)] = 1;
     }
-    if (!q->perturb)
-        return LOOM_OK;
-    for (int i = 0; i < r->n_edges; i++)
-        if (!strcmp(r->edges[i].name, q->perturb)) {
-            if (r->edges[i].is_int)
+    return rc;
+}
+
+/* The perturbed edge's index in edges[n] (selected[] marks it), or an error naming what is wrong. */
+static int select_perturbed(const struct xray_request *q, const loom_edge *edges, int n, char *selected,
+                            loom_error *err)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(edges[i].name, q->perturb)) {
+            if (edges[i].is_int)
                 return loom_errorf(err, LOOM_E_ARG, "--perturb %s: expected an edge of floats, found one of int32 "
                                    "(expert ids)", q->perturb);
-            x->selected[i] = 1;
+            if (edges[i].per_step && !q->per_token && q->perturb_pos >= 0 && q->perturb_pos < q->n_prompt - 1)
+                return loom_errorf(err, LOOM_E_ARG, "--perturb %s@%d: a state edge exists only at the end of each "
+                                   "step, and the prompt is one step ending at position %d (add --per-token)",
+                                   q->perturb, q->perturb_pos, q->n_prompt - 1);
+            selected[i] = 1;
             return LOOM_OK;
         }
     return loom_errorf(err, LOOM_E_ARG, "--perturb: expected an edge of this model (loom xray --list), found '%s'",
                        q->perturb);
+}
+
+int xray_select(const struct xray_request *q, const loom_edge *edges, int n, char *selected, loom_error *err)
+{
+    int n_layer = 0;
+    for (int i = 0; i < n; i++)
+        n_layer = edges[i].layer + 1 > n_layer ? edges[i].layer + 1 : n_layer;
+    if (q->layer_lo >= n_layer || (q->layer_hi != XRAY_ALL_LAYERS && q->layer_hi >= n_layer))
+        return loom_errorf(err, LOOM_E_ARG, "--layers: expected layers within 0-%d (the model has %d), found %d-%d",
+                           n_layer - 1, n_layer, q->layer_lo, q->layer_hi);
+    int n_selected = 0;
+    for (int i = 0; i < n; i++) {
+        const loom_edge *e = &edges[i];
+        int in_layers = e->layer < 0 || (e->layer >= q->layer_lo && e->layer <= q->layer_hi);
+        selected[i] = in_layers && (!q->pattern || fnmatch(q->pattern, e->name, 0) == 0);
+        n_selected += selected[i];
+    }
+    if (!n_selected)
+        return loom_errorf(err, LOOM_E_ARG, "--edges '%s': no edge of this model matches it%s (loom xray --list)",
+                           q->pattern ? q->pattern : "", q->layer_hi != XRAY_ALL_LAYERS ? " within --layers" : "");
+    return q->perturb && q->perturb[0] ? select_perturbed(q, edges, n, selected, err) : LOOM_OK;
 }
 
 /* The most likely sampleable token of loom's last logits (the next id of a greedy continuation). */
@@ -463,8 +492,8 @@ int xray_compare(const loom_model *m, const struct loom_ref *r, struct loom_ref_
         rc = run_steps(&x, m, r, rctx, s, err);
     }
     if (rc == LOOM_OK && req->perturb && !x.perturbed)
-        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s: the edge was never evaluated at position %d", req->perturb,
-                         req->perturb_pos);
+        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s: the edge was never evaluated at position %d (%d positions)",
+                         req->perturb, req->perturb_pos, n_ctx);
     if (rc == LOOM_OK)
         summarize(&x);
     drop_captures(&x);

@@ -22,6 +22,7 @@ struct xray_request {
     const char *perturb;
     int perturb_pos;
 };
+#define XRAY_ALL_LAYERS (1 << 30) /* layer_hi when every layer is compared */
 
 /* One compared edge at one position. */
 struct xray_row {
@@ -50,6 +51,12 @@ struct xray_result {
 int xray_compare(const loom_model *m, const struct loom_ref *r, struct loom_ref_model *rm,
                  const struct xray_request *req, struct xray_result *out, loom_error *err);
 void xray_result_free(struct xray_result *res);
+
+/* selected[i] (of edges[n], the model's list) = whether q compares edge i: its layer within [layer_lo, layer_hi]
+ * (edges outside the layers always), its name matching the pattern, or the edge q perturbs. LOOM_OK, or
+ * LOOM_E_ARG naming the problem: layers the model lacks, a pattern that selects nothing, a --perturb edge that is
+ * not there, holds int32, or a state edge at a position inside the batched prompt. */
+int xray_select(const struct xray_request *q, const loom_edge *edges, int n, char *selected, loom_error *err);
 
 /* One line describing row i of res ("blk.3.gdn.conv pos 5: 12 of 1536 differ, max |d| 1.2e-07, ..."). */
 void xray_describe(const struct xray_result *res, int i, char *buf, size_t cap);

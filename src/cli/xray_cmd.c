@@ -1,8 +1,11 @@
 /* xray_cmd.c — `loom xray`: list a model's circuit edges, or evaluate a prompt in loom and in the reference engine
  * and report, per edge and position, how loom's values differ, naming the first divergent edge (xray.c). */
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/xray.h"
@@ -27,9 +30,10 @@ static void xray_usage(FILE *f)
             "  -m FILE              the GGUF model (default: the default model)\n"
             "  -p TEXT              the prompt (tokenized as data; evaluated as one batch)\n"
             "  -n N                 then N greedy tokens (loom's choice), one per step (default 0)\n"
-            "  -t N                 threads for both engines (default 2)\n"
+            "  -t N                 threads for both engines (default: the online CPUs)\n"
             "  --numerics MODE      loom's numerics: reference (default; llama.cpp's float order) or canonical\n"
-            "  --per-token          evaluate the prompt one token per step too (state compared at every token)\n"
+            "  --per-token          evaluate the prompt one token per step instead of as one batch (state\n"
+            "                       compared at every position)\n"
             "  --layers A-B         compare only layers A..B (and the edges outside the layers); or one layer A\n"
             "  --edges PATTERN      compare only edges whose name matches PATTERN (shell glob: 'blk.3.gdn.*')\n"
             "  --perturb EDGE[@POS] plant a fault: loom's first value of EDGE at position POS (default: its first\n"
@@ -124,17 +128,27 @@ static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb,
     return rc;
 }
 
-static int list_edges(const loom_model *m, const char *path)
+/* The model's edges (those --layers and --edges select): name, one row's shape, per token or per step. */
+static int list_edges(const loom_model *m, const struct xray_opts *o, loom_error *err)
 {
     int n = loom_model_edges(m, NULL, 0);
     loom_edge *e = malloc((size_t)n * sizeof *e);
-    if (!e) {
-        fprintf(stderr, "loom xray: out of memory listing %d edges\n", n);
-        return 1;
+    char *selected = malloc((size_t)n);
+    struct xray_request q = o->req;
+    q.perturb = NULL;
+    int rc = e && selected ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "xray: listing %d edges", n);
+    if (rc == LOOM_OK) {
+        loom_model_edges(m, e, n);
+        rc = xray_select(&q, e, n, selected, err);
     }
-    loom_model_edges(m, e, n);
-    printf("%s: %d edges (%s)\n", path, n, loom_model_arch(m));
-    for (int i = 0; i < n; i++) {
+    int shown = 0;
+    for (int i = 0; rc == LOOM_OK && i < n; i++)
+        shown += selected[i];
+    if (rc == LOOM_OK)
+        printf("%s: %d edges (%s)%s\n", o->model, shown, loom_model_arch(m), shown < n ? ", selected" : "");
+    for (int i = 0; rc == LOOM_OK && i < n; i++) {
+        if (!selected[i])
+            continue;
         char shape[96] = "";
         for (int d = 0; d < e[i].n_dims; d++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "[%lld]", (long long)e[i].shape[d]);
@@ -142,7 +156,8 @@ static int list_edges(const loom_model *m, const char *path)
                e[i].is_int ? ", int32" : "");
     }
     free(e);
-    return 0;
+    free(selected);
+    return rc;
 }
 
 static int tokenize(const loom_model *m, const char *text, int32_t **ids, loom_error *err)
@@ -160,30 +175,63 @@ static int tokenize(const loom_model *m, const char *text, int32_t **ids, loom_e
     return n;
 }
 
-/* {"edge": NAME, "pos": P} of row i, or null when i < 0. */
-static void print_json_row(const struct xray_result *r, int i)
+static const char *numerics_name(const struct xray_opts *o)
 {
-    if (i < 0)
-        printf("null");
-    else
-        printf("{\"edge\": \"%s\", \"pos\": %d}", r->edges[r->rows[i].edge].name, r->rows[i].pos);
+    return o->req.numerics == LOOM_NUMERICS_CANONICAL ? "canonical" : "reference";
 }
 
-static void print_json(const struct xray_result *r, const struct xray_opts *o)
+/* What was compared, before the text report. */
+static void print_header(const struct xray_opts *o, int n_prompt, const struct loom_ref *ref)
 {
-    const char *numerics = o->req.numerics == LOOM_NUMERICS_CANONICAL ? "canonical" : "reference";
-    printf("{\"numerics\": \"%s\", \"rows\": [", numerics);
-    for (int i = 0; i < r->n_rows; i++) {
+    char steps[64];
+    if (o->req.per_token)
+        snprintf(steps, sizeof steps, "one per step");
+    else if (n_prompt > 512)
+        snprintf(steps, sizeof steps, "one batch, micro-batches of 512");
+    else
+        snprintf(steps, sizeof steps, "one batch");
+    printf("%s: %d prompt tokens (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
+           "(CPU build %s), flash attention off, F16 K/V\n", o->model, n_prompt, steps, o->req.n_decode,
+           numerics_name(o), loom_kernels_name(), ref->cpu[0] ? ref->cpu : "the best for this CPU");
+}
+
+/* x as a JSON number, null when it is not finite (JSON has no infinity). */
+static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+/* {"edge": NAME, "pos": P, "text": xray_describe's line} of row i, or null when i < 0. */
+static json_t *json_row(const struct xray_result *r, int i)
+{
+    if (i < 0)
+        return json_null();
+    char line[512];
+    xray_describe(r, i, line, sizeof line);
+    return json_pack("{s:s, s:i, s:s}", "edge", r->edges[r->rows[i].edge].name, "pos", r->rows[i].pos, "text", line);
+}
+
+/* The whole comparison as one JSON object on stdout: what was compared, every row, the verdict's rows. */
+static int print_json(const struct xray_result *r, const struct xray_opts *o, const struct loom_ref *ref,
+                      loom_error *err)
+{
+    json_t *rows = json_array();
+    for (int i = 0; rows && i < r->n_rows; i++) {
         const struct xray_row *w = &r->rows[i];
-        printf("%s\n  {\"edge\": \"%s\", \"pos\": %d, \"shape_ok\": %s, \"differ\": %lld, \"max_abs\": %.9g, "
-               "\"rmse\": %.9g, \"max_ulp\": %u}", i ? "," : "", r->edges[w->edge].name, w->pos,
-               w->shape_ok ? "true" : "false", (long long)w->n_diff, w->max_abs, w->rmse, w->max_ulp);
+        json_array_append_new(rows, json_pack("{s:s, s:i, s:b, s:I, s:o, s:o, s:I}", "edge", r->edges[w->edge].name,
+                                              "pos", w->pos, "shape_ok", w->shape_ok, "differ", (json_int_t)w->n_diff,
+                                              "max_abs", jnum(w->max_abs), "rmse", jnum(w->rmse), "max_ulp",
+                                              (json_int_t)w->max_ulp));
     }
-    printf("],\n \"last_exact\": ");
-    print_json_row(r, r->last_exact);
-    printf(",\n \"first_divergent\": ");
-    print_json_row(r, r->first_div);
-    printf(",\n \"not_in_reference\": %d}\n", r->n_missing);
+    json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:o, s:o, s:o, s:i}", "model", o->model,
+                            strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
+                            "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
+                            loom_kernels_name(), "reference_cpu_build", ref->cpu[0] ? ref->cpu : "best", "rows", rows,
+                            "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),
+                            "not_in_reference", r->n_missing);
+    int rc = doc && json_dumpf(doc, stdout, JSON_PRESERVE_ORDER) == 0
+                 ? LOOM_OK
+                 : loom_errorf(err, LOOM_E_NOMEM, "xray: writing the JSON report failed");
+    printf("\n");
+    json_decref(doc);
+    return rc;
 }
 
 /* The text report: per position the count of bitwise edges and each divergent one (at most 12 a position). */
@@ -232,25 +280,24 @@ static int xray_run(const loom_model *m, struct xray_opts *o, loom_error *err)
     struct loom_ref ref = {0};
     struct loom_ref_model *rm = NULL;
     int rc = n < 0 ? n : loom_ref_open(&ref, err);
+    o->req.tokens = ids;
+    o->req.n_prompt = n;
+    if (rc == LOOM_OK && o->req.perturb && o->req.perturb_pos >= n + o->req.n_decode)
+        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s@%d: expected a position below %d (%d prompt tokens + -n %d)",
+                         o->req.perturb, o->req.perturb_pos, n + o->req.n_decode, n, o->req.n_decode);
     if (rc == LOOM_OK && !(rm = loom_ref_model_load(&ref, o->model, err)))
         rc = err->code;
     struct xray_result res = {0};
-    if (rc == LOOM_OK) {
-        o->req.tokens = ids;
-        o->req.n_prompt = n;
+    if (rc == LOOM_OK)
         rc = xray_compare(m, &ref, rm, &o->req, &res, err);
-    }
     if (rc == LOOM_OK) {
         if (o->json) {
-            print_json(&res, o);
+            rc = print_json(&res, o, &ref, err);
         } else {
-            printf("%s: %d prompt tokens (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp "
-                   "v0.5.0, flash attention off, F16 K/V\n", o->model, n, o->req.per_token ? "one per step" : "one batch",
-                   o->req.n_decode, o->req.numerics == LOOM_NUMERICS_CANONICAL ? "canonical" : "reference",
-                   loom_kernels_name());
+            print_header(o, n, &ref);
             print_text(&res);
         }
-        rc = res.first_div >= 0 || res.n_rows == 0 ? 1 : 0;
+        rc = rc != LOOM_OK ? rc : res.first_div >= 0 || res.n_rows == 0 ? 1 : 0;
     }
     xray_result_free(&res);
     if (rm)
@@ -262,13 +309,14 @@ static int xray_run(const loom_model *m, struct xray_opts *o, loom_error *err)
 
 int loom_cli_xray(int argc, char **argv)
 {
-    struct xray_opts o = {.req = {.numerics = LOOM_NUMERICS_REFERENCE_BATCH, .n_threads = 2, .layer_hi = 1 << 30}};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct xray_opts o = {.req = {.numerics = LOOM_NUMERICS_REFERENCE_BATCH, .n_threads = cpus > 0 ? (int)cpus : 1,
+                                  .layer_hi = XRAY_ALL_LAYERS}};
     char perturb[128];
     int rc = xray_parse(argc, argv, &o, perturb, sizeof perturb);
     if (rc)
         return rc > 0 ? (xray_usage(stdout), 0) : (xray_usage(stderr), 2);
-    if (loom_cli_select_kernels() != 0)
-        return 2;
+    loom_cli_check_threads("xray", o.req.n_threads);
     char path[4096];
     int status;
     loom_model *m = loom_cli_load_model("xray", &o.model, path, sizeof path, &o.mo, &status);
@@ -276,7 +324,7 @@ int loom_cli_xray(int argc, char **argv)
         return status == 1 ? 2 : status;
     loom_error err = {0};
     if (o.list)
-        rc = list_edges(m, o.model);
+        rc = list_edges(m, &o, &err);
     else
         rc = xray_run(m, &o, &err);
     loom_model_free(m);

@@ -83,7 +83,20 @@ check "--perturb of an edge the model lacks: exit 2, named" '[ $rc -eq 2 ] && gr
 "$loom" xray -m "$moe" -p "$prompt" --perturb blk.0.moe.topk >"$out" 2>"$err"; rc=$?
 check "--perturb of an int32 edge: exit 2, named" '[ $rc -eq 2 ] && grep -q "expected an edge of floats" "$err"'
 "$loom" xray -m "$dense" -p "$prompt" --perturb blk.3.attn.gate@99 >"$out" 2>"$err"; rc=$?
-check "--perturb past the evaluated positions: exit 2" '[ $rc -eq 2 ] && grep -q "never evaluated at position 99" "$err"'
+check "--perturb past the evaluated positions: exit 2" '[ $rc -eq 2 ] && grep -q "expected a position below" "$err"'
+"$loom" xray -m "$dense" -p "$prompt" --edges 'nomatch*' >"$out" 2>"$err"; rc=$?
+check "--edges matching nothing: exit 2, said" '[ $rc -eq 2 ] && grep -q "no edge of this model matches it" "$err"'
+"$loom" xray -m "$dense" -p "$prompt" --layers 10 >"$out" 2>"$err"; rc=$?
+check "--layers past the model's layers: exit 2, naming the count" '[ $rc -eq 2 ] && grep -q "the model has 4" "$err"'
+"$loom" xray --list -m "$dense" --layers 3 --edges '*.attn.*' >"$out" 2>"$err"; rc=$?
+check "--list shows what --layers and --edges select" '[ $rc -eq 0 ] && [ $(grep -c "^blk\.3\.attn\." "$out") -eq 7 ] && [ $(wc -l <"$out") -eq 8 ]'
+"$loom" xray -m "$dense" -p "$prompt" --perturb embed@1 --edges logits >"$out" 2>"$err"; rc=$?
+check "--perturb of an edge --edges leaves out is still compared and named first" \
+    '[ $rc -eq 1 ] && grep -qE "^first divergent: embed pos 1: 1 of 256 differ" "$out"'
+"$loom" xray -m "$dense" -p "$prompt" --perturb blk.0.gdn.state@1 >"$out" 2>"$err"; rc=$?
+check "--perturb of a state inside the batched prompt: exit 2, pointing at --per-token" '[ $rc -eq 2 ] && grep -q -- "--per-token" "$err"'
+"$loom" xray -m "$dense" -p "$prompt" >/dev/full 2>"$err"; rc=$?
+check "standard output that cannot be written: exit 2 (trouble), not 1 (divergent)" '[ $rc -eq 2 ]'
 "$loom" xray -m "$dense" --layers 5-2 -p x >"$out" 2>"$err"; rc=$?
 check "--layers 5-2: usage error naming the option" '[ $rc -eq 2 ] && grep -q -- "--layers expects" "$err"'
 "$loom" xray -m "$dense" >"$out" 2>"$err"; rc=$?
@@ -92,7 +105,7 @@ check "xray without -p: usage error" '[ $rc -eq 2 ] && grep -q -- "-p TEXT is re
 printf 'Once upon a time\n\n  \nint main(void) {\n' >"$dir/prompts.txt"
 "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 8 -o "$dir/cert" >"$out" 2>"$err"; rc=$?
 check "certify a tiny Q4_K_M: exit 0, both files written" '[ $rc -eq 0 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
-check "the certificate says bitwise and prints the same Markdown" 'grep -q "^\*\*Bitwise equal\*\*" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
+check "the certificate says bitwise and prints the same Markdown" 'grep -q "^\*\*Bitwise equal in reference numerics" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
 check "the JSON: 2 prompts in both numerics, every reference row bitwise, the reference's settings, the digest" \
     'python3 - "$dir/cert.json" "$models/qwen35-tiny-Q4_K_M.gguf" <<"PY"
 import json, sys
@@ -111,9 +124,19 @@ fi
 LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 2 \
     -o "$dir/cert2" >"$out" 2>"$err"; rc=$?
 check "against the reference's AVX2 build: exit 1, not bitwise, the X-ray of the first divergent edge" \
-    '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise\*\*" "$dir/cert2.md" && grep -qE "X-ray: blk\.[0-9]+\.[a-z_.]+ pos [0-9]+: [0-9]+ of" "$dir/cert2.md"'
+    '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert2.md" && grep -qE "X-ray: blk\.[0-9]+\.[a-z_.]+ pos [0-9]+: [0-9]+ of" "$dir/cert2.md"'
 "$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
-check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: cannot read" "$err"'
+check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: No such file" "$err"'
+printf 'one\n\xff\xfe not UTF-8\r\nthree | four\n' >"$dir/odd.txt"
+"$loom" certify -m "$dense" --prompts "$dir/odd.txt" -n 1 -o "$dir/odd" >"$out" 2>"$err"; rc=$?
+check "certify keeps a prompt that is not UTF-8 (as U+FFFD), drops the CR, escapes | in the table" \
+    '[ $rc -eq 0 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [p[\"prompt\"] for p in d[\"reference\"]] == [\"one\", \"\ufffd\ufffd not UTF-8\", \"three | four\"] and d[\"bitwise\"] is True" "$dir/odd.json" &&
+     grep -qF "| three \| four |" "$dir/odd.md"'
+seq 1 70 | sed 's/^/prompt /' >"$dir/many.txt"
+"$loom" certify -m "$dense" --prompts "$dir/many.txt" >"$out" 2>"$err"; rc=$?
+check "certify --prompts of 70 lines: refused, naming the limit" '[ $rc -eq 2 ] && grep -q "at most 64 prompts" "$err"'
+"$loom" certify -m "$dense" -o "$dir/missing/cert" >"$out" 2>"$err"; rc=$?
+check "certify -o into a missing folder: refused before running" '[ $rc -eq 2 ] && grep -q "No such file or directory" "$err" && ! grep -q "prompt 1" "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
