@@ -338,11 +338,12 @@ static void check_attention(int nkv, int hd, int vs, float q_mag)
     }
 }
 
-/* Several query rows of one head at once (the multi-token form canonical prefill uses) against the
- * single-row kernel, bitwise, for the scalar and the active variant: rows of different lengths, tails. */
+/* Several query rows of one KV head at once (the forms prefill and decode use: tokens x heads, up to
+ * LOOM_OPS_ATTN_ROWS) against the single-row kernel, bitwise, for the scalar and the active variant: rows of
+ * different lengths, tails, groups that end before others, positions past one V tile (1024). */
 static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
 {
-    enum { G = LOOM_OPS_ATTN_GROUP, NMAX = 300, DMAX = 256 };
+    enum { G = LOOM_OPS_ATTN_ROWS, NMAX = 2100, DMAX = 256 };
     static uint16_t q16[G * DMAX], K[NMAX * DMAX], V[DMAX * NMAX], probs[G * NMAX];
     static float scores[G * NMAX], out[G * DMAX], out1[DMAX];
     for (int i = 0; i < n_q * hd; i++)
@@ -383,6 +384,13 @@ static void test_attention(void)
     check_attention_group(4, (const int64_t[]){17, 1, 33, 16}, 128, 40);
     check_attention_group(3, (const int64_t[]){5, 6, 7}, 64, 8);
     check_attention_group(4, (const int64_t[]){20, 21, 22, 23}, 48, 80);
+    check_attention_group(16, (const int64_t[]){61, 62, 63, 64, 61, 62, 63, 64, 61, 62, 63, 64, 61, 62, 63, 64}, 256,
+                          300);
+    check_attention_group(8, (const int64_t[]){1025, 1026, 1027, 1028, 1025, 1026, 1027, 1028}, 256, 2100);
+    check_attention_group(16, (const int64_t[]){5, 6, 7, 8, 2000, 2001, 2002, 2003, 1500, 17, 1024, 1023, 64, 65,
+                                                2100, 1}, 256, 2100);
+    check_attention_group(13, (const int64_t[]){300, 299, 298, 297, 30, 31, 32, 33, 100, 101, 102, 103, 7}, 128,
+                          300);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------------- */

@@ -178,10 +178,12 @@ void loom_ops_attn_head(int64_t n_kv, int head_dim, const uint16_t *q16, const u
                         int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                         enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
 
-/* Most query rows loom_ops_attn_heads takes at once. */
+/* Query rows a kernel keeps in registers together (each K/V row loaded once for them), and the most
+ * loom_ops_attn_heads takes at once (groups of LOOM_OPS_ATTN_GROUP reading each K/V tile from memory once). */
 #define LOOM_OPS_ATTN_GROUP 4
+#define LOOM_OPS_ATTN_ROWS 16
 
-/* n_q (1..LOOM_OPS_ATTN_GROUP) query rows of one head against the same K/V cache: row g is
+/* n_q (1..LOOM_OPS_ATTN_ROWS) query rows against the same K/V cache (of one KV head): row g is
  * loom_ops_attn_head(n_kv[g], head_dim, q16 + g*head_dim, ..., scores + g*stride, probs16 + g*stride,
  * out + g*out_stride), bitwise, for every variant. K rows up to the largest n_kv[g] must be written.
  * scores/probs16 are scratch [n_q][stride] with stride >= every n_kv[g]. */

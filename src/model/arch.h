@@ -40,6 +40,7 @@ struct loom_scratch_widths {
     uint64_t gates;      /* alpha, beta: one per recurrent value head */
     uint64_t rope;       /* n_rot cos/sin pairs */
     uint64_t head_dim;   /* one attention head's query as F16, per worker thread */
+    uint64_t head_dim_v; /* one attention head's output, per worker thread */
     /* mixture of experts (0 in a dense model): the router's and the routed experts' buffers */
     uint64_t experts;    /* n_expert: router logits */
     uint64_t slots;      /* n_expert_used: experts per token (each a row of every expert buffer) */

@@ -431,8 +431,8 @@ static int derive_geometry(const struct loom_arch *arch, const struct loom_hpara
     geo->scratch = (struct loom_scratch_widths){
         .a = max3(chan, 2 * H * hp->head_dim_k, ffn), .b = max3(chan, kv_k, ffn),
         .c = max3(hp->ssm_inner, kv_v, 0), .o = max3(hp->ssm_inner, H * hp->head_dim_v, 0), .gates = Hv,
-        .rope = hp->n_rot, .head_dim = hp->head_dim_k, .experts = hp->n_expert, .slots = hp->n_expert_used,
-        .expert_ff = hp->n_ff_exp};
+        .rope = hp->n_rot, .head_dim = hp->head_dim_k, .head_dim_v = hp->head_dim_v, .experts = hp->n_expert,
+        .slots = hp->n_expert_used, .expert_ff = hp->n_ff_exp};
     uint64_t fixed;
     ovf |= __builtin_add_overflow(conv, mat, &fixed); /* one recurrent layer's state */
     return ovf || loom_geometry_state_totals(arch, hp, geo);

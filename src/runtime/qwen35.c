@@ -297,19 +297,24 @@ static int recurrent_branch(struct chunk *c)
 
 /* ---- gated attention branch ----------------------------------------------------------------------- */
 
-/* The query rows attn_task takes together (they share one KV cache): LOOM_OPS_ATTN_GROUP consecutive tokens
- * of one sequence and one head (prefill), or one token and LOOM_OPS_ATTN_GROUP heads of the same KV head
- * (decode and a chunk of several sequences' rows: grouped query attention reads each K/V row once for the
- * group); one row when neither fits. The kernel's result per row does not depend on the grouping. */
+/* The query rows attn_task takes together (they share one KV cache, which the kernel then reads once for all
+ * of them): in prefill LOOM_OPS_ATTN_GROUP consecutive tokens of one sequence times the heads of one KV head
+ * (grouped-query attention; as many as fit in LOOM_OPS_ATTN_ROWS, dividing them evenly); in decode (and a chunk of
+ * several sequences' rows) one token and LOOM_OPS_ATTN_GROUP heads of the same KV head; one row when neither
+ * fits. The kernel's result per row does not depend on the grouping. */
 struct attn_plan {
-    int tokens, heads; /* rows per item: tokens x heads, one of them 1 */
+    int tokens, heads; /* rows per item: tokens x heads */
 };
 
 static struct attn_plan attn_plan(const struct chunk *c)
 {
     int G = LOOM_OPS_ATTN_GROUP, per_kv = (int)(c->hp->n_head / c->hp->n_head_kv);
-    if (!c->rows && c->n >= G)
-        return (struct attn_plan){G, 1};
+    if (!c->rows && c->n >= G) {
+        int heads = per_kv; /* the most heads of one KV head that fit, dividing its heads evenly */
+        while (G * heads > LOOM_OPS_ATTN_ROWS || per_kv % heads)
+            heads--;
+        return (struct attn_plan){G, heads};
+    }
     return per_kv % G == 0 ? (struct attn_plan){1, G} : (struct attn_plan){1, 1};
 }
 
@@ -330,37 +335,38 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
     int64_t n_ctx = c->s->n_ctx; /* the scratch's stride (the largest context of the chunk's sequences) */
     struct attn_plan p = attn_plan(c);
     int head_groups = H / p.heads;
-    uint16_t *q16 = sc->q16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * hd;
-    float *scores = sc->scores + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
-    uint16_t *probs16 = sc->probs16 + (int64_t)thread * LOOM_OPS_ATTN_GROUP * n_ctx;
+    uint16_t *q16 = sc->q16 + (int64_t)thread * LOOM_OPS_ATTN_ROWS * hd;
+    float *scores = sc->scores + (int64_t)thread * LOOM_OPS_ATTN_ROWS * n_ctx;
+    uint16_t *probs16 = sc->probs16 + (int64_t)thread * LOOM_OPS_ATTN_ROWS * n_ctx;
+    float *out = sc->attn_out + (int64_t)thread * LOOM_OPS_ATTN_ROWS * hdv;
     enum loom_attn_order order = c->n > 1 && c->s->numerics == LOOM_NUMERICS_REFERENCE_BATCH
                                      ? LOOM_ATTN_ORDER_BATCH
                                      : LOOM_ATTN_ORDER_SINGLE;
     float scale = 1.0f / sqrtf((float)hdv);
     for (int64_t item = begin; item < end; item++) {
         int t0 = (int)(item / head_groups) * p.tokens, h0 = (int)(item % head_groups) * p.heads;
-        int n_q = p.heads > 1 ? p.heads : c->n - t0 < p.tokens ? c->n - t0 : p.tokens;
-        int64_t n_kv[LOOM_OPS_ATTN_GROUP];
-        /* row g: token t0 + g (tokens) or head h0 + g (heads); its query and gate rows follow each other */
-        const float *qg[LOOM_OPS_ATTN_GROUP];
+        int n_t = c->n - t0 < p.tokens ? c->n - t0 : p.tokens, n_q = n_t * p.heads;
+        int64_t n_kv[LOOM_OPS_ATTN_ROWS];
+        /* row g: token t0 + g % n_t of head h0 + g / n_t; its query and gate rows follow each other */
+        const float *qg[LOOM_OPS_ATTN_ROWS];
+        float *og[LOOM_OPS_ATTN_ROWS];
         for (int g = 0; g < n_q; g++) {
-            int t = p.heads > 1 ? t0 : t0 + g, h = p.heads > 1 ? h0 + g : h0;
+            int t = t0 + g % n_t, h = h0 + g / n_t;
             qg[g] = sc->a + (int64_t)t * 2 * H * hd + (int64_t)h * 2 * hd;
+            og[g] = sc->o + (int64_t)t * H * hdv + (int64_t)h * hdv;
             for (int i = 0; i < hd; i++)
                 q16[g * hd + i] = loom_f32_to_f16(qg[g][i]);
             n_kv[g] = row_at(c, t).pos + 1;
         }
         struct row_state r = row_at(c, t0);
         int kvh = h0 / (H / Hkv);
-        float *o = sc->o + (int64_t)t0 * H * hdv + (int64_t)h0 * hdv;
-        int64_t o_stride = p.heads > 1 ? hdv : (int64_t)H * hdv;
         c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
                               r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
-                              n_ctx, o, o_stride);
+                              n_ctx, out, hdv);
         /* output gate: attn * sigmoid(gate), the gate row following each query row */
         for (int g = 0; g < n_q; g++)
             for (int j = 0; j < hdv; j++)
-                o[g * o_stride + j] *= loom_ops_sigmoid(qg[g][hd + j]);
+                og[g][j] = out[g * hdv + j] * loom_ops_sigmoid(qg[g][hd + j]);
     }
 }
 

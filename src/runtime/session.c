@@ -114,9 +114,10 @@ static size_t plan_arena(struct loom_session *s, char *base)
     if (w->experts)
         plan_moe(sc, w, hp->n_embd, nc, m->experts != NULL, base, &cur);
     sc->rows = carve(base, &cur, nc * sizeof(struct loom_row));
-    sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(float));
-    sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * ctx * sizeof(uint16_t));
-    sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_GROUP * w->head_dim * sizeof(uint16_t));
+    sc->scores = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * ctx * sizeof(float));
+    sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * ctx * sizeof(uint16_t));
+    sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * w->head_dim * sizeof(uint16_t));
+    sc->attn_out = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * w->head_dim_v * sizeof(float));
     return cur;
 }
 

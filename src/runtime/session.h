@@ -135,9 +135,10 @@ struct loom_scratch {
     float *moe_gate;     /* [n_chunk] the shared expert's gate logit */
     struct loom_row *rows; /* [n_chunk] rows of a multi-sequence step */
     /* per worker thread */
-    float *scores;     /* [n_threads][LOOM_OPS_ATTN_GROUP][n_ctx] */
-    uint16_t *probs16; /* [n_threads][LOOM_OPS_ATTN_GROUP][n_ctx] */
-    uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_GROUP][head_dim_k] */
+    float *scores;     /* [n_threads][LOOM_OPS_ATTN_ROWS][n_ctx] */
+    uint16_t *probs16; /* [n_threads][LOOM_OPS_ATTN_ROWS][n_ctx] */
+    uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_ROWS][head_dim_k] */
+    float *attn_out;   /* [n_threads][LOOM_OPS_ATTN_ROWS][head_dim_v] one item's rows before the output gate */
 };
 
 struct loom_circuits;

@@ -534,18 +534,11 @@ static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_
     }
 }
 
-void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
-                              const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
-                              int head_dim_v, float scale, enum loom_attn_order order, float *scores,
-                              uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+/* Four rows (SINGLE order) that share every K and V row load. */
+static void attn_group(const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                       int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                       float *scores, int64_t stride, float *out, int64_t out_stride)
 {
-    if (n_q != ATTN_G || order != LOOM_ATTN_ORDER_SINGLE || head_dim % 64 || head_dim > ATTN_MAX_HD) {
-        for (int g = 0; g < n_q; g++)
-            loom_ops_attn_head_avx2(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache,
-                                    v_stride, head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,
-                                    out + g * out_stride);
-        return;
-    }
     float qf[ATTN_G * ATTN_MAX_HD];
     for (int i = 0; i < ATTN_G * head_dim; i += 8)
         _mm256_storeu_ps(qf + i, load_f16(q16 + i));
@@ -555,4 +548,22 @@ void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const 
         round_probs(n_kv[g], scores + g * stride);
     }
     attn_values_group(n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+}
+
+/* Whole groups of four in SINGLE order through attn_group (each group reads the cache itself), other rows one at
+ * a time. */
+void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                              const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                              int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                              uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+{
+    int grouped = order == LOOM_ATTN_ORDER_SINGLE && head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD;
+    int g = 0;
+    for (; grouped && g + ATTN_G <= n_q; g += ATTN_G)
+        attn_group(n_kv + g, head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride, head_dim_v,
+                   scale, scores + g * stride, stride, out + g * out_stride, out_stride);
+    for (; g < n_q; g++)
+        loom_ops_attn_head_avx2(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
+                                head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,
+                                out + g * out_stride);
 }

@@ -448,11 +448,16 @@ void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, 
         out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
 
-/* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
- * Each K row and V row is loaded once for the whole group; every row keeps the accumulators, lane blocks
- * and reductions of the single-row kernel above (head_dim a multiple of 64): `lanes` accumulators, block b of
- * 16 elements in accumulator b % lanes (4 in SINGLE order, 1 in BATCH order: a constant once inlined). */
+/* ---- several query rows of one KV head (loom_ops_attn_heads) -------------------------------------------
+ * Rows go in groups of ATTN_G whose accumulators live in registers together, so each K row and V row is loaded
+ * once for a group; the groups of one call (up to ATTN_ROWS / ATTN_G: grouped-query heads) take each K and V
+ * tile in turn while it is in L1/L2, so the cache is read from memory once for all of them. Every row keeps the
+ * accumulators, lane blocks and reductions of the single-row kernel above (head_dim a multiple of 64): `lanes`
+ * accumulators, block b of 16 elements in accumulator b % lanes (4 in SINGLE order, 1 in BATCH order: a
+ * constant once inlined). */
 #define ATTN_G LOOM_OPS_ATTN_GROUP
+#define ATTN_ROWS LOOM_OPS_ATTN_ROWS
+#define ATTN_GROUPS (ATTN_ROWS / ATTN_G)
 #define ATTN_MAX_HD 512
 
 /* The R16 sums of 16 vectors at once: lane p of the result is _mm512_reduce_add_ps(v[p]) bit for bit. Each
@@ -476,51 +481,70 @@ static __m512 reduce16_x16(const __m512 v[16])
     return _mm512_permutexvar_ps(order, r);
 }
 
-/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). Each
- * row's accumulators are combined per position, and 16 positions' R16 reductions run at once
- * (reduce16_x16): the single-row kernel's result per score. */
-ALWAYS_INLINE void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
-                                     int64_t k_stride, float *scores, int64_t stride)
+/* The largest of n_kv[0..n). */
+static int64_t max_kv(const int64_t *n_kv, int n)
 {
-    int64_t n_max = 0;
-    for (int g = 0; g < ATTN_G; g++)
-        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-    for (int64_t p0 = 0; p0 < n_max; p0 += 16) {
-        int np = n_max - p0 < 16 ? (int)(n_max - p0) : 16;
-        __m512 sums[ATTN_G][16];
-        for (int pp = 0; pp < 16; pp++) {
-            const uint16_t *kr = k + (p0 + (pp < np ? pp : 0)) * k_stride; /* past n_max: any row, not stored */
-            __m512 a[ATTN_G][4];
+    int64_t m = 0;
+    for (int g = 0; g < n; g++)
+        m = n_kv[g] > m ? n_kv[g] : m;
+    return m;
+}
+
+/* scores[g*stride + p] = K[p] . q[g] for positions p0 <= p < min(p0 + 16, n_kv[g]) of one group; qf[g*hd ..] is
+ * q[g] in F32 (exact from F16). Each row's accumulators are combined per position, and the 16 positions' R16
+ * reductions run at once (reduce16_x16): the single-row kernel's result per score. */
+ALWAYS_INLINE void attn_scores_block(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
+                                     int64_t k_stride, int64_t p0, float *scores, int64_t stride)
+{
+    int64_t n_max = max_kv(n_kv, ATTN_G);
+    int np = n_max - p0 < 16 ? (int)(n_max - p0) : 16;
+    __m512 sums[ATTN_G][16];
+    for (int pp = 0; pp < 16; pp++) {
+        const uint16_t *kr = k + (p0 + (pp < np ? pp : 0)) * k_stride; /* past n_max: any row, not stored */
+        __m512 a[ATTN_G][4];
 #pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
-            for (int i = 0; i < hd; i += 64)
+        for (int g = 0; g < ATTN_G; g++)
+            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i += 64)
 #pragma GCC unroll 4
-                for (int s = 0; s < 4; s++) {
-                    __m512 kv = load_f16(kr + i + 16 * s);
+            for (int s = 0; s < 4; s++) {
+                __m512 kv = load_f16(kr + i + 16 * s);
 #pragma GCC unroll 4
-                    for (int g = 0; g < ATTN_G; g++)
-                        a[g][s % lanes] =
-                            _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s % lanes]);
-                }
+                for (int g = 0; g < ATTN_G; g++)
+                    a[g][s % lanes] =
+                        _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s % lanes]);
+            }
 #pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                sums[g][pp] = combine(lanes, a[g]);
-        }
-        for (int g = 0; g < ATTN_G; g++) {
-            int64_t left = n_kv[g] - p0; /* this row's positions in the block */
-            if (left > 0)
-                _mm512_mask_storeu_ps(scores + g * stride + p0,
-                                      left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1),
-                                      reduce16_x16(sums[g]));
-        }
+        for (int g = 0; g < ATTN_G; g++)
+            sums[g][pp] = combine(lanes, a[g]);
+    }
+    for (int g = 0; g < ATTN_G; g++) {
+        int64_t left = n_kv[g] - p0; /* this row's positions in the block */
+        if (left > 0)
+            _mm512_mask_storeu_ps(scores + g * stride + p0,
+                                  left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1),
+                                  reduce16_x16(sums[g]));
     }
 }
 
-/* V rows and positions per tile of attn_values_group: the tile's probabilities (4 rows x VALUES_POS floats,
- * 16 KiB) stay in L1 while its V rows pass, and the rows' accumulators wait on the stack (VALUES_ROWS x 16
- * registers, 32 KiB) between position tiles. VALUES_POS is a multiple of 64 (an accumulator cycle). */
-#define VALUES_ROWS 32
+/* The scores of n_groups groups (row r = group r / ATTN_G): per 16 positions, each group that reaches them in
+ * turn, so the 16 K rows come from memory once for all the groups. */
+ALWAYS_INLINE void attn_scores_groups(int lanes, int n_groups, const int64_t *n_kv, int hd, const float *qf,
+                                      const uint16_t *k, int64_t k_stride, float *scores, int64_t stride)
+{
+    int64_t n_max = max_kv(n_kv, n_groups * ATTN_G);
+    for (int64_t p0 = 0; p0 < n_max; p0 += 16)
+        for (int grp = 0; grp < n_groups; grp++)
+            if (max_kv(n_kv + grp * ATTN_G, ATTN_G) > p0)
+                attn_scores_block(lanes, n_kv + grp * ATTN_G, hd, qf + (int64_t)grp * ATTN_G * hd, k, k_stride, p0,
+                                  scores + grp * ATTN_G * stride, stride);
+}
+
+/* V rows and positions per tile of attn_values_groups: a group's probabilities (4 rows x VALUES_POS floats,
+ * 16 KiB) stay near while the tile's V rows pass, each V row's stretch (2 KiB) in L1 for every group, and the
+ * rows' accumulators wait on the stack (up to 4 groups x VALUES_ROWS x 16 registers, 64 KiB) between position
+ * tiles. VALUES_POS is a multiple of 64 (an accumulator cycle). */
+#define VALUES_ROWS 16
 #define VALUES_POS 1024
 
 /* V row vr through positions [i0, i1) of the group (i0 a multiple of 64), into its accumulators a[g][s]:
@@ -560,33 +584,47 @@ ALWAYS_INLINE void values_tile(int lanes, const int64_t *n_kv, int64_t n_min, in
 }
 
 /* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
- * values of F16 numbers), in tiles of VALUES_ROWS rows by VALUES_POS positions. */
-ALWAYS_INLINE void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                                     const float *probs, int64_t stride, float *out, int64_t out_stride)
+ * values of F16 numbers) for the rows of n_groups groups, in tiles of VALUES_ROWS V rows by VALUES_POS
+ * positions: each V row's stretch of a tile passes every group while it is in L1, so V comes from memory once
+ * for all of them; a row's accumulation order is the single-group kernel's. */
+ALWAYS_INLINE void attn_values_groups(int lanes, int n_groups, const int64_t *n_kv, const uint16_t *v,
+                                      int64_t v_stride, int hdv, const float *probs, int64_t stride, float *out,
+                                      int64_t out_stride)
 {
-    int64_t n_max = 0, n_min = n_kv[0];
-    for (int g = 0; g < ATTN_G; g++) {
-        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-        n_min = n_kv[g] < n_min ? n_kv[g] : n_min;
+    int64_t n_min[ATTN_GROUPS], n_max[ATTN_GROUPS], top = 0;
+    for (int grp = 0; grp < n_groups; grp++) {
+        const int64_t *nk = n_kv + grp * ATTN_G;
+        n_max[grp] = max_kv(nk, ATTN_G);
+        n_min[grp] = nk[0];
+        for (int g = 1; g < ATTN_G; g++)
+            n_min[grp] = nk[g] < n_min[grp] ? nk[g] : n_min[grp];
+        top = n_max[grp] > top ? n_max[grp] : top;
     }
-    __m512 acc[VALUES_ROWS][ATTN_G][4];
+    __m512 acc[ATTN_GROUPS][VALUES_ROWS][ATTN_G][4]; /* 64 KiB */
     for (int j0 = 0; j0 < hdv; j0 += VALUES_ROWS) {
         int nj = hdv - j0 < VALUES_ROWS ? hdv - j0 : VALUES_ROWS;
-        for (int jj = 0; jj < nj; jj++)
-            for (int g = 0; g < ATTN_G; g++)
-                acc[jj][g][0] = acc[jj][g][1] = acc[jj][g][2] = acc[jj][g][3] = _mm512_setzero_ps();
-        for (int64_t i0 = 0; i0 < n_max; i0 += VALUES_POS) {
-            int64_t i1 = n_max - i0 < VALUES_POS ? n_max : i0 + VALUES_POS;
-            for (int jj = 0; jj < nj; jj++) {
-                __m512 a[ATTN_G][4];
-                memcpy(a, acc[jj], sizeof a);
-                values_tile(lanes, n_kv, n_min, n_max, v + (int64_t)(j0 + jj) * v_stride, probs, stride, i0, i1, a);
-                memcpy(acc[jj], a, sizeof a);
-            }
-        }
-        for (int jj = 0; jj < nj; jj++)
-            for (int g = 0; g < ATTN_G; g++)
-                out[g * out_stride + j0 + jj] = _mm512_reduce_add_ps(combine(lanes, acc[jj][g]));
+        for (int grp = 0; grp < n_groups; grp++)
+            for (int jj = 0; jj < nj; jj++)
+                for (int g = 0; g < ATTN_G; g++)
+                    acc[grp][jj][g][0] = acc[grp][jj][g][1] = acc[grp][jj][g][2] = acc[grp][jj][g][3] =
+                        _mm512_setzero_ps();
+        for (int64_t i0 = 0; i0 < top; i0 += VALUES_POS)
+            for (int jj = 0; jj < nj; jj++)
+                for (int grp = 0; grp < n_groups; grp++) {
+                    if (i0 >= n_max[grp])
+                        continue;
+                    int64_t i1 = n_max[grp] - i0 < VALUES_POS ? n_max[grp] : i0 + VALUES_POS;
+                    __m512 a[ATTN_G][4];
+                    memcpy(a, acc[grp][jj], sizeof a);
+                    values_tile(lanes, n_kv + grp * ATTN_G, n_min[grp], n_max[grp], v + (int64_t)(j0 + jj) * v_stride,
+                                probs + grp * ATTN_G * stride, stride, i0, i1, a);
+                    memcpy(acc[grp][jj], a, sizeof a);
+                }
+        for (int grp = 0; grp < n_groups; grp++)
+            for (int jj = 0; jj < nj; jj++)
+                for (int g = 0; g < ATTN_G; g++)
+                    out[(grp * ATTN_G + g) * out_stride + j0 + jj] =
+                        _mm512_reduce_add_ps(combine(lanes, acc[grp][jj][g]));
     }
 }
 
@@ -595,27 +633,27 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
                                 int head_dim_v, float scale, enum loom_attn_order order, float *scores,
                                 uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    if (n_q != ATTN_G || head_dim % 64 || head_dim > ATTN_MAX_HD) {
-        for (int g = 0; g < n_q; g++)
-            loom_ops_attn_head_avx512(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache,
-                                      v_stride, head_dim_v, scale, order, scores + g * stride,
-                                      probs16 + g * stride, out + g * out_stride);
+    int n_groups = head_dim % 64 || head_dim > ATTN_MAX_HD ? 0 : n_q / ATTN_G;
+    for (int g = n_groups * ATTN_G; g < n_q; g++) /* rows outside a whole group: one at a time */
+        loom_ops_attn_head_avx512(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
+                                  head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,
+                                  out + g * out_stride);
+    if (!n_groups)
         return;
-    }
-    float qf[ATTN_G * ATTN_MAX_HD];
-    for (int i = 0; i < ATTN_G * head_dim; i += 16)
+    float qf[ATTN_ROWS * ATTN_MAX_HD];
+    for (int i = 0; i < n_groups * ATTN_G * head_dim; i += 16)
         _mm512_storeu_ps(qf + i, load_f16(q16 + i));
     int single = order == LOOM_ATTN_ORDER_SINGLE;
     if (single)
-        attn_scores_group(4, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+        attn_scores_groups(4, n_groups, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     else
-        attn_scores_group(1, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
-    for (int g = 0; g < ATTN_G; g++) {
+        attn_scores_groups(1, n_groups, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    for (int g = 0; g < n_groups * ATTN_G; g++) {
         softmax(n_kv[g], scores + g * stride, scale);
         round_probs(n_kv[g], scores + g * stride);
     }
     if (single)
-        attn_values_group(4, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+        attn_values_groups(4, n_groups, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
     else
-        attn_values_group(1, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+        attn_values_groups(1, n_groups, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
