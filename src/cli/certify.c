@@ -235,7 +235,7 @@ static void explain(const struct certify_run *c, int n_prompt, struct prompt_res
     struct xray_request q = {.tokens = c->ids, .n_prompt = n_prompt, .decode_given = 1,
                              .n_decode = p->first_row >= n_prompt ? p->first_row - n_prompt + 1 : 0,
                              .numerics = LOOM_NUMERICS_REFERENCE_BATCH, .n_threads = c->o->n_threads,
-                             .layer_hi = 1 << 30};
+                             .layer_hi = XRAY_ALL_LAYERS};
     struct xray_result res;
     if (xray_compare(c->m, c->r, c->rm, &q, &res, err) != LOOM_OK) {
         snprintf(p->divergence, sizeof p->divergence, "X-ray failed: %.400s", err->msg);
