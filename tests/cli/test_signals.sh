@@ -6,6 +6,13 @@
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
+# A shell that inherited SIGINT ignored (a background job without job control: `nohup CMD &`, `CMD &` in a
+# script) passes it on to every command: their Ctrl+C would never arrive, so say so instead of waiting.
+if [ $((0x$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 2)) -ne 0 ]; then
+    echo "FAIL: SIGINT is ignored in this shell (started as a background job without job control?)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 set -m # background jobs in their own process groups: SIGINT not ignored, and `kill -INT -PID` reaches a group
 build=${1:-build}
 loom=$(realpath "$build/loom")
@@ -136,7 +143,7 @@ check "chat: SIGTERM during an answer stops it first" 'grep -q "^(stopped: the a
 
 # a real terminal: Ctrl+C (^C through a pty) stops the answer, the prompt returns, ^C at the prompt leaves
 python3 - "$loom" "$tiny" >"$err" 2>&1 <<'EOF'
-import os, pty, sys, time
+import os, pty, select, signal, sys, time
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(sys.argv[1], [sys.argv[1], "chat", "-m", sys.argv[2], "--temp", "0", "-t", "1", "-n", "4000"])
@@ -145,8 +152,11 @@ def wait_for(marker, after=0):  # the end of marker's first occurrence at or pas
     global seen
     end = time.time() + 60
     while marker not in seen[after:] or len(seen) <= after:
-        if time.time() > end:
+        if time.time() > end:  # (a chat that inherited SIGINT ignored, e.g. from `nohup ... &`, never stops)
+            os.kill(pid, signal.SIGKILL)
             sys.exit("timed out waiting for %r; seen %r" % (marker, seen[-300:]))
+        if not select.select([fd], [], [], 1.0)[0]:
+            continue
         try:
             seen += os.read(fd, 4096)
         except OSError:
@@ -160,7 +170,14 @@ os.write(fd, b"\x03")
 at = wait_for(b"(stopped: the answer so far stays in the conversation)", at)
 at = wait_for(b"> ", at)
 os.write(fd, b"\x03")
-_, status = os.waitpid(pid, 0)
+for _ in range(600):  # at most 60 s for the chat to end
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.1)
+else:
+    os.kill(pid, signal.SIGKILL)
+    sys.exit("the chat did not end on ^C at the prompt")
 print("pty: exit signal %d" % (os.WTERMSIG(status) if os.WIFSIGNALED(status) else -1))
 EOF
 check "chat on a terminal: ^C stops the answer, ^C at the prompt leaves (by SIGINT)" 'grep -q "^pty: exit signal 2$" "$err"'
