@@ -107,6 +107,21 @@ struct xray_state {
     int failed; /* an allocation failed while capturing or comparing */
 };
 
+/* The array arr of *cap elements of elem bytes with room for element n (doubled when full), or NULL when memory
+ * runs out (x->failed set; arr unchanged and still owned by the caller). */
+static void *grow(struct xray_state *x, void *arr, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return arr;
+    int want = *cap ? 2 * *cap : 256;
+    void *p = realloc(arr, (size_t)want * elem);
+    if (p)
+        *cap = want;
+    else
+        x->failed = 1;
+    return p;
+}
+
 /* "attn_norm-12" -> base "attn_norm", layer 12; "result_output" -> layer -1. */
 static void split_name(const char *full, char *base, size_t cap, int *layer)
 {
@@ -169,15 +184,10 @@ static bool capture_cb(void *tensor, bool ask, void *user)
     }
     if (!wanted(x, base, layer))
         return true;
-    if (x->n_caps == x->cap_caps) {
-        int cap = x->cap_caps ? 2 * x->cap_caps : 256;
-        struct capture *c = realloc(x->caps, (size_t)cap * sizeof *c);
-        if (!c) {
-            x->failed = 1;
-            return true;
-        }
-        x->caps = c, x->cap_caps = cap;
-    }
+    struct capture *caps = grow(x, x->caps, &x->cap_caps, x->n_caps, sizeof *x->caps);
+    if (!caps)
+        return true;
+    x->caps = caps;
     struct capture *c = &x->caps[x->n_caps];
     snprintf(c->name, sizeof c->name, "%s", base);
     c->layer = layer;
@@ -239,15 +249,10 @@ static int64_t ordered(float f)
 static struct xray_row *add_row(struct xray_state *x)
 {
     struct xray_result *r = x->res;
-    if (r->n_rows == r->cap_rows) {
-        int cap = r->cap_rows ? 2 * r->cap_rows : 1024;
-        struct xray_row *p = realloc(r->rows, (size_t)cap * sizeof *p);
-        if (!p) {
-            x->failed = 1;
-            return NULL;
-        }
-        r->rows = p, r->cap_rows = cap;
-    }
+    struct xray_row *rows = grow(x, r->rows, &r->cap_rows, r->n_rows, sizeof *r->rows);
+    if (!rows)
+        return NULL;
+    r->rows = rows;
     return &r->rows[r->n_rows++];
 }
 

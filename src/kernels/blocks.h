@@ -175,4 +175,16 @@ _Static_assert(sizeof(struct loom_block_iq4_xs) == 136, "IQ4_XS block is 136 byt
 /* The 16 values of the IQ4_NL/IQ4_XS non-linear grid (llama.cpp ggml-common.h kvalues_iq4nl). */
 static const int8_t loom_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+/* The body of an x16 kernel's entry point: the activation rows 4 at a time (the last pass 1 to 4), each pass's
+ * count a constant of the file's always-inline dot(n, y, y_stride, w, a, a_stride, rows), so each count is its
+ * own specialized loop. Advances y and a. */
+#define LOOM_X16_BY_FOUR(dot, n, n_act, y, y_stride, w, a, a_stride)                                              \
+    for (; (n_act) > 0; (n_act) -= 4, (y) += 4 * (y_stride), (a) = (const char *)(a) + 4 * (a_stride))           \
+        switch (n_act) {                                                                                          \
+        case 1: dot(n, y, y_stride, w, a, a_stride, 1); break;                                                    \
+        case 2: dot(n, y, y_stride, w, a, a_stride, 2); break;                                                    \
+        case 3: dot(n, y, y_stride, w, a, a_stride, 3); break;                                                    \
+        default: dot(n, y, y_stride, w, a, a_stride, 4); break;                                                   \
+        }
+
 #endif

@@ -143,19 +143,5 @@ void loom_q6_k_x16_vec_dot_avx2(int64_t n, int n_act, float *y, size_t y_stride,
         dot_n(n, y, y_stride, w, a, a_stride, 8);
         return;
     }
-    for (; n_act > 0; n_act -= 4, y += 4 * y_stride, a = (const char *)a + 4 * a_stride)
-        switch (n_act) {
-        case 1:
-            dot_n(n, y, y_stride, w, a, a_stride, 1);
-            break;
-        case 2:
-            dot_n(n, y, y_stride, w, a, a_stride, 2);
-            break;
-        case 3:
-            dot_n(n, y, y_stride, w, a, a_stride, 3);
-            break;
-        default:
-            dot_n(n, y, y_stride, w, a, a_stride, 4);
-            break;
-        }
+    LOOM_X16_BY_FOUR(dot_n, n, n_act, y, y_stride, w, a, a_stride);
 }
