@@ -592,13 +592,14 @@ typedef struct loom_chat_params {
 /* The renderer for tok. tmpl names a built-in format or is a template's text; NULL means the file's own
  * template (loom_tokenizer_chat_template). Built-in today: "qwen35", the Qwen3.5 chat format, rendered byte for
  * byte as the official template (llama.cpp's models/templates/Qwen3.5-4B.jinja) renders under Hugging Face's
- * Jinja settings (trim_blocks, lstrip_blocks, tojson = json.dumps(ensure_ascii=False)); a template text is
- * accepted when it is that template (compared by XXH3-64 digest) and renders the same. Any other template is
- * refused with LOOM_E_FORMAT naming it (loom has no Jinja engine yet), as is NULL when the file has none. tok
- * must outlive the template. */
+ * Jinja settings (trim_blocks, lstrip_blocks, tojson = json.dumps(ensure_ascii=False)); a template text that is
+ * that template (compared by XXH3-64 digest) uses it. Any other template text renders through loom's Jinja
+ * interpreter as Python jinja2 renders it under those settings (name "jinja"); a template it cannot parse or that
+ * uses a tag, filter or test it lacks is refused with LOOM_E_FORMAT "...: jinja: line N: ..." naming the
+ * construct, as is NULL when the file has none. tok must outlive the template. */
 loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char *tmpl, loom_error *err);
 void loom_chat_template_free(loom_chat_template *t);
-/* The built-in format it renders ("qwen35"). */
+/* The format it renders: "qwen35" (built-in) or "jinja" (the template through the interpreter). */
 const char *loom_chat_template_name(const loom_chat_template *t);
 /* Render msgs[n] with params p (NULL: all zero) and tokenize the result: *ids becomes a fresh array of *n_ids
  * ids (caller frees with free()). Text content only (no images or videos). Where the template raises, returns

@@ -379,18 +379,19 @@ static void test_tokens(void)
     loom_chat_template_free(t);
 }
 
-/* Which templates the public renderer takes: the built-in name, not the vocabulary file's own (a short template
- * that is not Qwen3.5's) nor unknown ones, both refused as LOOM_E_FORMAT naming them; a template error leaves the
- * output untouched. */
+/* Which templates the public renderer takes: the built-in name; the vocabulary file's own (a short ChatML template
+ * that is not Qwen3.5's) through the Jinja interpreter; a template with a construct the interpreter lacks refused
+ * as LOOM_E_FORMAT naming it; a template error leaves the output untouched. */
 static void test_template_choice(void)
 {
     loom_error err = {0};
     loom_chat_template *t = loom_chat_template_new(g_tok, NULL, &err);
-    CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "tokenizer.chat_template") &&
-              loom_tokenizer_chat_template(g_tok),
-          "the vocabulary's own template is not one loom renders: %s", err.msg);
-    t = loom_chat_template_new(g_tok, "{{ messages }}", &err);
-    CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "{{ messages }}"), "an unknown template: %s", err.msg);
+    CHECK(t && loom_tokenizer_chat_template(g_tok) && !strcmp(loom_chat_template_name(t), "jinja"),
+          "the vocabulary's own template renders through the interpreter: %s", err.msg);
+    loom_chat_template_free(t);
+    t = loom_chat_template_new(g_tok, "{{ messages | wordwrap }}", &err);
+    CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "filter 'wordwrap' is not supported"),
+          "a template with an unsupported filter: %s", err.msg);
     t = loom_chat_template_new(g_tok, "qwen35", &err);
     CHECK(t && !strcmp(loom_chat_template_name(t), "qwen35"), "the built-in qwen35: %s", err.msg);
     loom_chat_message late[] = {{.role = "user", .content = "hi"}, {.role = "system", .content = "late"}};

@@ -503,6 +503,16 @@ static int parse_tools(const struct serve_ctx *c, json_t *o, struct serve_req *r
     return 0;
 }
 
+/* 1 when ids[n] ends with the tokens of text (special tokens recognised): how a rendered prompt says where the
+ * answer starts, whichever template rendered it (Qwen3.5's opens "<think>\n" unless thinking is off; Qwen3's and
+ * ChatML ones leave <think> to the model). */
+static int prompt_ends_with(const loom_tokenizer *tok, const int32_t *ids, int n, const char *text)
+{
+    int32_t t[8];
+    int k = loom_tokenizer_encode(tok, text, strlen(text), LOOM_SPECIAL_ALL, t, 8, NULL);
+    return k > 0 && k <= 8 && k <= n && !memcmp(ids + n - k, t, (size_t)k * sizeof *t);
+}
+
 /* messages, tools and chat_template_kwargs: render with provenance and tokenize into r->prompt. */
 static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
@@ -539,7 +549,7 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
         if (loom_chat_template_apply(c->tmpl, m, n, &p, &r->prompt, &r->n_prompt, &err) != LOOM_OK)
             rc = (serve_fail(e, err.code == LOOM_E_ARG ? 400 : 500, "messages", "invalid_value", "messages: %s",
                              err.msg), -1);
-        r->think_open = p.think != LOOM_CHAT_THINK_OFF; /* the generation prompt ends with "<think>\n" */
+        r->think_open = rc == 0 && prompt_ends_with(c->tok, r->prompt, r->n_prompt, "<think>\n");
         /* the next turn renders this one's thinking differently: its prompt follows this one's up to the start of
          * the assistant header, so the slot keeps a checkpoint just after that <|im_start|> */
         int32_t im_start = -1;

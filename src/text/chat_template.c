@@ -1,11 +1,15 @@
 /* chat_template.c — the public chat renderer (loom.h, "Text: chat rendering"): which format a template names or
- * is, and messages to token ids through that format's render with provenance (chat.h). Today the one format is
- * the built-in Qwen3.5 one; a template text is recognised by its digest. */
+ * is, and messages to token ids through that format's render with provenance (chat.h). A template recognised by
+ * its digest uses its built-in renderer (today the Qwen3.5 one); any other template text is rendered by the Jinja
+ * interpreter (jinja.h) from the messages and parameters as Hugging Face's apply_chat_template passes them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "text/chat.h"
+#include "text/chat_internal.h"
+#include "text/jinja.h"
 #include "util/error.h"
 
 /* A built-in format: its name, the XXH3-64 digest of the template text it renders exactly, and its renderer. */
@@ -23,7 +27,9 @@ static const struct chat_format k_formats[] = {
 
 struct loom_chat_template {
     const struct loom_tokenizer *tok;
-    const struct chat_format *format;
+    const struct chat_format *format; /* NULL: the Jinja template below */
+    struct loom_jinja *jinja;
+    json_t *control; /* the model's own variables: bos_token, eos_token (CONTROL text) */
 };
 
 /* The format tmpl names or is (its digest), or NULL. */
@@ -36,6 +42,46 @@ static const struct chat_format *find_format(const char *tmpl)
             return f;
     }
     return NULL;
+}
+
+/* The spelling of the file's special token `which` as a JSON string into vars[name]; nothing when absent. */
+static void set_token_var(json_t *vars, const loom_tokenizer *tok, enum loom_special_token which, const char *name)
+{
+    char piece[256];
+    int32_t id = loom_tokenizer_special(tok, which);
+    int k = id >= 0 ? loom_tokenizer_piece(tok, id, piece, (int)sizeof piece) : -1;
+    if (k >= 0 && k < (int)sizeof piece)
+        json_object_set_new(vars, name, json_stringn(piece, (size_t)k));
+}
+
+/* A template that is no built-in: parsed now, so syntax errors and unsupported tags, filters and tests refuse it
+ * here; what only evaluation finds (an unsupported method, a type error) fails the render. */
+static loom_chat_template *jinja_template_new(const loom_tokenizer *tok, const char *text, int named,
+                                              loom_error *err)
+{
+    loom_chat_template *t = calloc(1, sizeof *t);
+    if (!t) {
+        loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
+        return NULL;
+    }
+    t->tok = tok;
+    if (loom_jinja_parse(text, strlen(text), &t->jinja, err) != LOOM_OK) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        loom_errorf(err, err->code, "%s: %s", named ? "chat template" : "tokenizer.chat_template", msg);
+        free(t);
+        return NULL;
+    }
+    t->control = json_object();
+    if (!t->control) {
+        loom_jinja_free(t->jinja);
+        free(t);
+        loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
+        return NULL;
+    }
+    set_token_var(t->control, tok, LOOM_SPECIAL_ID_BOS, "bos_token");
+    set_token_var(t->control, tok, LOOM_SPECIAL_ID_EOS, "eos_token");
+    return t;
 }
 
 loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char *tmpl, loom_error *err)
@@ -51,41 +97,168 @@ loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char
         return NULL;
     }
     const struct chat_format *f = find_format(text);
-    if (!f) {
-        size_t len = strlen(text);
-        loom_errorf(err, LOOM_E_FORMAT,
-                    "%s: expected a built-in format (qwen35) or its template, found a %zu-byte template "
-                    "\"%.40s%s\" (XXH3-64 %016llx) that loom cannot render (no Jinja engine)",
-                    tmpl ? "chat template" : "tokenizer.chat_template", len, text, len > 40 ? "..." : "",
-                    (unsigned long long)XXH3_64bits(text, len));
-        return NULL;
-    }
-    loom_chat_template *t = malloc(sizeof *t);
+    if (!f)
+        return jinja_template_new(tok, text, tmpl != NULL, err);
+    loom_chat_template *t = calloc(1, sizeof *t);
     if (!t) {
         loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
         return NULL;
     }
-    *t = (loom_chat_template){tok, f};
+    t->tok = tok;
+    t->format = f;
     return t;
 }
 
 void loom_chat_template_free(loom_chat_template *t)
 {
+    if (!t)
+        return;
+    loom_jinja_free(t->jinja);
+    json_decref(t->control);
     free(t);
 }
 
 const char *loom_chat_template_name(const loom_chat_template *t)
 {
-    return t->format->name;
+    return t->format ? t->format->name : "jinja";
 }
 
 int loom_chat_template_apply(const loom_chat_template *t, const loom_chat_message *msgs, size_t n,
                              const loom_chat_params *p, int32_t **ids, int *n_ids, loom_error *err)
 {
     struct loom_chat_render r = {0};
-    int rc = t->format->render(msgs, n, p, &r, err);
+    int rc = t->format ? t->format->render(msgs, n, p, &r, err)
+                       : loom_chat_render_jinja(t->jinja, msgs, n, p, t->control, -1, &r, err);
     if (rc == LOOM_OK)
         rc = loom_chat_tokenize(t->tok, &r, ids, n_ids, err);
     loom_chat_render_free(&r);
+    return rc;
+}
+
+/* ---- messages and parameters as the template's variables ---- */
+
+static int fail_nomem(loom_error *err)
+{
+    return loom_errorf(err, LOOM_E_NOMEM, "chat render: out of memory");
+}
+
+/* A tool call's arguments: JSON text of an object, or of a string holding an object's JSON. */
+static json_t *call_arguments(const char *text, size_t i, size_t k, loom_error *err)
+{
+    char what[80];
+    snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].arguments", i, k);
+    json_t *v = loom_chat_json_parse(text, strlen(text), what, err);
+    if (v && json_is_string(v)) {
+        json_t *inner = loom_chat_json_parse(json_string_value(v), json_string_length(v), what, err);
+        json_decref(v);
+        v = inner;
+    }
+    if (v && !json_is_object(v)) {
+        loom_errorf(err, LOOM_E_ARG, "%s: expected a JSON object (or a string holding one), found JSON type %d",
+                    what, (int)json_typeof(v));
+        json_decref(v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* {"role", "content" (null when NULL), "reasoning_content" (when given), "tool_calls": [{"type": "function",
+ * "function": {"name", "arguments" (an object, when given)}}] (when any)}; NULL with err on failure. */
+static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc, loom_error *err)
+{
+    *rc = LOOM_E_ARG;
+    if (!m->role) {
+        loom_errorf(err, LOOM_E_ARG, "messages[%zu].role: expected a string, found NULL", i);
+        return NULL;
+    }
+    json_t *o = json_object();
+    int bad = !o || json_object_set_new(o, "role", json_string(m->role)) ||
+              json_object_set_new(o, "content", m->content ? json_string(m->content) : json_null()) ||
+              (m->reasoning_content && json_object_set_new(o, "reasoning_content", json_string(m->reasoning_content)));
+    json_t *calls = m->n_tool_calls ? json_array() : NULL;
+    bad |= m->n_tool_calls && (!calls || json_object_set_new(o, "tool_calls", calls));
+    for (size_t k = 0; !bad && k < m->n_tool_calls; k++) {
+        const struct loom_chat_tool_call *tc = &m->tool_calls[k];
+        if (!tc->name) {
+            json_decref(o);
+            loom_errorf(err, LOOM_E_ARG, "messages[%zu].tool_calls[%zu]: expected a function name, found none", i, k);
+            return NULL;
+        }
+        json_t *args = NULL;
+        if (tc->arguments && !(args = call_arguments(tc->arguments, i, k, err))) {
+            json_decref(o);
+            return NULL;
+        }
+        json_t *fn = json_object(), *call = json_object();
+        bad |= !fn || !call || json_array_append_new(calls, call) || json_object_set_new(call, "type", json_string("function")) ||
+               json_object_set_new(call, "function", fn) || json_object_set_new(fn, "name", json_string(tc->name)) ||
+               (args && json_object_set_new(fn, "arguments", args));
+    }
+    if (bad) {
+        json_decref(o);
+        *rc = fail_nomem(err);
+        return NULL;
+    }
+    return o;
+}
+
+/* The variables Hugging Face's apply_chat_template passes: messages, add_generation_prompt, tools (only when
+ * non-empty: NULL and [] both mean no tools, as for the built-in renderer) and enable_thinking (only when set). */
+static int chat_vars(const struct loom_chat_message *msgs, size_t n, const struct loom_chat_params *p,
+                     json_t **out, loom_error *err)
+{
+    json_t *vars = json_object(), *list = json_array();
+    if (!vars || !list || json_object_set_new(vars, "messages", list)) {
+        json_decref(vars);
+        return fail_nomem(err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        json_t *m = message_json(&msgs[i], i, &rc, err);
+        if (!m || json_array_append_new(list, m)) {
+            json_decref(vars);
+            return m ? fail_nomem(err) : rc;
+        }
+    }
+    int bad = json_object_set_new(vars, "add_generation_prompt", json_boolean(p->add_generation_prompt));
+    if (p->think != LOOM_CHAT_THINK_UNSET)
+        bad |= json_object_set_new(vars, "enable_thinking", json_boolean(p->think == LOOM_CHAT_THINK_ON));
+    if (p->tools) {
+        json_t *tools = loom_chat_json_parse(p->tools, strlen(p->tools), "tools", err);
+        if (!tools || !json_is_array(tools)) {
+            if (tools)
+                loom_errorf(err, LOOM_E_ARG, "tools: expected a JSON array of tool descriptions, found JSON type %d",
+                            (int)json_typeof(tools));
+            json_decref(tools);
+            json_decref(vars);
+            return LOOM_E_ARG;
+        }
+        if (json_array_size(tools))
+            bad |= json_object_set_new(vars, "tools", tools);
+        else
+            json_decref(tools);
+    }
+    if (bad) {
+        json_decref(vars);
+        return fail_nomem(err);
+    }
+    *out = vars;
+    return LOOM_OK;
+}
+
+int loom_chat_render_jinja(const struct loom_jinja *t, const struct loom_chat_message *msgs, size_t n,
+                           const struct loom_chat_params *p, const json_t *control, int64_t now,
+                           struct loom_chat_render *out, loom_error *err)
+{
+    static const struct loom_chat_params defaults = {0};
+    if ((!msgs && n) || !out || !t)
+        return loom_errorf(err, LOOM_E_ARG, "chat render: template, msgs or out is NULL");
+    json_t *vars = NULL;
+    int rc = chat_vars(msgs, n, p ? p : &defaults, &vars, err);
+    if (rc != LOOM_OK)
+        return rc;
+    struct loom_jinja_opts o = {now};
+    rc = loom_jinja_render(t, vars, control, &o, out, err);
+    json_decref(vars);
     return rc;
 }

@@ -25,6 +25,11 @@ import threading
 import time
 
 LOOM, MODEL = sys.argv[1], sys.argv[2]
+# The tiny models carry the vocabulary file's ChatML template; the chat checks below (thinking, tool calls) are
+# about the Qwen3.5 format, so servers render with the official template (the reference's copy) unless a check
+# names another one.
+TEMPLATES = os.path.join(os.environ.get("LOOM_CACHE", os.path.expanduser("~/.cache/loom")), "ref/src/models/templates")
+OFFICIAL = os.path.join(TEMPLATES, "Qwen3.5-4B.jinja")
 KEY = "test-key-123"
 passed = failed = 0
 
@@ -40,6 +45,8 @@ def check(what, cond, detail=""):
 
 class Server:
     def __init__(self, *args, env=None):
+        if "--chat-template-file" not in args:
+            args = ("--chat-template-file", OFFICIAL, *args)
         self.proc = subprocess.Popen([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
                                      stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
         self.log = []
@@ -615,18 +622,21 @@ check("eight concurrent clients each get exactly their solo text", together8 == 
 check("server E: still serving", e.healthy())
 e.stop()
 
-# ---- --chat-template-file: the official template is taken, another one refused naming the file -----------------
-tdir = os.path.join(os.environ.get("LOOM_CACHE", os.path.expanduser("~/.cache/loom")), "ref/src/models/templates")
-official, other = os.path.join(tdir, "Qwen3.5-4B.jinja"), os.path.join(tdir, "Apertus-8B-Instruct.jinja")
-if os.path.exists(official) and os.path.exists(other):
-    f = Server("--chat-template-file", official)
-    st, body = f.request("POST", "/v1/chat/completions", chat_body("hi"), key=None)
-    check("--chat-template-file with the official template serves chats", st == 200, str(body)[:200])
-    f.stop()
-    bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--chat-template-file", other],
+# ---- --chat-template-file: the official template and another one the interpreter renders are taken; one with a
+# construct the interpreter lacks (dictsort) is refused naming the file and the construct ---------------------------
+official, other = OFFICIAL, os.path.join(TEMPLATES, "Qwen-Qwen3-0.6B.jinja")
+unsupported = os.path.join(TEMPLATES, "ByteDance-Seed-OSS.jinja")
+if os.path.exists(official) and os.path.exists(other) and os.path.exists(unsupported):
+    for name in (official, other):
+        f = Server("--chat-template-file", name)
+        st, body = f.request("POST", "/v1/chat/completions", chat_body("hi"), key=None)
+        check("--chat-template-file " + os.path.basename(name) + " serves chats", st == 200, str(body)[:200])
+        f.stop()
+    bad = subprocess.run([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--chat-template-file", unsupported],
                          capture_output=True, text=True, timeout=120)
-    check("--chat-template-file with another template: exit 1 naming the file", bad.returncode == 1 and
-          "--chat-template-file " + other in bad.stderr and "cannot render" in bad.stderr, bad.stderr[-300:])
+    check("--chat-template-file with an unsupported construct: exit 1 naming the file and the construct",
+          bad.returncode == 1 and "--chat-template-file " + unsupported in bad.stderr and
+          "is not supported" in bad.stderr, bad.stderr[-300:])
 else:
     print("the reference's templates are not present: --chat-template-file not tested")
 

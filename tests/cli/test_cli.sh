@@ -186,10 +186,9 @@ check "inspect shows the bytes per expert" \
     'grep -q "one routed expert (gate, up, down) *393216 B" "$out" && grep -q "shared expert per layer *394240 B" "$out"'
 check "inspect shows what a token reads" 'grep -q "one token reads per layer *1180672 B" "$out"'
 
-# chat renders in the built-in format and says so when the file's template is another (as serve does)
+# chat renders the file's own template (the tiny models carry a ChatML one) through the Jinja interpreter
 echo hi | "$loom" chat -m "$model" -n 2 -t 1 >"$out" 2>"$err"; rc=$?
-check "chat names a file template it does not render" \
-    '[ $rc -eq 0 ] && grep -q "loom chat: warning: tokenizer.chat_template: .*rendering chats in the built-in Qwen3.5" "$err"'
+check "chat renders the file's own template" '[ $rc -eq 0 ] && ! grep -q "warning" "$err"'
 
 # the version; help that points at each command's; inspect and quantize naming what is wrong
 "$loom" --version >"$out" 2>"$err"; rc=$?
