@@ -4,7 +4,8 @@
  * as llama.cpp does by default), same thread count; for Q4_K also loom's CANONICAL order in the GGUF and
  * the X16 layout, and the AVX2 set's rows where a wider set is the best. Prints GB/s of weights
  * streamed, GFLOP/s and ns per 256-weight block and token.
- * usage: bench_kernels [THREADS]   (default 2). Short-running (~0.15 s per cell, ~10 s in all). */
+ * usage: bench_kernels [THREADS [TYPE...]]   (default 2 threads; TYPE: any type name, e.g. IQ1_M TQ1_0 MXFP4,
+ * instead of the default list). Short-running (~0.15 s per cell, ~10 s in all). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,13 @@ static void fill(uint32_t type, uint8_t *w, size_t bytes)
             blk[1] &= 0x3f; /* finite, moderate */
         else if (type == LOOM_TYPE_Q6_K)
             memcpy(blk + 208, &d, 2);
+        else if (type == LOOM_TYPE_TQ1_0 || type == LOOM_TYPE_TQ2_0)
+            memcpy(blk + (type == LOOM_TYPE_TQ1_0 ? 52 : 64), &d, 2);
+        else if (type == LOOM_TYPE_MXFP4)
+            blk[0] = 120; /* E8M0 2^-7 */
+        else if (type == LOOM_TYPE_IQ1_M)
+            for (int k = 0; k < 4; k++) /* d in the top nibbles of the scale words */
+                blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
         else
             memcpy(blk, &d, 2);
     }
@@ -161,7 +169,7 @@ static void bench_ref(ggml_backend_t be, int n_threads, ggml_backend_buffer_type
     r.graph[1] = ggml_new_graph(cx);
     ggml_build_forward_expand(r.graph[0], ggml_mul_mat(cx, tw, x1));
     ggml_build_forward_expand(r.graph[1], ggml_mul_mat(cx, tw, xm));
-    int repacked = type == LOOM_TYPE_Q4_K && repack;
+    int repacked = (type == LOOM_TYPE_Q4_K || type == LOOM_TYPE_MXFP4) && repack; /* as loom's default order */
     ggml_backend_buffer_t bw = repacked ? ggml_backend_alloc_ctx_tensors_from_buft(cw, repack)
                                         : ggml_backend_alloc_ctx_tensors(cw, be);
     ggml_backend_buffer_t bx = ggml_backend_alloc_ctx_tensors(cx, be);
@@ -189,8 +197,14 @@ int main(int argc, char **argv)
     struct loom_pool *pool = loom_pool_new(n_threads > 0 ? n_threads : 1);
     ggml_backend_buffer_type_t repack = NULL;
     ggml_backend_t be = ref_backend(loom_pool_n_threads(pool), &repack);
-    const uint32_t types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
-                              LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+    uint32_t types[LOOM_TYPE_COUNT] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,
+                                       LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K};
+    size_t n_types = 7;
+    if (argc > 2) /* the named types instead */
+        for (n_types = 0; argc > 2 && n_types < LOOM_TYPE_COUNT; argc--, argv++)
+            for (uint32_t t = 0; t < LOOM_TYPE_COUNT; t++)
+                if (loom_type_traits(t) && loom_type_traits(t)->to_float && !strcmp(argv[2], loom_type_traits(t)->name))
+                    types[n_types++] = t;
     float *x = malloc(sizeof(float) * N_IN * N_TOK_MM), *y = malloc(sizeof(float) * N_OUT * N_TOK_MM);
     for (int i = 0; i < N_IN * N_TOK_MM; i++)
         x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
@@ -200,7 +214,7 @@ int main(int argc, char **argv)
            loom_pool_n_threads(pool), N_TOK_MM);
     printf("%-5s %-11s %9s %9s %9s %9s %9s\n", "type", "kernels", "mv GB/s", "mv GF/s", "mm GB/s", "mm GF/s",
            "mm ns/b/t");
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    for (size_t i = 0; i < n_types; i++) {
         size_t rb = loom_type_row_bytes(types[i], N_IN);
         uint8_t *wd = malloc(rb * N_OUT);
         fill(types[i], wd, rb * N_OUT);

@@ -823,8 +823,8 @@ typedef struct loom_synth_options {
 int loom_synthesize(const loom_synth_options *options, const char *out_path, loom_error *err);
 
 /* ---- Quantization --------------------------------------------------------------------------------------------
- * llama.cpp's quantization recipes without an importance matrix: per-tensor types as llama_tensor_get_type
- * chooses them, tensor data bytewise equal to llama_model_quantize's. */
+ * llama.cpp's quantization recipes, with or without an importance matrix and per-tensor type overrides: per-tensor
+ * types as llama_tensor_get_type chooses them, tensor data bytewise equal to llama_model_quantize's. */
 
 /* The recipes' names, i = 0, 1, ... ("Q8_0", "Q6_K", "Q5_K_M", ...); NULL past the last. */
 const char *loom_quantize_recipe(int i);
@@ -836,6 +836,13 @@ typedef struct loom_quantize_options {
     void *progress_ctx;
     loom_abort_fn abort;       /* polled before each tensor and every 1024 rows; NULL = never cancelled */
     void *abort_ctx;
+    const char *imatrix;       /* NULL, or an importance matrix GGUF from llama-imatrix (llama-quantize --imatrix):
+                                * its weights steer the quantizers, its name and counts go into quantize.imatrix.*
+                                * keys; errors name the file and what is wrong with it */
+    const char *const *tensor_types; /* n_tensor_types "PATTERN=TYPE" overrides (llama-quantize --tensor-type):
+                                * a tensor whose name the pattern (lowercased; a POSIX extended regular expression,
+                                * \d read as [0-9]) matches takes TYPE instead of the recipe's choice */
+    size_t n_tensor_types;
 } loom_quantize_options;
 
 /* Quantize the F32/F16/BF16 model `in` with the recipe named `recipe` (case-sensitive, as loom_quantize_recipe

@@ -61,6 +61,11 @@ static void fill_weights(uint32_t type, void *dst, int64_t n)
         case LOOM_TYPE_Q5_0:
         case LOOM_TYPE_IQ4_NL:
         case LOOM_TYPE_IQ4_XS:
+        case LOOM_TYPE_IQ2_XXS:
+        case LOOM_TYPE_IQ2_XS:
+        case LOOM_TYPE_IQ2_S:
+        case LOOM_TYPE_IQ3_XXS:
+        case LOOM_TYPE_IQ3_S:
             memcpy(blk, &d, 2);
             break;
         case LOOM_TYPE_Q4_1:
@@ -75,6 +80,22 @@ static void fill_weights(uint32_t type, void *dst, int64_t n)
         case LOOM_TYPE_Q3_K:
             memcpy(blk + 108, &d, 2);
             break;
+        case LOOM_TYPE_IQ1_S:
+            memcpy(blk, &d, 2);
+            break;
+        case LOOM_TYPE_IQ1_M: /* d in the top nibbles of the four scale words (bytes 49, 51, 53, 55) */
+            for (int k = 0; k < 4; k++)
+                blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+            break;
+        case LOOM_TYPE_TQ1_0:
+            memcpy(blk + 52, &d, 2);
+            break;
+        case LOOM_TYPE_TQ2_0:
+            memcpy(blk + 64, &d, 2);
+            break;
+        case LOOM_TYPE_MXFP4:
+            blk[0] = (uint8_t)(118 + rnd_u32() % 13); /* E8M0: scales 2^-10 .. 2^2 */
+            break;
         }
     }
 }
@@ -83,6 +104,15 @@ static const uint32_t weight_types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYP
                                         LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,   LOOM_TYPE_Q5_0,
                                         LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
 #define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+/* Types loom reads but does not quantize (no weight round trip): IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4. */
+static const uint32_t low_bit_types[] = {LOOM_TYPE_IQ1_S, LOOM_TYPE_IQ1_M, LOOM_TYPE_TQ1_0, LOOM_TYPE_TQ2_0,
+                                         LOOM_TYPE_MXFP4};
+#define N_LOW_BIT (sizeof low_bit_types / sizeof low_bit_types[0])
+/* The grid IQ types, read but not quantized either (every index and sign pattern is valid, so random bits are
+ * real blocks). */
+static const uint32_t grid_types[] = {LOOM_TYPE_IQ2_XXS, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ3_XXS,
+                                      LOOM_TYPE_IQ3_S};
+#define N_GRID (sizeof grid_types / sizeof grid_types[0])
 
 static int n_modes;
 static enum loom_kernel_mode modes[3];
@@ -345,6 +375,13 @@ int main(void)
     check_dot(LOOM_TYPE_IQ4_NL, 96); /* an odd number of blocks */
     check_dot(LOOM_TYPE_Q4_0, 96);
     check_dot(LOOM_TYPE_Q5_1, 96);
+    for (size_t i = 0; i < N_LOW_BIT; i++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            check_dot(low_bit_types[i], lens[l]);
+    check_dot(LOOM_TYPE_MXFP4, 96); /* an odd number of blocks */
+    for (size_t i = 0; i < N_GRID; i++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            check_dot(grid_types[i], lens[l]);
     const struct {
         uint32_t type;
         double bound;
@@ -361,6 +398,12 @@ int main(void)
         for (size_t i = 0; i < N_WEIGHT_TYPES; i++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 check_matmul(weight_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
+        for (size_t i = 0; i < N_LOW_BIT; i++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                check_matmul(low_bit_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
+        for (size_t i = 0; i < N_GRID; i++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                check_matmul(grid_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
     }
     loom_pool_free(pools[1]);
     loom_pool_free(pools[2]);

@@ -3,7 +3,10 @@
  * rejection of a row length the block size does not divide, the mixture-of-experts choices (expert,
  * shared-expert and fused gate/up tensors; 8 experts and not), a small end-to-end conversion, and the
  * atomic write leaving no file behind on failure, and the refusal (naming tensor, row and block) of values
- * a type cannot hold and of non-finite sources, as llama_model_quantize refuses them. */
+ * a type cannot hold and of non-finite sources, as llama_model_quantize refuses them. The importance matrix
+ * reader (weights from sums and counts, every malformed file refused with its reason), --tensor-type overrides
+ * (parsing, first match wins, counters, errors), the block-size fallbacks, the imatrix rules of the recipes and
+ * the quantize.imatrix.* keys. Bytewise parity with the reference is tests/parity/test_ref_quantize.c's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "model/imatrix.h"
 #include "model/quantize.h"
 #include "test.h"
 #include "test_abort.h"
@@ -223,11 +227,23 @@ static void test_bad_geometry(void)
     l.n = 0;
     tl_add(&l, "token_embd.weight", 256, 10, LOOM_TYPE_F16);
     tl_add(&l, "blk.0.ffn_up.weight", 320, 8, LOOM_TYPE_F16); /* 320 = 10 x 32, not a multiple of 256 */
-    int rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q4_K_M"), got, &err);
-    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "blk.0.ffn_up.weight") && strstr(err.msg, "320"),
-          "row length 320 under Q4_K: rc %d, message '%s'", rc, err.msg);
-    rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
-    CHECK(rc == LOOM_OK && got[1] == LOOM_TYPE_Q8_0, "row length 320 under Q8_0 (32-blocks): rc %d", rc);
+    tl_add(&l, "blk.0.ffn_gate.weight", 48, 8, LOOM_TYPE_F16); /* not a multiple of 32 either */
+    /* the reference's tensor_type_fallback: Q4_K -> Q5_0, IQ4_XS -> IQ4_NL, Q6_K -> Q8_0; F16 when even the
+     * 32-block type does not fit */
+    static const struct {
+        const char *recipe;
+        uint32_t up, gate;
+    } fb[] = {{"Q4_K_M", LOOM_TYPE_Q5_0, LOOM_TYPE_F16}, {"Q5_K_S", LOOM_TYPE_Q5_1, LOOM_TYPE_F16},
+              {"IQ4_XS", LOOM_TYPE_IQ4_NL, LOOM_TYPE_F16}, {"Q6_K", LOOM_TYPE_Q8_0, LOOM_TYPE_F16},
+              {"Q8_0", LOOM_TYPE_Q8_0, LOOM_TYPE_F16}};
+    int rc;
+    for (size_t k = 0; k < sizeof fb / sizeof fb[0]; k++) {
+        rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe(fb[k].recipe), got, &err);
+        CHECK(rc == LOOM_OK && got[1] == fb[k].up && got[2] == fb[k].gate,
+              "%s: row lengths 320 and 48 fall back to %u and %u: rc %d, got %u and %u ('%s')", fb[k].recipe,
+              fb[k].up, fb[k].gate, rc, got[1], got[2], err.msg);
+    }
+    l.n = 2;
     l.t[0].type = LOOM_TYPE_Q4_K;
     rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
     CHECK(rc == LOOM_E_ARG && strstr(err.msg, "token_embd.weight"), "quantized source: rc %d, '%s'", rc, err.msg);
@@ -407,16 +423,18 @@ static void test_end_to_end(const char *dir)
     loom_gguf_close(g);
     rmdir(sub);
 
-    /* rejected geometry (ffn_down rows of 128 under Q4_K_M): nothing is created */
+    /* ffn_down rows of 128 under Q4_K_M: Q6_K (layer 0) falls back to Q8_0, as the reference does */
     CHECK(write_src(in, 128) == LOOM_OK, "writing %s", in);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
     rc = loom_quant_write(g, loom_quant_find_recipe("Q4_K_M"), out, NULL, NULL, NULL, NULL, NULL, &err);
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "blk.0.ffn_down.weight") && access(out, F_OK) != 0 &&
-              access(tmp, F_OK) != 0,
-          "bad geometry: rc %d '%s'; output must not exist", rc, err.msg);
+    o = 0;
+    CHECK(rc == LOOM_OK && loom_gguf_open(out, &o, &err) == LOOM_OK && o->tensors[2].type == LOOM_TYPE_Q8_0,
+          "row length 128: rc %d '%s', ffn_down type %u, expected Q8_0 (fallback of Q6_K)", rc, err.msg,
+          o ? o->tensors[2].type : 0);
+    loom_gguf_close(o);
     loom_gguf_close(g);
+    unlink(out);
     unlink(in);
 }
 
@@ -520,6 +538,7 @@ static void test_non_finite_source(const char *dir)
     const char *want_nan[] = {"tensor 'blk.0.attn_norm.weight' row 0", "source F32 element 7 is nan",
                               "expected finite", NULL};
     expect_refused(in, out, "Q4_K_M", want_nan);
+    unlink(in);
 }
 
 /* Cancelled at each poll (before each of the 3 tensors; tensors of 1024 rows or fewer are not polled within):
@@ -561,6 +580,273 @@ static void test_cancel(const char *dir)
     unlink(in);
 }
 
+/* ---- importance matrices ---------------------------------------------------------------------------- */
+
+/* The imatrix file's defects write_imatrix can plant. */
+enum im_defect { IM_OK, IM_TYPE_MODEL, IM_NO_TYPE, IM_NO_CHUNK_SIZE, IM_NO_COUNTS, IM_NO_SUMS, IM_F16, IM_LENGTH,
+                 IM_NAN, IM_NEG_COUNT, IM_NO_ENTRIES, IM_N };
+
+static float im_down_sums[512], im_exps_sums[4][256], im_down_count = 10, im_exps_counts[4] = {5, 0, 2.4f, 7};
+
+static int fill_imatrix(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    (void)err;
+    const enum im_defect d = *(const enum im_defect *)ctx;
+    const void *src[] = {im_down_sums, &im_down_count, im_exps_sums, im_exps_counts};
+    if (d == IM_NO_ENTRIES || (d == IM_F16 && index == 0))
+        memset(buf, 0, (size_t)nbytes);
+    else
+        memcpy(buf, src[index], (size_t)nbytes);
+    if (d == IM_NAN && index == 2)
+        ((float *)buf)[300] = NAN;
+    if (d == IM_NEG_COUNT && index == 3)
+        ((float *)buf)[1] = -1;
+    return LOOM_OK;
+}
+
+/* An imatrix as llama-imatrix writes one (general.type, datasets, chunk count and size; per entry in_sum2 [ne0,
+ * n_mat] and counts [1, n_mat]) for blk.0.ffn_down.weight (512 columns, count 10) and blk.0.ffn_down_exps.weight
+ * (4 experts of 256 columns, counts 5, 0, 2.4, 7), with defect d planted. */
+static int write_imatrix(const char *path, enum im_defect d)
+{
+    for (int i = 0; i < 512; i++)
+        im_down_sums[i] = 0.5f + (float)i;
+    for (int e = 0; e < 4; e++)
+        for (int i = 0; i < 256; i++)
+            im_exps_sums[e][i] = (float)(e + 1) * 0.25f * (float)(i + 1);
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    struct loom_gguf_str ds = {15, "calibration.txt"};
+    int rc = d == IM_NO_TYPE ? 0 : loom_gguf_writer_set_str(w, "general.type", d == IM_TYPE_MODEL ? "model" : "imatrix");
+    rc |= loom_gguf_writer_set_arr_str(w, "imatrix.datasets", &ds, 1);
+    rc |= loom_gguf_writer_set_u32(w, "imatrix.chunk_count", 3);
+    if (d != IM_NO_CHUNK_SIZE)
+        rc |= loom_gguf_writer_set_u32(w, "imatrix.chunk_size", 512);
+    const uint64_t ne_ds[2] = {512, 1}, ne_dc[2] = {1, 1}, ne_es[2] = {256, 4}, ne_ec[2] = {d == IM_LENGTH ? 3 : 1,
+                                                                                        d == IM_LENGTH ? 1 : 4};
+    char n1[64], n2[64], n3[64], n4[64];
+    snprintf(n1, sizeof n1, "blk.0.ffn_down.weight.%s", d == IM_NO_ENTRIES ? "sums" : "in_sum2");
+    snprintf(n2, sizeof n2, "blk.0.ffn_down.weight.%s", d == IM_NO_ENTRIES ? "count" : "counts");
+    snprintf(n3, sizeof n3, "blk.0.ffn_down_exps.weight.%s", d == IM_NO_SUMS ? "in_sum3" : "in_sum2");
+    snprintf(n4, sizeof n4, "blk.0.ffn_down_exps.weight.%s", d == IM_NO_COUNTS ? "count" : "counts");
+    rc |= loom_gguf_writer_add_tensor(w, n1, d == IM_F16 ? LOOM_TYPE_F16 : LOOM_TYPE_F32, 2, ne_ds);
+    rc |= loom_gguf_writer_add_tensor(w, n2, LOOM_TYPE_F32, 2, ne_dc);
+    if (d != IM_NO_ENTRIES) {
+        rc |= loom_gguf_writer_add_tensor(w, n3, LOOM_TYPE_F32, 2, ne_es);
+        rc |= loom_gguf_writer_add_tensor(w, n4, LOOM_TYPE_F32, 2, ne_ec);
+    }
+    loom_error err = {0};
+    if (!rc)
+        rc = loom_gguf_writer_write(w, path, fill_imatrix, &d, &err);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+/* The reader: weights = sums / lround(count) per expert, 1 for a zero count; every defect refused naming it. */
+static void test_imatrix_load(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/im.gguf", dir);
+    loom_error err = {0};
+    struct loom_imatrix *m = NULL;
+    CHECK(write_imatrix(path, IM_OK) == LOOM_OK, "writing %s", path);
+    int rc = loom_imatrix_load(path, &m, &err);
+    CHECK(rc == LOOM_OK, "load: %s", err.msg);
+    if (rc == LOOM_OK) {
+        CHECK(m->n == 2 && m->chunk_count == 3 && m->chunk_size == 512 && m->n_datasets == 1 &&
+                  !strcmp(m->datasets[0], "calibration.txt") && !strcmp(m->path, path),
+              "%zu entries, chunks %u of %u, %zu datasets", m->n, m->chunk_count, m->chunk_size, m->n_datasets);
+        const struct loom_imatrix_entry *d = loom_imatrix_find(m, "blk.0.ffn_down.weight");
+        const struct loom_imatrix_entry *e = loom_imatrix_find(m, "blk.0.ffn_down_exps.weight");
+        CHECK(d && d->n_per_row == 512 && d->n_mat == 1 && d->weights[7] == 7.5f / 10.0f, "dense entry");
+        CHECK(e && e->n_per_row == 256 && e->n_mat == 4 && e->weights[3] == 0.25f * 4 / 5.0f &&
+                  e->weights[256 + 9] == 1.0f && e->weights[512 + 9] == 0.75f * 10 / 2.0f &&
+                  e->weights[768] == 1.0f * 1 / 7.0f,
+              "expert entry: per-expert counts (2.4 rounds to 2), 1 for the expert with count 0");
+        CHECK(!loom_imatrix_find(m, "blk.0.ffn_up.weight") && !loom_imatrix_find(m, "blk.0.ffn_down"), "no others");
+        loom_imatrix_free(m);
+    }
+    static const struct {
+        enum im_defect d;
+        const char *want;
+    } bad[] = {{IM_TYPE_MODEL, "general.type is 'model'"}, {IM_NO_TYPE, "general.type"},
+               {IM_NO_CHUNK_SIZE, "imatrix.chunk_size"},   {IM_NO_COUNTS, "blk.0.ffn_down_exps.weight.counts"},
+               {IM_NO_SUMS, "blk.0.ffn_down_exps.weight.in_sum2"}, {IM_F16, "expected F32"},
+               {IM_LENGTH, "1024 sums and 3 counts"},      {IM_NAN, "expert 1 column 44"},
+               {IM_NEG_COUNT, "count 1: -1"},              {IM_NO_ENTRIES, "expected at least one entry"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        m = NULL;
+        CHECK(write_imatrix(path, bad[k].d) == LOOM_OK, "writing defect %d", bad[k].d);
+        rc = loom_imatrix_load(path, &m, &err);
+        CHECK(rc == LOOM_E_FORMAT && m == NULL && strstr(err.msg, bad[k].want) && strstr(err.msg, path),
+              "defect %d: rc %d, message '%s', expected it to name '%s'", bad[k].d, rc, err.msg, bad[k].want);
+    }
+    FILE *f = fopen(path, "wb"); /* the legacy .dat format: an int32 entry count first */
+    fwrite("\x02\x00\x00\x00\x05\x00\x00\x00", 1, 8, f);
+    fclose(f);
+    rc = loom_imatrix_load(path, &m, &err);
+    CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, "legacy .dat"), "legacy file: rc %d '%s'", rc, err.msg);
+    unlink(path);
+    rc = loom_imatrix_load(path, &m, &err);
+    CHECK(rc == LOOM_E_IO && strstr(err.msg, path), "missing file: rc %d '%s'", rc, err.msg);
+}
+
+/* llama-quant.cpp use_more_bits. */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* --tensor-type: parsing and its errors, first match wins, the recipe's counters skip an overridden tensor. */
+static void test_overrides(void)
+{
+    struct loom_quant_overrides *ov = NULL;
+    loom_error err = {0};
+    static const struct {
+        const char *spec, *want;
+    } bad[] = {{"attn_q", "expected PATTERN=TYPE"}, {"=q8_0", "found no pattern"}, {"attn_q=", "found no type"},
+               {"attn_q=q4_k_m", "type 'q4_k_m'"},  {"attn_q=iq2_xxs", "type 'iq2_xxs'"},
+               {"(?:attn)=q8_0", "not a POSIX extended regular expression"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const char *spec = bad[k].spec;
+        int rc = loom_quant_overrides_parse(&spec, 1, &ov, &err);
+        CHECK(rc == LOOM_E_ARG && strstr(err.msg, bad[k].want) && strstr(err.msg, spec),
+              "override '%s': rc %d, '%s', expected '%s'", spec, rc, err.msg, bad[k].want);
+    }
+    /* dense 0.8B list under Q4_K_M: attn_v of layer 3 overridden (patterns are lowercased), so the counter of
+     * attn_v-like tensors (one attn_qkv or attn_v per layer) skips it and layer L > 3 is counted as L - 1;
+     * ffn_down of layers 0..9 (\d) to F16, the first matching override winning over the next, so the dense
+     * ffn_down counter makes layer L >= 10 count as L - 10; attn_output to IQ4_NL; a norm is never quantized */
+    static const char *const specs[] = {"BLK\\.3\\.ATTN_V=Q8_0", "blk\\.\\d\\.ffn_down=f16", "blk\\.1\\.ffn_down=q4_0",
+                                        "attn_output=IQ4_NL", "ssm_norm=q8_0"};
+    int rc = loom_quant_overrides_parse(specs, 5, &ov, &err);
+    CHECK(rc == LOOM_OK, "overrides: %s", err.msg);
+    if (rc != LOOM_OK)
+        return;
+    static struct tlist l;
+    static uint32_t got[MAX_T];
+    tl_qwen35_08b(&l);
+    const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2};
+    struct loom_quant_extra x = {.overrides = ov};
+    rc = loom_quant_choose_types_ex(&m, l.t, l.n, loom_quant_find_recipe("Q4_K_M"), &x, got, &err);
+    CHECK(rc == LOOM_OK, "choose with overrides: %s", err.msg);
+    int bad_n = 0;
+    for (size_t i = 0; rc == LOOM_OK && i < l.n; i++) {
+        const struct loom_quant_tensor *t = &l.t[i];
+        int il = -1;
+        sscanf(t->name, "blk.%d.", &il);
+        uint32_t want = q4km_expected(t);
+        if (il == 3 && strstr(t->name, "attn_v"))
+            want = LOOM_TYPE_Q8_0;
+        else if (strstr(t->name, "attn_v") || strstr(t->name, "attn_qkv"))
+            want = more_bits(il > 3 ? il - 1 : il, L08) ? LOOM_TYPE_Q6_K : LOOM_TYPE_Q4_K;
+        else if (il >= 0 && il < 10 && strstr(t->name, "ffn_down"))
+            want = LOOM_TYPE_F16;
+        else if (strstr(t->name, "ffn_down"))
+            want = more_bits(il - 10, L08) ? LOOM_TYPE_Q6_K : LOOM_TYPE_Q4_K;
+        else if (strstr(t->name, "attn_output"))
+            want = LOOM_TYPE_IQ4_NL;
+        if (got[i] != want && bad_n++ < 5)
+            fprintf(stderr, "  %s: got %u, expected %u\n", t->name, got[i], want);
+    }
+    CHECK(bad_n == 0, "%d tensors with overrides differ", bad_n);
+    loom_quant_overrides_free(ov);
+}
+
+/* The recipe rules that test has_imatrix: IQ4_XS keeps the first eighth of ffn_down, Q4_0 moves it to Q4_1. */
+static void test_imatrix_rules(void)
+{
+    static struct tlist l;
+    static uint32_t plain[MAX_T], with[MAX_T];
+    tl_qwen35_08b(&l);
+    const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2};
+    struct loom_imatrix im = {0};
+    struct loom_quant_extra x = {.imatrix = &im};
+    loom_error err = {0};
+    static const struct {
+        const char *recipe;
+        uint32_t plain, with;
+    } cases[] = {{"IQ4_XS", LOOM_TYPE_Q5_K, LOOM_TYPE_IQ4_XS}, {"Q4_0", LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1}};
+    for (size_t c = 0; c < 2; c++) {
+        int rc = loom_quant_choose_types_ex(&m, l.t, l.n, loom_quant_find_recipe(cases[c].recipe), NULL, plain, &err);
+        rc |= loom_quant_choose_types_ex(&m, l.t, l.n, loom_quant_find_recipe(cases[c].recipe), &x, with, &err);
+        int bad = 0, n_down = 0;
+        for (size_t i = 0; i < l.n; i++) {
+            int il = -1;
+            sscanf(l.t[i].name, "blk.%d.", &il);
+            int first = strstr(l.t[i].name, "ffn_down") && il < L08 / 8;
+            n_down += first;
+            bad += first ? plain[i] != cases[c].plain || with[i] != cases[c].with : plain[i] != with[i];
+        }
+        CHECK(rc == LOOM_OK && bad == 0 && n_down == 3, "%s: %d tensors differ from the imatrix rules (rc %d)",
+              cases[c].recipe, bad, rc);
+    }
+}
+
+/* loom_quant_write_ex with an imatrix: the weighted quantizer's bytes for covered tensors (an expert's row with
+ * its own weights), the quantize.imatrix.* keys after general.file_type, and a size mismatch refused. */
+static void test_imatrix_write(const char *dir)
+{
+    char in[600], out[600], im_path[600];
+    snprintf(in, sizeof in, "%s/in.gguf", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(im_path, sizeof im_path, "%s/im.gguf", dir);
+    CHECK(write_src(in, 512) == LOOM_OK && write_imatrix(im_path, IM_OK) == LOOM_OK, "writing the inputs");
+    struct loom_gguf *g = 0, *o = 0;
+    struct loom_imatrix *im = 0;
+    loom_error err = {0};
+    CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK && loom_imatrix_load(im_path, &im, &err) == LOOM_OK, "open: %s",
+          err.msg);
+    if (!g || !im)
+        return;
+    struct loom_quant_extra x = {.imatrix = im};
+    int rc = loom_quant_write_ex(g, loom_quant_find_recipe("Q4_K_M"), &x, out, NULL, NULL, NULL, NULL, NULL, &err);
+    CHECK(rc == LOOM_OK, "quantize with imatrix: %s", err.msg);
+    if (rc == LOOM_OK && loom_gguf_open(out, &o, &err) == LOOM_OK) {
+        static const char *const keys[] = {"general.quantization_version", "general.file_type", "quantize.imatrix.file",
+                                           "quantize.imatrix.dataset", "quantize.imatrix.entries_count",
+                                           "quantize.imatrix.chunks_count"};
+        int keys_ok = o->n_kv == 10;
+        for (int k = 0; keys_ok && k < 6; k++)
+            keys_ok = loom_gguf_str_eq(o->kv[4 + k].key, keys[k]);
+        struct loom_gguf_str v;
+        uint32_t n_entries = 0, n_chunks = 0;
+        keys_ok = keys_ok && loom_gguf_get_str(o, "quantize.imatrix.file", 0, &v, &err) == LOOM_OK &&
+                  loom_gguf_str_eq(v, im_path) && loom_gguf_get_str(o, "quantize.imatrix.dataset", 0, &v, &err) == 0 &&
+                  loom_gguf_str_eq(v, "calibration.txt") &&
+                  loom_gguf_get_u32(o, "quantize.imatrix.entries_count", 0, &n_entries, &err) == LOOM_OK &&
+                  loom_gguf_get_u32(o, "quantize.imatrix.chunks_count", 0, &n_chunks, &err) == LOOM_OK &&
+                  n_entries == 2 && n_chunks == 3;
+        CHECK(keys_ok, "quantize.imatrix.* keys after general.file_type, in the reference's order and values");
+        /* ffn_down (layer 0 of 1: Q6_K) quantized row by row with the entry's weights */
+        static float row[512];
+        static uint8_t want[4 * 420];
+        for (int r = 0; r < 4; r++) {
+            for (int i = 0; i < 512; i++)
+                row[i] = loom_f16_to_f32(src_down[r][i]);
+            loom_type_traits(LOOM_TYPE_Q6_K)->quantize_w(row, want + r * 420, 512, loom_imatrix_find(im,
+                                                         "blk.0.ffn_down.weight")->weights);
+        }
+        CHECK(o->tensors[2].type == LOOM_TYPE_Q6_K && !memcmp(o->tensors[2].data, want, sizeof want),
+              "ffn_down bytes must be the weighted Q6_K quantizer's");
+        loom_gguf_close(o);
+    }
+    unlink(out);
+    loom_imatrix_free(im);
+    /* an entry whose size is not the tensor's: refused, naming both (ffn_down of 128 columns against 512) */
+    loom_gguf_close(g);
+    g = 0;
+    im = 0;
+    CHECK(write_src(in, 128) == LOOM_OK && loom_gguf_open(in, &g, &err) == LOOM_OK &&
+              loom_imatrix_load(im_path, &im, &err) == LOOM_OK, "open: %s", err.msg);
+    x.imatrix = im;
+    rc = g && im ? loom_quant_write_ex(g, loom_quant_find_recipe("Q4_K_M"), &x, out, NULL, NULL, NULL, NULL, NULL, &err)
+                 : -1;
+    CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, "blk.0.ffn_down.weight") && strstr(err.msg, "512") &&
+              strstr(err.msg, "128") && access(out, F_OK) != 0,
+          "imatrix size mismatch: rc %d '%s'", rc, err.msg);
+    loom_imatrix_free(im);
+    loom_gguf_close(g);
+    unlink(in);
+    unlink(im_path);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -573,6 +859,10 @@ int main(void)
     test_huge_values(dir);
     test_non_finite_source(dir);
     test_cancel(dir);
+    test_imatrix_load(dir);
+    test_overrides();
+    test_imatrix_rules();
+    test_imatrix_write(dir);
     rmdir(dir);
     return test_finish();
 }

@@ -25,6 +25,9 @@ static const struct scale_layout {
     {LOOM_TYPE_Q5_1, 0, 2, "minimum m"}, {LOOM_TYPE_Q8_0, 0, -1, 0},         {LOOM_TYPE_Q2_K, 80, 82, "scale dmin"},
     {LOOM_TYPE_Q3_K, 108, -1, 0},       {LOOM_TYPE_Q4_K, 0, 2, "scale dmin"}, {LOOM_TYPE_Q5_K, 0, 2, "scale dmin"},
     {LOOM_TYPE_Q6_K, 208, -1, 0},       {LOOM_TYPE_IQ4_NL, 0, -1, 0},       {LOOM_TYPE_IQ4_XS, 0, -1, 0},
+    {LOOM_TYPE_IQ1_S, 0, -1, 0},        {LOOM_TYPE_TQ1_0, 52, -1, 0},       {LOOM_TYPE_TQ2_0, 64, -1, 0},
+    {LOOM_TYPE_IQ2_XXS, 0, -1, 0},      {LOOM_TYPE_IQ2_XS, 0, -1, 0},       {LOOM_TYPE_IQ2_S, 0, -1, 0},
+    {LOOM_TYPE_IQ3_XXS, 0, -1, 0},      {LOOM_TYPE_IQ3_S, 0, -1, 0},
 };
 
 enum { N_BLOCKS = 3 };
@@ -92,6 +95,46 @@ static void test_q8_k(void)
                                !strcmp(f.what, isnan(values[v]) ? "nan" : "inf"),
               "Q8_K F32 d = %g: %s", values[v], ok ? "passed" : f.what);
     }
+}
+
+/* IQ1_M keeps its F16 d in the top nibbles of its four scale words (bytes 49, 51, 53, 55, lowest nibble
+ * first); MXFP4's E8M0 scale (byte 0) is invalid only as 0xff, the NaN code (ggml validate_e_e8m0). */
+static void test_iq1_m_mxfp4(void)
+{
+    static const struct {
+        uint16_t bits;
+        const char *what;
+    } values[] = {{0x7c00, "inf"}, {0xfc00, "inf"}, {0x7e00, "nan"}, {0x7c01, "nan"}, {0x7bff, 0}, {0x0001, 0}};
+    struct loom_row_fault f;
+    int bad = 0;
+    for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+        for (size_t i = 0; i < N_BLOCKS * 56; i++)
+            row[i] = (uint8_t)rnd_u32();
+        for (int b = 0; b < N_BLOCKS; b++)
+            for (int k = 0; k < 4; k++) { /* d = 1.0 (0x3c00) everywhere, values[v] in block 2 */
+                uint16_t d = b == 2 ? values[v].bits : 0x3c00;
+                row[56 * b + 49 + 2 * k] = (uint8_t)((row[56 * b + 49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+            }
+        int ok = validate(LOOM_TYPE_IQ1_M, N_BLOCKS, &f);
+        if (values[v].what)
+            bad += ok || f.index != 2 || strcmp(f.field, "scale d") || strcmp(f.what, values[v].what);
+        else
+            bad += !ok;
+    }
+    CHECK(bad == 0, "IQ1_M: %d scale cases judged wrongly", bad);
+    bad = 0;
+    for (int e = 0; e < 256; e++) {
+        for (size_t i = 0; i < N_BLOCKS * 17; i++)
+            row[i] = (uint8_t)rnd_u32();
+        for (int b = 0; b < N_BLOCKS; b++)
+            row[17 * b] = (uint8_t)(b == 1 ? e : 127);
+        int ok = validate(LOOM_TYPE_MXFP4, N_BLOCKS, &f);
+        bad += e == 0xff ? ok || f.index != 1 || strcmp(f.field, "scale e") : !ok;
+    }
+    CHECK(bad == 0, "MXFP4: %d of 256 E8M0 scales judged wrongly", bad);
+    char msg[160];
+    loom_row_fault_describe(LOOM_TYPE_MXFP4, &f, msg, sizeof msg);
+    CHECK(!strcmp(msg, "MXFP4 block 1 scale e is 0xff (the E8M0 NaN code)"), "description '%s'", msg);
 }
 
 /* F32, F16 and BF16 rows: every value is checked, in and after whole 256-element chunks. */
@@ -232,6 +275,7 @@ int main(void)
     test_row_where();
     test_f16_scales();
     test_q8_k();
+    test_iq1_m_mxfp4();
     test_values();
     test_rows();
     char dir[] = "/tmp/loom-test-validate-XXXXXX";

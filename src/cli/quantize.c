@@ -1,6 +1,8 @@
-/* quantize.c — `loom quantize [-t N] IN.gguf OUT.gguf TYPE`: convert an F32/F16/BF16 model with one of
- * llama.cpp's recipes (loom_quantize), with a progress bar on stderr; the output appears atomically
- * (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing written. */
+/* quantize.c — `loom quantize [-t N] [--imatrix FILE] [--tensor-type PATTERN=TYPE]... IN.gguf OUT.gguf TYPE`:
+ * convert an F32/F16/BF16 model with one of llama.cpp's recipes (loom_quantize), optionally steered by an
+ * importance matrix and per-tensor type overrides as llama-quantize takes them, with a progress bar on stderr;
+ * the output appears atomically (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing
+ * written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +14,15 @@
 
 static void quantize_usage(FILE *f)
 {
-    fprintf(f, "usage: loom quantize [-t THREADS] IN.gguf OUT.gguf TYPE\n  TYPE:");
+    fprintf(f, "usage: loom quantize [-t THREADS] [--imatrix FILE] [--tensor-type PATTERN=TYPE]... IN.gguf OUT.gguf "
+               "TYPE\n  TYPE:");
     for (int i = 0; loom_quantize_recipe(i); i++)
         fprintf(f, " %s", loom_quantize_recipe(i));
-    fprintf(f, "\n  per-tensor types as llama.cpp's llama-quantize chooses them (no importance matrix)\n");
+    fprintf(f, "\n  per-tensor types as llama.cpp's llama-quantize chooses them, the bytes it writes\n"
+               "  --imatrix FILE             importance matrix (GGUF from llama-imatrix) steering the quantizers\n"
+               "  --tensor-type PATTERN=TYPE tensors whose name matches PATTERN (a POSIX extended regular\n"
+               "                             expression, lowercased; \\d is [0-9]) take TYPE (q8_0, q6_k, f16, ...);\n"
+               "                             repeatable, the first match wins\n");
 }
 
 struct quantize_progress {
@@ -47,12 +54,29 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
             loom_cli_now() - p->t0);
 }
 
-/* Parse [-t N] and the three positional arguments; 0, or the exit status for a usage error. */
-static int quantize_args(int argc, char **argv, int *threads, const char *pos[3])
+/* Parse [-t N], --imatrix, --tensor-type and the three positional arguments into o (tensor_types points into
+ * types[], room for argc); 0, or the exit status for a usage error (-1: help printed). */
+static int quantize_args(int argc, char **argv, int *threads, const char *pos[3], loom_quantize_options *o,
+                         const char **types)
 {
     int n_pos = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        if (!strcmp(argv[i], "--imatrix") || !strcmp(argv[i], "--tensor-type")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "loom quantize: %s needs a value (%s)\n", argv[i],
+                        argv[i][2] == 'i' ? "an imatrix GGUF file" : "PATTERN=TYPE");
+                return 2;
+            }
+            if (argv[i][2] == 'i' && o->imatrix) {
+                fprintf(stderr, "loom quantize: --imatrix '%s': expected one importance matrix, found a second\n",
+                        argv[i + 1]);
+                return 2;
+            }
+            if (argv[i][2] == 'i')
+                o->imatrix = argv[++i];
+            else
+                types[o->n_tensor_types++] = argv[++i];
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             quantize_usage(stdout);
             return -1;
         } else if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) {
@@ -78,14 +102,10 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
     return 0;
 }
 
-int loom_cli_quantize(int argc, char **argv)
+/* The conversion once the arguments are parsed: the exit status. */
+static int quantize_run(const char *pos[3], int threads, loom_quantize_options *qo)
 {
-    const char *pos[3];
-    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = n_cpu > 0 ? (int)n_cpu : 1;
-    int rc = quantize_args(argc, argv, &threads, pos);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    int rc;
     const char *recipe = loom_cli_listed(pos[2], loom_quantize_recipe);
     if (!recipe) {
         fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
@@ -109,9 +129,11 @@ int loom_cli_quantize(int argc, char **argv)
     loom_cli_gguf_warnings("quantize", pos[0], in);
     struct quantize_progress prog = {.tty = isatty(STDERR_FILENO), .last = -1};
     prog.t0 = loom_cli_now();
-    loom_quantize_options qo = {.n_threads = threads, .progress = quantize_progress, .progress_ctx = &prog,
-                                .abort = loom_cli_abort};
-    rc = loom_quantize(in, recipe, pos[1], &qo, &err);
+    qo->n_threads = threads;
+    qo->progress = quantize_progress;
+    qo->progress_ctx = &prog;
+    qo->abort = loom_cli_abort;
+    rc = loom_quantize(in, recipe, pos[1], qo, &err);
     if (prog.tty && rc != LOOM_OK)
         fputc('\n', stderr);
     if (rc == LOOM_E_CANCELLED)
@@ -122,4 +144,23 @@ int loom_cli_quantize(int argc, char **argv)
         fprintf(stderr, "loom quantize: wrote %s (%s) in %.1f s\n", pos[1], recipe, loom_cli_now() - prog.t0);
     loom_gguf_close(in);
     return rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
+}
+
+int loom_cli_quantize(int argc, char **argv)
+{
+    const char *pos[3];
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = n_cpu > 0 ? (int)n_cpu : 1;
+    loom_quantize_options qo = {0};
+    const char **types = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *types);
+    if (!types) {
+        fprintf(stderr, "loom quantize: out of memory\n");
+        return 1;
+    }
+    qo.tensor_types = types;
+    int rc = quantize_args(argc, argv, &threads, pos, &qo, types);
+    if (!rc)
+        rc = quantize_run(pos, threads, &qo);
+    free(types);
+    return rc < 0 ? 0 : rc;
 }

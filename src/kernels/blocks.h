@@ -172,8 +172,116 @@ struct loom_block_iq4_xs {
 };
 _Static_assert(sizeof(struct loom_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
 
+/* The grid IQ types (iq2.c, iq3.c; tables in iq_grids.h): 256 weights in 8 sub-blocks of 32, each made of groups
+ * of 8 (IQ2) or 4 (IQ3) weights that are one grid entry's magnitudes with per-weight signs; value = db * grid
+ * byte * sign, db = d * (0.5 + ls) / 4 for IQ2 (d * (0.5 + ls) / 2 for IQ3_XXS, d * (1 + 2 ls) for IQ3_S) with ls
+ * the 4-bit scale of the weight's sub-block (IQ2_XS, IQ2_S: of its half of 16). An IQ2_XXS/IQ2_XS/IQ3_XXS sign
+ * index s (7 bits) stands for the 8 signs loom_iq2_ksigns[s]; bit j set: weight j negative. */
+
+/* IQ2_XXS: sub-block b is the 8 bytes at qs + 4b: bytes 0..3 the grid indices of its 4 groups of 8, then a
+ * 32-bit word whose bits 7l..7l+6 are group l's sign index and bits 28..31 ls. 66 bytes. */
+struct loom_block_iq2_xxs {
+    uint16_t d;       /* F16 super-scale */
+    uint16_t qs[32];  /* layout above */
+};
+_Static_assert(sizeof(struct loom_block_iq2_xxs) == 66, "IQ2_XXS block is 66 bytes");
+
+/* IQ2_XS: group g (< 32, weights 8g..8g+7) is qs[g]: bits 0..8 its grid index, bits 9..15 its sign index.
+ * scales[b]: low nibble the ls of sub-block b's first 16 weights, high nibble of its last 16. 74 bytes. */
+struct loom_block_iq2_xs {
+    uint16_t d;
+    uint16_t qs[32];
+    uint8_t scales[8];
+};
+_Static_assert(sizeof(struct loom_block_iq2_xs) == 74, "IQ2_XS block is 74 bytes");
+
+/* IQ2_S: group g (< 32): grid index qs[g] | bits 2(g%4), 2(g%4)+1 of qh[g/4] << 8 (10 bits); its 8 signs are
+ * the byte qs[32 + g] (bit j: weight j). scales as IQ2_XS. 82 bytes. */
+struct loom_block_iq2_s {
+    uint16_t d;
+    uint8_t qs[64];    /* 32 low index bytes, then 32 sign bytes */
+    uint8_t qh[8];
+    uint8_t scales[8];
+};
+_Static_assert(sizeof(struct loom_block_iq2_s) == 82, "IQ2_S block is 82 bytes");
+
+/* IQ3_XXS: group k (< 64, weights 4k..4k+3) has grid index qs[k]; sub-block b's 32-bit word at qs + 64 + 4b
+ * holds the sign indices of its 4 pairs of groups (bits 7l..7l+6 for weights 8l..8l+7) and ls (bits 28..31).
+ * 98 bytes. */
+struct loom_block_iq3_xxs {
+    uint16_t d;
+    uint8_t qs[96];
+};
+_Static_assert(sizeof(struct loom_block_iq3_xxs) == 98, "IQ3_XXS block is 98 bytes");
+
+/* IQ3_S: group k (< 64) has grid index qs[k] | bit k%8 of qh[k/8] << 8 (9 bits); weights 8m..8m+7 take their
+ * signs from the byte signs[m]. scales[p]: low nibble the ls of sub-block 2p, high nibble of 2p+1. 110 bytes. */
+struct loom_block_iq3_s {
+    uint16_t d;
+    uint8_t qs[64];
+    uint8_t qh[8];
+    uint8_t signs[32];
+    uint8_t scales[4];
+};
+_Static_assert(sizeof(struct loom_block_iq3_s) == 110, "IQ3_S block is 110 bytes");
+
 /* The 16 values of the IQ4_NL/IQ4_XS non-linear grid (llama.cpp ggml-common.h kvalues_iq4nl). */
 static const int8_t loom_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* The 1-bit lattice types (iq1.c; lattice loom_iq1s_grid in iq1_grid.h, entries of 8 values in {-1, 0, 1}):
+ * 256 weights in 8 sub-blocks of 32, each 4 groups of 8 that take one grid entry plus a shift delta = +-1/8. */
+
+/* IQ1_S: group l of sub-block ib has grid index qs[4ib + l] | bits 3l..3l+2 of qh[ib] << 8; bits 12..14 of
+ * qh[ib] are its scale ls, bit 15 the sign of its delta (set: -1/8); value = d * (2 ls + 1) * (grid + delta).
+ * 50 bytes. */
+struct loom_block_iq1_s {
+    uint16_t d;        /* F16 super-scale */
+    uint8_t qs[32];    /* low 8 bits of the grid indices */
+    uint16_t qh[8];    /* per sub-block: index high bits, scale, delta sign */
+};
+_Static_assert(sizeof(struct loom_block_iq1_s) == 50, "IQ1_S block is 50 bytes");
+
+/* IQ1_M: group l of sub-block ib has grid index qs[4ib + l] | (nibble & 7) << 8 and delta sign nibble bit 3
+ * (set: -1/8), nibble l%2 (low first) of qh[2ib + l/2]. The scales are 4 little-endian 16-bit words sc[4]:
+ * sub-block ib's groups 0-1 take 3-bit ls at bits 6(ib%2)..+2 of sc[ib/2], groups 2-3 bits 6(ib%2)+3..+5;
+ * the top nibbles of sc[0..3] form the F16 super-scale d (sc[0]'s lowest); value = d * (2 ls + 1) *
+ * (grid + delta). 56 bytes. */
+struct loom_block_iq1_m {
+    uint8_t qs[32];
+    uint8_t qh[16];
+    uint8_t scales[8];
+};
+_Static_assert(sizeof(struct loom_block_iq1_m) == 56, "IQ1_M block is 56 bytes");
+
+/* TQ1_0 (ternary, tq.c): 256 weights t - 1 with t in {0, 1, 2} and one F16 scale d; value = d * (t - 1). Each
+ * byte holds 5 (qs) or 4 (qh) base-3 digits: digit n of byte b is (3 * (uint8_t)(b * 3^n)) >> 8. Elements
+ * 32n + m (n < 5, m < 32) are digit n of qs[m]; 160 + 16n + m (n < 5, m < 16) digit n of qs[32 + m];
+ * 240 + 4n + j (n < 4, j < 4) digit n of qh[j]. 54 bytes. */
+struct loom_block_tq1_0 {
+    uint8_t qs[48];
+    uint8_t qh[4];
+    uint16_t d;        /* F16 scale */
+};
+_Static_assert(sizeof(struct loom_block_tq1_0) == 54, "TQ1_0 block is 54 bytes");
+
+/* TQ2_0 (ternary, 2 bits a weight): element 128h + 32l + m (h < 2, l < 4, m < 32) is t = bits 2l, 2l+1 of
+ * qs[32h + m]; value = d * (t - 1). 66 bytes. */
+struct loom_block_tq2_0 {
+    uint8_t qs[64];
+    uint16_t d;        /* F16 scale */
+};
+_Static_assert(sizeof(struct loom_block_tq2_0) == 66, "TQ2_0 block is 66 bytes");
+
+/* MXFP4 (mxfp4.c; OCP microscaling): 32 E2M1 weights as 4-bit indices into loom_mxfp4_values (the E2M1 values
+ * doubled) with an E8M0 scale e; value = values[index] * 2^(e - 128). Nibble layout as Q4_0. 17 bytes. */
+struct loom_block_mxfp4 {
+    uint8_t e;         /* E8M0 exponent (bias 127) */
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct loom_block_mxfp4) == 17, "MXFP4 block is 17 bytes");
+
+/* The 16 E2M1 values times 2 (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; OCP MX spec v1.0 section 5.3.3). */
+static const int8_t loom_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* The body of an x16 kernel's entry point: the activation rows 4 at a time (the last pass 1 to 4), each pass's
  * count a constant of the file's always-inline dot(n, y, y_stride, w, a, a_stride, rows), so each count is its

@@ -63,12 +63,12 @@ static int nearest_grid(float v)
     return v - g[hi - 1] < g[hi] - v ? hi - 1 : hi;
 }
 
-/* Best scale of one sub-block of 32 (weights x^2): start from d = max / 127 (sign so that the extreme
+/* Best scale of one sub-block of 32 (weights w, or x^2 when w is NULL): start from d = max / 127 (sign so that the extreme
  * value maps to grid[0] = -127), refit by least squares, and try the 15 scales (k - 127) / max for
  * k in [-7, 7], keeping the best sum(w q x)^2 / sum(w q q). L gets the indices of the first fit; returns
  * 0 for an all-zero sub-block (L untouched). Float operations in the reference's order
  * (ggml-quants.c quantize_row_iq4_nl_impl with ntry = 7 and no importance weights). */
-static float fit_sub_block(const float *x, uint8_t *L)
+static float fit_sub_block(const float *x, const float *w, uint8_t *L)
 {
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++)
@@ -82,9 +82,9 @@ static float fit_sub_block(const float *x, uint8_t *L)
     for (int j = 0; j < 32; j++) {
         int l = nearest_grid(id * x[j]);
         L[j] = (uint8_t)l;
-        float q = (float)loom_iq4nl_values[l], w = x[j] * x[j];
-        sumqx += w * q * x[j];
-        sumq2 += w * q * q;
+        float q = (float)loom_iq4nl_values[l], wj = w ? w[j] : x[j] * x[j];
+        sumqx += wj * q * x[j];
+        sumq2 += wj * q * q;
     }
     d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx;
@@ -92,9 +92,9 @@ static float fit_sub_block(const float *x, uint8_t *L)
         id = (float)(itry + loom_iq4nl_values[0]) / max;
         sumqx = sumq2 = 0;
         for (int j = 0; j < 32; j++) {
-            float q = (float)loom_iq4nl_values[nearest_grid(id * x[j])], w = x[j] * x[j];
-            sumqx += w * q * x[j];
-            sumq2 += w * q * q;
+            float q = (float)loom_iq4nl_values[nearest_grid(id * x[j])], wj = w ? w[j] : x[j] * x[j];
+            sumqx += wj * q * x[j];
+            sumq2 += wj * q * q;
         }
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             d = sumqx / sumq2;
@@ -119,7 +119,7 @@ void loom_iq4_nl_quantize(const float *src, void *dst, int64_t n)
     for (int64_t i = 0; i < n / 32; i++) {
         const float *x = src + 32 * i;
         uint8_t L[32];
-        float d = fit_sub_block(x, L);
+        float d = fit_sub_block(x, NULL, L);
         b[i].d = loom_f32_to_f16(d);
         float id = d != 0 ? 1 / d : 0;
         for (int j = 0; j < 32; j++)
@@ -131,35 +131,84 @@ void loom_iq4_nl_quantize(const float *src, void *dst, int64_t n)
 /* Weight quantization (quantize_iq4_xs without imatrix): fit the 8 sub-block scales, quantize them to
  * 6 bits against the one of largest magnitude (d = max_scale / -32, stored as F16), and requantize each
  * sub-block's indices against d * (ls - 32) computed from the unrounded d. */
+static void iq4_xs_block(const float *x, const float *w, struct loom_block_iq4_xs *b);
+
 void loom_iq4_xs_quantize(const float *src, void *dst, int64_t n)
 {
     struct loom_block_iq4_xs *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++)
+        iq4_xs_block(src + LOOM_QK_K * i, NULL, &b[i]);
+}
+
+/* The importance weights of quantize_row_iq4_nl_impl over a super-block x[nsb]: qw * sqrt(sigma2 + x^2), with
+ * sigma2 = sum(x^2) * (2 / nsb). */
+static void iq4_weights(const float *x, const float *qw, int nsb, float *w)
+{
+    float sigma2 = 0;
+    for (int j = 0; j < nsb; j++)
+        sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / (float)nsb;
+    for (int j = 0; j < nsb; j++)
+        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
+/* Weighted weight quantization of one row (quantize_iq4_xs with an importance matrix): as loom_iq4_xs_quantize
+ * with the sub-block fits weighted by iq4_weights over each super-block of 256. */
+void loom_iq4_xs_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_iq4_xs *b = dst;
+    float w[LOOM_QK_K];
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        const float *x = src + LOOM_QK_K * i;
+        iq4_weights(src + LOOM_QK_K * i, qw + LOOM_QK_K * i, LOOM_QK_K, w);
+        iq4_xs_block(src + LOOM_QK_K * i, w, &b[i]);
+    }
+}
+
+/* Weighted weight quantization of one row (quantize_iq4_nl with an importance matrix): as
+ * loom_iq4_nl_quantize with each block's fit weighted by iq4_weights over the block of 32. */
+void loom_iq4_nl_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_iq4_nl *b = dst;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const float *x = src + 32 * i;
         uint8_t L[32];
-        float scales[8], max_scale = 0, amax_scale = 0;
-        for (int s = 0; s < 8; s++) {
-            scales[s] = fit_sub_block(x + 32 * s, L);
-            if (fabsf(scales[s]) > amax_scale) {
-                amax_scale = fabsf(scales[s]);
-                max_scale = scales[s];
-            }
-        }
-        float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.f;
+        float w[32];
+        iq4_weights(x, qw + 32 * i, 32, w);
+        float d = fit_sub_block(x, w, L);
         b[i].d = loom_f32_to_f16(d);
-        b[i].scales_h = 0;
-        memset(b[i].scales_l, 0, sizeof b[i].scales_l);
-        for (int s = 0; s < 8; s++) {
-            int l = loom_nearest_int(id * scales[s]);
-            l = l < -32 ? -32 : l > 31 ? 31 : l;
-            float dl = d * (float)l, idl = dl != 0 ? 1 / dl : 0.f;
-            for (int j = 0; j < 32; j++)
-                L[j] = (uint8_t)nearest_grid(idl * x[32 * s + j]);
-            pack_indices(L, b[i].qs + 16 * s);
-            l += 32;
-            b[i].scales_l[s / 2] = (uint8_t)(b[i].scales_l[s / 2] | (l & 15) << (4 * (s % 2)));
-            b[i].scales_h = (uint16_t)(b[i].scales_h | (l >> 4) << (2 * s));
+        float id = d != 0 ? 1 / d : 0;
+        for (int j = 0; j < 32; j++)
+            L[j] = (uint8_t)nearest_grid(id * x[j]);
+        pack_indices(L, b[i].qs);
+    }
+}
+
+/* One IQ4_XS super-block of 256 at x into *b; w NULL: weights x^2 (the path without an importance matrix). */
+static void iq4_xs_block(const float *x, const float *w, struct loom_block_iq4_xs *b)
+{
+    uint8_t L[32];
+    float scales[8], max_scale = 0, amax_scale = 0;
+    for (int s = 0; s < 8; s++) {
+        scales[s] = fit_sub_block(x + 32 * s, w ? w + 32 * s : NULL, L);
+        if (fabsf(scales[s]) > amax_scale) {
+            amax_scale = fabsf(scales[s]);
+            max_scale = scales[s];
         }
+    }
+    float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.f;
+    b->d = loom_f32_to_f16(d);
+    b->scales_h = 0;
+    memset(b->scales_l, 0, sizeof b->scales_l);
+    for (int s = 0; s < 8; s++) {
+        int l = loom_nearest_int(id * scales[s]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        float dl = d * (float)l, idl = dl != 0 ? 1 / dl : 0.f;
+        for (int j = 0; j < 32; j++)
+            L[j] = (uint8_t)nearest_grid(idl * x[32 * s + j]);
+        pack_indices(L, b->qs + 16 * s);
+        l += 32;
+        b->scales_l[s / 2] = (uint8_t)(b->scales_l[s / 2] | (l & 15) << (4 * (s % 2)));
+        b->scales_h = (uint16_t)(b->scales_h | (l >> 4) << (2 * s));
     }
 }
 

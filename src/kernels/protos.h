@@ -89,6 +89,79 @@ void loom_iq4_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
 void loom_iq4_xs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 
+/* --- the grid IQ types: IQ2_XXS, IQ2_XS, IQ2_S (iq2.c), IQ3_XXS, IQ3_S (iq3.c), x86/ variants; no quantizer.
+ * vec_dot: ggml-cpu's AVX2 ggml_vec_dot_iq*_q8_K order; iqp: its IQ panel gemm (iqp.cpp), 8 or more rows --- */
+void loom_iq2_xxs_to_float(const void *src, float *dst, int64_t n);
+void loom_iq2_xxs_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_to_float(const void *src, float *dst, int64_t n);
+void loom_iq2_xs_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_to_float(const void *src, float *dst, int64_t n);
+void loom_iq2_s_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_to_float(const void *src, float *dst, int64_t n);
+void loom_iq3_xxs_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_to_float(const void *src, float *dst, int64_t n);
+void loom_iq3_s_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xxs_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xs_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq2_s_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_s_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq3_xxs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq3_xxs_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq3_s_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq3_s_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+
+/* --- IQ1_S, IQ1_M (iq1.c), TQ1_0, TQ2_0 (tq.c), MXFP4 (mxfp4.c), x86/ variants; no quantizer. vec_dot:
+ * ggml-cpu's AVX2 ggml_vec_dot_<type>_<vec_dot_type> order; iqp (IQ1): its IQ panel gemm, 8 or more rows;
+ * gemv (MXFP4): its repacked 8x8 gemv/gemm, weights in the CPU_REPACK buffer --- */
+void loom_iq1_s_to_float(const void *src, float *dst, int64_t n);
+void loom_iq1_s_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_s_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_m_to_float(const void *src, float *dst, int64_t n);
+void loom_iq1_m_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_m_iqp(int64_t n, float *s, const void *w, const void *a);
+void loom_tq1_0_to_float(const void *src, float *dst, int64_t n);
+void loom_tq1_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_tq2_0_to_float(const void *src, float *dst, int64_t n);
+void loom_tq2_0_vec_dot(int64_t n, float *s, const void *w, const void *a);
+/* 2^(e - 128): half the E8M0 scale e (MXFP4's values are the E2M1 values doubled); e < 2 give subnormals. */
+float loom_e8m0_half_to_f32(uint8_t e);
+void loom_mxfp4_to_float(const void *src, float *dst, int64_t n);
+void loom_mxfp4_vec_dot(int64_t n, float *s, const void *w, const void *a);
+void loom_mxfp4_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_s_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_m_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_m_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_tq1_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_tq2_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_mxfp4_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_mxfp4_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_iq1_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq1_m_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_mxfp4_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+int loom_iq1_s_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq1_m_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_tq1_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_tq2_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_mxfp4_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+
 /* --- the K-quants: Q2_K (q2_k.c), Q3_K (q3_k.c), Q4_K (q4_k.c), Q5_K (q5_k.c), Q6_K (q6_k.c), x86/ variants --- */
 void loom_q2_k_to_float(const void *src, float *dst, int64_t n);
 void loom_q2_k_quantize(const float *src, void *dst, int64_t n);
@@ -126,6 +199,37 @@ void loom_q6_k_vec_dot_rows4_avx2(int64_t n, float s[4], const void *w, const vo
 void loom_q6_k_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
 void loom_q6_k_vec_dot_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_q6_k_vec_dot_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+
+/* Weighted weight quantizers (the types' quantize_w trait; types.h loom_quantize_w_fn): one row of n elements
+ * with importance weights qw[n], bytewise ggml_quantize_chunk's with an imatrix. In the types' files. */
+void loom_q4_0_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q4_1_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q2_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q3_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q4_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q5_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_q6_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq4_nl_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq4_xs_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+
+/* The scale searches of the imatrix path (quant_fit.c), each in the reference's float order (no FMA):
+ * loom_fit_qx: ggml-quants.c make_qx_quants with rmse_type 1: symmetric quants in [-nmax, nmax - 1] around the
+ * signed extreme of x[n], 18 nearby scales tried, weights qw (x^2 when NULL); L[n] = quant + nmax; returns the
+ * scale (0 for an all-zero group). loom_fit_qkx3: make_qkx3_quants, x[n] (n <= 32) ~ scale * L - min, L in
+ * 0..nmax, weights (x^2 when NULL), nstep + 1 scales (rmin + rdelta * is + nmax) / (max - min); returns the
+ * scale, *neg_min = -min. loom_fit_qp: make_qp_quants, non-negative x[n] ~ scale * L with L in 0..nmax,
+ * weights qw, 8 nearby scales then coordinate descent; returns the scale. */
+float loom_fit_qx(int n, int nmax, const float *x, const float *qw, int8_t *L);
+float loom_fit_qkx3(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *neg_min, float rmin,
+                    float rdelta, int nstep, int use_mad);
+float loom_fit_qp(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+
+/* Fit one 256-weight super-block of Q4_K (nmax 15) or Q5_K (nmax 31, clamp_scales 1) on the imatrix path
+ * (quantize_row_q4_K_impl / q5_K_impl): per sub-block of 32 make_qkx3_quants with weights qw * sqrt(sigma2 +
+ * x^2), sigma2 = 2 * mean(x^2); scales and mins to 6 bits by make_qp_quants weighted by the sub-block weight
+ * sums; then L[256] recomputed from the rounded scales. q4_k.c. */
+void loom_k4_quantize_superblock_w(const float x[256], const float qw[256], int nmax, int clamp_scales,
+                                   uint8_t L[256], uint8_t scales[12], uint16_t *d, uint16_t *dmin);
 
 /* ggml-quants.c make_qkx2_quants: fit x[n] (n <= 32) ~ scale * L - min with L[n] in 0..nmax, min <= 0,
  * weights w[n]: start from the (min, max) grid, then try nstep + 1 scales iscale = (rmin + 0.1 is + nmax)
@@ -190,5 +294,10 @@ int loom_q5_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fa
 int loom_q6_k_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
 int loom_iq4_nl_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
 int loom_iq4_xs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq2_xxs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq2_xs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq2_s_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq3_xxs_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
+int loom_iq3_s_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
 
 #endif

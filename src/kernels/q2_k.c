@@ -174,3 +174,50 @@ void loom_q2_k_gemm(int64_t n, float *s, const void *w, const void *a)
     }
     *s = acc - accm;
 }
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q2_K_impl with an importance matrix):
+ * per 16-weight group (scale, min) by make_qkx3_quants (nmax 3, rmin -0.9, step 0.05, 36 steps) with weights
+ * qw * sqrt(sigma2 + x^2), sigma2 the block's mean square; the scales and mins quantized to 4 bits by
+ * make_qp_quants weighted by each group's weight sum; the weights requantized against the stored scales. */
+void loom_q2_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q2_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        const float *x = src + LOOM_QK_K * i;
+        uint8_t L[LOOM_QK_K], Ls[16], Lm[16];
+        float scales[16], mins[16], sw[16], w[16], sumx2 = 0;
+        for (int j = 0; j < LOOM_QK_K; j++)
+            sumx2 += x[j] * x[j];
+        float sigma2 = sumx2 / LOOM_QK_K;
+        for (int j = 0; j < 16; j++) {
+            sw[j] = 0;
+            for (int l = 0; l < 16; l++)
+                w[l] = qw[LOOM_QK_K * i + 16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++)
+                sw[j] += w[l];
+            scales[j] = loom_fit_qkx3(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, 0);
+        }
+        float dm = loom_fit_qp(16, 15, scales, Ls, sw), mm = loom_fit_qp(16, 15, mins, Lm, sw);
+        b[i].d = loom_f32_to_f16(dm);
+        b[i].dmin = loom_f32_to_f16(mm);
+        dm = loom_f16_to_f32(b[i].d);
+        mm = loom_f16_to_f32(b[i].dmin);
+        for (int j = 0; j < 16; j++)
+            b[i].scales[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
+        for (int j = 0; j < 16; j++) {
+            float d = dm * (float)(b[i].scales[j] & 15);
+            if (d == 0)
+                continue;
+            float m = mm * (float)(b[i].scales[j] >> 4);
+            for (int l = 0; l < 16; l++) {
+                int q = loom_nearest_int((x[16 * j + l] + m) / d);
+                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *q = L + 128 * h + l;
+                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+            }
+    }
+}

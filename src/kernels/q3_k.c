@@ -175,3 +175,59 @@ void loom_q3_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
     }
     *s = loom_hsum8(acc);
 }
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q3_K_impl with an importance matrix):
+ * per 16-weight group a scale by make_qx_quants (nmax 4) with weights qw * sqrt(sigma2 + x^2), sigma2 = 2 *
+ * the block's mean square; the 16 scales quantized to 6 bits by make_qx_quants (nmax 32) weighted by each
+ * group's weight sum; then the weights requantized against the stored scales, as loom_q3_k_quantize packs. */
+void loom_q3_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q3_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        const float *x = src + LOOM_QK_K * i;
+        int8_t L[LOOM_QK_K], Ls[16];
+        float scales[16], sw[16], w[16], sumx2 = 0;
+        for (int j = 0; j < LOOM_QK_K; j++)
+            sumx2 += x[j] * x[j];
+        float sigma2 = 2 * sumx2 / LOOM_QK_K;
+        for (int j = 0; j < 16; j++) {
+            float sumw = 0;
+            for (int l = 0; l < 16; l++)
+                w[l] = qw[LOOM_QK_K * i + 16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++)
+                sumw += w[l];
+            sw[j] = sumw;
+            scales[j] = loom_fit_qx(16, 4, x + 16 * j, w, L + 16 * j);
+        }
+        memset(b[i].scales, 0, 12);
+        float d_block = loom_fit_qx(16, 32, scales, sw, Ls);
+        for (int j = 0; j < 16; j++) {
+            int l = Ls[j];
+            if (j < 8)
+                b[i].scales[j] = (uint8_t)(l & 15);
+            else
+                b[i].scales[j - 8] = (uint8_t)(b[i].scales[j - 8] | (l & 15) << 4);
+            l >>= 4;
+            b[i].scales[8 + j % 4] = (uint8_t)(b[i].scales[8 + j % 4] | l << (2 * (j / 4)));
+        }
+        b[i].d = loom_f32_to_f16(d_block);
+        for (int j = 0; j < 16; j++) {
+            float d = loom_f16_to_f32(b[i].d) * (float)scale3(b[i].scales, j);
+            if (d == 0)
+                continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clamp_int(loom_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+        }
+        memset(b[i].hmask, 0, 32);
+        for (int e = 0; e < LOOM_QK_K; e++)
+            if (L[e] > 3) {
+                b[i].hmask[e % 32] = (uint8_t)(b[i].hmask[e % 32] | 1u << (e / 32));
+                L[e] = (int8_t)(L[e] - 4);
+            }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const int8_t *q = L + 128 * h + l;
+                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+            }
+    }
+}

@@ -77,6 +77,56 @@ void loom_q4_1_quantize(const float *src, void *dst, int64_t n)
     }
 }
 
+/* The importance weights of one 32-block on the reference's imatrix path: qw[j] * sqrt(sigma2 + x[j]^2). */
+static void block_weights(const float *x, const float *qw, float sigma2, float w[32])
+{
+    for (int j = 0; j < 32; j++)
+        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
+/* sum(x^2) / n over the whole row: the sigma2 of quantize_row_q4_0_impl / q4_1_impl. */
+static float row_sigma2(const float *x, int64_t n)
+{
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; j++)
+        sum_x2 += x[j] * x[j];
+    return sum_x2 / (float)n;
+}
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q4_0_impl with an importance matrix):
+ * per block d = make_qx_quants(32, 8, rmse 1) with weights qw * sqrt(sigma2 + x^2), sigma2 the row's mean
+ * square; quants l + 8 packed as in loom_q4_0_quantize. */
+void loom_q4_0_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q4_0 *b = dst;
+    float sigma2 = row_sigma2(src, n), w[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        int8_t L[32];
+        block_weights(src + 32 * i, qw + 32 * i, sigma2, w);
+        b[i].d = loom_f32_to_f16(loom_fit_qx(32, 8, src + 32 * i, w, L));
+        for (int j = 0; j < 16; j++)
+            b[i].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    }
+}
+
+/* Weighted weight quantization of one row (quantize_row_q4_1_impl): per block (d, -min) by make_qkx3_quants
+ * (nmax 15, rmin -0.9, step 0.05, 36 steps) with the weights of loom_q4_0_quantize_w. */
+void loom_q4_1_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q4_1 *b = dst;
+    float sigma2 = row_sigma2(src, n), w[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint8_t L[32];
+        float min;
+        block_weights(src + 32 * i, qw + 32 * i, sigma2, w);
+        float d = loom_fit_qkx3(32, 15, src + 32 * i, w, L, &min, -0.9f, 0.05f, 36, 0);
+        b[i].d = loom_f32_to_f16(d);
+        b[i].m = loom_f32_to_f16(-min);
+        for (int j = 0; j < 16; j++)
+            b[i].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    }
+}
+
 /* *s = sum over blocks of d_w * d_a * sum_j (q_j - 8) * qa_j. Order (AVX2 ggml_vec_dot_q4_0_q8_0): lane
  * l < 8 holds the exact integer sum over elements 4l..4l+3 of each block; acc[l] = fma(d_w * d_a, lane,
  * acc[l]); the 8 lanes are added as hsum_float_8. */

@@ -256,3 +256,68 @@ void loom_q4_k_quantize(const float *src, void *dst, int64_t n)
                 b[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | L[64 * g + 32 + l] << 4);
     }
 }
+
+void loom_k4_quantize_superblock_w(const float x[256], const float qw[256], int nmax, int clamp_scales,
+                                   uint8_t L[256], uint8_t scales[12], uint16_t *d, uint16_t *dmin)
+{
+    float sum_x2 = 0;
+    for (int l = 0; l < 256; l++)
+        sum_x2 += x[l] * x[l];
+    float sigma2 = 2 * sum_x2 / 256, w[32], sw[8], sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        float sumw = 0;
+        for (int l = 0; l < 32; l++)
+            w[l] = qw[32 * j + l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        for (int l = 0; l < 32; l++)
+            sumw += w[l];
+        sw[j] = sumw;
+        sc[j] = loom_fit_qkx3(32, nmax, x + 32 * j, w, L + 32 * j, &mn[j], -0.9f, 0.05f, 36, 0);
+    }
+    uint8_t Ls[8], Lm[8];
+    float d_block = loom_fit_qp(8, 63, sc, Ls, sw), m_block = loom_fit_qp(8, 63, mn, Lm, sw);
+    memset(scales, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        uint8_t ls = Ls[j], lm = Lm[j];
+        if (clamp_scales) {
+            ls = ls < 63 ? ls : 63;
+            lm = lm < 63 ? lm : 63;
+        }
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 15) | (lm & 15) << 4);
+            scales[j - 4] = (uint8_t)(scales[j - 4] | (ls >> 4) << 6);
+            scales[j] = (uint8_t)(scales[j] | (lm >> 4) << 6);
+        }
+    }
+    *d = loom_f32_to_f16(d_block);
+    *dmin = loom_f32_to_f16(m_block);
+    uint8_t q_sc[8], q_m[8];
+    loom_k4_scales(scales, q_sc, q_m);
+    for (int j = 0; j < 8; j++) {
+        float dj = loom_f16_to_f32(*d) * (float)q_sc[j];
+        if (dj == 0.0f)
+            continue;
+        float dm = loom_f16_to_f32(*dmin) * (float)q_m[j];
+        for (int l = 0; l < 32; l++) {
+            int q = loom_nearest_int((x[32 * j + l] + dm) / dj);
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+        }
+    }
+}
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q4_K_impl with an importance matrix):
+ * loom_k4_quantize_superblock_w with nmax 15, packed as loom_q4_k_quantize. */
+void loom_q4_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q4_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t L[LOOM_QK_K];
+        loom_k4_quantize_superblock_w(src + i * LOOM_QK_K, qw + i * LOOM_QK_K, 15, 0, L, b[i].scales, &b[i].d,
+                                      &b[i].dmin);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++)
+                b[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | L[64 * g + 32 + l] << 4);
+    }
+}

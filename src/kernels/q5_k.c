@@ -82,3 +82,22 @@ void loom_q5_k_quantize(const float *src, void *dst, int64_t n)
             }
     }
 }
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q5_K_impl with an importance matrix):
+ * loom_k4_quantize_superblock_w with nmax 31 and the 6-bit scales clamped to 63, packed as loom_q5_k_quantize. */
+void loom_q5_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q5_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        uint8_t L[LOOM_QK_K];
+        loom_k4_quantize_superblock_w(src + i * LOOM_QK_K, qw + i * LOOM_QK_K, 31, 1, L, b[i].scales, &b[i].d,
+                                      &b[i].dmin);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
+                b[i].qh[l] |= (uint8_t)((lo >> 4) << (2 * g) | (hi >> 4) << (2 * g + 1));
+                b[i].qs[32 * g + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            }
+    }
+}

@@ -111,6 +111,8 @@ static float q6_fit_group(int n, const float *x, int8_t *L)
     return scale;
 }
 
+static void q6_quantize_block(const float *x, const float *qw, struct loom_block_q6_k *b);
+
 /* Weight quantization, ggml-quants.c quantize_row_q6_K_ref: a scale per 16-weight group (q6_fit_group),
  * the group scales quantized to int8 against d = max_scale / -128 (the signed scale of largest
  * magnitude), the weights requantized against the rounded scales and packed as the Q6_K layout in
@@ -118,41 +120,56 @@ static float q6_fit_group(int n, const float *x, int8_t *L)
 void loom_q6_k_quantize(const float *src, void *dst, int64_t n)
 {
     struct loom_block_q6_k *b = dst;
-    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        const float *x = src + i * LOOM_QK_K;
-        int8_t L[LOOM_QK_K];
-        float scales[16], max_scale = 0, max_abs_scale = 0;
-        for (int g = 0; g < 16; g++) {
-            scales[g] = q6_fit_group(16, x + 16 * g, L + 16 * g);
-            if (fabsf(scales[g]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[g]);
-                max_scale = scales[g];
-            }
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++)
+        q6_quantize_block(src + i * LOOM_QK_K, NULL, &b[i]);
+}
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q6_K_impl with an importance matrix):
+ * as loom_q6_k_quantize, but each group's scale is make_qx_quants' fit with the importance weights qw
+ * themselves (not scaled by the values, unlike the other K-quants). */
+void loom_q6_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+{
+    struct loom_block_q6_k *b = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++)
+        q6_quantize_block(src + i * LOOM_QK_K, qw + i * LOOM_QK_K, &b[i]);
+}
+
+/* One super-block of 256 at x into *b; qw NULL: the reference path (weights x^2). */
+static void q6_quantize_block(const float *x, const float *qw, struct loom_block_q6_k *b)
+{
+    int8_t L[LOOM_QK_K];
+    float scales[16], max_scale = 0, max_abs_scale = 0;
+    for (int g = 0; g < 16; g++) {
+        scales[g] = qw ? loom_fit_qx(16, 32, x + 16 * g, qw + 16 * g, L + 16 * g)
+                       : q6_fit_group(16, x + 16 * g, L + 16 * g);
+        if (fabsf(scales[g]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[g]);
+            max_scale = scales[g];
         }
-        memset(&b[i], 0, sizeof b[i]);
-        if (max_abs_scale < 1e-15f)
-            continue;
-        float iscale = -128.f / max_scale;
-        b[i].d = loom_f32_to_f16(1 / iscale);
-        for (int g = 0; g < 16; g++) {
-            int s = loom_nearest_int(iscale * scales[g]);
-            b[i].scales[g] = (int8_t)(uint8_t)(s < 127 ? s : 127);
-        }
-        for (int g = 0; g < 16; g++) {
-            float d = loom_f16_to_f32(b[i].d) * (float)b[i].scales[g];
-            if (d == 0.0f)
-                continue;
-            for (int l = 0; l < 16; l++) {
-                int q = loom_nearest_int(x[16 * g + l] / d);
-                L[16 * g + l] = (int8_t)(32 + (q < -32 ? -32 : q > 31 ? 31 : q));
-            }
-        }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const int8_t *q = L + 128 * h + l;
-                b[i].ql[64 * h + l] = (uint8_t)((q[0] & 15) | (q[64] & 15) << 4);
-                b[i].ql[64 * h + 32 + l] = (uint8_t)((q[32] & 15) | (q[96] & 15) << 4);
-                b[i].qh[32 * h + l] = (uint8_t)(q[0] >> 4 | (q[32] >> 4) << 2 | (q[64] >> 4) << 4 | (q[96] >> 4) << 6);
-            }
     }
+    memset(b, 0, sizeof *b);
+    if (max_abs_scale < 1e-15f)
+        return;
+    float iscale = -128.f / max_scale;
+    b->d = loom_f32_to_f16(1 / iscale);
+    for (int g = 0; g < 16; g++) {
+        int s = loom_nearest_int(iscale * scales[g]);
+        b->scales[g] = (int8_t)(uint8_t)(s < 127 ? s : 127);
+    }
+    for (int g = 0; g < 16; g++) {
+        float d = loom_f16_to_f32(b->d) * (float)b->scales[g];
+        if (d == 0.0f)
+            continue;
+        for (int l = 0; l < 16; l++) {
+            int q = loom_nearest_int(x[16 * g + l] / d);
+            L[16 * g + l] = (int8_t)(32 + (q < -32 ? -32 : q > 31 ? 31 : q));
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int8_t *q = L + 128 * h + l;
+            b->ql[64 * h + l] = (uint8_t)((q[0] & 15) | (q[64] & 15) << 4);
+            b->ql[64 * h + 32 + l] = (uint8_t)((q[32] & 15) | (q[96] & 15) << 4);
+            b->qh[32 * h + l] = (uint8_t)(q[0] >> 4 | (q[32] >> 4) << 2 | (q[64] >> 4) << 4 | (q[96] >> 4) << 6);
+        }
 }

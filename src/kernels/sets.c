@@ -12,6 +12,40 @@
 #define DOT(row) {row, 0, 0}
 #define DOT4(row, rows4) {row, rows4, 0}
 
+/* The grid IQ types (iq2.c, iq3.c) with their scalar kernels: the vec_dot and IQ panel orders. */
+#define IQ_GRID_SCALAR(T, t) [LOOM_TYPE_##T] = {.vec_dot = DOT(loom_##t##_vec_dot), .iqp = DOT(loom_##t##_iqp)}
+#define IQ_GRID_TYPES_SCALAR                                                                                           \
+    IQ_GRID_SCALAR(IQ2_XXS, iq2_xxs), IQ_GRID_SCALAR(IQ2_XS, iq2_xs), IQ_GRID_SCALAR(IQ2_S, iq2_s),                   \
+        IQ_GRID_SCALAR(IQ3_XXS, iq3_xxs), IQ_GRID_SCALAR(IQ3_S, iq3_s)
+/* ... and with their AVX2 kernels (x86/iq2_avx2.c, iq3_avx2.c), which the AVX-512 set keeps. */
+#define IQ_GRID_AVX2(T, t)                                                                                             \
+    [LOOM_TYPE_##T] = {.vec_dot = DOT(loom_##t##_vec_dot_avx2),                                                        \
+                       .iqp = {loom_##t##_iqp_avx2, loom_##t##_iqp_rows4_avx2, loom_##t##_iqp_rows8_avx2}}
+#define IQ_GRID_TYPES_AVX2                                                                                             \
+    IQ_GRID_AVX2(IQ2_XXS, iq2_xxs), IQ_GRID_AVX2(IQ2_XS, iq2_xs), IQ_GRID_AVX2(IQ2_S, iq2_s),                         \
+        IQ_GRID_AVX2(IQ3_XXS, iq3_xxs), IQ_GRID_AVX2(IQ3_S, iq3_s)
+
+/* IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4 (iq1.c, tq.c, mxfp4.c) with their scalar kernels: vec_dot, the IQ panel
+ * order (IQ1) and the repacked gemv/gemm order (MXFP4, one order for both). */
+#define LOW_BIT_TYPES_SCALAR                                                                                           \
+    [LOOM_TYPE_IQ1_S] = {.vec_dot = DOT(loom_iq1_s_vec_dot), .iqp = DOT(loom_iq1_s_iqp)},                            \
+    [LOOM_TYPE_IQ1_M] = {.vec_dot = DOT(loom_iq1_m_vec_dot), .iqp = DOT(loom_iq1_m_iqp)},                            \
+    [LOOM_TYPE_TQ1_0] = {.vec_dot = DOT(loom_tq1_0_vec_dot)},                                                          \
+    [LOOM_TYPE_TQ2_0] = {.vec_dot = DOT(loom_tq2_0_vec_dot)},                                                          \
+    [LOOM_TYPE_MXFP4] = {.vec_dot = DOT(loom_mxfp4_vec_dot), .gemv = DOT(loom_mxfp4_gemv), .gemm = DOT(loom_mxfp4_gemv)}
+
+/* The same with the AVX2 kernels (x86/iq1_avx2.c, tq_avx2.c, mxfp4_avx2.c), which the AVX-512 set keeps too. */
+#define LOW_BIT_TYPES_AVX2                                                                                             \
+    [LOOM_TYPE_IQ1_S] = {.vec_dot = DOT(loom_iq1_s_vec_dot_avx2),                                                     \
+                         .iqp = DOT4(loom_iq1_s_iqp_avx2, loom_iq1_s_iqp_rows4_avx2)},                                \
+    [LOOM_TYPE_IQ1_M] = {.vec_dot = DOT(loom_iq1_m_vec_dot_avx2),                                                     \
+                         .iqp = DOT4(loom_iq1_m_iqp_avx2, loom_iq1_m_iqp_rows4_avx2)},                                \
+    [LOOM_TYPE_TQ1_0] = {.vec_dot = DOT(loom_tq1_0_vec_dot_avx2)},                                                     \
+    [LOOM_TYPE_TQ2_0] = {.vec_dot = DOT(loom_tq2_0_vec_dot_avx2)},                                                     \
+    [LOOM_TYPE_MXFP4] = {.vec_dot = DOT(loom_mxfp4_vec_dot_avx2),                                                     \
+                         .gemv = DOT4(loom_mxfp4_gemv_avx2, loom_mxfp4_gemv_rows4_avx2),                              \
+                         .gemm = DOT4(loom_mxfp4_gemv_avx2, loom_mxfp4_gemv_rows4_avx2)}
+
 /* The scalar set: the reference implementation of every kernel. */
 /* A set's ops: the functions of ops.h with the set's suffix (none for the scalar reference). */
 #define OPS(sfx)                                                                                                       \
@@ -51,6 +85,8 @@ static const struct loom_kernel_set set_scalar = {
         [LOOM_TYPE_IQ4_NL] = {.vec_dot = DOT(loom_iq4_nl_vec_dot), .gemv = DOT(loom_iq4_nl_gemv),
                               .gemm = DOT(loom_iq4_nl_gemv), .tinyblas = DOT(loom_iq4_nl_tinyblas)},
         [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot), .iqp = DOT(loom_iq4_xs_iqp)},
+        LOW_BIT_TYPES_SCALAR,
+        IQ_GRID_TYPES_SCALAR,
     },
     .ops = OPS(),
 };
@@ -80,7 +116,8 @@ static const struct loom_kernel_set set_scalar = {
                           .gemm = DOT4(loom_iq4_nl_gemv_avx2, loom_iq4_nl_gemv_rows4_avx2),                           \
                           .tinyblas = DOT(loom_iq4_nl_tinyblas_avx2)},                                                \
     [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),                                                   \
-                          .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)}
+                          .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)},                              \
+    IQ_GRID_TYPES_AVX2
 
 /* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K and Q6_K x16 kernels, and the hand-written 8-lane ops
  * (x86/ops_avx2.c). */
@@ -89,6 +126,7 @@ static const struct loom_kernel_set set_avx2 = {
     .mode = LOOM_KERNELS_AVX2,
     .types = {
         AVX2_SHARED_TYPES,
+        LOW_BIT_TYPES_AVX2,
         [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx2),
                             .tinyblas = DOT(loom_bf16_tinyblas_avx2)},
         [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx2)},
@@ -112,6 +150,7 @@ static const struct loom_kernel_set set_avx512 = {
     .mode = LOOM_KERNELS_AVX512,
     .types = {
         AVX2_SHARED_TYPES,
+        LOW_BIT_TYPES_AVX2,
         [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx512),
                             .tinyblas = DOT4(loom_bf16_tinyblas_avx512, loom_bf16_tinyblas_rows4_avx512)},
         [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx512)},

@@ -25,9 +25,19 @@ enum loom_type {
     LOOM_TYPE_Q5_K = 13,
     LOOM_TYPE_Q6_K = 14,
     LOOM_TYPE_Q8_K = 15,
+    LOOM_TYPE_IQ2_XXS = 16,
+    LOOM_TYPE_IQ2_XS = 17,
+    LOOM_TYPE_IQ3_XXS = 18,
+    LOOM_TYPE_IQ1_S = 19,
     LOOM_TYPE_IQ4_NL = 20,
+    LOOM_TYPE_IQ3_S = 21,
+    LOOM_TYPE_IQ2_S = 22,
     LOOM_TYPE_IQ4_XS = 23,
+    LOOM_TYPE_IQ1_M = 29,
     LOOM_TYPE_BF16 = 30,
+    LOOM_TYPE_TQ1_0 = 34,
+    LOOM_TYPE_TQ2_0 = 35,
+    LOOM_TYPE_MXFP4 = 39,
     LOOM_TYPE_COUNT = 40,
 };
 
@@ -36,6 +46,10 @@ typedef void (*loom_to_float_fn)(const void *src, float *dst, int64_t n);
 /* quantize n floats (n a multiple of block_size) into blocks: activation rows (a kernel set's from_float) and
  * weights (the traits' quantize) */
 typedef void (*loom_from_float_fn)(const float *src, void *dst, int64_t n);
+
+/* quantize one row of n floats (the tensor's row length, a multiple of block_size: some types take statistics
+ * over the whole row) with per-column importance weights w[n] (an imatrix row: mean squared activations) */
+typedef void (*loom_quantize_w_fn)(const float *src, void *dst, int64_t n, const float *w);
 
 /* What a row validator found: the block (the element, for F32/F16/BF16) and what was wrong with it. */
 struct loom_row_fault {
@@ -55,6 +69,9 @@ struct loom_type_traits {
     loom_to_float_fn to_float;   /* the scalar reference (no set has another); NULL for types loom cannot run */
     loom_from_float_fn quantize; /* weight quantization, reference path (no imatrix) */
     loom_validate_fn validate_row; /* NULL for Q8_1, a type ggml_validate_row_data rejects outright */
+    loom_quantize_w_fn quantize_w; /* weight quantization with an importance matrix (llama.cpp's
+                                    * quantize_<type>(..., quant_weights) path); NULL where the reference ignores
+                                    * the weights (Q8_0, F16, ...) or loom has no such quantizer */
 };
 
 /* Traits of a type id, or NULL when loom does not know it (unknown ids are a format error upstream). */

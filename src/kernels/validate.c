@@ -1,6 +1,7 @@
 /* validate.c — the row validators of the trait table (validate_row): ggml_validate_row_data's rules
  * (ggml-quants.c) per type: F32/F16/BF16 values and every block's F32 or F16 scales (d, and dmin or m
- * where the block has one) must be neither inf nor NaN. Quants themselves are never invalid. Also the
+ * where the block has one) must be neither inf nor NaN; MXFP4's E8M0 scale must not be 0xff. Quants themselves
+ * are never invalid. Also the
  * row loop over a tensor and the wording of a finding. */
 #include <inttypes.h>
 #include <stddef.h>
@@ -144,6 +145,37 @@ F16_DM(loom_q5_k_validate_row, loom_block_q5_k, dmin, "scale dmin")
 F16_D(loom_q6_k_validate_row, loom_block_q6_k)
 F16_D(loom_iq4_nl_validate_row, loom_block_iq4_nl)
 F16_D(loom_iq4_xs_validate_row, loom_block_iq4_xs)
+F16_D(loom_iq2_xxs_validate_row, loom_block_iq2_xxs)
+F16_D(loom_iq2_xs_validate_row, loom_block_iq2_xs)
+F16_D(loom_iq2_s_validate_row, loom_block_iq2_s)
+F16_D(loom_iq3_xxs_validate_row, loom_block_iq3_xxs)
+F16_D(loom_iq3_s_validate_row, loom_block_iq3_s)
+F16_D(loom_iq1_s_validate_row, loom_block_iq1_s)
+F16_D(loom_tq1_0_validate_row, loom_block_tq1_0)
+F16_D(loom_tq2_0_validate_row, loom_block_tq2_0)
+
+/* IQ1_M has no d field: its F16 scale d is the top nibbles of the four little-endian scale words. */
+int loom_iq1_m_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault)
+{
+    const struct loom_block_iq1_m *b = row;
+    for (int64_t i = 0; i < n_blocks; i++) {
+        const uint8_t *s = b[i].scales;
+        uint16_t d = (uint16_t)(s[1] >> 4 | (s[3] & 0xf0) | (s[5] >> 4) << 8 | (s[7] & 0xf0) << 8);
+        if (f16_fault(d))
+            return fault_at(fault, i, "scale d", f16_fault(d));
+    }
+    return 1;
+}
+
+/* MXFP4's E8M0 scale e is invalid only as 0xff, the format's NaN code. */
+int loom_mxfp4_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault)
+{
+    const struct loom_block_mxfp4 *b = row;
+    for (int64_t i = 0; i < n_blocks; i++)
+        if (b[i].e == 0xff)
+            return fault_at(fault, i, "scale e", "0xff (the E8M0 NaN code)");
+    return 1;
+}
 
 int64_t loom_type_validate_rows(uint32_t type, const void *data, int64_t n, int64_t n_rows,
                                 struct loom_row_fault *fault)

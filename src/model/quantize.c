@@ -1,16 +1,21 @@
 /* quantize.c — model quantization: llama.cpp's per-tensor type recipes (llama-quant.cpp
- * llama_tensor_get_type, without an importance matrix) and the conversion of a GGUF file, tensor by
- * tensor, through the atomic GGUF writer with each type's reference-path weight quantizer, every source
- * and output row validated as the reference does. */
+ * llama_tensor_get_type, with or without an importance matrix, with llama-quantize's --tensor-type overrides
+ * and the block-size fallbacks) and the conversion of a GGUF file, tensor by tensor, through the atomic GGUF
+ * writer with each type's weight quantizer (the imatrix-weighted one where an importance matrix covers the
+ * tensor), every source and output row validated as the reference does. */
 #include "model/quantize.h"
 
+#include <ctype.h>
 #include <inttypes.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/protos.h"
 #include "kernels/types.h"
+#include "model/imatrix.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -21,7 +26,7 @@ const struct loom_quant_recipe loom_quant_recipes[] = {
 };
 
 /* llama_ftype numbers the rules below test */
-enum { FT_Q8_0 = 7, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_XS = 30 };
+enum { FT_Q4_0 = 2, FT_Q8_0 = 7, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_XS = 30 };
 
 const struct loom_quant_recipe *loom_quant_find_recipe(const char *name)
 {
@@ -99,12 +104,14 @@ static int quant_more_bits(int i, int n)
 
 /* Counters the rules advance in the reference's tensor order, and what they test of the model. */
 struct quant_state {
-    int n_attn_v, i_attn_v, i_ffn_down, n_layer, n_expert, tied, gqa;
+    int n_attn_v, i_attn_v, i_ffn_down, n_layer, n_expert, tied, gqa, imatrix;
 };
 
 /* llama_tensor_get_type_impl restricted to loom's recipes on a model that is not Falcon (nor Llama 70B).
  * layer: the ffn_down rule's layer (quant_ffn_layer). The 8-expert rules are the reference's: attn_v, attn_qkv
- * and attn_k go to Q8_0 under every recipe, attn_output to Q5_K under Q4_K_M, Q4_K_S and IQ4_XS. */
+ * and attn_k go to Q8_0 under every recipe, attn_output to Q5_K under Q4_K_M, Q4_K_S and IQ4_XS. With an
+ * importance matrix (s->imatrix) the first eighth of ffn_down stays IQ4_XS under IQ4_XS and becomes Q4_1
+ * under Q4_0, as the reference's has_imatrix rules. */
 static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor *t, enum quant_category cat,
                            int layer, uint32_t ftype, uint32_t type)
 {
@@ -135,12 +142,14 @@ static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor
         if (ftype == FT_Q4_K_M) {
             if (quant_more_bits(layer, n))
                 type = LOOM_TYPE_Q6_K;
-        } else if (layer < n / 8 && ftype == FT_IQ4_XS) {
+        } else if (layer < n / 8 && ftype == FT_IQ4_XS && !s->imatrix) {
             type = LOOM_TYPE_Q5_K;
         } else if (ftype == FT_Q5_K_M && quant_more_bits(layer, n)) {
             type = LOOM_TYPE_Q6_K;
         } else if (ftype == FT_Q4_K_S && layer < n / 8) {
             type = LOOM_TYPE_Q5_K;
+        } else if (ftype == FT_Q4_0 && s->imatrix && layer < n / 8) {
+            type = LOOM_TYPE_Q4_1;
         }
         s->i_ffn_down++;
     }
@@ -207,26 +216,71 @@ static int quant_is_float(uint32_t type)
     return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16;
 }
 
-/* The type of tensor t under recipe r, or an error naming it. */
+/* llama-quant.cpp tensor_type_fallback: a type whose block size does not divide the row length is replaced
+ * by one of the same family with 32-element blocks, and by F16 when even that does not divide it. */
+static int quant_fallback(const struct loom_quant_tensor *t, uint32_t type, uint32_t *out, loom_error *err)
+{
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    *out = type;
+    if (tr && t->ne[0] % (uint64_t)tr->block_size == 0)
+        return LOOM_OK;
+    uint32_t fb;
+    switch (type) {
+    case LOOM_TYPE_IQ1_S: case LOOM_TYPE_IQ1_M: case LOOM_TYPE_IQ2_XXS: case LOOM_TYPE_IQ2_XS: case LOOM_TYPE_IQ2_S:
+    case LOOM_TYPE_IQ3_XXS: case LOOM_TYPE_IQ3_S: case LOOM_TYPE_IQ4_XS: fb = LOOM_TYPE_IQ4_NL; break;
+    case LOOM_TYPE_Q2_K: case LOOM_TYPE_Q3_K: case LOOM_TYPE_TQ1_0: case LOOM_TYPE_TQ2_0: fb = LOOM_TYPE_Q4_0; break;
+    case LOOM_TYPE_Q4_K: fb = LOOM_TYPE_Q5_0; break;
+    case LOOM_TYPE_Q5_K: fb = LOOM_TYPE_Q5_1; break;
+    case LOOM_TYPE_Q6_K: fb = LOOM_TYPE_Q8_0; break;
+    default:
+        if (!tr || tr->block_size > 32)
+            return loom_errorf(err, LOOM_E_ARG, "tensor '%s': row length %" PRIu64 " does not fit type %s, which has "
+                               "no fallback type (the reference has none either)", t->name, t->ne[0],
+                               tr ? tr->name : "unknown");
+        fb = type;
+    }
+    if (t->ne[0] % (uint64_t)loom_type_traits(fb)->block_size)
+        fb = LOOM_TYPE_F16;
+    *out = fb;
+    return LOOM_OK;
+}
+
+/* The first override whose pattern matches name (NULL: none). */
+static const struct loom_quant_override *quant_override_find(const struct loom_quant_overrides *o, const char *name)
+{
+    for (size_t i = 0; o && i < o->n; i++)
+        if (regexec(&o->o[i].re, name, 0, NULL, 0) == 0)
+            return &o->o[i];
+    return NULL;
+}
+
+/* The type of tensor t under recipe r, or an error naming it: as llama_tensor_get_type, an override (the first
+ * whose pattern matches) replaces the recipe's rules for the tensor, whose counters then do not advance; the
+ * block-size fallback applies to both. */
 static int quant_choose_one(struct quant_state *s, const struct loom_quant_tensor *t,
-                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err)
+                            const struct loom_quant_recipe *r, const struct loom_quant_overrides *ov, uint32_t *out,
+                            loom_error *err)
 {
     if (!quant_allowed(t)) {
         *out = t->type;
         return LOOM_OK;
     }
-    enum quant_category cat = quant_category(t->name);
-    int layer;
-    int rc = quant_ffn_layer(s, t->name, cat, &layer, err);
+    uint32_t type = r->default_type;
+    const struct loom_quant_override *o = quant_override_find(ov, t->name);
+    int rc = LOOM_OK;
+    if (o) {
+        type = o->type;
+    } else {
+        enum quant_category cat = quant_category(t->name);
+        int layer;
+        rc = quant_ffn_layer(s, t->name, cat, &layer, err);
+        if (rc)
+            return rc;
+        type = quant_rule(s, t, cat, layer, r->ftype, type);
+    }
+    rc = quant_fallback(t, type, &type, err);
     if (rc)
         return rc;
-    uint32_t type = quant_rule(s, t, cat, layer, r->ftype, r->default_type);
-    const struct loom_type_traits *tr = loom_type_traits(type);
-    if (t->ne[0] % (uint64_t)tr->block_size)
-        return loom_errorf(err, LOOM_E_ARG,
-                           "tensor '%s': row length %" PRIu64 " is not a multiple of %s's block size %" PRId64
-                           " (loom does not pad or fall back to another type)",
-                           t->name, t->ne[0], tr->name, tr->block_size);
     if (type != t->type && !quant_is_float(t->type)) {
         const struct loom_type_traits *src = loom_type_traits(t->type);
         return loom_errorf(err, LOOM_E_ARG, "tensor '%s': source type %s, expected F32, F16 or BF16 (no requantizing)",
@@ -236,13 +290,15 @@ static int quant_choose_one(struct quant_state *s, const struct loom_quant_tenso
     return LOOM_OK;
 }
 
-int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
-                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err)
+int loom_quant_choose_types_ex(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
+                               const struct loom_quant_recipe *r, const struct loom_quant_extra *x, uint32_t *out,
+                               loom_error *err)
 {
     if (!m || !r || (n && (!t || !out)))
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing model, tensors, recipe or output");
     struct quant_state s = {.n_layer = (int)m->n_layer, .n_expert = (int)m->n_expert, .tied = 1,
-                            .gqa = m->n_head_kv ? (int)(m->n_head / m->n_head_kv) : 0};
+                            .gqa = m->n_head_kv ? (int)(m->n_head / m->n_head_kv) : 0,
+                            .imatrix = x && x->imatrix};
     size_t *perm = malloc((n ? n : 1) * sizeof *perm);
     if (!perm)
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor indices", n);
@@ -252,9 +308,118 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
     }
     int rc = loom_quant_file_order(t, n, perm, err);
     for (size_t k = 0; k < n && rc == LOOM_OK; k++)
-        rc = quant_choose_one(&s, &t[perm[k]], r, &out[perm[k]], err);
+        rc = quant_choose_one(&s, &t[perm[k]], r, x ? x->overrides : NULL, &out[perm[k]], err);
     free(perm);
     return rc;
+}
+
+int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
+                            const struct loom_quant_recipe *r, uint32_t *out, loom_error *err)
+{
+    return loom_quant_choose_types_ex(m, t, n, r, NULL, out, err);
+}
+
+/* ---- overrides (llama-quantize --tensor-type PATTERN=TYPE) ------------------------------------------------ */
+
+/* The types an override may name: those loom quantizes to, and the float types. NULL for any other. */
+static const struct loom_type_traits *quant_override_type(const char *name, uint32_t *type)
+{
+    for (uint32_t i = 0; i < LOOM_TYPE_COUNT; i++) {
+        const struct loom_type_traits *tr = loom_type_traits(i);
+        if (tr && !strcasecmp(tr->name, name) && (tr->quantize || quant_is_float(i))) {
+            *type = i;
+            return tr;
+        }
+    }
+    return NULL;
+}
+
+/* pattern, lowercased whole as llama-quantize lowercases it (so "\D" reads as "\d"), in POSIX extended syntax:
+ * ECMAScript's \d outside a bracket expression becomes [0-9]; everything else is passed as written. */
+static int quant_override_regex(const char *pattern, size_t len, char *out, size_t cap)
+{
+    size_t k = 0;
+    int bracket = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = (char)tolower((unsigned char)pattern[i]);
+        const char *put = NULL;
+        char one[3] = {c, 0, 0};
+        if (c == '\\' && i + 1 < len) {
+            char e = (char)tolower((unsigned char)pattern[++i]);
+            one[1] = e;
+            put = !bracket && e == 'd' ? "[0-9]" : one;
+        } else {
+            bracket = c == '[' ? 1 : c == ']' ? 0 : bracket;
+            put = one;
+        }
+        size_t n = strlen(put);
+        if (k + n + 1 > cap)
+            return -1;
+        memcpy(out + k, put, n);
+        k += n;
+    }
+    out[k] = 0;
+    return 0;
+}
+
+/* One "PATTERN=TYPE" into o. */
+static int quant_override_parse(const char *spec, struct loom_quant_override *o, loom_error *err)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return loom_errorf(err, LOOM_E_ARG, "tensor type '%s': expected PATTERN=TYPE (e.g. attn_q=q8_0)%s", spec,
+                           !eq ? "" : eq == spec ? ", found no pattern" : ", found no type");
+    if (!quant_override_type(eq + 1, &o->type))
+        return loom_errorf(err, LOOM_E_ARG, "tensor type '%s': type '%s', expected one loom quantizes to (Q4_0, Q4_1, "
+                           "Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS) or F32, F16, BF16", spec, eq + 1);
+    size_t cap = 5 * (size_t)(eq - spec) + 1;
+    o->pattern = malloc(cap);
+    if (!o->pattern)
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for pattern '%s'", spec);
+    quant_override_regex(spec, (size_t)(eq - spec), o->pattern, cap);
+    int rc = regcomp(&o->re, o->pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char why[128];
+        regerror(rc, &o->re, why, sizeof why);
+        int r = loom_errorf(err, LOOM_E_ARG, "tensor type '%s': pattern '%.*s' is not a POSIX extended regular "
+                            "expression: %s", spec, (int)(eq - spec), spec, why);
+        free(o->pattern);
+        o->pattern = NULL;
+        return r;
+    }
+    return LOOM_OK;
+}
+
+int loom_quant_overrides_parse(const char *const *specs, size_t n, struct loom_quant_overrides **out, loom_error *err)
+{
+    struct loom_quant_overrides *ov = calloc(1, sizeof *ov);
+    if (!ov || !(ov->o = calloc(n ? n : 1, sizeof *ov->o))) {
+        free(ov);
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor type overrides", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = specs[i] ? quant_override_parse(specs[i], &ov->o[i], err)
+                          : loom_errorf(err, LOOM_E_ARG, "tensor type %zu: NULL, expected PATTERN=TYPE", i);
+        if (rc) {
+            loom_quant_overrides_free(ov);
+            return rc;
+        }
+        ov->n++;
+    }
+    *out = ov;
+    return LOOM_OK;
+}
+
+void loom_quant_overrides_free(struct loom_quant_overrides *o)
+{
+    if (!o)
+        return;
+    for (size_t i = 0; i < o->n; i++) {
+        regfree(&o->o[i].re);
+        free(o->o[i].pattern);
+    }
+    free(o->o);
+    free(o);
 }
 
 /* ---- file conversion ------------------------------------------------------------------------------ */
@@ -310,13 +475,45 @@ int loom_quant_set_file_keys(struct loom_gguf_writer *w, const struct loom_quant
     return rc ? rc : loom_gguf_writer_set_u32(w, "general.file_type", r->ftype);
 }
 
-/* Keys llama_model_quantize drops (split info) or rewrites at the end (file type, quantization version). */
-static int quant_key_replaced(const struct loom_gguf_str k)
+/* The keys llama-quantize passes as metadata overrides for an importance matrix, which llama_model_quantize
+ * sets after the file type, in this order: the file as given (its first 127 bytes), the first dataset (if
+ * any, 127 bytes), the entry count, the chunk count (if > 0). keys[] gets the names set; returns their count. */
+static int quant_imatrix_keys(struct loom_gguf_writer *w, const struct loom_imatrix *m, const char *keys[4], int *rc)
+{
+    int n = 0;
+    char v[128];
+    keys[n++] = "quantize.imatrix.file";
+    if (w) {
+        snprintf(v, sizeof v, "%s", m->path);
+        *rc = *rc ? *rc : loom_gguf_writer_set_str(w, keys[n - 1], v);
+    }
+    if (m->n_datasets) {
+        keys[n++] = "quantize.imatrix.dataset";
+        snprintf(v, sizeof v, "%s", m->datasets[0]);
+        *rc = *rc || !w ? *rc : loom_gguf_writer_set_str(w, keys[n - 1], v);
+    }
+    keys[n++] = "quantize.imatrix.entries_count";
+    *rc = *rc || !w ? *rc : loom_gguf_writer_set_u32(w, keys[n - 1], (uint32_t)m->n);
+    if (m->chunk_count > 0 && m->chunk_count <= INT32_MAX) {
+        keys[n++] = "quantize.imatrix.chunks_count";
+        *rc = *rc || !w ? *rc : loom_gguf_writer_set_u32(w, keys[n - 1], m->chunk_count);
+    }
+    return n;
+}
+
+/* Keys llama_model_quantize drops (split info) or rewrites at the end (file type, quantization version, and
+ * the imatrix keys it will set: a set key is removed and appended). */
+static int quant_key_replaced(const struct loom_gguf_str k, const struct loom_imatrix *m)
 {
     static const char *const keys[] = {"general.quantization_version", "general.file_type", "split.no",
                                        "split.count", "split.tensors.count"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (loom_gguf_str_eq(k, keys[i]))
+            return 1;
+    const char *set[4];
+    int rc = 0, n = m ? quant_imatrix_keys(NULL, m, set, &rc) : 0;
+    for (int i = 0; i < n; i++)
+        if (loom_gguf_str_eq(k, set[i]))
             return 1;
     return 0;
 }
@@ -331,6 +528,8 @@ struct quant_fault {
 
 struct quant_job {
     const struct loom_gguf *in;
+    const struct loom_imatrix *imatrix; /* NULL: none */
+    const float **tensor_weights;       /* [input tensor] its importance weights, or NULL */
     const uint32_t *types; /* [input tensor] */
     const size_t *order;   /* [output tensor] its input tensor (the reference's order) */
     struct loom_pool *pool;
@@ -345,6 +544,7 @@ struct quant_job {
     uint64_t done, total;
     /* the tensor being converted, and the first row of the slice in progress */
     const struct loom_gguf_tensor *t;
+    const float *weights; /* the tensor's importance weights ([ne2][ne0]) or NULL */
     uint8_t *dst;
     size_t src_row, dst_row;
     int64_t row0;
@@ -366,6 +566,24 @@ static int quant_check(struct quant_job *j, int thread, int64_t r, uint32_t type
     return 0;
 }
 
+/* Row r of n floats into type dst_type at d: F32 copied, F16/BF16 rounded to nearest even (ggml_quantize_chunk's
+ * conversions), other types by their quantizer, the weighted one with the row's expert's importance weights. */
+static void quant_convert(const struct quant_job *j, uint32_t dst_type, const float *row, uint8_t *d, int64_t r,
+                          int64_t n)
+{
+    const struct loom_type_traits *dst = loom_type_traits(dst_type);
+    if (dst_type == LOOM_TYPE_F32)
+        memcpy(d, row, (size_t)n * sizeof(float));
+    else if (dst_type == LOOM_TYPE_F16)
+        loom_f16_from_float(row, d, n);
+    else if (dst_type == LOOM_TYPE_BF16)
+        loom_bf16_from_float(row, d, n);
+    else if (j->weights && dst->quantize_w)
+        dst->quantize_w(row, d, n, j->weights + (r / (int64_t)j->t->ne[1]) * n);
+    else
+        dst->quantize(row, d, n);
+}
+
 /* Rows row0 + [begin, end) of the current tensor: validate the source row (as the reference's loader does
  * with check_tensors, which llama_model_quantize turns on), then copy it, or widen it to F32 (exactly), run
  * the target type's quantizer and validate what it wrote (llama_tensor_quantize_impl's check). */
@@ -375,7 +593,7 @@ static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
     int64_t n = (int64_t)j->t->ne[0];
     float *row = j->rows + (int64_t)thread * j->row_cap;
     uint32_t src_type = j->t->type, dst_type = j->types[j->t - j->in->tensors];
-    const struct loom_type_traits *src = loom_type_traits(src_type), *dst = loom_type_traits(dst_type);
+    const struct loom_type_traits *src = loom_type_traits(src_type);
     for (int64_t r = j->row0 + begin; r < j->row0 + end; r++) {
         const uint8_t *s = (const uint8_t *)j->t->data + (size_t)r * j->src_row;
         uint8_t *d = j->dst + (size_t)r * j->dst_row;
@@ -389,7 +607,7 @@ static void quant_rows(void *ctx, int64_t begin, int64_t end, int thread)
             memcpy(row, s, (size_t)n * sizeof(float));
         else
             src->to_float(s, row, n);
-        dst->quantize(row, d, n);
+        quant_convert(j, dst_type, row, d, r, n);
         quant_check(j, thread, r, dst_type, d, 1);
     }
 }
@@ -429,6 +647,7 @@ static int quant_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes,
     j->done += nbytes;
     uint64_t n_rows = t->nbytes / loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
     j->t = t;
+    j->weights = j->tensor_weights[index];
     j->dst = buf;
     j->src_row = loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
     j->dst_row = loom_type_row_bytes(j->types[index], (int64_t)t->ne[0]);
@@ -466,28 +685,61 @@ static int quant_describe(const struct loom_gguf *in, struct loom_quant_tensor *
     return LOOM_OK;
 }
 
+/* The importance weights llama_model_quantize uses for tensor d converted to type: the entry of the same name
+ * when its size is ne[0] * ne[2] (one row per expert), none when there is no entry or the tensor is a token
+ * embedding of another size (the reference ignores those); an error for any other size, and for a type whose
+ * reference quantizer uses the weights but that loom has no weighted quantizer for. */
+static int quant_weights_for(const struct loom_imatrix *m, const struct loom_quant_tensor *d, uint32_t type,
+                             const float **out, loom_error *err)
+{
+    *out = NULL;
+    const struct loom_imatrix_entry *e = loom_imatrix_find(m, d->name);
+    if (!e)
+        return LOOM_OK;
+    uint64_t want = d->ne[0] * (d->n_dims > 2 ? d->ne[2] : 1), have = e->n_per_row * e->n_mat;
+    if (have != want) {
+        if (!strcmp(d->name, "token_embd.weight") || !strcmp(d->name, "per_layer_token_embd.weight"))
+            return LOOM_OK;
+        return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': the imatrix has %" PRIu64 " weights (%" PRIu64 " x %" PRIu64
+                           "), expected ne[0] * ne[2] = %" PRIu64 " (llama_model_quantize refuses it too)", d->name,
+                           have, e->n_mat, e->n_per_row, want);
+    }
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    if (!tr->quantize_w && !quant_is_float(type) && type != LOOM_TYPE_Q8_0)
+        return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer that uses an importance matrix yet",
+                           d->name, tr->name);
+    *out = e->weights;
+    return LOOM_OK;
+}
+
 /* Writer with the input's metadata and the chosen tensor types, tensors in `order` (input indices); checks every
- * conversion has a quantizer. */
+ * conversion has a quantizer and finds each one's importance weights (x->imatrix) into weights[input tensor]. */
 static int quant_build_writer(const struct loom_gguf *in, const struct loom_quant_tensor *d, const uint32_t *types,
-                              const size_t *order, const struct loom_quant_recipe *r, struct loom_gguf_writer *w,
-                              int64_t *max_row, loom_error *err)
+                              const size_t *order, const struct loom_quant_recipe *r, const struct loom_imatrix *m,
+                              struct loom_gguf_writer *w, int64_t *max_row, const float **weights, loom_error *err)
 {
     int rc = LOOM_OK;
     for (uint64_t i = 0; i < in->n_kv && !rc; i++)
-        if (!quant_key_replaced(in->kv[i].key))
+        if (!quant_key_replaced(in->kv[i].key, m))
             rc = loom_gguf_writer_copy_kv(w, &in->kv[i]);
     if (!rc)
         rc = loom_quant_set_file_keys(w, r);
+    const char *keys[4];
+    if (m)
+        quant_imatrix_keys(w, m, keys, &rc);
     if (rc)
         return loom_errorf(err, rc, "copying metadata to the output writer");
     *max_row = 1;
     for (uint64_t k = 0; k < in->n_tensors; k++) {
         size_t i = order[k];
         const struct loom_type_traits *tr = loom_type_traits(types[i]);
+        weights[i] = NULL;
         if (types[i] != d[i].type) {
-            if (!tr->quantize)
+            if (!tr->quantize && !quant_is_float(types[i]))
                 return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer yet (recipe %s)", d[i].name,
                                    tr->name, r->name);
+            if (m && (rc = quant_weights_for(m, &d[i], types[i], &weights[i], err)) != LOOM_OK)
+                return rc;
             *max_row = (int64_t)d[i].ne[0] > *max_row ? (int64_t)d[i].ne[0] : *max_row;
         }
         if (loom_gguf_writer_add_tensor(w, d[i].name, types[i], d[i].n_dims, d[i].ne))
@@ -497,9 +749,9 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
     return LOOM_OK;
 }
 
-int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
-                     struct loom_pool *pool, loom_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
-                     void *abort_ctx, loom_error *err)
+int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_recipe *r, const struct loom_quant_extra *x,
+                        const char *out_path, struct loom_pool *pool, loom_progress_fn progress, void *progress_ctx,
+                        loom_abort_fn abort, void *abort_ctx, loom_error *err)
 {
     if (!in || !r || !out_path)
         return loom_errorf(err, LOOM_E_ARG, "quantize: missing input, recipe or output path");
@@ -507,24 +759,27 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     int rc = quant_model_info(in, &m, err);
     if (rc)
         return rc;
+    const struct loom_imatrix *im = x ? x->imatrix : NULL;
     size_t n = (size_t)in->n_tensors;
     struct loom_quant_tensor *d = malloc((n ? n : 1) * sizeof *d);
     uint32_t *types = malloc((n ? n : 1) * sizeof *types);
     size_t *order = malloc((n ? n : 1) * sizeof *order);
+    const float **weights = malloc((n ? n : 1) * sizeof *weights);
     struct loom_gguf_writer *w = loom_gguf_writer_new();
     char *names = 0;
-    struct quant_job job = {.in = in, .types = types, .order = order, .pool = pool, .progress = progress,
-                            .progress_ctx = progress_ctx, .abort = abort, .abort_ctx = abort_ctx};
-    if (!d || !types || !order || !w)
+    struct quant_job job = {.in = in, .imatrix = im, .tensor_weights = weights, .types = types, .order = order,
+                            .pool = pool, .progress = progress, .progress_ctx = progress_ctx, .abort = abort,
+                            .abort_ctx = abort_ctx};
+    if (!d || !types || !order || !weights || !w)
         rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);
     if (!rc)
         rc = quant_describe(in, d, &names, err);
     if (!rc)
-        rc = loom_quant_choose_types(&m, d, n, r, types, err);
+        rc = loom_quant_choose_types_ex(&m, d, n, r, x, types, err);
     if (!rc)
         rc = loom_quant_file_order(d, n, order, err);
     if (!rc)
-        rc = quant_build_writer(in, d, types, order, r, w, &job.row_cap, err);
+        rc = quant_build_writer(in, d, types, order, r, im, w, &job.row_cap, weights, err);
     if (!rc) {
         for (size_t i = 0; i < n; i++)
             job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /
@@ -544,10 +799,18 @@ int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe 
     free(job.faults);
     free(names);
     loom_gguf_writer_free(w);
+    free(weights);
     free(order);
     free(types);
     free(d);
     return rc;
+}
+
+int loom_quant_write(const struct loom_gguf *in, const struct loom_quant_recipe *r, const char *out_path,
+                     struct loom_pool *pool, loom_progress_fn progress, void *progress_ctx, loom_abort_fn abort,
+                     void *abort_ctx, loom_error *err)
+{
+    return loom_quant_write_ex(in, r, NULL, out_path, pool, progress, progress_ctx, abort, abort_ctx, err);
 }
 
 /* ---- public API (loom.h, "Quantization") ------------------------------------------------------------------ */
@@ -581,12 +844,23 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
         if (rc)
             return rc;
     }
+    struct loom_quant_extra x = {0};
+    struct loom_quant_overrides *ov = NULL;
+    struct loom_imatrix *im = NULL;
+    int rc = o.n_tensor_types ? loom_quant_overrides_parse(o.tensor_types, o.n_tensor_types, &ov, err) : LOOM_OK;
+    if (!rc && o.imatrix)
+        rc = loom_imatrix_load(o.imatrix, &im, err);
+    x.imatrix = im;
+    x.overrides = ov;
     long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
     int n_threads = n_cpu > 0 ? (int)n_cpu : 1;
-    struct loom_pool *pool = loom_pool_new(n_threads);
-    if (!pool)
-        return loom_errorf(err, LOOM_E_NOMEM, "cannot start %d threads", n_threads);
-    int rc = loom_quant_write(in, r, out_path, pool, o.progress, o.progress_ctx, o.abort, o.abort_ctx, err);
+    struct loom_pool *pool = rc ? NULL : loom_pool_new(n_threads);
+    if (!rc && !pool)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "cannot start %d threads", n_threads);
+    if (!rc)
+        rc = loom_quant_write_ex(in, r, &x, out_path, pool, o.progress, o.progress_ctx, o.abort, o.abort_ctx, err);
     loom_pool_free(pool);
+    loom_imatrix_free(im);
+    loom_quant_overrides_free(ov);
     return rc;
 }

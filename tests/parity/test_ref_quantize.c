@@ -8,7 +8,11 @@
  * loom synth and checked the same way under the four recipes; `loom synth --type RECIPE` (the quantized file
  * written directly) must equal loom quantize's file of the F32 model byte for byte. LOOM_QUANT_MID=1 checks
  * moe-mid the same way under Q4_K_M (outside the default suite: 26 GB of F32 in /tmp). Then Q4_K_M on the 0.8b
- * F16 model (about 20 s per engine on 2 cores; LOOM_QUANT_0P8B=0 skips it). */
+ * F16 model (about 20 s per engine on 2 cores; LOOM_QUANT_0P8B=0 skips it).
+ * With an importance matrix (tests/fixtures/imatrix, made by the reference's llama-imatrix): every type's
+ * weighted quantizer on rows against ggml_quantize_chunk with weights, then the tiny dense and MoE models under
+ * the recipes with the fixture imatrix, and with --tensor-type overrides (with and without the imatrix), each
+ * file byte for byte llama_model_quantize's given the params llama-quantize builds (parity/ref_imatrix.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +20,11 @@
 #include "ggml.h"
 #include "gguf/gguf.h"
 #include "kernels/types.h"
+#include "model/imatrix.h"
 #include "model/quantize.h"
 #include "model/synth.h"
 #include "parity.h"
+#include "ref_imatrix.h"
 #include "util/pool.h"
 #include "test.h"
 
@@ -101,6 +107,55 @@ static void test_rows(void)
         printf("quantize_row %-6s: %d/%d rows bytewise equal\n", tr->name, n_rows - bad, n_rows);
     }
     CHECK(n_types >= 4, "only %d types have a quantizer, expected Q8_0, Q4_K, Q5_K, Q6_K at least", n_types);
+    free(rows);
+    free(want);
+    free(got);
+}
+
+/* Importance weights for a row of ROW columns, kind k: random positive over 4 decades, all ones, a
+ * quarter zero (columns an imatrix never saw), and one huge column among small ones. */
+static void make_weights(float *w, int k)
+{
+    for (int i = 0; i < ROW; i++) {
+        float r = (float)rnd_unit();
+        w[i] = k == 0 ? powf(10.f, 4.f * r - 2.f) : k == 1 ? 1.f : k == 2 ? (i % 4 == 1 ? 0.f : r) : 1e-3f * r;
+    }
+    if (k == 3)
+        w[123] = 1e6f;
+}
+
+/* Every type with a weighted quantizer (quantize_w): each row bytewise equal to ggml_quantize_chunk's with
+ * the same importance matrix, for four kinds of weights. */
+static void test_rows_weighted(void)
+{
+    enum { CAP = 80 };
+    float *rows = malloc(sizeof(float) * CAP * ROW), w[ROW];
+    uint8_t *want = malloc(CAP * ROW * 4), *got = malloc(CAP * ROW * 4);
+    int n_rows = make_rows(rows, CAP), n_types = 0;
+    for (uint32_t type = 0; type < LOOM_TYPE_COUNT; type++) {
+        const struct loom_type_traits *tr = loom_type_traits(type);
+        if (!tr || !tr->quantize_w)
+            continue;
+        n_types++;
+        size_t row_bytes = loom_type_row_bytes(type, ROW);
+        int bad = 0;
+        for (int k = 0; k < 4; k++) {
+            make_weights(w, k);
+            size_t n = ggml_quantize_chunk((enum ggml_type)type, rows, want, 0, n_rows, ROW, w);
+            CHECK(n == row_bytes * (size_t)n_rows, "%s: ggml wrote %zu bytes, expected %zu", tr->name, n,
+                  row_bytes * (size_t)n_rows);
+            for (int r = 0; r < n_rows; r++) {
+                tr->quantize_w(rows + r * ROW, got + r * row_bytes, ROW, w);
+                if (memcmp(got + r * row_bytes, want + r * row_bytes, row_bytes) && bad++ < 3)
+                    fprintf(stderr, "  %s weights %d row %d (first value %g) differs\n", tr->name, k, r, rows[r * ROW]);
+            }
+        }
+        CHECK(bad == 0, "%s: %d of %d weighted rows differ from ggml_quantize_chunk", tr->name, bad, 4 * n_rows);
+        printf("quantize_row_w %-6s: %d/%d rows (4 importance matrices) bytewise equal\n", tr->name, 4 * n_rows - bad,
+               4 * n_rows);
+    }
+    CHECK(n_types >= 9, "only %d types have a weighted quantizer, expected Q4_0, Q4_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS",
+          n_types);
     free(rows);
     free(want);
     free(got);
@@ -250,6 +305,143 @@ static void test_model(const char *model, const char *tag, const char *name, con
     unlink(loom_path);
 }
 
+/* llama-quantize [--imatrix imatrix] [--tensor-type specs]... model OUT recipe against loom_quant_write_ex with
+ * the same: the whole file byte for byte. */
+static void test_model_x(const char *model, const char *tag, const char *name, const char *imatrix,
+                         const char *const *specs, size_t n_specs, const char *dir, struct loom_pool *pool)
+{
+    const struct loom_quant_recipe *r = loom_quant_find_recipe(name);
+    char ref_path[1200], loom_path[1200], what[200];
+    snprintf(ref_path, sizeof ref_path, "%s/ref-x-%s-%s.gguf", dir, tag, name);
+    snprintf(loom_path, sizeof loom_path, "%s/loom-x-%s-%s.gguf", dir, tag, name);
+    snprintf(what, sizeof what, "%s %-6s%s%s", tag, name, imatrix ? " imatrix" : "", n_specs ? " overrides" : "");
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = 2;
+    qp.ftype = (enum llama_ftype)r->ftype;
+    struct ref_quant_args ra = {0};
+    int ok = (!imatrix || ref_quant_imatrix(&ra, &qp, imatrix) == 0) && ref_quant_tensor_types(&ra, &qp, specs,
+                                                                                              n_specs) == 0;
+    CHECK(ok, "%s: building the reference's params", what);
+    double t0 = parity_now();
+    uint32_t ref_rc = ok ? llama_model_quantize(model, ref_path, &qp) : 1;
+    double t1 = parity_now();
+    ref_quant_args_free(&ra);
+    CHECK(ref_rc == 0, "%s: llama_model_quantize failed", what);
+    struct loom_gguf *in = 0;
+    struct loom_imatrix *im = 0;
+    struct loom_quant_overrides *ov = 0;
+    loom_error err = {0};
+    int rc = loom_gguf_open(model, &in, &err);
+    if (!rc && imatrix)
+        rc = loom_imatrix_load(imatrix, &im, &err);
+    if (!rc && n_specs)
+        rc = loom_quant_overrides_parse(specs, n_specs, &ov, &err);
+    struct loom_quant_extra x = {.imatrix = im, .overrides = ov};
+    if (!rc)
+        rc = loom_quant_write_ex(in, r, &x, loom_path, pool, progress_none, 0, NULL, NULL, &err);
+    double t2 = parity_now();
+    CHECK(rc == LOOM_OK, "%s: loom: %s", what, err.msg);
+    struct loom_gguf *ref = 0, *got = 0;
+    if (ref_rc == 0 && rc == LOOM_OK && loom_gguf_open(ref_path, &ref, &err) == LOOM_OK &&
+        loom_gguf_open(loom_path, &got, &err) == LOOM_OK) {
+        int bad = diff_tensors(ref, got, what);
+        CHECK(bad == 0, "%s: %d tensors differ from llama_model_quantize", what, bad);
+        CHECK(same_kvs(ref, got), "%s: metadata differs from llama_model_quantize's", what);
+        int whole = same_file(ref_path, loom_path);
+        CHECK(whole, "%s: the file is not byte for byte llama_model_quantize's", what);
+        printf("%s: %llu/%llu tensors bytewise equal to llama_model_quantize, %zu bytes%s; ref %.2f s, loom %.2f s\n",
+               what, (unsigned long long)(got->n_tensors - (uint64_t)bad), (unsigned long long)ref->n_tensors,
+               got->size, whole ? ", the whole file byte for byte" : "", t1 - t0, t2 - t1);
+    }
+    loom_gguf_close(got);
+    loom_gguf_close(ref);
+    loom_quant_overrides_free(ov);
+    loom_imatrix_free(im);
+    loom_gguf_close(in);
+    unlink(ref_path);
+    unlink(loom_path);
+}
+
+/* The tiny model's metadata and tensors, for fill_copy: tensor i < n_src from src, the extra ones random. */
+static const struct loom_gguf *copy_src;
+static int fill_copy(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    (void)ctx, (void)err;
+    if (index < copy_src->n_tensors) {
+        memcpy(buf, copy_src->tensors[index].data, (size_t)nbytes);
+        return LOOM_OK;
+    }
+    for (uint64_t i = 0; i < nbytes / 4; i++)
+        ((float *)buf)[i] = rnd_normal(0.05f);
+    return LOOM_OK;
+}
+
+/* The block-size fallbacks against the reference: the tiny model with two F32 matrices whose rows do not fit
+ * 256-blocks (96 columns: the recipe's K-quant or IQ4_XS falls back to its 32-block type) or any block (48:
+ * F16), quantized by both under five recipes. */
+static void test_fallbacks(const char *cache, const char *dir, struct loom_pool *pool)
+{
+    char tiny[1200], path[1200];
+    snprintf(tiny, sizeof tiny, "%s/models/qwen35-tiny-F16.gguf", cache);
+    snprintf(path, sizeof path, "%s/tiny-odd.gguf", dir);
+    struct loom_gguf *g = 0;
+    loom_error err = {0};
+    int rc = loom_gguf_open(tiny, &g, &err);
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    for (uint64_t i = 0; rc == LOOM_OK && i < g->n_kv; i++)
+        rc = loom_gguf_writer_copy_kv(w, &g->kv[i]);
+    for (uint64_t i = 0; rc == LOOM_OK && i < g->n_tensors; i++) {
+        const struct loom_gguf_tensor *t = &g->tensors[i];
+        char name[LOOM_GGUF_MAX_NAME];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        rc = loom_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne);
+    }
+    const uint64_t ne96[2] = {96, 8}, ne48[2] = {48, 8};
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_add_tensor(w, "blk.0.extra_a.weight", LOOM_TYPE_F32, 2, ne96);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_add_tensor(w, "blk.1.extra_b.weight", LOOM_TYPE_F32, 2, ne48);
+    copy_src = g;
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_write(w, path, fill_copy, NULL, &err);
+    loom_gguf_writer_free(w);
+    loom_gguf_close(g);
+    CHECK(rc == LOOM_OK, "writing %s: %s", path, err.msg);
+    static const char *const recipes[] = {"Q4_K_M", "Q5_K_S", "Q6_K", "IQ4_XS", "Q8_0"};
+    for (size_t i = 0; rc == LOOM_OK && i < sizeof recipes / sizeof recipes[0]; i++)
+        test_model_x(path, "tiny-odd", recipes[i], NULL, NULL, 0, dir, pool);
+    unlink(path);
+}
+
+/* The imatrix fixtures under every recipe (dense) and three (MoE), and overrides with and without them. */
+static void test_imatrix_models(const char *cache, const char *dir, struct loom_pool *pool)
+{
+    char dense[1200], moe[1200];
+    snprintf(dense, sizeof dense, "%s/models/qwen35-tiny-F16.gguf", cache);
+    snprintf(moe, sizeof moe, "%s/models/qwen35moe-tiny-F16.gguf", cache);
+    const char *im_dense = "tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf";
+    const char *im_moe = "tests/fixtures/imatrix/qwen35moe-tiny.imatrix.gguf";
+    CHECK(access(im_dense, R_OK) == 0 && access(im_moe, R_OK) == 0, "imatrix fixtures missing (run from the "
+          "repository root)");
+    for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++)
+        test_model_x(dense, "tiny", r->name, im_dense, NULL, 0, dir, pool);
+    static const char *const moe_recipes[] = {"Q4_K_M", "IQ4_XS", "Q4_0"};
+    for (size_t i = 0; i < 3; i++)
+        test_model_x(moe, "tiny-moe", moe_recipes[i], im_moe, NULL, 0, dir, pool);
+    /* overrides: attn_v-like and ffn_down counters skipped, first match wins, \d, upper case, the float types,
+     * IQ4_NL, Q4_1, Q2_K and Q3_K (types no recipe gives these models, weighted with the imatrix), and Q4_0 and
+     * Q6_K for expert tensors (one row of weights per expert) */
+    static const char *const dense_specs[] = {"blk\\.1\\.attn_qkv=Q8_0", "blk\\.\\d\\.ffn_down=q5_k",
+                                              "BLK\\.0\\.FFN_DOWN=q8_0", "ffn_gate=iq4_nl", "attn_output=f16",
+                                              "ssm_out=bf16", "ssm_alpha=f32", "token_embd=q4_1",
+                                              "ffn_up=q4_1", "attn_gate=q2_k", "ssm_beta=q3_k"};
+    test_model_x(dense, "tiny", "Q4_K_M", NULL, dense_specs, 11, dir, pool);
+    test_model_x(dense, "tiny", "Q4_K_M", im_dense, dense_specs, 11, dir, pool);
+    static const char *const moe_specs[] = {"ffn_down_exps=q6_k", "blk\\.0\\..*exps=q4_0", "shexp=q5_k",
+                                            "attn_qkv=iq4_xs"};
+    test_model_x(moe, "tiny-moe", "Q4_K_S", im_moe, moe_specs, 4, dir, pool);
+}
+
 /* The synthetic preset written in F32 into dir, quantized by both engines under the first n_recipes of the four
  * recipes the issue names, and written directly under each. */
 static void test_preset(const char *preset, size_t n_recipes, const char *vocab, const char *dir,
@@ -274,6 +466,7 @@ int main(void)
     if (parity_ref_init() != 0)
         return 1;
     test_rows();
+    test_rows_weighted();
     char cache[1024], ref[1024], tiny[1200], big[1200], vocab[1200], dir[] = "/tmp/loom-quantize-XXXXXX";
     parity_cache_dir(cache, sizeof cache);
     parity_ref_dir(ref, sizeof ref);
@@ -289,6 +482,8 @@ int main(void)
         else
             printf("tiny %-6s: skipped, loom has no %s quantizer yet\n", r->name, loom_type_traits(r->default_type)->name);
     }
+    test_imatrix_models(cache, dir, pool);
+    test_fallbacks(cache, dir, pool);
     test_preset("tiny", 4, vocab, dir, pool);
     int branches = 0; /* the expert recipe's branches the tiny-moe presets take: 8 experts, not 8, fused, separate */
     for (int i = 0; loom_synth_preset(i); i++)

@@ -55,10 +55,27 @@ static void scale_offsets(uint32_t type, int *d, int *dmin)
 {
     *dmin = -1;
     *d = type == LOOM_TYPE_Q6_K ? 208 : type == LOOM_TYPE_Q2_K ? 80 : type == LOOM_TYPE_Q3_K ? 108 : 0;
+    if (type == LOOM_TYPE_TQ1_0 || type == LOOM_TYPE_TQ2_0)
+        *d = type == LOOM_TYPE_TQ1_0 ? 52 : 64; /* IQ1_M and MXFP4 scales: put_scale */
     if (type == LOOM_TYPE_Q4_K || type == LOOM_TYPE_Q5_K || type == LOOM_TYPE_Q4_1 || type == LOOM_TYPE_Q5_1)
         *dmin = 2; /* Q4_1/Q5_1: the F16 offset m */
     if (type == LOOM_TYPE_Q2_K)
         *dmin = 82;
+}
+
+/* Store F16 scale s at byte off of a block, or as IQ1_M keeps its d (the top nibbles of its four scale words
+ * at bytes 48..55) or, for MXFP4, an E8M0 exponent standing for s: 0 and -0 as 0 and 1 (the subnormal
+ * scales), the subnormal F16s as 2 and 254, 1.0 as 127, anything else (largest, inf, NaN) as 255. */
+static void put_scale(uint32_t type, uint8_t *blk, int off, uint16_t s)
+{
+    if (type == LOOM_TYPE_IQ1_M) {
+        for (int k = 0; k < 4; k++)
+            blk[48 + 2 * k + 1] = (uint8_t)((blk[48 + 2 * k + 1] & 0x0f) | ((s >> (4 * k)) & 15) << 4);
+    } else if (type == LOOM_TYPE_MXFP4) {
+        blk[0] = s == 0x0000 ? 0 : s == 0x8000 ? 1 : s == 0x0001 ? 2 : s == 0x03ff ? 254 : s == 0x3c00 ? 127 : 255;
+    } else {
+        memcpy(blk + off, &s, 2);
+    }
 }
 
 /* n_rows weight rows of n elements: rows 0..N_EDGE-1 raw random bits with edge-case scales (and an
@@ -70,7 +87,15 @@ static void *make_weights(uint32_t type, int64_t n, int n_rows)
     float *x = malloc(sizeof(float) * (size_t)n * (size_t)n_rows);
     for (int64_t i = 0; i < n * n_rows; i++)
         x[i] = (rnd_f() + rnd_f() + rnd_f()) * (1 + (i / n) % 4);
-    ggml_quantize_chunk((enum ggml_type)type, x, w, 0, n_rows, n, NULL);
+    /* IQ2_XXS and IQ2_XS quantize only with an importance matrix: all ones (each weight counts the same) */
+    float *imatrix = NULL;
+    if (ggml_quantize_requires_imatrix((enum ggml_type)type)) {
+        imatrix = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            imatrix[i] = 1.0f;
+    }
+    ggml_quantize_chunk((enum ggml_type)type, x, w, 0, n_rows, n, imatrix);
+    free(imatrix);
     const struct loom_type_traits *t = loom_type_traits(type);
     int d, dmin;
     scale_offsets(type, &d, &dmin);
@@ -81,7 +106,7 @@ static void *make_weights(uint32_t type, int64_t n, int n_rows)
         for (int64_t b = 0; b < n / t->block_size && r < (int)N_EDGE; b++) {
             uint8_t *blk = row + (size_t)b * t->type_size;
             uint16_t s = edge_scales[(r + b) % N_EDGE], s2 = edge_scales[(r + 2 * b + 1) % N_EDGE];
-            memcpy(blk + d, &s, 2);
+            put_scale(type, blk, d, s);
             if (dmin >= 0)
                 memcpy(blk + dmin, &s2, 2);
             if (type == LOOM_TYPE_Q8_0)
@@ -208,7 +233,7 @@ static void check_dequant_nonfinite(uint32_t type, int64_t n)
         for (int64_t k = 0; k < n / t->block_size; k++) {
             uint8_t *blk = w + (size_t)k * t->type_size;
             uint16_t s = bad_scales[(r + k) % 4], s2 = r % 2 ? 0x3c00 : bad_scales[(r + 2 * k + 1) % 4];
-            memcpy(blk + d, &s, 2);
+            put_scale(type, blk, d, s);
             if (dmin >= 0)
                 memcpy(blk + dmin, &s2, 2);
         }
@@ -295,6 +320,12 @@ static void ggml_matmul(uint32_t type, const void *w, int64_t n_out, int64_t n_i
     parity_graph_compute(cpu_backend, repacked ? repack_buft : NULL, cw, cx, in, data, 2, ty, y);
 }
 
+/* IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4: no weight quantizer in loom (ggml quantizes IQ1_S only with an importance
+ * matrix; make_weights gives it one of all ones). */
+static const uint32_t low_bit_types[] = {LOOM_TYPE_IQ1_S, LOOM_TYPE_IQ1_M, LOOM_TYPE_TQ1_0, LOOM_TYPE_TQ2_0,
+                                         LOOM_TYPE_MXFP4};
+#define N_LOW_BIT (sizeof low_bit_types / sizeof low_bit_types[0])
+
 /* loom_matmul (2 threads) against the ggml graph, bitwise. */
 static void check_matmul(struct loom_pool *pool, uint32_t type, int64_t n_out, int64_t n_in, int64_t n_tok, int repacked)
 {
@@ -339,7 +370,9 @@ static void check_matmuls(void)
     struct loom_pool *pool = loom_pool_new(2);
     const uint32_t types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,  LOOM_TYPE_Q4_K,
                               LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,  LOOM_TYPE_Q5_0,
-                              LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
+                              LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS,
+                              LOOM_TYPE_IQ2_XXS, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ3_XXS,
+                              LOOM_TYPE_IQ3_S};
     const int64_t n_toks[] = {1, 2, 7, 21}; /* 21: the repacked 16-row gemm, a 4-row group and gemv rows */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t k = 0; k < sizeof n_toks / sizeof n_toks[0]; k++) {
@@ -356,6 +389,22 @@ static void check_matmuls(void)
     check_matmul(pool, LOOM_TYPE_Q4_0, 12, 512, 6, 1);
     check_matmul(pool, LOOM_TYPE_IQ4_XS, 12, 512, 9, 0); /* n_out % 8 != 0: no IQ panel */
     check_matmul(pool, LOOM_TYPE_IQ4_XS, 16, 512, 8, 0); /* the smallest IQ panel batch */
+    const uint32_t grid_types[] = {LOOM_TYPE_IQ2_XXS, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ3_XXS,
+                                   LOOM_TYPE_IQ3_S}; /* the IQ panel's edges for the grid types too */
+    for (size_t i = 0; i < sizeof grid_types / sizeof grid_types[0]; i++) {
+        check_matmul(pool, grid_types[i], 12, 512, 9, 0);
+        check_matmul(pool, grid_types[i], 16, 512, 8, 0);
+    }
+    for (size_t i = 0; i < N_LOW_BIT; i++) /* vec_dot for 1 row and up; IQ1: the IQ panel from 8; MXFP4: repacked */
+        for (int64_t n_tok = 1; n_tok <= 21; n_tok += n_tok < 2 ? 1 : n_tok < 7 ? 5 : 14) {
+            check_matmul(pool, low_bit_types[i], 64, 1024, n_tok, 0);
+            if (low_bit_types[i] == LOOM_TYPE_MXFP4 && repack_buft)
+                check_matmul(pool, LOOM_TYPE_MXFP4, 64, 1024, n_tok, 1);
+        }
+    check_matmul(pool, LOOM_TYPE_IQ1_S, 12, 512, 9, 0); /* n_out % 8 != 0: no IQ panel */
+    check_matmul(pool, LOOM_TYPE_IQ1_M, 16, 512, 8, 0); /* the smallest IQ panel batch */
+    check_matmul(pool, LOOM_TYPE_MXFP4, 12, 512, 6, 1); /* n_out % 8 != 0: not repacked */
+    check_matmul(pool, LOOM_TYPE_MXFP4, 24, 96, 5, 1);  /* an odd number of blocks, repacked */
     loom_pool_free(pool);
 }
 
@@ -379,10 +428,25 @@ int main(void)
         check_quantize(new_types[i], 4096, 10);
     }
 
+    /* The grid IQ types: no weight quantizer in loom (published files are made with an importance matrix). */
+    const uint32_t grid_types[] = {LOOM_TYPE_IQ2_XXS, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ3_XXS,
+                                   LOOM_TYPE_IQ3_S};
+    for (size_t i = 0; i < sizeof grid_types / sizeof grid_types[0]; i++) {
+        check_dequant(grid_types[i], 1024, 40);
+        check_dequant_nonfinite(grid_types[i], 1024);
+    }
+
+    for (size_t i = 0; i < N_LOW_BIT; i++) {
+        check_dequant(low_bit_types[i], 1024, 40);
+        check_dequant_nonfinite(low_bit_types[i], 1024);
+    }
+
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
     const uint32_t dot_types[] = {LOOM_TYPE_F32,  LOOM_TYPE_F16,  LOOM_TYPE_BF16, LOOM_TYPE_Q8_0,   LOOM_TYPE_Q4_K,
                                   LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1,   LOOM_TYPE_Q5_0,
-                                  LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
+                                  LOOM_TYPE_Q5_1, LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS,
+                                  LOOM_TYPE_IQ2_XXS, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ3_XXS,
+                                  LOOM_TYPE_IQ3_S};
     const int64_t lens[] = {256, 1024, 3584};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         loom_error err;
@@ -405,6 +469,10 @@ int main(void)
         }
         check_vec_dot(LOOM_TYPE_IQ4_NL, 96, 8); /* an odd number of blocks: the reference's scalar tail */
         check_vec_dot(LOOM_TYPE_Q4_0, 96, 8);
+        for (size_t i = 0; i < N_LOW_BIT; i++)
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+                check_vec_dot(low_bit_types[i], lens[l], 24);
+        check_vec_dot(LOOM_TYPE_MXFP4, 96, 8); /* an odd number of blocks: the reference's scalar tail */
     }
     CHECK((cpu_backend = parity_cpu_backend(&repack_buft)) != NULL, "the reference CPU backend must initialize");
     CHECK(repack_buft != NULL, "the reference CPU backend offers the CPU_REPACK buffer type");
