@@ -815,6 +815,10 @@ typedef struct loom_synth_options {
     loom_abort_fn abort;    /* polled before each tensor and every 64 rows; NULL = never cancelled */
     void *abort_ctx;
     const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic MoE models") */
+    int sparse;             /* nonzero: the metadata and tensor table only, the data a hole reading as zeros (almost
+                             * no disk, no generation): for admission and `loom inspect` of any geometry, not to run */
+    uint32_t n_split;       /* with sparse, N > 1: N parts OUT-0000k-of-0000N.gguf (out_path's ".gguf" dropped), as
+                             * llama.cpp's gguf-split lays them out; 0 or 1: one file */
 } loom_synth_options;
 
 /* Write the model to out_path, atomically (a temporary file, fsync, rename). Deterministic: the same options

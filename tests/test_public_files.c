@@ -166,7 +166,8 @@ static void test_refusals(void)
               strstr(e.msg, "recipe: expected one of Q8_0") && strstr(e.msg, "found 'Q3_X'"),
           "an unknown recipe is named: %s", e.msg);
     CHECK(!strcmp(loom_synth_preset(0), "micro") && !strcmp(loom_synth_preset(3), "tiny-moe") &&
-              !strcmp(loom_synth_preset(8), "35b-a3b") && loom_synth_preset(9) == NULL,
+              !strcmp(loom_synth_preset(8), "35b-a3b") && !strcmp(loom_synth_preset(14), "397b-a17b") &&
+              loom_synth_preset(15) == NULL,
           "preset names");
     loom_synth_options o = {.preset = "huge", .type = "F16", .vocab_path = "x"};
     CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG && strstr(e.msg, "found 'huge'") &&

@@ -1,15 +1,17 @@
-/* inspect.c — `loom inspect [--check-tensors] FILE`: opens and admits a qwen35 or qwen35moe GGUF (with the
- * flag, also validates every tensor's data), then prints the architecture, the hyper-parameters, the layer
+/* inspect.c — `loom inspect [--check-tensors] [--ctx N] FILE`: opens and admits a qwen35 or qwen35moe GGUF (with
+ * the flag, also validates every tensor's data), then prints the architecture, the hyper-parameters, the layer
  * execution plan (which state each layer owns), the expert plan of a MoE model, the parts of a split model, the
- * tensor table with file offsets, totals by type and the memory the model needs. A bad file exits 1 with
- * "loom inspect: FILE: reason". */
+ * tensor table with file offsets, totals by type and the memory the model needs at a context length. A bad
+ * file exits 1 with "loom inspect: FILE: reason". */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
-#define INSPECT_CTX 4096 /* the context length the memory total is given for */
+#define INSPECT_CTX 4096 /* the context length the memory is given for without --ctx (a session's default) */
 
 static void print_bytes(const char *label, uint64_t bytes)
 {
@@ -104,18 +106,30 @@ static uint64_t print_tensors(const loom_gguf *g, uint64_t n_tensors)
     return total;
 }
 
-static void print_memory(const loom_model_desc *d, uint64_t weights)
+/* The memory of one sequence at an n_ctx-token context, from the description's per-token K/V and per-sequence
+ * state sizes (the sizes a session allocates: loom_session_state_bytes = recurrent_state_bytes + n_ctx *
+ * kv_bytes_per_token). */
+static void print_memory(const loom_model_desc *d, uint64_t weights, uint32_t n_ctx)
 {
-    char label[64];
-    printf("\nmemory:\n");
+    char label[80];
+    uint32_t n_attn = 0;
+    for (uint32_t il = 0; il < d->n_layer; il++)
+        n_attn += d->layer_kind[il] == 1;
+    uint64_t kv = (uint64_t)n_ctx * d->kv_bytes_per_token;
+    printf("\nmemory at a %u-token context (one sequence):\n", n_ctx);
     print_bytes("weights (mapped)", weights);
-    print_bytes("KV cache per token", d->kv_bytes_per_token);
-    print_bytes("recurrent state per sequence", d->recurrent_state_bytes);
-    snprintf(label, sizeof label, "total for a %d-token context", INSPECT_CTX);
-    print_bytes(label, weights + (uint64_t)INSPECT_CTX * d->kv_bytes_per_token + d->recurrent_state_bytes);
+    print_bytes("KV cache per token (F16 K and V)", d->kv_bytes_per_token);
+    snprintf(label, sizeof label, "KV cache, %u attention layers", n_attn);
+    print_bytes(label, kv);
+    snprintf(label, sizeof label, "conv + recurrent state, %u layers", d->n_layer - n_attn);
+    print_bytes(label, d->recurrent_state_bytes);
+    snprintf(label, sizeof label, "total for a %u-token context", n_ctx);
+    print_bytes(label, weights + kv + d->recurrent_state_bytes);
+    printf("  (plus a session's compute scratch, which depends on its threads and batch: `loom bench --mem` prints\n"
+           "   the whole session arena, state and scratch)\n");
 }
 
-static void print_model(const char *path, const loom_gguf *g, const loom_model_desc *d)
+static void print_model(const char *path, const loom_gguf *g, const loom_model_desc *d, uint32_t n_ctx)
 {
     loom_gguf_info f;
     loom_gguf_get_info(g, &f);
@@ -134,13 +148,34 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
     print_expert_plan(d);
     print_parts(g);
     uint64_t weights = print_tensors(g, f.n_tensors);
-    print_memory(d, weights);
+    print_memory(d, weights, n_ctx);
 }
 
 static const char INSPECT_USAGE[] =
-    "usage: loom inspect [--check-tensors] FILE\n"
+    "usage: loom inspect [--check-tensors] [--ctx N] FILE\n"
     "  --check-tensors  also validate every tensor's data (finite values and block scales, as llama.cpp's\n"
-    "                   --check-tensors; reads the whole file)\n";
+    "                   --check-tensors; reads the whole file)\n"
+    "  --ctx N          the context length the memory is given for (default 4096; at most the model's\n"
+    "                   context_length, as a session takes)\n";
+
+/* The admitted model's <arch>.context_length (admission checked it is a UINT32). */
+static uint32_t inspect_ctx_train(const loom_gguf *g, const loom_model_desc *d)
+{
+    char key[64];
+    loom_gguf_kv_info kv = {0};
+    snprintf(key, sizeof key, "%s.context_length", d->arch);
+    int64_t i = loom_gguf_find_key(g, key);
+    return i >= 0 && loom_gguf_kv_at(g, (uint64_t)i, &kv, NULL) == LOOM_OK ? (uint32_t)kv.u64 : 0;
+}
+
+/* --ctx's value: a positive integer that fits in 32 bits, else 0. */
+static uint32_t inspect_ctx(const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = v ? strtoull(v, &end, 10) : 0;
+    return v && *v && !*end && !errno && !strchr(v, '-') && n >= 1 && n <= UINT32_MAX ? (uint32_t)n : 0;
+}
 
 int loom_cli_inspect(int argc, char **argv)
 {
@@ -148,19 +183,34 @@ int loom_cli_inspect(int argc, char **argv)
         fputs(INSPECT_USAGE, stdout);
         return 0;
     }
-    int check = argc == 3 && !strcmp(argv[1], "--check-tensors");
-    if (argc != 2 + check) {
-        for (int i = 1; i < argc; i++) /* name what is wrong: an option inspect does not take, or a second file */
-            if (argv[i][0] == '-' && strcmp(argv[i], "--check-tensors")) {
-                fprintf(stderr, "loom inspect: unknown option '%s' (the file comes without -m)\n", argv[i]);
-                break;
+    int check = 0;
+    uint32_t n_ctx = INSPECT_CTX, ctx_given = 0;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) { /* name what is wrong: an option inspect does not take, or a second file */
+        if (!strcmp(argv[i], "--check-tensors")) {
+            check = 1;
+        } else if (!strcmp(argv[i], "--ctx")) {
+            if (!(n_ctx = ctx_given = inspect_ctx(i + 1 < argc ? argv[++i] : NULL))) {
+                fprintf(stderr, "loom inspect: --ctx '%s', expected a context length in [1, %u]\n",
+                        i < argc ? argv[i] : "", UINT32_MAX);
+                return 2;
             }
-        if (argc > 2 + check && argv[argc - 1][0] != '-' && argv[argc - 2][0] != '-')
-            fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", argv[argc - 2], argv[argc - 1]);
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "loom inspect: unknown option '%s' (the file comes without -m)\n", argv[i]);
+            fputs(INSPECT_USAGE, stderr);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", path, argv[i]);
+            fputs(INSPECT_USAGE, stderr);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
         fputs(INSPECT_USAGE, stderr);
         return 2;
     }
-    const char *path = argv[1 + check];
     loom_gguf *g = NULL;
     loom_model_desc desc = {0};
     loom_error err = {0};
@@ -171,13 +221,19 @@ int loom_cli_inspect(int argc, char **argv)
     }
     if (!rc && check)
         rc = loom_gguf_check_tensors(g, &err);
+    uint32_t n_train = rc ? 0 : inspect_ctx_train(g, &desc);
+    if (!rc && ctx_given && n_ctx > n_train)
+        rc = loom_errorf(&err, LOOM_E_RANGE, "--ctx %u: expected at most the model's context_length %u", n_ctx,
+                         n_train);
+    if (!rc && !ctx_given && n_ctx > n_train) /* the default, as a session's: at most context_length */
+        n_ctx = n_train;
     if (rc) {
         fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
         loom_model_desc_free(&desc);
         loom_gguf_close(g);
         return 1;
     }
-    print_model(path, g, &desc);
+    print_model(path, g, &desc, n_ctx);
     loom_model_desc_free(&desc);
     loom_gguf_close(g);
     return fflush(stdout) ? 1 : 0;

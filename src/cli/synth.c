@@ -1,6 +1,6 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 / qwen35moe GGUF model of a preset geometry
- * (test models; loom_synthesize), printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing
- * written. */
+ * (test models; loom_synthesize), or with --sparse only its metadata and tensor table (split with --split),
+ * printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing written. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,9 +14,12 @@
 static void synth_usage(FILE *f)
 {
     fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16|TYPE] [--router uniform|skewed] [--seed N] "
-               "[--vocab PATH] -o OUT.gguf\n"
+               "[--vocab PATH] [--sparse [--split N]] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
                "  TYPE: a loom quantize TYPE (Q4_K_M, ...), written directly: the bytes of f32 then loom quantize\n"
+               "  --sparse: metadata and tensor table only; the tensor data is a hole that reads as zeros (almost no\n"
+               "            disk, no generation time): any geometry for admission and loom inspect, not a model to run\n"
+               "  --split N: with --sparse, N parts OUT-0000k-of-0000N.gguf as llama.cpp's gguf-split writes them\n"
                "  presets:");
     for (int i = 0; loom_synth_preset(i); i++)
         fprintf(f, " %s", loom_synth_preset(i));
@@ -38,8 +41,8 @@ static void synth_cli_progress(void *ctx, uint64_t index, uint64_t n_tensors, ui
 {
     struct synth_cli_progress *p = ctx;
     if (p->last_decile < 0)
-        fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s\n", p->par->preset, p->par->type,
-                (unsigned long long)p->par->seed, p->vocab, p->out);
+        fprintf(stderr, "synth: preset %s, type %s, seed %llu, vocab %s -> %s%s\n", p->par->preset, p->par->type,
+                (unsigned long long)p->par->seed, p->vocab, p->out, p->par->sparse ? " (sparse: no tensor data)" : "");
     int decile = total ? (int)(10 * done / total) : 10;
     if (decile == p->last_decile && index < n_tensors)
         return;
@@ -74,6 +77,9 @@ int loom_cli_synth(int argc, char **argv)
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             synth_usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--sparse")) { /* the one option without a value */
+            par.sparse = 1;
+            i--;
         } else if (!v) {
             fprintf(stderr, "loom synth: option '%s' needs a value or is unknown\n", a);
             synth_usage(stderr);
@@ -96,6 +102,15 @@ int loom_cli_synth(int argc, char **argv)
                         v);
                 return 2;
             }
+        } else if (!strcmp(a, "--split")) {
+            char *end;
+            errno = 0;
+            unsigned long n = strtoul(v, &end, 10);
+            if (!*v || *end || errno || strchr(v, '-') || n < 1 || n > 65535) {
+                fprintf(stderr, "loom synth: --split '%s', expected a part count in [1, 65535]\n", v);
+                return 2;
+            }
+            par.n_split = (uint32_t)n;
         } else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -109,6 +124,11 @@ int loom_cli_synth(int argc, char **argv)
             synth_usage(stderr);
             return 2;
         }
+    }
+    if (par.n_split > 1 && !par.sparse) {
+        fprintf(stderr, "loom synth: --split %u needs --sparse (split a generated model with tools/split_model)\n",
+                par.n_split);
+        return 2;
     }
     if (!par.preset || !out) {
         fprintf(stderr, "loom synth: --preset and -o are required\n");
@@ -147,6 +167,9 @@ int loom_cli_synth(int argc, char **argv)
         fprintf(stderr, "loom synth: %s\n", err.msg);
         return rc == LOOM_E_ARG ? 2 : 1; /* an option the preset does not take is a usage error */
     }
-    fprintf(stderr, "synth: wrote %s in %.1f s\n", out, loom_cli_now() - prog.t0);
+    if (par.n_split > 1)
+        fprintf(stderr, "synth: wrote %u sparse parts of %s in %.1f s\n", par.n_split, out, loom_cli_now() - prog.t0);
+    else
+        fprintf(stderr, "synth: wrote %s%s in %.1f s\n", out, par.sparse ? " (sparse)" : "", loom_cli_now() - prog.t0);
     return 0;
 }

@@ -156,7 +156,9 @@ int loom_gguf_writer_copy_kv(struct loom_gguf_writer *w, const struct loom_gguf_
 int loom_gguf_writer_add_tensor(struct loom_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                                 const uint64_t *ne);
 /* Produce each tensor's bytes in declaration order: fill(ctx, index, buf, nbytes) writes exactly the
- * tensor's nbytes into buf and returns LOOM_OK or an error. */
+ * tensor's nbytes into buf and returns LOOM_OK or an error. fill NULL: no tensor data is written; the file is
+ * extended to its full size (ftruncate), so the data reads as zeros and a file system with sparse files stores
+ * only the header (loom synth --sparse: geometry tests of models larger than the disk). */
 typedef int (*loom_gguf_fill_fn)(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err);
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err);

@@ -345,6 +345,16 @@ static int write_data(struct loom_gguf_writer *w, struct out *o, loom_gguf_fill_
     return rc;
 }
 
+/* No data (a NULL fill callback): the file grows to its full size as a hole, read back as zeros. */
+static int write_holes(const struct loom_gguf_writer *w, struct out *o)
+{
+    uint64_t end = o->pos + w->data_size;
+    if (fflush(o->f) || ftruncate(fileno(o->f), (off_t)end))
+        return loom_errorf(o->err, LOOM_E_IO, "extend '%s' to %" PRIu64 " bytes: %s", o->path, end, strerror(errno));
+    o->pos = end;
+    return LOOM_OK;
+}
+
 /* The key general.alignment, if set, must agree with the 32 bytes this writer uses. */
 static int check_alignment_key(const struct loom_gguf_writer *w, loom_error *err)
 {
@@ -381,8 +391,8 @@ static void fsync_parent(const char *path)
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err)
 {
-    if (!w || !path || (w->n_t && !fill))
-        return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer, path or fill callback");
+    if (!w || !path)
+        return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer or path");
     int rc = check_alignment_key(w, err);
     if (rc)
         return rc;
@@ -405,8 +415,10 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
         return rc;
     }
     rc = write_header(w, &o);
-    if (!rc)
+    if (!rc && fill)
         rc = write_data(w, &o, fill, ctx);
+    else if (!rc)
+        rc = write_holes(w, &o);
     if (!rc && (fflush(o.f) || fsync(fileno(o.f))))
         rc = loom_errorf(err, LOOM_E_IO, "flush '%s': %s", tmp, strerror(errno));
     if (fclose(o.f) && !rc)

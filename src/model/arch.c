@@ -21,6 +21,32 @@ const struct loom_arch *loom_arch_find(struct loom_gguf_str name)
     return NULL;
 }
 
+/* The refusal of a file whose general.architecture names no instance: what the file is, and what loom runs. A
+ * vision projector (llama.cpp's mmproj files: architecture "clip", clip.* keys) is named as such: it is a
+ * companion of a text model, which loom would have to run with it. */
+static int arch_refuse(const struct loom_gguf *g, struct loom_gguf_str name, loom_error *err)
+{
+    char runs[128];
+    size_t at = 0;
+    for (size_t i = 0; i < N_ARCHS && at < sizeof runs; i++)
+        at += (size_t)snprintf(runs + at, sizeof runs - at, "%s'%s'", i ? " and " : "", archs[i]->name);
+    int len = (int)(name.len < 64 ? name.len : 64);
+    if (loom_gguf_str_eq(name, "clip")) {
+        struct loom_gguf_str pt = {0, NULL};
+        char kind[80] = "";
+        if (loom_gguf_get_str(g, "clip.projector_type", 1, &pt, NULL) == LOOM_OK && pt.ptr)
+            snprintf(kind, sizeof kind, ", clip.projector_type '%.*s'", (int)(pt.len < 48 ? pt.len : 48), pt.ptr);
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "key 'general.architecture': found 'clip'%s: this file is a vision projector (an mmproj "
+                           "file), used together with its text model to read images; loom runs only the text models "
+                           "%s and does not support vision projectors yet: give the text model's file instead",
+                           kind, runs);
+    }
+    return loom_errorf(err, LOOM_E_FORMAT,
+                       "key 'general.architecture': found '%.*s', a model of an architecture loom does not run; loom "
+                       "runs only %s (Qwen3.5 dense and mixture-of-experts text models)", len, name.ptr, runs);
+}
+
 int loom_arch_admit(const struct loom_gguf *g, const struct loom_arch **arch, struct loom_hparams *hp,
                     struct loom_geometry *geo, loom_error *err)
 {
@@ -29,14 +55,8 @@ int loom_arch_admit(const struct loom_gguf *g, const struct loom_arch **arch, st
     if (rc)
         return rc;
     *arch = loom_arch_find(name);
-    if (!*arch) {
-        char expected[256];
-        size_t at = 0;
-        for (size_t i = 0; i < N_ARCHS && at < sizeof expected; i++)
-            at += (size_t)snprintf(expected + at, sizeof expected - at, "%s'%s'", i ? " or " : "", archs[i]->name);
-        return loom_errorf(err, LOOM_E_FORMAT, "key 'general.architecture': expected %s, found '%.*s'", expected,
-                           (int)(name.len < 64 ? name.len : 64), name.ptr);
-    }
+    if (!*arch)
+        return arch_refuse(g, name, err);
     return (*arch)->admit(*arch, g, hp, geo, err);
 }
 

@@ -20,30 +20,44 @@
 
 static const struct loom_synth_preset synth_presets[] = {
     /* smallest valid model, for fast unit tests: 1 Gated DeltaNet + 1 attention layer, H_k < H_v */
-    {"micro", 2, 128, 256, 2, 1, 64, 16, {3, 3, 2, 0}, 1e7f, 1e-6f, 2, 32, 1, 2, 4, 4096, 0, 0, 0, 0, 0, 0},
+    {"micro", 2, 128, 256, 2, 1, 64, 16, {3, 3, 2, 0}, 1e7f, 1e-6f, 2, 32, 1, 2, 4, 4096, 0, 0, 0, 0, 0, 0, 0},
     /* 3 Gated DeltaNet + 1 attention layer; attention head dims as in the real model */
-    {"tiny", 4, 256, 512, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 0, 0, 0, 0, 0},
+    {"tiny", 4, 256, 512, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 0, 0, 0, 0, 0, 0},
     /* Qwen3.5-0.8B text geometry */
     {"0.8b", 24, 1024, 3584, 8, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 16, 4, 262144, 248320, 0, 0, 0, 0,
-     0},
+     0, 0},
     /* qwen35moe, tiny's trunk: exactly 8 experts (llama_tensor_get_type's n_expert == 8 branches), 2 used,
      * gate and up experts separate (as the converter writes them) */
-    {"tiny-moe", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256, 0},
+    {"tiny-moe", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256, 0, 0},
     /* fewer than 8 experts (the n_expert != 8 branches, and n_expert >= 4) */
     {"tiny-moe-e4", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 4, 2, 256, 256,
-     0},
+     0, 0},
     /* more than 8 experts (the n_expert != 8 branches, as the real models take them) */
     {"tiny-moe-e16", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 16, 4, 256, 256,
-     0},
+     0, 0},
     /* 8 experts with the fused ffn_gate_up_exps */
     {"tiny-moe-fused", 4, 256, 0, 2, 1, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 64, 2, 4, 4, 32768, 0, 8, 2, 256, 256,
-     1},
+     1, 0},
     /* Qwen3.5-35B-A3B layer shapes and all 256 experts, 8 of its 40 layers (about 4.4 GB at Q4_K_M) */
     {"moe-mid", 8, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8,
-     512, 512, 0},
+     512, 512, 0, 0},
     /* Qwen3.5-35B-A3B text geometry (README "Synthetic MoE models": where each number comes from) */
     {"35b-a3b", 40, 2048, 0, 16, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 256, 8,
-     512, 512, 0},
+     512, 512, 0, 0},
+    /* the other published Qwen3.5 text geometries (README "Synthetic models of every published geometry": the
+     * source of each number, and which are unconfirmed) */
+    {"2b", 24, 2048, 6144, 8, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 16, 4, 262144, 248320, 0, 0, 0, 0,
+     0, 0},
+    {"4b", 32, 2560, 9216, 16, 4, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 0, 0, 0, 0,
+     0, 0},
+    {"9b", 32, 4096, 12288, 16, 4, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 32, 4, 262144, 248320, 0, 0, 0,
+     0, 0, 1},
+    {"27b", 64, 5120, 17408, 24, 4, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 48, 4, 262144, 248320, 0, 0, 0,
+     0, 0, 1},
+    {"122b-a10b", 48, 3072, 0, 32, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 64, 4, 262144, 248320, 256, 8,
+     1024, 1024, 0, 1},
+    {"397b-a17b", 60, 4096, 0, 32, 2, 256, 64, {11, 11, 10, 0}, 1e7f, 1e-6f, 4, 128, 16, 64, 4, 262144, 248320, 512,
+     10, 1024, 1024, 0, 1},
 };
 
 const struct loom_synth_preset *loom_synth_find_preset(const char *name)
@@ -162,9 +176,12 @@ struct synth {
     const struct loom_synth_params *par;
     const struct loom_synth_preset *P;
     uint32_t E, n_rows, n_tok;
+    uint32_t blk;     /* the Walsh-Hadamard block: E when a power of two, else its largest power-of-two divisor */
     float *sign;      /* [3][E] the Di of B */
+    uint32_t *mix;    /* [3][E] (blk < E only) the permutation after each block transform, mixing the blocks */
+    float *tmp;       /* [E] (blk < E only) permutation staging */
     float *prof;      /* [E] residual profile p (sum p^2 = E) */
-    float basis_norm; /* E^(-3/2) */
+    float basis_norm; /* blk^(-3/2): the transforms' norm gain undone */
     float c_in;       /* sqrt(E / sum p^4): a profile-shaped rms-1 input gives rms-1 reads */
     float *vec;       /* [E] one row or column */
     float *shared;    /* [E] skewed router: the direction every real token's embedding shares (rms 1), else NULL */
@@ -175,6 +192,8 @@ struct synth {
     size_t *order;    /* [n_t] the tensor written k-th (a recipe's file: the reference's order), or NULL: as planned */
     uint64_t done_bytes, total_bytes;
     int cancelled;    /* the abort callback asked to stop (synth_poll) */
+    int sparse;       /* loom_synth_write_sparse: no data generated or written */
+    uint32_t n_split; /* loom_synth_write_sparse: parts (0 or 1: one file) */
 };
 
 /* Rows or columns generated between two polls of the abort callback. */
@@ -188,14 +207,23 @@ static int synth_poll(struct synth *s, uint64_t i)
     return s->cancelled;
 }
 
-/* x <- B x / basis_norm (caller folds basis_norm into its scale). */
+/* x <- B x / basis_norm (caller folds basis_norm into its scale). When E is not a power of two (blk < E), each
+ * transform runs on the E / blk blocks of x and a random permutation then mixes the blocks: still orthogonal,
+ * with a norm gain of blk^(3/2). */
 static void synth_basis_apply(const struct synth *s, float *x)
 {
     for (int r = 0; r < 3; r++) {
         const float *d = s->sign + (size_t)r * s->E;
         for (uint32_t i = 0; i < s->E; i++)
             x[i] *= d[i];
-        synth_fwht(x, s->E);
+        for (uint32_t b = 0; b < s->E; b += s->blk)
+            synth_fwht(x + b, s->blk);
+        if (s->blk == s->E)
+            continue;
+        const uint32_t *m = s->mix + (size_t)r * s->E;
+        for (uint32_t i = 0; i < s->E; i++)
+            s->tmp[i] = x[m[i]];
+        memcpy(x, s->tmp, s->E * sizeof(float));
     }
 }
 
@@ -223,7 +251,9 @@ static void synth_basis_init(struct synth *s)
         s4 += (double)s->prof[i] * s->prof[i] * s->prof[i] * s->prof[i];
     }
     s->c_in = (float)sqrt(E / s4);
-    s->basis_norm = (float)pow((double)E, -1.5);
+    s->basis_norm = (float)pow((double)s->blk, -1.5);
+    for (int m = 0; s->blk < E && m < 3; m++) /* drawn last: a power-of-two preset's stream is unchanged */
+        synth_rng_choose(&r, s->mix + (size_t)m * E, E, E);
     if (s->shared) { /* the skewed router's shared direction: profile-shaped like a token row, rms 1 */
         synth_rng_normal(&r, s->shared, E);
         double ss = 0;
@@ -307,8 +337,8 @@ static void synth_plan_moe(struct synth *s, int l, float depth)
     synth_add(s, l, "ffn_down_shexp.weight", SYNTH_WRITE, W, P->n_ff_shexp, E, depth);
 }
 
-/* The qwen35 / qwen35moe tensor list (names and ggml shapes as llama.cpp's loaders expect; tied embeddings, so
- * no output.weight). Matrices in wtype, vectors, ssm_conv1d and the MoE gates in F32. */
+/* The qwen35 / qwen35moe tensor list (names and ggml shapes as llama.cpp's loaders expect; output.weight only for
+ * a preset with an untied head). Matrices in wtype, vectors, ssm_conv1d and the MoE gates in F32. */
 static void synth_plan(struct synth *s)
 {
     const struct loom_synth_preset *P = s->P;
@@ -321,6 +351,8 @@ static void synth_plan(struct synth *s)
 
     synth_add(s, -1, "token_embd.weight", SYNTH_EMBD, W, E, s->n_rows, 0);
     synth_add(s, -1, "output_norm.weight", SYNTH_OUT_NORM, F32, E, 0, 0);
+    if (P->untied_output) /* an own head, drawn as the embeddings are (padding rows small: they never win) */
+        synth_add(s, -1, "output.weight", SYNTH_EMBD, W, E, s->n_rows, 0);
     for (uint32_t il = 0; il < P->n_layer; il++) {
         int l = (int)il;
         synth_add(s, l, "attn_norm.weight", SYNTH_NORM, F32, E, 0, 0);
@@ -582,8 +614,8 @@ static int synth_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes,
 static int synth_check_preset(const struct loom_synth_preset *P, loom_error *err)
 {
     uint32_t E = P->n_embd;
-    if (E < 64 || (E & (E - 1)))
-        return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': n_embd %u, expected a power of two >= 64",
+    if ((E & (~E + 1)) < 64) /* the residual basis transforms blocks of E's largest power-of-two divisor */
+        return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': n_embd %u, expected a multiple of 64",
                            P->name, E);
     if (2 * (P->sections[0] + P->sections[1] + P->sections[2] + P->sections[3]) != P->n_rot)
         return loom_errorf(err, LOOM_E_ARG, "synth preset '%s': rope sections cover %u dims, expected n_rot %u",
@@ -742,16 +774,19 @@ static int synth_alloc(struct synth *s, loom_error *err)
     uint64_t max_in = 0;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         max_in = widths[i] > max_in ? widths[i] : max_in;
+    s->blk = E & (~E + 1);
     s->sign = malloc(3 * (size_t)E * sizeof(float));
+    s->mix = malloc(3 * (size_t)E * sizeof(uint32_t));
+    s->tmp = malloc((size_t)E * sizeof(float));
     s->prof = malloc((size_t)E * sizeof(float));
     s->vec = malloc((size_t)E * sizeof(float));
-    s->scratch = malloc((size_t)max_in * E * sizeof(float));
+    s->scratch = malloc(s->sparse ? 1 : (size_t)max_in * E * sizeof(float)); /* sparse: nothing generated */
     s->t = calloc(4 + 24 * (size_t)P->n_layer, sizeof *s->t);
     uint32_t n_perm = E > P->n_expert ? E : P->n_expert;
     s->perm = malloc((size_t)n_perm * sizeof(uint32_t));
     if (P->n_expert && s->par->router == LOOM_SYNTH_ROUTER_SKEWED)
         s->shared = malloc((size_t)E * sizeof(float));
-    if (!s->sign || !s->prof || !s->vec || !s->perm || !s->scratch || !s->t ||
+    if (!s->sign || !s->mix || !s->tmp || !s->prof || !s->vec || !s->perm || !s->scratch || !s->t ||
         (P->n_expert && s->par->router == LOOM_SYNTH_ROUTER_SKEWED && !s->shared))
         return loom_errorf(err, LOOM_E_NOMEM, "synth: work buffers for preset '%s'", P->name);
     return LOOM_OK;
@@ -760,6 +795,8 @@ static int synth_alloc(struct synth *s, loom_error *err)
 static void synth_free(struct synth *s)
 {
     free(s->sign);
+    free(s->mix);
+    free(s->tmp);
     free(s->prof);
     free(s->vec);
     free(s->perm);
@@ -807,9 +844,11 @@ static int synth_quant_types(struct synth *s, loom_error *err)
     return rc;
 }
 
-static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error *err)
+/* Declare the tensors written k = first .. first + count - 1 (in file order). */
+static int synth_declare(struct loom_gguf_writer *w, struct synth *s, uint32_t first, uint32_t count,
+                         loom_error *err)
 {
-    for (uint32_t k = 0; k < s->n_t; k++) {
+    for (uint32_t k = first; k < first + count; k++) {
         const struct synth_tensor *t = &s->t[s->order ? s->order[k] : k];
         SYNTH_TRY(loom_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne), t->name);
         s->total_bytes += synth_tensor_bytes(t);
@@ -817,7 +856,67 @@ static int synth_declare(struct loom_gguf_writer *w, struct synth *s, loom_error
     return LOOM_OK;
 }
 
-int loom_synth_write(const struct loom_synth_params *par, const char *out_path, loom_error *err)
+/* Every key of the model: hyper-parameters, the vocabulary's tokenizer keys, a recipe's file type keys. */
+static int synth_set_keys(struct loom_gguf_writer *w, struct synth *s, const struct loom_gguf *voc, loom_error *err)
+{
+    int rc = synth_set_hparams(w, s, err);
+    if (rc == LOOM_OK)
+        rc = synth_set_tokenizer(w, voc, s, err);
+    if (rc == LOOM_OK && s->par->recipe && (rc = loom_quant_set_file_keys(w, s->par->recipe)) != LOOM_OK)
+        rc = loom_errorf(err, rc, "synth: gguf writer failed on the file type keys");
+    return rc;
+}
+
+/* A sparse model in n_split parts, as llama.cpp's gguf-split lays them out: every key in the first part, the split
+ * keys (split.no, split.count, split.tensors.count) in each, the tensors in file order cut into runs of about
+ * equal bytes (at least one tensor each); part k goes to loom_split_path(prefix, k, n_split). */
+static int synth_write_split(struct synth *s, const struct loom_gguf *voc, const char *out_path, loom_error *err)
+{
+    uint32_t n = s->n_split;
+    if (n > s->n_t || n > UINT16_MAX)
+        return loom_errorf(err, LOOM_E_ARG, "synth: %u split parts, expected at most %u (one tensor each)", n,
+                           s->n_t < UINT16_MAX ? s->n_t : UINT16_MAX);
+    char prefix[4096], path[4200];
+    size_t len = strlen(out_path);
+    if (len >= 5 && !strcmp(out_path + len - 5, ".gguf"))
+        len -= 5;
+    if (len >= sizeof prefix)
+        return loom_errorf(err, LOOM_E_ARG, "synth: output path of %zu bytes, expected under %zu", len, sizeof prefix);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)len, out_path);
+    uint64_t total = 0, done = 0;
+    for (uint32_t k = 0; k < s->n_t; k++)
+        total += synth_tensor_bytes(&s->t[s->order ? s->order[k] : k]);
+    int rc = LOOM_OK;
+    for (uint32_t part = 0, first = 0; rc == LOOM_OK && part < n; part++) {
+        uint32_t end = first + 1; /* the part ends where the bytes so far reach (part + 1) / n of the total */
+        done += synth_tensor_bytes(&s->t[s->order ? s->order[first] : first]);
+        while (end < s->n_t - (n - part - 1) && (part == n - 1 || done < total / n * (part + 1))) {
+            done += synth_tensor_bytes(&s->t[s->order ? s->order[end] : end]);
+            end++;
+        }
+        struct loom_gguf_writer *w = loom_gguf_writer_new();
+        if (!w)
+            return loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer");
+        if (part == 0)
+            rc = synth_set_keys(w, s, voc, err);
+        if (rc == LOOM_OK && (loom_gguf_writer_set_u16(w, "split.no", (uint16_t)part) ||
+                              loom_gguf_writer_set_u16(w, "split.count", (uint16_t)n) ||
+                              loom_gguf_writer_set_i32(w, "split.tensors.count", (int32_t)s->n_t)))
+            rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer failed on the split keys");
+        if (rc == LOOM_OK)
+            rc = synth_declare(w, s, first, end - first, err);
+        if (rc == LOOM_OK)
+            rc = loom_split_path(path, sizeof path, prefix, part, n, err);
+        if (rc == LOOM_OK)
+            rc = loom_gguf_writer_write(w, path, NULL, NULL, err);
+        loom_gguf_writer_free(w);
+        first = end;
+    }
+    return rc;
+}
+
+static int synth_write(const struct loom_synth_params *par, int sparse, uint32_t n_split, const char *out_path,
+                       loom_error *err)
 {
     if (!par || !par->preset || !par->vocab_path || !out_path)
         return loom_errorf(err, LOOM_E_ARG, "synth: preset, vocab path and output path are required");
@@ -830,7 +929,7 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
     int rc = synth_check_preset(par->preset, err);
     if (rc != LOOM_OK)
         return rc;
-    struct synth s = {.par = par, .P = par->preset, .E = par->preset->n_embd};
+    struct synth s = {.par = par, .P = par->preset, .E = par->preset->n_embd, .sparse = sparse, .n_split = n_split};
     struct loom_gguf *voc = NULL;
     struct loom_gguf_writer *w = NULL;
     rc = synth_alloc(&s, err);
@@ -842,21 +941,19 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
     if (rc == LOOM_OK && !(w = loom_gguf_writer_new()))
         rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer");
     if (rc == LOOM_OK)
-        rc = synth_set_hparams(w, &s, err);
-    if (rc == LOOM_OK)
-        rc = synth_set_tokenizer(w, voc, &s, err);
-    if (rc == LOOM_OK && par->recipe && (rc = loom_quant_set_file_keys(w, par->recipe)) != LOOM_OK)
-        rc = loom_errorf(err, rc, "synth: gguf writer failed on the file type keys");
+        rc = synth_set_keys(w, &s, voc, err);
     if (rc == LOOM_OK) {
         synth_basis_init(&s);
         synth_plan(&s);
         if (par->recipe)
             rc = synth_quant_types(&s, err);
     }
-    if (rc == LOOM_OK)
-        rc = synth_declare(w, &s, err);
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_write(w, out_path, synth_fill, &s, err);
+    if (rc == LOOM_OK && sparse && n_split > 1)
+        rc = synth_write_split(&s, voc, out_path, err);
+    else if (rc == LOOM_OK && (rc = synth_declare(w, &s, 0, s.n_t, err)) == LOOM_OK)
+        rc = loom_gguf_writer_write(w, out_path, sparse ? NULL : synth_fill, &s, err);
+    if (rc == LOOM_OK && sparse)
+        s.done_bytes = s.total_bytes; /* every tensor is in place: a hole */
     if (rc == LOOM_OK && par->progress)
         par->progress(par->progress_ctx, s.n_t, s.n_t, s.done_bytes, s.total_bytes, "");
     if (w)
@@ -865,6 +962,17 @@ int loom_synth_write(const struct loom_synth_params *par, const char *out_path, 
         loom_gguf_close(voc);
     synth_free(&s);
     return rc;
+}
+
+int loom_synth_write(const struct loom_synth_params *par, const char *out_path, loom_error *err)
+{
+    return synth_write(par, 0, 0, out_path, err);
+}
+
+int loom_synth_write_sparse(const struct loom_synth_params *par, uint32_t n_split, const char *out_path,
+                            loom_error *err)
+{
+    return synth_write(par, 1, n_split, out_path, err);
 }
 
 /* ---- public API (loom.h, "Synthetic models") -------------------------------------------------------------- */
@@ -885,7 +993,7 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
                                     .progress = o->progress, .progress_ctx = o->progress_ctx, .abort = o->abort,
                                     .abort_ctx = o->abort_ctx};
     if (!par.preset) {
-        char names[256];
+        char names[512];
         size_t at = 0;
         for (size_t i = 0; i < sizeof synth_presets / sizeof synth_presets[0] && at < sizeof names; i++)
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", synth_presets[i].name);
@@ -910,5 +1018,8 @@ int loom_synthesize(const loom_synth_options *o, const char *out_path, loom_erro
         return loom_errorf(err, LOOM_E_ARG, "type: expected F32, F16, BF16 or a recipe (%s), found '%s'", names + 1,
                            o->type ? o->type : "(null)");
     }
-    return loom_synth_write(&par, out_path, err);
+    if (o->n_split > 1 && !o->sparse)
+        return loom_errorf(err, LOOM_E_ARG, "n_split: expected 0 or 1 without sparse (split a generated model with "
+                           "tools/split_model), found %u", o->n_split);
+    return o->sparse ? loom_synth_write_sparse(&par, o->n_split, out_path, err) : loom_synth_write(&par, out_path, err);
 }

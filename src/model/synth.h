@@ -26,6 +26,7 @@ struct loom_synth_preset {
      * feed_forward_length key) */
     uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     uint32_t fused_gate_up;                 /* 1: ffn_gate_up_exps; 0: ffn_gate_exps + ffn_up_exps */
+    uint32_t untied_output;                 /* 1: an output.weight head [n_embd, n_rows]; 0: tied to token_embd */
 };
 
 /* The router of a qwen35moe preset (loom.h loom_synth_options.router; README "Synthetic MoE models"). */
@@ -59,5 +60,14 @@ struct loom_synth_params {
  * LOOM_E_ARG for a bad type/preset, LOOM_E_IO / LOOM_E_FORMAT for the vocab file, LOOM_E_NOMEM, LOOM_E_CANCELLED
  * when the abort callback asked (no file left behind: the temporary file is removed, out_path untouched). */
 int loom_synth_write(const struct loom_synth_params *params, const char *out_path, loom_error *err);
+
+/* The model's metadata and tensor table only, its tensor data a hole that reads as zeros (the GGUF writer's NULL
+ * fill): a file of any preset's geometry for admission and `loom inspect`, at almost no disk and no generation
+ * time, not a model to run (every weight 0). n_split 0 or 1: one file at out_path; N > 1: N parts
+ * PREFIX-0000k-of-0000N.gguf (PREFIX: out_path without its ".gguf"), laid out as llama.cpp's gguf-split writes
+ * them (every key in the first part, split.no / split.count / split.tensors.count in each, the tensors in file
+ * order in runs of about equal bytes). Errors as loom_synth_write, and LOOM_E_ARG for more parts than tensors. */
+int loom_synth_write_sparse(const struct loom_synth_params *params, uint32_t n_split, const char *out_path,
+                            loom_error *err);
 
 #endif
