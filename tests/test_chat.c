@@ -9,109 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat_fixture.h"
 #include "test.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 #include "vocab_fixture.h"
 
 #define FIXTURE "tests/fixtures/chat/qwen35.json"
-#define MAX_MSGS 32
-#define MAX_CALLS 8
-
-/* One fixture conversation converted to the C API; strings point into the jansson tree or into owned[]. */
-struct conv {
-    struct loom_chat_message msgs[MAX_MSGS];
-    struct loom_chat_tool_call calls[MAX_MSGS][MAX_CALLS];
-    struct loom_chat_params p;
-    char *owned[MAX_MSGS * MAX_CALLS + 1];
-    int n_owned;
-    size_t n;
-};
-
-static const char *str_or_null(const json_t *v)
-{
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static char *dump_owned(struct conv *c, const json_t *v)
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    c->owned[c->n_owned++] = s;
-    return s;
-}
-
-/* Fill c from a fixture "input" object. Returns 0, or -1 when the fixture exceeds the fixed limits. */
-static int conv_load(struct conv *c, const json_t *input)
-{
-    memset(c, 0, sizeof *c);
-    const json_t *msgs = json_object_get(input, "messages");
-    if (json_array_size(msgs) > MAX_MSGS)
-        return -1;
-    c->n = json_array_size(msgs);
-    for (size_t i = 0; i < c->n; i++) {
-        const json_t *m = json_array_get(msgs, i);
-        struct loom_chat_message *cm = &c->msgs[i];
-        cm->role = str_or_null(json_object_get(m, "role"));
-        cm->content = str_or_null(json_object_get(m, "content"));
-        cm->reasoning_content = str_or_null(json_object_get(m, "reasoning_content"));
-        const json_t *tcs = json_object_get(m, "tool_calls");
-        if (json_array_size(tcs) > MAX_CALLS)
-            return -1;
-        for (size_t k = 0; k < json_array_size(tcs); k++) {
-            const json_t *tc = json_array_get(tcs, k);
-            const json_t *fn = json_object_get(tc, "function") ? json_object_get(tc, "function") : tc;
-            const json_t *args = json_object_get(fn, "arguments");
-            c->calls[i][k].name = str_or_null(json_object_get(fn, "name"));
-            c->calls[i][k].arguments = args ? dump_owned(c, args) : NULL;
-        }
-        cm->tool_calls = c->calls[i];
-        cm->n_tool_calls = json_array_size(tcs);
-    }
-    const json_t *tools = json_object_get(input, "tools");
-    c->p.tools = tools ? dump_owned(c, tools) : NULL;
-    c->p.add_generation_prompt = json_is_true(json_object_get(input, "add_generation_prompt"));
-    const json_t *think = json_object_get(input, "enable_thinking");
-    c->p.think = !think ? LOOM_CHAT_THINK_UNSET : json_is_true(think) ? LOOM_CHAT_THINK_ON : LOOM_CHAT_THINK_OFF;
-    return 0;
-}
-
-static void conv_free(struct conv *c)
-{
-    for (int i = 0; i < c->n_owned; i++)
-        free(c->owned[i]);
-}
-
-/* Segments tile the text, are non-empty and alternate in kind. */
-static int segments_ok(const struct loom_chat_render *r)
-{
-    size_t off = 0;
-    for (size_t i = 0; i < r->n_seg; i++) {
-        if (r->seg[i].off != off || r->seg[i].len == 0 || (i && r->seg[i].kind == r->seg[i - 1].kind))
-            return 0;
-        off += r->seg[i].len;
-    }
-    return off == r->len && r->text[r->len] == '\0';
-}
-
-/* The bytes of r that DATA segments cover, concatenated (fresh string). */
-static char *data_text(const struct loom_chat_render *r)
-{
-    char *s = calloc(r->len + 1, 1);
-    size_t n = 0;
-    for (size_t i = 0; s && i < r->n_seg; i++)
-        if (r->seg[i].kind == LOOM_CHAT_DATA) {
-            memcpy(s + n, r->text + r->seg[i].off, r->seg[i].len);
-            n += r->seg[i].len;
-        }
-    return s;
-}
 
 /* Every caller content that holds a control spelling keeps it inside DATA (except an assistant's </think>
  * split, which the template consumes when no reasoning_content is given). */
 static int literal_controls_are_data(const struct loom_chat_render *r, const struct conv *c)
 {
     static const char *spell[] = {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "</think>", "<tool_call>"};
-    char *d = data_text(r);
+    size_t nd;
+    char *d = kind_text(r, LOOM_CHAT_DATA, &nd);
     int ok = d != NULL;
     for (size_t i = 0; ok && i < c->n; i++) {
         const struct loom_chat_message *m = &c->msgs[i];

@@ -13,11 +13,10 @@ import copy
 import json
 import os
 import sys
-from datetime import datetime
 
 import jinja2
-from jinja2.exceptions import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from hf_jinja import GEN_PROMPT, A, Cases, S, T, U, call, chat_vars, make_env, outcome
 
 HOME = os.path.expanduser("~")
 REF = os.environ.get("LOOM_REF", os.path.join(os.environ.get("LOOM_CACHE", HOME + "/.cache/loom"), "ref"))
@@ -25,61 +24,8 @@ TEMPLATE = os.path.join(REF, "src/models/templates/Qwen3.5-4B.jinja")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests/fixtures/chat/qwen35.json")
 
 
-class RaisedByTemplate(Exception):
-    pass
-
-
-def make_env():
-    """The Jinja environment of transformers' chat template utilities (_compile_jinja_template)."""
-    def raise_exception(message):
-        raise RaisedByTemplate(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env
-
-
 def render(template, inp):
-    kwargs = {"messages": inp["messages"], "add_generation_prompt": inp.get("add_generation_prompt", False)}
-    if "tools" in inp:
-        kwargs["tools"] = inp["tools"]
-    if "enable_thinking" in inp:
-        kwargs["enable_thinking"] = inp["enable_thinking"]
-    try:
-        return {"expected": template.render(**kwargs)}
-    except RaisedByTemplate as e:
-        return {"error": str(e), "error_kind": "raise_exception"}
-    except (TemplateError, TypeError) as e:
-        return {"error": "%s: %s" % (type(e).__name__, e), "error_kind": "jinja"}
-
-
-def U(text):
-    return {"role": "user", "content": text}
-
-
-def A(text, **kw):
-    return dict({"role": "assistant", "content": text}, **kw)
-
-
-def S(text):
-    return {"role": "system", "content": text}
-
-
-def T(text):
-    return {"role": "tool", "content": text}
-
-
-def call(name, args, wrap=True):
-    fn = {"name": name} if args is None else {"name": name, "arguments": args}
-    return {"type": "function", "function": fn} if wrap else fn
+    return outcome(lambda: template.render(**chat_vars(inp)))
 
 
 WEATHER = {"type": "function", "function": {
@@ -99,12 +45,8 @@ FS = "\u001c\u001d\u001e\u001f"
 
 
 def cases():
-    c = []
-
-    def add(name, messages, **kw):
-        c.append(dict({"name": name, "messages": messages}, **kw))
-
-    gp = {"add_generation_prompt": True}
+    c = Cases()
+    add, gp = c.add, GEN_PROMPT
     add("user_only_think_unset", [U("Hello")], **gp)
     add("user_only_think_on", [U("Hello")], enable_thinking=True, **gp)
     add("user_only_think_off", [U("Hello")], enable_thinking=False, **gp)

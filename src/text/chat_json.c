@@ -29,13 +29,11 @@ static int buf_puts(struct loom_chat_buf *b, const char *s)
     return loom_chat_buf_put(b, s, strlen(s));
 }
 
-/* Python's float repr: the shortest digit string that reads back as x, in fixed notation when the decimal
- * exponent e (x = d.ddd * 10^e) satisfies -4 <= e < 16, else d.ddde+XX (source: CPython float_repr_style
- * 'short', format code 'r'). */
-static void python_float_repr(double x, char *out, size_t cap)
+void loom_chat_float_repr(double x, int json, char *out, size_t cap)
 {
     if (isnan(x) || isinf(x)) {
-        snprintf(out, cap, "%s", isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+        snprintf(out, cap, "%s", isnan(x) ? (json ? "NaN" : "nan") : x > 0 ? (json ? "Infinity" : "inf")
+                                                                              : (json ? "-Infinity" : "-inf"));
         return;
     }
     char sci[40];
@@ -90,28 +88,35 @@ static void python_float_repr(double x, char *out, size_t cap)
     out[o] = '\0';
 }
 
-/* A JSON string literal as json.dumps writes it with ensure_ascii=False: ", \ and controls escaped. */
+const char *loom_chat_json_escape(unsigned char c, char esc[8])
+{
+    if (c >= 0x20 && c != '"' && c != '\\')
+        return NULL;
+    const char *named = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+    if (named)
+        return named;
+    snprintf(esc, 8, "\\u%04x", c);
+    return esc;
+}
+
+/* A JSON string literal as json.dumps writes it with ensure_ascii=False. */
 static int write_string(struct loom_chat_buf *b, const char *s, size_t n)
 {
     int rc = loom_chat_buf_put(b, "\"", 1);
     size_t run = 0;
-    for (size_t i = 0; rc == LOOM_OK && i <= n; i++) {
-        unsigned char c = i < n ? (unsigned char)s[i] : 0;
-        if (i < n && c >= 0x20 && c != '"' && c != '\\')
+    char esc[8];
+    for (size_t i = 0; rc == LOOM_OK && i < n; i++) {
+        const char *e = loom_chat_json_escape((unsigned char)s[i], esc);
+        if (!e)
             continue;
         rc = loom_chat_buf_put(b, s + run, i - run);
+        if (rc == LOOM_OK)
+            rc = buf_puts(b, e);
         run = i + 1;
-        if (rc != LOOM_OK || i == n)
-            break;
-        char esc[8];
-        const char *named = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                          : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (!named) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            named = esc;
-        }
-        rc = buf_puts(b, named);
     }
+    if (rc == LOOM_OK)
+        rc = loom_chat_buf_put(b, s + run, n - run);
     return rc == LOOM_OK ? loom_chat_buf_put(b, "\"", 1) : rc;
 }
 
@@ -160,7 +165,7 @@ int loom_chat_json_write(struct loom_chat_buf *b, const json_t *v, int as_str)
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         return buf_puts(b, num);
     case JSON_REAL:
-        python_float_repr(json_real_value(v), num, sizeof num);
+        loom_chat_float_repr(json_real_value(v), 1, num, sizeof num);
         return buf_puts(b, num);
     case JSON_TRUE:
         return buf_puts(b, as_str ? "True" : "true");
@@ -179,6 +184,23 @@ json_t *loom_chat_json_parse(const char *json, size_t len, const char *what, loo
     if (!v)
         loom_errorf(err, LOOM_E_ARG, "%s: expected valid JSON, found an error at line %d column %d: %s", what,
                     je.line, je.column, je.text);
+    return v;
+}
+
+json_t *loom_chat_json_arguments(const char *text, const char *what, loom_error *err)
+{
+    json_t *v = loom_chat_json_parse(text, strlen(text), what, err);
+    if (v && json_is_string(v)) {
+        json_t *inner = loom_chat_json_parse(json_string_value(v), json_string_length(v), what, err);
+        json_decref(v);
+        v = inner;
+    }
+    if (v && !json_is_object(v)) {
+        loom_errorf(err, LOOM_E_ARG, "%s: expected a JSON object (or a string holding one), found JSON type %d",
+                    what, (int)json_typeof(v));
+        json_decref(v);
+        v = NULL;
+    }
     return v;
 }
 

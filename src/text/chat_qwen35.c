@@ -187,19 +187,7 @@ static json_t *tool_call_arguments(const struct loom_chat_tool_call *tc, size_t 
 {
     char what[64];
     snprintf(what, sizeof what, "tool call %zu arguments", k);
-    json_t *v = loom_chat_json_parse(tc->arguments, strlen(tc->arguments), what, err);
-    if (v && json_is_string(v)) {
-        json_t *inner = loom_chat_json_parse(json_string_value(v), json_string_length(v), what, err);
-        json_decref(v);
-        v = inner;
-    }
-    if (v && !json_is_object(v)) {
-        loom_errorf(err, LOOM_E_ARG, "%s: expected a JSON object (or a string holding one), found JSON type %d",
-                    what, (int)json_typeof(v));
-        json_decref(v);
-        v = NULL;
-    }
-    return v;
+    return loom_chat_json_arguments(tc->arguments, what, err);
 }
 
 /* <parameter=NAME>\nVALUE\n</parameter>\n for each argument: objects and arrays as JSON, scalars as str(). */

@@ -147,19 +147,7 @@ static json_t *call_arguments(const char *text, size_t i, size_t k, loom_error *
 {
     char what[80];
     snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].arguments", i, k);
-    json_t *v = loom_chat_json_parse(text, strlen(text), what, err);
-    if (v && json_is_string(v)) {
-        json_t *inner = loom_chat_json_parse(json_string_value(v), json_string_length(v), what, err);
-        json_decref(v);
-        v = inner;
-    }
-    if (v && !json_is_object(v)) {
-        loom_errorf(err, LOOM_E_ARG, "%s: expected a JSON object (or a string holding one), found JSON type %d",
-                    what, (int)json_typeof(v));
-        json_decref(v);
-        v = NULL;
-    }
-    return v;
+    return loom_chat_json_arguments(text, what, err);
 }
 
 /* {"role", "content" (null when NULL), "reasoning_content" (when given), "tool_calls": [{"type": "function",

@@ -487,33 +487,9 @@ static struct jval get_path(struct jctx *c, struct jval v, struct jval attr, int
 
 /* ---- filters ---- */
 
-static struct jlist *items_of(struct jctx *c, struct jval v, const char *what, int line)
-{
-    struct jlist *l = jz_alloc(&c->z, sizeof *l);
-    switch (v.t) {
-    case JT_LIST:
-        return v.u.l;
-    case JT_DICT:
-        for (size_t i = 0; i < v.u.d->n; i++)
-            jl_push(&c->z, l, v.u.d->k[i]);
-        return l;
-    case JT_STR:
-        for (size_t i = 0; i < v.u.s.n;) {
-            size_t k = ju_off(v.u.s.p + i, v.u.s.n - i, 1);
-            jl_push(&c->z, l, jv_str(jstr_sub(&c->z, v.u.s, i, k)));
-            i += k;
-        }
-        return l;
-    case JT_UNDEF:
-        return l;
-    default:
-        jz_fail(&c->z, LOOM_E_FORMAT, line, "%s: '%s' object is not iterable", what, jv_typename(v));
-    }
-}
-
 static struct jval join(struct jctx *c, struct jstr sep, struct jval items, int line)
 {
-    struct jlist *l = items_of(c, items, "join", line);
+    struct jlist *l = jx_items(c, items, "join", line);
     struct jsb b = {0};
     for (size_t i = 0; i < l->n; i++) {
         if (i)
@@ -617,7 +593,7 @@ static struct jval f_join(struct jctx *c, struct jval v, const struct fargs *a, 
 {
     struct jval sep = arg(a, 0, "d", jv_cstr(&c->z, "", JO_LIT)), attr = arg(a, 1, "attribute", jv_none(JO_LIT));
     if (attr.t != JT_NONE) {
-        struct jlist *l = items_of(c, v, "join", line);
+        struct jlist *l = jx_items(c, v, "join", line);
         struct jval m = jv_list(&c->z, v.lit);
         for (size_t i = 0; i < l->n; i++)
             jl_push(&c->z, m.u.l, get_path(c, l->v[i], attr, line));
@@ -628,7 +604,7 @@ static struct jval f_join(struct jctx *c, struct jval v, const struct fargs *a, 
 
 static struct jval f_first_last(struct jctx *c, struct jval v, int last, int line)
 {
-    struct jlist *l = items_of(c, v, last ? "last" : "first", line);
+    struct jlist *l = jx_items(c, v, last ? "last" : "first", line);
     if (!l->n)
         return jv_undef(last ? "No last item, sequence was empty." : "No first item, sequence was empty.");
     return l->v[last ? l->n - 1 : 0];
@@ -657,7 +633,7 @@ static struct jval f_default(struct jctx *c, struct jval v, const struct fargs *
 static struct jval f_list(struct jctx *c, struct jval v, const struct fargs *a, int line)
 {
     (void)a;
-    return list_of(c, items_of(c, v, "list", line), v.lit);
+    return list_of(c, jx_items(c, v, "list", line), v.lit);
 }
 
 static struct jval f_reverse(struct jctx *c, struct jval v, const struct fargs *a, int line)
@@ -674,7 +650,7 @@ static struct jval f_reverse(struct jctx *c, struct jval v, const struct fargs *
         }
         return jv_str(jsb_done(&c->z, &b));
     }
-    struct jlist *l = items_of(c, v, "reverse", line);
+    struct jlist *l = jx_items(c, v, "reverse", line);
     struct jval r = jv_list(&c->z, v.lit);
     for (size_t i = l->n; i > 0; i--)
         jl_push(&c->z, r.u.l, l->v[i - 1]);
@@ -800,7 +776,7 @@ static struct jval f_indent(struct jctx *c, struct jval v, const struct fargs *a
 /* map(attribute=...) or map('filter', args...) */
 static struct jval f_map(struct jctx *c, struct jval v, const struct fargs *a, int line)
 {
-    struct jlist *l = items_of(c, v, "map", line);
+    struct jlist *l = jx_items(c, v, "map", line);
     struct jval r = jv_list(&c->z, v.lit), attr = arg(a, 99, "attribute", jv_none(JO_LIT));
     struct jval def = arg(a, 99, "default", jv_undef(NULL));
     for (size_t i = 0; i < l->n; i++) {
@@ -824,7 +800,7 @@ static struct jval f_map(struct jctx *c, struct jval v, const struct fargs *a, i
 /* select/reject(test, args...) and selectattr/rejectattr(attr, test, args...) */
 static struct jval select_items(struct jctx *c, struct jval v, const struct fargs *a, int attr, int keep, int line)
 {
-    struct jlist *l = items_of(c, v, "select", line);
+    struct jlist *l = jx_items(c, v, "select", line);
     struct jval r = jv_list(&c->z, v.lit);
     size_t t0 = attr ? 1 : 0;
     if (attr && !a->npos)
@@ -1012,7 +988,7 @@ int jb_test(struct jctx *c, const char *name, struct jval v, struct jval *args, 
     if (!strcmp(name, "in")) {
         if (o.t == JT_STR)
             return v.t == JT_STR && find_at(o.u.s, v.u.s, 0) >= 0;
-        struct jlist *l = items_of(c, o, "in", line);
+        struct jlist *l = jx_items(c, o, "in", line);
         for (size_t i = 0; i < l->n; i++)
             if (jv_eq(l->v[i], v))
                 return 1;

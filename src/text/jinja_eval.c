@@ -607,8 +607,7 @@ static void assign(struct jctx *c, struct jscope *s, const struct node *target, 
         assign(c, s, target->args.v[i], v.u.l->v[i], line);
 }
 
-/* The items a for loop walks: a list's items, a dict's keys, a string's characters; undefined: none. */
-static struct jlist *iter_items(struct jctx *c, struct jval v, int line)
+struct jlist *jx_items(struct jctx *c, struct jval v, const char *what, int line)
 {
     struct jlist *l = jz_alloc(&c->z, sizeof *l);
     switch (v.t) {
@@ -628,6 +627,8 @@ static struct jlist *iter_items(struct jctx *c, struct jval v, int line)
     case JT_UNDEF:
         return l;
     default:
+        if (what)
+            jz_fail(&c->z, LOOM_E_FORMAT, line, "%s: '%s' object is not iterable", what, jv_typename(v));
         jz_fail(&c->z, LOOM_E_FORMAT, line, "'%s' object is not iterable", jv_typename(v));
     }
 }
@@ -654,7 +655,7 @@ static struct jval loop_object(struct jctx *c, const struct jlist *items, size_t
 
 static void exec_for(struct jctx *c, struct jscope *s, const struct node *n, struct jsb *out)
 {
-    struct jlist *all = iter_items(c, jx_eval(c, s, n->b), n->line), *items = all;
+    struct jlist *all = jx_items(c, jx_eval(c, s, n->b), NULL, n->line), *items = all;
     if (n->c) { /* for x in xs if cond: the loop sees only the items that pass */
         items = jz_alloc(&c->z, sizeof *items);
         for (size_t i = 0; i < all->n; i++) {

@@ -20,6 +20,8 @@ struct jz {
     int code;       /* the failure's code once failed */
 };
 void *jz_alloc(struct jz *z, size_t n);    /* zeroed; unwinds with LOOM_E_NOMEM on failure */
+/* A grown array: a fresh zeroed block of cap elements of elem bytes holding the n first ones of old. */
+void *jz_grow(struct jz *z, const void *old, size_t n, size_t cap, size_t elem);
 void jz_free_all(struct jz *z);
 _Noreturn void jz_fail(struct jz *z, int code, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -101,8 +103,6 @@ struct jstr jv_to_str(struct jz *z, struct jval v, int line);
 /* json.dumps(v, ensure_ascii=False, indent, sort_keys) appended to b; indent < 0: none. */
 void jv_json_to(struct jz *z, struct jsb *b, struct jval v, int indent, int sort_keys, int line);
 struct jval jv_from_json(struct jz *z, const void *json, int origin); /* a jansson json_t */
-/* Python float repr into out[cap] (shortest round-trip digits). */
-void jv_float_repr(double x, char *out, size_t cap);
 
 /* UTF-8 helpers: code points of s, byte offset of code point k, whitespace character length at s[0..n). */
 size_t ju_len(const char *s, size_t n);
@@ -152,6 +152,9 @@ struct jctx {
     int depth;
 };
 struct jval jx_eval(struct jctx *c, struct jscope *s, const struct node *n);
+/* The items iterating v walks, as Python does: a list's items, a dict's keys, a string's characters (UTF-8 code
+ * points); undefined: none. Else fails "WHAT: 'TYPE' object is not iterable" (no "WHAT: " when what is NULL). */
+struct jlist *jx_items(struct jctx *c, struct jval v, const char *what, int line);
 /* Call a macro or a global function with evaluated arguments. */
 struct jval jx_call_value(struct jctx *c, struct jval f, struct jval *pos, size_t npos, const char **kw,
                           struct jval *kwv, size_t nkw, int line);

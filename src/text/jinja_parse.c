@@ -33,10 +33,7 @@ static void push(struct lexer *L, struct tok t)
 {
     if (L->nt == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        struct tok *v = jz_alloc(L->z, cap * sizeof *v);
-        if (L->nt)
-            memcpy(v, L->v, L->nt * sizeof *v);
-        L->v = v;
+        L->v = jz_grow(L->z, L->v, L->nt, cap, sizeof *L->v);
         L->cap = cap;
     }
     L->v[L->nt++] = t;
@@ -403,14 +400,8 @@ static void nl_push(struct jz *z, struct nlist *l, struct node *n, const char *k
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        struct node **v = jz_alloc(z, cap * sizeof *v);
-        const char **k = jz_alloc(z, cap * sizeof *k);
-        if (l->n) {
-            memcpy(v, l->v, l->n * sizeof *v);
-            memcpy(k, l->kw, l->n * sizeof *k);
-        }
-        l->v = v;
-        l->kw = k;
+        l->v = jz_grow(z, l->v, l->n, cap, sizeof *l->v);
+        l->kw = jz_grow(z, l->kw, l->n, cap, sizeof *l->kw);
         l->cap = cap;
     }
     l->kw[l->n] = kw;
@@ -752,30 +743,28 @@ static struct node *p_not(struct parser *P)
     return p_compare(P);
 }
 
-static struct node *p_and(struct parser *P)
+/* operand (KEYWORD operand)*, grouped to the left as nodes of the given kind (N_AND, N_OR) */
+static struct node *p_logic(struct parser *P, const char *keyword, int kind, struct node *(*operand)(struct parser *))
 {
-    struct node *n = p_not(P);
-    while (is_name(P, "and")) {
-        struct node *a = mk(P, N_AND, cur(P)->line);
+    struct node *n = operand(P);
+    while (is_name(P, keyword)) {
+        struct node *a = mk(P, kind, cur(P)->line);
         P->i++;
         a->a = n;
-        a->b = p_not(P);
+        a->b = operand(P);
         n = a;
     }
     return n;
 }
 
+static struct node *p_and(struct parser *P)
+{
+    return p_logic(P, "and", N_AND, p_not);
+}
+
 static struct node *p_or(struct parser *P)
 {
-    struct node *n = p_and(P);
-    while (is_name(P, "or")) {
-        struct node *a = mk(P, N_OR, cur(P)->line);
-        P->i++;
-        a->a = n;
-        a->b = p_and(P);
-        n = a;
-    }
-    return n;
+    return p_logic(P, "or", N_OR, p_and);
 }
 
 /* or-expression [if or-expression [else conditional]] */

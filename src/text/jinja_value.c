@@ -2,13 +2,13 @@
  * byte (template literal or caller data), lists and ordered dicts, and Python's str(), repr() and
  * json.dumps(ensure_ascii=False) of them (CPython's rules: repr quoting and escapes, float repr, separators). */
 #include <jansson.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
+#include "text/chat_internal.h"
 #include "text/jinja_internal.h"
 #include "util/error.h"
 
@@ -29,6 +29,14 @@ void *jz_alloc(struct jz *z, size_t n)
     b->next = z->head;
     z->head = b;
     return b->align;
+}
+
+void *jz_grow(struct jz *z, const void *old, size_t n, size_t cap, size_t elem)
+{
+    void *p = jz_alloc(z, cap * elem);
+    if (n)
+        memcpy(p, old, n * elem);
+    return p;
 }
 
 void jz_free_all(struct jz *z)
@@ -66,14 +74,8 @@ static void jsb_reserve(struct jz *z, struct jsb *b, size_t more)
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->n + more + 1)
         cap *= 2;
-    char *p = jz_alloc(z, cap);
-    unsigned char *o = jz_alloc(z, cap);
-    if (b->n) {
-        memcpy(p, b->p, b->n);
-        memcpy(o, b->o, b->n);
-    }
-    b->p = p;
-    b->o = o;
+    b->p = jz_grow(z, b->p, b->n, cap, 1);
+    b->o = jz_grow(z, b->o, b->n, cap, 1);
     b->cap = cap;
 }
 
@@ -221,10 +223,7 @@ void jl_push(struct jz *z, struct jlist *l, struct jval v)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        struct jval *nv = jz_alloc(z, cap * sizeof *nv);
-        if (l->n)
-            memcpy(nv, l->v, l->n * sizeof *nv);
-        l->v = nv;
+        l->v = jz_grow(z, l->v, l->n, cap, sizeof *l->v);
         l->cap = cap;
     }
     l->v[l->n++] = v;
@@ -256,13 +255,8 @@ void jd_set(struct jz *z, struct jdict *d, struct jval key, struct jval v)
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        struct jval *k = jz_alloc(z, cap * sizeof *k), *nv = jz_alloc(z, cap * sizeof *nv);
-        if (d->n) {
-            memcpy(k, d->k, d->n * sizeof *k);
-            memcpy(nv, d->v, d->n * sizeof *nv);
-        }
-        d->k = k;
-        d->v = nv;
+        d->k = jz_grow(z, d->k, d->n, cap, sizeof *d->k);
+        d->v = jz_grow(z, d->v, d->n, cap, sizeof *d->v);
         d->cap = cap;
     }
     d->k[d->n] = key;
@@ -357,61 +351,6 @@ int jv_is_seq(struct jval v)
 
 /* ---- Python str() and repr() ---- */
 
-void jv_float_repr(double x, char *out, size_t cap)
-{
-    if (isnan(x) || isinf(x)) {
-        snprintf(out, cap, "%s", isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
-        return;
-    }
-    char sci[40], digits[24];
-    for (int prec = 0; prec < 17; prec++) {
-        snprintf(sci, sizeof sci, "%.*e", prec, x);
-        if (strtod(sci, NULL) == x)
-            break;
-    }
-    const char *s = sci;
-    int neg = *s == '-', nd = 0;
-    s += neg;
-    for (; *s != 'e'; s++)
-        if (*s != '.')
-            digits[nd++] = *s;
-    int e = atoi(s + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    size_t o = 0;
-    if (neg)
-        out[o++] = '-';
-    if (e < -4 || e >= 16) { /* d[.ddd]e+XX */
-        out[o++] = digits[0];
-        if (nd > 1) {
-            out[o++] = '.';
-            memcpy(out + o, digits + 1, (size_t)nd - 1);
-            o += (size_t)nd - 1;
-        }
-        snprintf(out + o, cap - o, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
-        return;
-    }
-    if (e < 0) {
-        out[o++] = '0';
-        out[o++] = '.';
-        for (int k = -1; k > e; k--)
-            out[o++] = '0';
-        memcpy(out + o, digits, (size_t)nd);
-        o += (size_t)nd;
-    } else {
-        for (int k = 0; k <= e; k++)
-            out[o++] = k < nd ? digits[k] : '0';
-        out[o++] = '.';
-        if (nd > e + 1) {
-            memcpy(out + o, digits + e + 1, (size_t)(nd - e - 1));
-            o += (size_t)(nd - e - 1);
-        } else {
-            out[o++] = '0';
-        }
-    }
-    out[o] = '\0';
-}
-
 static int str_origin(struct jstr s) /* DATA when any byte is */
 {
     for (size_t i = 0; i < s.n; i++)
@@ -458,22 +397,23 @@ static void repr_str(struct jz *z, struct jsb *b, struct jstr s)
 
 static void repr_to(struct jz *z, struct jsb *b, struct jval v, int line);
 
-static void scalar_to(struct jz *z, struct jsb *b, struct jval v)
+/* None, a bool, an int or a float as Python's str() writes it, or with json as json.dumps does. */
+static void scalar_to(struct jz *z, struct jsb *b, struct jval v, int json)
 {
     char num[64];
     switch (v.t) {
     case JT_NONE:
-        jsb_puts(z, b, "None", v.lit);
+        jsb_puts(z, b, json ? "null" : "None", v.lit);
         return;
     case JT_BOOL:
-        jsb_puts(z, b, v.u.i ? "True" : "False", v.lit);
+        jsb_puts(z, b, v.u.i ? (json ? "true" : "True") : (json ? "false" : "False"), v.lit);
         return;
     case JT_INT:
         snprintf(num, sizeof num, "%lld", (long long)v.u.i);
         jsb_puts(z, b, num, v.lit);
         return;
     case JT_FLOAT:
-        jv_float_repr(v.u.f, num, sizeof num);
+        loom_chat_float_repr(v.u.f, json, num, sizeof num);
         jsb_puts(z, b, num, v.lit);
         return;
     default:
@@ -516,7 +456,7 @@ static void repr_to(struct jz *z, struct jsb *b, struct jval v, int line)
     case JT_METHOD:
         jz_fail(z, LOOM_E_FORMAT, line, "printing a %s is not supported", jv_typename(v));
     default:
-        scalar_to(z, b, v);
+        scalar_to(z, b, v, 0);
     }
 }
 
@@ -542,25 +482,17 @@ struct jstr jv_to_str(struct jz *z, struct jval v, int line)
 static void jstr_json(struct jz *z, struct jsb *b, struct jstr s)
 {
     int so = str_origin(s);
+    char esc[8];
     jsb_puts(z, b, "\"", so);
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char c = (unsigned char)s.p[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            size_t j = i;
-            while (j < s.n && (unsigned char)s.p[j] >= 0x20 && s.p[j] != '"' && s.p[j] != '\\')
-                j++;
-            jsb_str(z, b, (struct jstr){s.p + i, s.o + i, j - i});
-            i = j - 1;
+    for (size_t i = 0, run = 0; i <= s.n; i++) {
+        const char *e = i < s.n ? loom_chat_json_escape((unsigned char)s.p[i], esc) : NULL;
+        if (i < s.n && !e)
             continue;
-        }
-        char esc[8];
-        const char *named = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                          : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (!named) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            named = esc;
-        }
-        jsb_puts(z, b, named, s.o[i]);
+        if (i > run)
+            jsb_str(z, b, (struct jstr){s.p + run, s.o + run, i - run});
+        if (e)
+            jsb_puts(z, b, e, s.o[i]);
+        run = i + 1;
     }
     jsb_puts(z, b, "\"", so);
 }
@@ -586,7 +518,7 @@ static struct jstr json_key(struct jz *z, struct jval k, int line)
         snprintf(num, sizeof num, "%lld", (long long)k.u.i);
         return jstr_make(z, num, strlen(num), k.lit);
     case JT_FLOAT:
-        jv_float_repr(k.u.f, num, sizeof num);
+        loom_chat_float_repr(k.u.f, 0, num, sizeof num); /* Python's json would spell NaN/Infinity here */
         return jstr_make(z, num, strlen(num), k.lit);
     default:
         jz_fail(z, LOOM_E_FORMAT, line, "tojson: keys must be str, int, float, bool or None, not %s",
@@ -637,26 +569,15 @@ static void json_dict(struct jz *z, struct jsb *b, struct jval v, int indent, in
 
 static void json_level(struct jz *z, struct jsb *b, struct jval v, int indent, int sort, int level, int line)
 {
-    char num[64];
     switch (v.t) {
     case JT_STR:
         jstr_json(z, b, v.u.s);
         return;
     case JT_NONE:
-        jsb_puts(z, b, "null", v.lit);
-        return;
     case JT_BOOL:
-        jsb_puts(z, b, v.u.i ? "true" : "false", v.lit);
-        return;
     case JT_INT:
-        scalar_to(z, b, v);
-        return;
     case JT_FLOAT:
-        if (isnan(v.u.f) || isinf(v.u.f))
-            snprintf(num, sizeof num, "%s", isnan(v.u.f) ? "NaN" : v.u.f > 0 ? "Infinity" : "-Infinity");
-        else
-            jv_float_repr(v.u.f, num, sizeof num);
-        jsb_puts(z, b, num, v.lit);
+        scalar_to(z, b, v, 1);
         return;
     case JT_LIST:
         if (!v.u.l->n) {
