@@ -16,11 +16,13 @@
  *   loom_<type>_vec_dot   ggml_vec_dot_<type>_<vec_dot_type>: one activation row (decode), weights in a plain
  *                         CPU buffer
  *   loom_<type>_gemv      repack.cpp ggml_gemv_<type>_8x8_<vec_dot_type>: weights in the reference's CPU_REPACK
- *                         buffer (use_extra_bufts), a lone activation row
+ *                         buffer (use_extra_bufts: Q4_0, Q4_K, IQ4_NL, MXFP4; Q2_K on AVX-512), one activation row
  *   loom_<type>_gemm      repack.cpp ggml_gemm_<type>_8x8_<vec_dot_type>: the same weights, activation rows in
- *                         groups of 4 (the per-row order can differ from gemv's: Q4_K, Q2_K)
+ *                         groups of 4; only Q4_K and Q2_K have a per-row order of their own, the others' gemm
+ *                         slot holds their gemv kernel
  *   loom_<type>_tinyblas  llamafile/sgemm.cpp tinyBLAS (F32, F16, BF16; IQ4_NL's Q0 kernel): batches of rows
- *   loom_<type>_iqp       iqp.cpp ggml_compute_forward_mul_mat_iqp (IQ4_XS): batches of 8 rows or more
+ *   loom_<type>_iqp       iqp.cpp ggml_compute_forward_mul_mat_iqp (IQ4_XS, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
+ *                         IQ2_S, IQ3_XXS, IQ3_S): batches of 8 rows or more
  * _rows4 / _rows8: the same dot for 4 / 8 activation rows at once (row k at a + k * a_stride bytes, result s[k]),
  * each row bit-identical to the one-row kernel. The reference's 8x8 repacking is only mirrored in the order;
  * a layout name stands only for loom's own weight layouts: loom_q4_k_x16_gemv and loom_q6_k_x16_vec_dot read

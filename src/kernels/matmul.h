@@ -33,7 +33,7 @@ struct loom_weight {
     const void *rows; /* X16: the tensor in the GGUF layout (the file map: identity digests and the tail
                        * rows read it; the pages of the full groups may have been released) */
     int ref_plain_buffer; /* 0 (the default): mirror the reference as llama.cpp places the weight by default
-                           * (use_extra_bufts: Q4_K, Q4_0, IQ4_NL and, on AVX-512 CPUs, Q2_K weights with
+                           * (use_extra_bufts: Q4_K, Q4_0, IQ4_NL, MXFP4 and, on AVX-512 CPUs, Q2_K weights with
                            * n_out % 8 == 0 in its CPU_REPACK buffer, multiplied by its gemv/gemm kernels);
                            * 1: as in a plain CPU buffer (use_extra_bufts off: vec_dot, tinyBLAS, iqp) */
 };
@@ -43,7 +43,8 @@ struct loom_weight {
  * (ggml-cpu.c ggml_compute_forward_mul_mat): for a weight in the CPU_REPACK buffer (plain_buffer 0, see
  * ref_plain_buffer) the gemm order for rows t < n_tok - n_tok % 4 and the gemv order for the rest; else
  * tinyBLAS for F32/F16/BF16 when n_tok >= 2, n_out % 4 == 0 and n_in is a multiple of its step, and for
- * IQ4_NL when n_tok >= 2 (any n_out); iqp for IQ4_XS when n_tok >= 8 and n_out % 8 == 0; else vec_dot.
+ * IQ4_NL when n_tok >= 2 (any n_out); iqp for the IQ panel types (IQ4_XS, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS,
+ * IQ2_S, IQ3_XXS, IQ3_S) when n_tok >= 8 and n_out % 8 == 0; else vec_dot (TQ1_0 and TQ2_0 always).
  * NULL for a type loom does not know. */
 const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
                                                int64_t n_in, int64_t n_tok, int64_t t, int plain_buffer);
@@ -88,7 +89,7 @@ size_t loom_matmul_act_rows(const struct loom_kernel_set *ks, struct loom_pool *
  * ggml_compute_forward_mul_mat_id multiplies each of its rows by one call per output (never tinyBLAS):
  *   an expert tensor in the CPU_REPACK buffer (the types and n_out of loom_matmul_dot's gemv rule;
  *     repack.cpp forward_mul_mat_id): the gemv order for every row, whatever n_rows (never gemm)
- *   IQ4_XS with n_in % 256 == 0 and n_out % 8 == 0 when n_rows >= 8 (iqp.cpp
+ *   the IQ panel types (loom_matmul_dot's) with n_in % 256 == 0 and n_out % 8 == 0 when n_rows >= 8 (iqp.cpp
  *     ggml_compute_forward_mul_mat_id_iqp, GGML_IQP_MIN_BATCH_ID): the IQ panel order
  *   else vec_dot, one row and one output at a time (mul_mat_id_one_chunk).
  * The activation rows are converted by the vec_dot_type's from_float, row by row, as for loom_matmul. */

@@ -21,10 +21,11 @@
  * weight's vec_dot_type row by row; the ubatch's (token, slot) pairs grouped by expert (tokens in order, slots
  * in order: loom_ops_moe_group); expert after expert, every output one dot of a weight row with a pair's
  * row by vec_dot (never tinyBLAS, llamafile is not called for MUL_MAT_ID); experts in the CPU_REPACK
- * buffer (repack.cpp forward_mul_mat_id: Q4_0, Q4_K, IQ4_NL, Q2_K on AVX-512 with n_out % 8 == 0) by gemv
- * for every pair, never gemm; IQ4_XS experts with 8 pairs or more by the IQ panel (iqp.cpp). So a pair's
- * outputs depend on the ubatch only for IQ4_XS (loom_matmul_dot_id). The CPU backend fuses none of these
- * ops (ggml-cpu.c ggml_cpu_try_fuse_ops: only RMS_NORM + MUL).
+ * buffer (repack.cpp forward_mul_mat_id: Q4_0, Q4_K, IQ4_NL, MXFP4, Q2_K on AVX-512 with n_out % 8 == 0) by
+ * gemv for every pair, never gemm; experts of the IQ panel types (IQ4_XS, IQ1_S, IQ1_M and the IQ2/IQ3 grid
+ * types) with 8 pairs or more by the IQ panel (iqp.cpp). So a pair's outputs depend on the ubatch only for
+ * those types (loom_matmul_dot_id). The CPU backend fuses none of these ops (ggml-cpu.c ggml_cpu_try_fuse_ops:
+ * only RMS_NORM + MUL).
  *
  * loom groups a chunk's pairs as MUL_MAT_ID does and gathers each pair's converted activation row next to
  * the others of its expert, so that each expert reads its weights once for all its rows (loom_matmul_experts)
