@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # prepare-models.sh BUILD — generate (once) the synthetic qwen35 / qwen35moe test models the parity tests use,
-# cached under $LOOM_CACHE/models, with BUILD/loom synth and BUILD/loom quantize.
+# cached under $LOOM_CACHE/models, with BUILD/loom synth and BUILD/loom quantize, and the files llama.cpp's own
+# converter makes from synthetic Hugging Face checkpoints (tools/hf/qwen35_hf.py; hf-qwen35-*.gguf).
 # Each model has a stamp (FILE.stamp) naming the generator version, seed and inputs: a model whose stamp
 # differs (e.g. after a generator change) is regenerated; otherwise nothing is done.
 set -euo pipefail
@@ -57,4 +58,29 @@ synth tiny-moe F16 qwen35moe-tiny
 quantize tiny-moe Q4_K_M qwen35moe-tiny
 synth tiny-moe-fused F32 qwen35moe-tiny-fused
 synth tiny-moe-e16 F16 qwen35moe-tiny-e16
+
+# Files made by llama.cpp's own converter: tools/hf/qwen35_hf.py writes a small synthetic Hugging Face checkpoint
+# of each variant and runs the reference's convert_hf_to_gguf.py on it (needs python3-torch), two at a time.
+hf=$(dirname "$0")/../tools/hf/qwen35_hf.py
+hf_convert() { # VARIANT: $models/hf-qwen35-VARIANT.gguf
+    local out=$models/hf-qwen35-$1.gguf key="$hf_base variant=$1"
+    fresh "$out" "$key" && return 0
+    echo "prepare-models: converting $out"
+    rm -f "$out.stamp" "$out.tmp"
+    /usr/bin/python3 "$hf" convert "$1" "$out.tmp" --seed "$seed" && mv "$out.tmp" "$out" && echo "$key" >"$out.stamp"
+}
+if /usr/bin/python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null; then
+    src=$LOOM_REF/src
+    hf_base="hf-$(/usr/bin/python3 "$hf" version) seed=$seed converter=$(cat "$src/convert_hf_to_gguf.py" \
+        "$src"/conversion/*.py "$src"/gguf-py/gguf/*.py | cksum | cut -d' ' -f1)"
+    mapfile -t variants < <(/usr/bin/python3 "$hf" list | cut -d' ' -f1)
+    hf_lane() { for ((i = $1; i < ${#variants[@]}; i += 2)); do hf_convert "${variants[i]}" || return 1; done; }
+    hf_lane 0 & lane=$!
+    hf_ok=1
+    hf_lane 1 || hf_ok=0
+    wait "$lane" || hf_ok=0
+    [ "$hf_ok" = 1 ] || { echo "prepare-models: converting the tools/hf variants failed" >&2; exit 1; }
+else
+    echo "prepare-models: python3-torch missing: the converted models (hf-qwen35-*) are skipped (run scripts/setup.sh)"
+fi
 echo "prepare-models: models ready in $models"

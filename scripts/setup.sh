@@ -3,7 +3,8 @@
 # the reference engine (llama.cpp v0.5.0 as shipped in npm node-llama-cpp@3.22.1) into the cache folder
 # this script owns: ${LOOM_CACHE:-~/.cache/loom}/ref, and the npm packages the web tests drive `loom serve` with
 # (playwright-core, which drives Debian's chromium and downloads no browser, and the official openai client) into
-# ${LOOM_CACHE:-~/.cache/loom}/node. cmake and curl are for bench/serve_load.sh (it builds llama.cpp's server).
+# ${LOOM_CACHE:-~/.cache/loom}/node. cmake and curl are for bench/serve_load.sh (it builds llama.cpp's server);
+# python3-torch runs the reference's convert_hf_to_gguf.py for tools/hf (the converted test models).
 # Idempotent: a second run does nothing new.
 set -euo pipefail
 
@@ -13,7 +14,7 @@ NLC_VERSION=3.22.1
 NODE_PACKAGES=(playwright-core@1.65.1 openai@6.49.0)
 
 packages=(build-essential make git ca-certificates libutf8proc-dev libxxhash-dev libjansson-dev libevent-dev liburing-dev
-          clang libclang-rt-dev python3 python3-numpy python3-jinja2 chromium cmake curl)
+          clang libclang-rt-dev python3 python3-numpy python3-jinja2 python3-torch chromium cmake curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

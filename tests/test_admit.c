@@ -1,6 +1,8 @@
 /* test_admit.c — qwen35 and qwen35moe admission: a tiny valid model written with the GGUF writer is admitted
  * with the right hyper-parameters and state sizes (a MoE one also loads, its experts bound in place), and
- * corrupting one key or tensor at a time is rejected with a message naming it. */
+ * corrupting one key or tensor at a time is rejected with a message naming it. The attention layers' fused
+ * attn_qkv (the converter's --fuse-qkv) is admitted, bound as one matrix, and runs bitwise as the split q/k/v it
+ * holds; a mixture of the two forms or a wrong fused shape is refused. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,8 @@
 #include "kernels/types.h"
 #include "model/model.h"
 #include "test.h"
+#include "util/fp16.h"
+#include "model_fixture.h" /* after test.h */
 
 /* Tiny geometry: 4 layers (0-2 Gated DeltaNet, 3 attention), n_embd 64, vocab 512 rows; the MoE model has 4
  * routed experts of width 32 (2 used per token) and a shared expert of width 48 instead of the dense FFN. */
@@ -23,10 +27,18 @@ enum mutation {
     M_BAD_INNER, M_BAD_HEADS, M_TOO_MANY_TOKENS, M_TYPE_LEN, M_UNTIED, M_BAD_SECTIONS, M_RECURRENT_LAYERS,
     M_NEXTN, M_MATRIX_BF16, M_MATRIX_Q8_1, M_BAD_KEY_LEN, M_BAD_VALUE_LEN, M_BAD_HEADS_KV, M_BAD_STATE, M_BAD_V_HEADS,
     M_BAD_GROUPS, M_INTERVAL_1, M_INTERVAL_2, M_INTERVAL_5, M_ALL_ATTENTION, M_NO_ATTENTION,
+    M_FUSE_QKV, M_FUSE_QKV_MIXED, M_FUSE_QKV_SHAPE, M_QKV_PARTIAL, M_FUSE_QKV_NONE,
     M_MOE, M_MOE_FUSED, M_MOE_NEXTN, M_MOE_USED_GT_COUNT, M_MOE_NO_EXPERTS, M_MOE_USED_ARRAY, M_MOE_NO_SHEXP_KEY,
     M_MOE_GROUPS, M_MOE_EXPERT_DIM, M_MOE_ROW_WIDTH, M_MOE_ROUTER, M_MOE_NO_SHEXP_GATE, M_MOE_BOTH_FORMS,
-    M_MOE_NO_UP, M_MOE_DENSE_FFN,
+    M_MOE_NO_UP, M_MOE_DENSE_FFN, M_MOE_FUSE_QKV, M_MOE_FUSE_QKV_MIXED,
 };
+
+/* The attention layers' q/k/v in the fused form (attn_qkv, as the converter's --fuse-qkv writes it). */
+static int fused_qkv(enum mutation m)
+{
+    return m == M_FUSE_QKV || m == M_FUSE_QKV_MIXED || m == M_FUSE_QKV_SHAPE || m == M_MOE_FUSE_QKV ||
+           m == M_MOE_FUSE_QKV_MIXED;
+}
 
 static int is_moe(enum mutation m)
 {
@@ -190,9 +202,16 @@ static void add_layer(struct loom_gguf_writer *w, int il, enum mutation m)
         T("ffn_down.weight", LOOM_TYPE_F32, N_FF, N_EMBD);
     }
     if (m == M_ALL_ATTENTION || (m != M_NO_ATTENTION && (il + 1) % 4 == 0)) {
-        T("attn_q.weight", mat, N_EMBD, HEAD_DIM * N_HEAD * 2);
-        T("attn_k.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
-        T("attn_v.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
+        /* fused: query+gate 128, k 32 and v 32 rows in one tensor (one type: the converter fuses before it
+         * converts) */
+        if (fused_qkv(m))
+            T("attn_qkv.weight", mat, N_EMBD, HEAD_DIM * (N_HEAD * 2 + N_HEAD_KV * 2) - (m == M_FUSE_QKV_SHAPE));
+        if ((!fused_qkv(m) && m != M_FUSE_QKV_NONE) || m == M_MOE_FUSE_QKV_MIXED)
+            T("attn_q.weight", mat, N_EMBD, HEAD_DIM * N_HEAD * 2);
+        if ((!fused_qkv(m) && m != M_FUSE_QKV_NONE) || m == M_FUSE_QKV_MIXED)
+            T("attn_k.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
+        if (!fused_qkv(m) && m != M_QKV_PARTIAL && m != M_FUSE_QKV_NONE)
+            T("attn_v.weight", LOOM_TYPE_F16, N_EMBD, HEAD_DIM * N_HEAD_KV);
         T("attn_output.weight", mat, HEAD_DIM * N_HEAD, N_EMBD);
         T("attn_q_norm.weight", m == M_NORM_TYPE ? LOOM_TYPE_F16 : LOOM_TYPE_F32, HEAD_DIM, 1);
         T("attn_k_norm.weight", LOOM_TYPE_F32, HEAD_DIM, 1);
@@ -303,6 +322,13 @@ static void test_valid(const char *dir)
     CHECK(admit_geo(dir, M_NO_ATTENTION, &hp, &geo, &e) == LOOM_OK && geo.kv_bytes_per_token == 0 &&
               geo.recurrent_state_bytes == 4 * (1536 + 4096),
           "interval 5 of 4 layers, no attention layer, admitted: %s", e.msg);
+    /* the fused attn_qkv: scratch o holds its 4 x 2 x 16 + 2 x 16 + 2 x 16 = 192 rows per token (64 split: the
+     * widest of ssm.inner_size and head_count x value_length); the state sizes do not change */
+    CHECK(admit_geo(dir, M_NONE, &hp, &geo, &e) == LOOM_OK && geo.scratch.o == 64, "split q/k/v: scratch o %" PRIu64,
+          geo.scratch.o);
+    CHECK(admit_geo(dir, M_FUSE_QKV, &hp, &geo, &e) == LOOM_OK && geo.scratch.o == 192 &&
+              geo.kv_bytes_per_token == 128 && geo.recurrent_state_bytes == 3 * (1536 + 4096),
+          "fused attn_qkv admitted (scratch o %" PRIu64 "): %s", geo.scratch.o, e.msg);
 }
 
 /* Each bad file (the MoE ones too) is refused at admission, before anything is allocated, naming the key or
@@ -346,7 +372,8 @@ static void test_corruptions(const char *dir)
         {M_TOO_MANY_TOKENS, "key 'tokenizer.ggml.tokens': expected 1..512 strings (token_embd rows), found 513"},
         {M_TYPE_LEN, "key 'tokenizer.ggml.token_type': expected 500 elements (one per token), found 499"},
         {M_BAD_SECTIONS, "rope.dimension_sections': [1, 1, 1, 1] leaves rotary pair 3"},
-        {M_RECURRENT_LAYERS, "layer 2 is marked attention, but full_attention_interval 4 makes it recurrent"},
+        {M_RECURRENT_LAYERS, "key 'qwen35.attention.recurrent_layers': layer 2 is marked attention, but it has the "
+                             "tensors of a recurrent (Gated DeltaNet) layer"},
         {M_MOE_USED_GT_COUNT, "key 'qwen35moe.expert_used_count': expected 1..4 (expert_count), found 5"},
         {M_MOE_NO_EXPERTS, "key 'qwen35moe.expert_count': expected 1..1024, found 0"},
         {M_MOE_USED_ARRAY, "key 'qwen35moe.expert_used_count': expected UINT32, found array of UINT32"},
@@ -362,6 +389,13 @@ static void test_corruptions(const char *dir)
                            "'blk.0.ffn_gate_up_exps.weight', found present"},
         {M_MOE_NO_UP, "missing tensor 'blk.1.ffn_up_exps.weight' (or the fused 'blk.1.ffn_gate_up_exps.weight')"},
         {M_MOE_DENSE_FFN, "unexpected tensor 'blk.0.ffn_gate.weight' (not part of a qwen35moe model"},
+        {M_FUSE_QKV_MIXED, "tensor 'blk.3.attn_k.weight': expected absent next to the fused "
+                           "'blk.3.attn_qkv.weight', found present"},
+        {M_FUSE_QKV_SHAPE, "tensor 'blk.3.attn_qkv.weight': expected shape [64, 192], found [64, 191, 1, 1]"},
+        {M_QKV_PARTIAL, "missing tensor 'blk.3.attn_v.weight' (or the fused 'blk.3.attn_qkv.weight')"},
+        {M_FUSE_QKV_NONE, "missing tensor 'blk.3.attn_q.weight' (or the fused 'blk.3.attn_qkv.weight')"},
+        {M_MOE_FUSE_QKV_MIXED, "tensor 'blk.3.attn_q.weight': expected absent next to the fused "
+                               "'blk.3.attn_qkv.weight', found present"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct loom_hparams hp;
@@ -420,6 +454,27 @@ static void check_moe_binding(const char *path, enum mutation m)
     loom_model_free(lm);
 }
 
+/* A loaded model whose attention layer (3) has the fused attn_qkv binds it in place, in the file layout (Q8_0 of
+ * 64 columns: 68 B a row), as one matrix of 192 rows; the split fields stay empty. The recurrent layers' attn_qkv
+ * (the Gated DeltaNet q|k|v) stays bound where it was. */
+static void check_fused_qkv_binding(const char *path)
+{
+    loom_error e = {0};
+    struct loom_model *lm = loom_model_load(path, &e);
+    CHECK(lm != NULL, "model with a fused attn_qkv loads: %s", e.msg);
+    if (!lm)
+        return;
+    const struct loom_layer *L = &lm->layers[3];
+    const struct loom_gguf_tensor *t = loom_gguf_find_tensor(lm->gguf, "blk.3.attn_qkv.weight");
+    CHECK(L->kind == LOOM_LAYER_ATTENTION && t && L->wqkv.data == t->data && L->wqkv.n_in == N_EMBD &&
+              L->wqkv.n_out == 192 && L->wqkv.row_bytes == 68 && L->wqkv.type == LOOM_TYPE_Q8_0,
+          "layer 3: attn_qkv bound as one 64 x 192 matrix");
+    CHECK(!L->wq.data && !L->wk.data && !L->wv.data && !L->qkv.data, "layer 3: no split q/k/v, no Gated DeltaNet qkv");
+    CHECK(lm->layers[0].qkv.n_out == 2 * SSM_D * SSM_NK + SSM_INNER && !lm->layers[0].wqkv.data,
+          "layer 0: the Gated DeltaNet attn_qkv as before");
+    loom_model_free(lm);
+}
+
 /* The description's expert plan. From the geometry above: one routed expert = gate Q8_0 32 rows x 68 B + up F16
  * 32 x 64 x 2 B + down Q8_0 64 rows x 34 B = 8448 B; the shared expert = 3 F16 matrices of 64 x 48 (6144 B
  * each) + its F32 gate of 64 (256 B) = 18688 B. */
@@ -464,6 +519,197 @@ static void test_moe_valid(const char *dir)
             check_moe_plan(path);
         unlink(path);
     }
+    char path[512];
+    snprintf(path, sizeof path, "%s/moe-fuse-qkv.gguf", dir);
+    if (write_model(path, M_MOE_FUSE_QKV) == LOOM_OK) {
+        check_fused_qkv_binding(path);
+        unlink(path);
+    }
+}
+
+/* ---- the fused attn_qkv runs as the three tensors it holds ------------------------------------------------ */
+
+/* A rewrite of a synthetic F32 model: every tensor as it is, except the attention layers' attn_q, attn_k and
+ * attn_v, stored as `type` (quantized row by row by the type's weight quantizer) and, when fuse, written as one
+ * attn_qkv holding their rows in that order (what the converter's --fuse-qkv writes: torch.cat of q, k, v).
+ * Row-wise quantization makes the fused tensor's bytes exactly the three's, one after another. */
+enum { MAX_REWRITE = 256 };
+struct rewrite {
+    uint32_t type;
+    int n;                                          /* tensors written */
+    const struct loom_gguf_tensor *src[MAX_REWRITE][3]; /* each written tensor's sources, in row order */
+    int n_src[MAX_REWRITE];
+    uint32_t out_type[MAX_REWRITE];
+};
+
+static int rewrite_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
+{
+    (void)nbytes, (void)err;
+    const struct rewrite *r = ctx;
+    char *dst = buf;
+    for (int i = 0; i < r->n_src[index]; i++) {
+        const struct loom_gguf_tensor *t = r->src[index][i];
+        if (t->type == r->out_type[index]) {
+            memcpy(dst, t->data, t->nbytes);
+            dst += t->nbytes;
+            continue;
+        }
+        const float *x = t->data;
+        uint64_t n = t->ne[0] * t->ne[1];
+        if (r->out_type[index] == LOOM_TYPE_F16 || r->out_type[index] == LOOM_TYPE_BF16) { /* no quantizer */
+            for (uint64_t i = 0; i < n; i++, dst += 2) {
+                uint16_t h = r->out_type[index] == LOOM_TYPE_F16 ? loom_f32_to_f16(x[i]) : loom_f32_to_bf16(x[i]);
+                memcpy(dst, &h, 2);
+            }
+            continue;
+        }
+        size_t row_bytes = loom_type_row_bytes(r->out_type[index], (int64_t)t->ne[0]);
+        for (uint64_t row = 0; row < t->ne[1]; row++, dst += row_bytes)
+            loom_type_traits(r->out_type[index])->quantize(x + row * t->ne[0], dst, (int64_t)t->ne[0]);
+    }
+    return LOOM_OK;
+}
+
+/* Which of attn_q/attn_k/attn_v (0, 1, 2) the tensor name is (-1: none); *layer its block. */
+static int qkv_part(struct loom_gguf_str name, unsigned *layer)
+{
+    static const char *const parts[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
+    char buf[96], suffix[64];
+    snprintf(buf, sizeof buf, "%.*s", (int)(name.len < 95 ? name.len : 95), name.ptr);
+    if (sscanf(buf, "blk.%u.%63s", layer, suffix) != 2)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(suffix, parts[i]))
+            return i;
+    return -1;
+}
+
+static int write_rewrite(const struct loom_gguf *g, const char *path, uint32_t type, int fuse)
+{
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    static struct rewrite r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        loom_gguf_writer_copy_kv(w, &g->kv[i]);
+    for (uint64_t i = 0; i < g->n_tensors && r.n < MAX_REWRITE; i++) {
+        const struct loom_gguf_tensor *t = &g->tensors[i];
+        unsigned il;
+        int part = qkv_part(t->name, &il);
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        uint64_t ne[2] = {t->ne[0], t->ne[1]};
+        r.out_type[r.n] = part < 0 ? t->type : type;
+        r.src[r.n][0] = t;
+        r.n_src[r.n] = 1;
+        if (part > 0 && fuse)
+            continue; /* in the fused tensor written at attn_q */
+        if (part == 0 && fuse) {
+            const char *const more[] = {"attn_k.weight", "attn_v.weight"};
+            for (int k = 0; k < 2; k++) {
+                snprintf(name, sizeof name, "blk.%u.%s", il, more[k]);
+                r.src[r.n][1 + k] = loom_gguf_find_tensor(g, name);
+                ne[1] += r.src[r.n][1 + k]->ne[1];
+            }
+            r.n_src[r.n] = 3;
+            snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", il);
+        }
+        CHECK(loom_gguf_writer_add_tensor(w, name, r.out_type[r.n], t->n_dims, ne) == LOOM_OK, "add %s", name);
+        r.n++;
+    }
+    loom_error e = {0};
+    int rc = loom_gguf_writer_write(w, path, rewrite_fill, &r, &e);
+    CHECK(rc == LOOM_OK, "write %s: %s", path, e.msg);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+enum { FQ_PREFILL = 13, FQ_TOKENS = 15 };
+
+/* Logits of FQ_TOKENS tokens through model path in numerics num: a prefill of FQ_PREFILL (REFERENCE_BATCH: the
+ * gemm order for its first 12 rows, the gemv order for the 13th) then one token at a time. NULL on failure. */
+static float *fused_qkv_logits(const char *path, enum loom_numerics num, int *n_logits)
+{
+    loom_error e = {0};
+    loom_model *m = loom_model_load(path, &e);
+    CHECK(m != NULL, "load %s: %s", path, e.msg);
+    if (!m)
+        return NULL;
+    int n = *n_logits = loom_model_n_logits(m);
+    loom_session_params sp = {.n_ctx = 64, .n_threads = 2, .numerics = num};
+    loom_session *s = loom_session_new(m, &sp, &e);
+    float *out = malloc(sizeof(float) * (size_t)n * FQ_TOKENS);
+    int32_t tok[FQ_TOKENS];
+    for (int i = 0; i < FQ_TOKENS; i++)
+        tok[i] = (int32_t)((i * 37 + 11) % MINI_TOKENS);
+    int rc = s && out ? loom_session_eval(s, tok, FQ_PREFILL, out, LOOM_LOGITS_ALL, &e) : LOOM_E_NOMEM;
+    for (int i = FQ_PREFILL; i < FQ_TOKENS && rc == LOOM_OK; i++)
+        rc = loom_session_eval(s, tok + i, 1, out + (size_t)i * n, LOOM_LOGITS_ALL, &e);
+    CHECK(rc == LOOM_OK, "eval %s: %s", path, e.msg);
+    loom_session_free(s);
+    loom_model_free(m);
+    if (rc != LOOM_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The tiny preset (attention layer 3: 1024 query+gate, 256 k and 256 v rows of 256 columns) with its attention
+ * projections as three tensors and as one fused attn_qkv, in each weight type and each kernel set the CPU runs:
+ * the logits are bitwise equal, in prefill and decode, in both numerics. (The float order of a row does not
+ * depend on the matrix's other rows for these shapes: every piece and the whole have n_out % 16 == 0, so the
+ * kernels each shape selects are the same ones, X16 groups included. That loom's split form is bitwise the
+ * reference's, and its fused form too, the parity tests check.) */
+static void test_fused_qkv_runs(void)
+{
+    char dir[] = "/tmp/loom-test-fuse-qkv-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char vocab[600], src[600], split[600], fused[600];
+    snprintf(vocab, sizeof vocab, "%s/vocab.gguf", dir);
+    snprintf(src, sizeof src, "%s/src.gguf", dir);
+    snprintf(split, sizeof split, "%s/split.gguf", dir);
+    snprintf(fused, sizeof fused, "%s/fused.gguf", dir);
+    loom_error e = {0};
+    struct loom_synth_params p = {.preset = loom_synth_find_preset("tiny"), .wtype = LOOM_TYPE_F32, .seed = 7,
+                                  .vocab_path = vocab};
+    struct loom_gguf *g = NULL;
+    int rc = write_mini_vocab(vocab);
+    if (!rc && (rc = loom_synth_write(&p, src, &e)) == LOOM_OK)
+        rc = loom_gguf_open(src, &g, &e);
+    CHECK(rc == LOOM_OK, "tiny F32 source: %s", e.msg);
+    const uint32_t types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K,
+                              LOOM_TYPE_Q6_K};
+    const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
+    for (size_t ti = 0; !rc && ti < sizeof types / sizeof types[0]; ti++) {
+        if (write_rewrite(g, split, types[ti], 0) || write_rewrite(g, fused, types[ti], 1))
+            break;
+        for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+            if (loom_kernels_select(modes[mi], &e) != LOOM_OK)
+                continue;
+            for (int num = LOOM_NUMERICS_CANONICAL; num <= LOOM_NUMERICS_REFERENCE_BATCH; num++) {
+                int n_a = 0, n_b = 0;
+                float *a = fused_qkv_logits(split, (enum loom_numerics)num, &n_a);
+                float *b = fused_qkv_logits(fused, (enum loom_numerics)num, &n_b);
+                int same = a && b && n_a == n_b && !memcmp(a, b, sizeof(float) * (size_t)n_a * FQ_TOKENS);
+                CHECK(same, "%s weights, %s kernels, numerics %d: fused attn_qkv logits differ from split q/k/v",
+                      loom_type_traits(types[ti])->name, loom_kernels_name(), num);
+                free(a);
+                free(b);
+            }
+        }
+        printf("fused attn_qkv as split q/k/v: %s bitwise\n", loom_type_traits(types[ti])->name);
+    }
+    CHECK(loom_kernels_select(LOOM_KERNELS_AUTO, &e) == LOOM_OK, "auto kernels: %s", e.msg);
+    loom_gguf_close(g);
+    unlink(split);
+    unlink(fused);
+    unlink(src);
+    unlink(vocab);
+    rmdir(dir);
 }
 
 int main(void)
@@ -478,5 +724,6 @@ int main(void)
     test_load_activation_type(dir);
     test_moe_valid(dir);
     rmdir(dir);
+    test_fused_qkv_runs();
     return test_finish();
 }

@@ -563,6 +563,14 @@ static void check_save_restore(const char *name, const loom_model *m, const loom
         rc = loom_session_restore(b, bad, &err);
         CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, "damaged"), "%s: damaged file: rc %d (%s)", name, rc, err.msg);
         img[len / 2] ^= 0x40;
+        uint32_t version;
+        memcpy(&version, img + 8, 4); /* after the 8-byte magic */
+        memcpy(img + 8, &(uint32_t){version - 1}, 4);
+        write_all(bad, img, len);
+        rc = loom_session_restore(b, bad, &err);
+        CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, "saved by another loom version"),
+              "%s: an earlier version's file: rc %d (%s)", name, rc, err.msg);
+        memcpy(img + 8, &version, 4);
         write_all(bad, img, len - 5);
         rc = loom_session_restore(b, bad, &err);
         CHECK(rc == LOOM_E_FORMAT, "%s: truncated file: rc %d (%s)", name, rc, err.msg);

@@ -1,10 +1,12 @@
 /* arch_qwen35_common.c — what the qwen35 family's instances (arch_qwen35.c dense, arch_qwen35moe.c mixture of
  * experts) share: admission (required keys and their types, the relationships between hyper-parameters,
- * every tensor's name, shape and type: no missing, no extra; the tokenizer array lengths), the layer plan
- * (every full_attention_interval-th layer is attention), and the geometry derived once from the keys (conv
- * channels, weight shapes, state sizes, scratch widths). Keys are read under the instance's name. Names and
- * shapes follow llama.cpp's loaders (src/models/qwen35.cpp, qwen35moe.cpp load_arch_hparams /
- * load_arch_tensors, tensor names in src/llama-arch.cpp). */
+ * every tensor's name, shape and type: no missing, no extra; an attention layer's q/k/v split or fused, never
+ * both; the tokenizer array lengths), the layer plan
+ * (every full_attention_interval-th layer is attention, unless attention.recurrent_layers marks the layers
+ * otherwise), and the geometry derived once from the keys (conv channels, weight shapes, state sizes, scratch
+ * widths). Keys are read under the instance's name. Names and shapes follow llama.cpp's loaders
+ * (src/models/qwen35.cpp, qwen35moe.cpp load_arch_hparams / load_arch_tensors, tensor names in
+ * src/llama-arch.cpp). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -102,8 +104,11 @@ static int read_layer_counts(const struct loom_gguf *g, struct loom_hparams *hp,
     return LOOM_OK;
 }
 
-/* attention.recurrent_layers, when present, must agree with the full_attention_interval rule loom uses. */
-static int check_recurrent_layers(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
+/* attention.recurrent_layers (optional: one BOOL per block, nextn blocks included) gives the layer plan when
+ * present, as in the reference (qwen35.cpp load_arch_hparams). A plan the full_attention_interval rule also gives
+ * changes nothing; any other is kept in hp (custom_plan, attn_layer_bits) for loom_qwen35_layer_kind. The marks
+ * of nextn blocks, which loom does not run, are not read. */
+static int read_recurrent_layers(const struct loom_gguf *g, struct loom_hparams *hp, loom_error *err)
 {
     char key[96];
     arch_key(key, sizeof key, hp, "attention.recurrent_layers");
@@ -114,14 +119,17 @@ static int check_recurrent_layers(const struct loom_gguf *g, const struct loom_h
     if (kv->arr_n != (uint64_t)hp->n_layer + hp->n_nextn)
         return loom_errorf(err, LOOM_E_FORMAT, "key '%s': expected %u elements (block_count), found %" PRIu64, key,
                            hp->n_layer + hp->n_nextn, kv->arr_n);
+    if (kv->arr_n > LOOM_MAX_PLAN_LAYERS)
+        return loom_errorf(err, LOOM_E_FORMAT, "key '%s': expected at most %d elements (llama.cpp's layer limit), "
+                           "found %" PRIu64, key, LOOM_MAX_PLAN_LAYERS, kv->arr_n);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
-        int rec = (il + 1) % hp->full_attn_interval != 0;
-        if (kv->data[il] != rec)
-            return loom_errorf(err, LOOM_E_FORMAT,
-                               "key '%s': layer %u is marked %s, but full_attention_interval %u makes it %s", key, il,
-                               kv->data[il] ? "recurrent" : "attention", hp->full_attn_interval,
-                               rec ? "recurrent" : "attention");
+        int attn = kv->data[il] == 0;
+        int by_rule = hp->full_attn_interval && (il + 1) % hp->full_attn_interval == 0;
+        hp->attn_layer_bits[il / 8] |= (uint8_t)(attn << (il % 8));
+        hp->custom_plan |= attn != by_rule;
     }
+    if (!hp->custom_plan)
+        memset(hp->attn_layer_bits, 0, sizeof hp->attn_layer_bits);
     return LOOM_OK;
 }
 
@@ -142,7 +150,7 @@ static int read_keys(const struct loom_qwen35_variant *v, const struct loom_gguf
         return rc;
     arch_key(key, sizeof key, hp, "rope.freq_base");
     if ((rc = loom_gguf_get_f32(g, key, 0, &hp->rope_freq_base, err)) || (rc = read_rope_sections(g, hp, err)) ||
-        (rc = read_layer_counts(g, hp, err)))
+        (rc = read_layer_counts(g, hp, err)) || (rc = read_recurrent_layers(g, hp, err)))
         return rc;
     return LOOM_OK;
 }
@@ -169,11 +177,14 @@ static const struct loom_gguf_tensor *layer_tensor(const struct loom_gguf *g, ui
     return loom_gguf_find_tensor(g, name);
 }
 
-/* The kind of layer il's tensors show: attention (attn_q.weight, no ssm_conv1d.weight), recurrent (the
- * reverse), or -1 (neither or both: left to the tensor checks). */
+/* The kind of layer il's tensors show: attention (attn_q.weight, or the fused attn_qkv.weight next to
+ * attn_output.weight; no ssm_conv1d.weight), recurrent (the reverse), or -1 (neither or both: left to the tensor
+ * checks). */
 static int shown_kind(const struct loom_gguf *g, uint32_t il)
 {
-    int att = layer_tensor(g, il, "attn_q.weight") != NULL, rec = layer_tensor(g, il, "ssm_conv1d.weight") != NULL;
+    int att = layer_tensor(g, il, "attn_q.weight") != NULL ||
+              (layer_tensor(g, il, "attn_qkv.weight") && layer_tensor(g, il, "attn_output.weight"));
+    int rec = layer_tensor(g, il, "ssm_conv1d.weight") != NULL;
     return att == rec ? -1 : att ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
 }
 
@@ -249,13 +260,19 @@ static int blame(const struct loom_gguf *g, const struct loom_hparams *hp, const
 /* full_attention_interval against the file: a layer whose tensors are clearly the other kind's than the plan
  * gives it is refused here, naming the key and the interval the tensors imply, instead of as a missing tensor.
  * Every interval >= 1 is a plan loom runs (1: every layer attention, no Gated DeltaNet layer; above the layer
- * count: no attention layer), as the reference's qwen35 graph does (is_recr per layer, one hybrid memory). */
+ * count: no attention layer), as the reference's qwen35 graph does (is_recr per layer, one hybrid memory); so
+ * is any plan attention.recurrent_layers gives, whose disagreement with the tensors names that key. */
 static int check_layer_plan(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
 {
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         int shown = shown_kind(g, il), kind = (int)loom_qwen35_layer_kind(hp, il);
         if (shown < 0 || shown == kind)
             continue;
+        const char *const names[] = {"recurrent (Gated DeltaNet)", "attention"};
+        if (hp->custom_plan)
+            return loom_qwen35_key_errorf(err, hp, "attention.recurrent_layers",
+                                          "layer %u is marked %s, but it has the tensors of a%s %s layer", il,
+                                          names[kind], shown == LOOM_LAYER_ATTENTION ? "n" : "", names[shown]);
         uint32_t first = UINT32_MAX;
         for (uint32_t j = 0; j < hp->n_layer && first == UINT32_MAX; j++)
             if (shown_kind(g, j) == LOOM_LAYER_ATTENTION)
@@ -267,7 +284,6 @@ static int check_layer_plan(const struct loom_gguf *g, const struct loom_hparams
         else
             snprintf(expected, sizeof expected, "%u (the first layer with attention tensors is %u)", first + 1,
                      first);
-        const char *const names[] = {"recurrent (Gated DeltaNet)", "attention"};
         return loom_qwen35_key_errorf(err, hp, "full_attention_interval",
                                       "expected %s, found %u, which makes layer %u %s, but it has the tensors of "
                                       "a%s %s layer",
@@ -390,6 +406,8 @@ static int check_hparams(const struct loom_qwen35_variant *v, const struct loom_
 
 enum loom_layer_kind loom_qwen35_layer_kind(const struct loom_hparams *hp, uint32_t il)
 {
+    if (hp->custom_plan)
+        return hp->attn_layer_bits[il / 8] >> (il % 8) & 1 ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
     return (il + 1) % hp->full_attn_interval == 0 ? LOOM_LAYER_ATTENTION : LOOM_LAYER_RECURRENT;
 }
 
@@ -416,7 +434,7 @@ static int derive_geometry(const struct loom_arch *arch, const struct loom_hpara
     dim[D_Q_ROWS] = (uint64_t)hp->head_dim_k * H * 2, dim[D_K_ROWS] = kv_k, dim[D_V_ROWS] = kv_v;
     dim[D_ATTN_IN] = (uint64_t)hp->head_dim_k * H, dim[D_HEAD_K] = hp->head_dim_k;
     dim[D_EXPERT] = hp->n_expert, dim[D_FF_EXP] = hp->n_ff_exp, dim[D_FF_EXP2] = 2 * (uint64_t)hp->n_ff_exp;
-    dim[D_FF_SHEXP] = hp->n_ff_shexp;
+    dim[D_FF_SHEXP] = hp->n_ff_shexp, dim[D_QKV_ROWS] = dim[D_Q_ROWS] + kv_k + kv_v;
     uint64_t conv, mat;
     int ovf = __builtin_mul_overflow(chan, (uint64_t)(hp->ssm_conv_kernel - 1) * 4, &conv);
     ovf |= __builtin_mul_overflow(d * d, Hv * 4, &mat);
@@ -517,6 +535,37 @@ static int check_no_extra(const struct loom_arch *arch, const struct loom_gguf *
     return LOOM_OK;
 }
 
+/* An attention layer's q/k/v projection is attn_q, attn_k and attn_v, or the fused attn_qkv, never a mixture
+ * (llama-model.cpp create_tensor_qkv takes attn_qkv when the file has it and then reads none of the three; the
+ * converter writes it with --fuse-qkv). The table checks each present tensor's shape. The circuit multiplies
+ * the fused matrix once into scratch o and copies each token's rows out of it (runtime/qwen35.c), so a file with
+ * a fused layer widens o to the fused rows. */
+static int admit_qkv_forms(const struct loom_gguf *g, const struct loom_hparams *hp, struct loom_geometry *geo,
+                           loom_error *err)
+{
+    static const char *const split[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
+    char fused[64], name[64], parts[48];
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (loom_qwen35_layer_kind(hp, il) != LOOM_LAYER_ATTENTION)
+            continue;
+        snprintf(fused, sizeof fused, "blk.%u.attn_qkv.weight", il);
+        int has_fused = loom_gguf_find_tensor(g, fused) != NULL;
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", il, split[i]);
+            int has = loom_gguf_find_tensor(g, name) != NULL;
+            if (has && has_fused)
+                return loom_errorf(err, LOOM_E_FORMAT,
+                                   "tensor '%s': expected absent next to the fused '%s', found present", name, fused);
+            if (!has && !has_fused)
+                return loom_errorf(err, LOOM_E_FORMAT, "missing tensor '%s' (or the fused '%s')%s", name, fused,
+                                   loom_gguf_in_no_part(g, parts, sizeof parts));
+        }
+        if (has_fused && geo->scratch.o < geo->dim[D_QKV_ROWS])
+            geo->scratch.o = geo->dim[D_QKV_ROWS];
+    }
+    return LOOM_OK;
+}
+
 /* ---- tokenizer ------------------------------------------------------------------------------- */
 
 static int check_tokenizer(const struct loom_gguf *g, const struct loom_hparams *hp, loom_error *err)
@@ -558,12 +607,12 @@ int loom_qwen35_admit(const struct loom_arch *arch, const struct loom_gguf *g, s
         rc = check_hparams(v, g, hp, err);
     if (!rc && v->read_keys)
         rc = v->read_keys(g, hp, err);
-    if (!rc)
-        rc = check_recurrent_layers(g, hp, err);
     if (!rc && derive_geometry(arch, hp, geo))
         rc = loom_errorf(err, LOOM_E_FORMAT, "hyper-parameters: per-sequence state size overflows 64 bits");
     if (!rc)
         rc = check_global_tensors(g, hp, err);
+    if (!rc)
+        rc = admit_qkv_forms(g, hp, geo, err);
     if (!rc)
         rc = loom_arch_check_layer_tensors(arch, g, hp, geo, err);
     if (!rc && v->check_layers)

@@ -12,6 +12,9 @@
 #include "loom.h"
 #include "model/arch.h"
 
+/* Most blocks attention.recurrent_layers may describe (llama.cpp's LLAMA_MAX_LAYERS, llama-hparams.h). */
+#define LOOM_MAX_PLAN_LAYERS 512
+
 /* Hyper-parameters of the qwen35 family: qwen35 and qwen35moe (GGUF keys under "<general.architecture>.";
  * see ../shared/REFERENCE.md for the mapping). */
 struct loom_hparams {
@@ -30,6 +33,11 @@ struct loom_hparams {
     float rope_freq_base;   /* rope.freq_base */
     float rms_eps;          /* attention.layer_norm_rms_epsilon */
     uint32_t full_attn_interval; /* full_attention_interval: layer il is attention iff (il+1) % interval == 0 */
+    /* attention.recurrent_layers gives the plan instead when present (the reference follows it): custom_plan is 1
+     * when it marks some layer otherwise than the interval rule does, and then bit il of attn_layer_bits says
+     * layer il is attention; 0 (bits all clear) when it is absent or agrees with the rule. */
+    int custom_plan;
+    uint8_t attn_layer_bits[LOOM_MAX_PLAN_LAYERS / 8];
     uint32_t ssm_conv_kernel; /* ssm.conv_kernel (4) */
     uint32_t ssm_inner;     /* ssm.inner_size = ssm_n_v_heads * ssm_head_dim */
     uint32_t ssm_head_dim;  /* ssm.state_size: linear-attention head dim (key dim = value dim) */
@@ -97,6 +105,8 @@ struct loom_layer {
     /* attention */
     struct loom_weight wq;       /* attn_q: n_out = n_head * 2 * head_dim_k (per head: query rows then gate rows) */
     struct loom_weight wk, wv;   /* n_out = n_head_kv * head_dim */
+    struct loom_weight wqkv;     /* attn_qkv (the converter's --fuse-qkv form): wq's, wk's then wv's rows in one
+                                  * matrix; a layer has it or wq/wk/wv, never both (the other form stays empty) */
     struct loom_weight wo;       /* attn_output: n_in = n_head * head_dim_v */
     const float *q_norm, *k_norm; /* [head_dim_k] */
     /* mixture of experts (qwen35moe, every layer; llama.cpp qwen35moe.cpp load_block_trunk) */

@@ -36,7 +36,8 @@ static void desc_hparams(const struct loom_hparams *hp, loom_model_desc *d)
     desc_item(h++, "rope.dimension_count", "%u", hp->n_rot);
     desc_item(h++, "rope.dimension_sections", "[%u, %u, %u, %u]", s[0], s[1], s[2], s[3]);
     desc_item(h++, "rope.freq_base", "%g", (double)hp->rope_freq_base);
-    desc_item(h++, "full_attention_interval", "%u", hp->full_attn_interval);
+    desc_item(h++, "full_attention_interval", hp->custom_plan ? "%u (the plan is attention.recurrent_layers')" : "%u",
+              hp->full_attn_interval);
     desc_item(h++, "ssm.conv_kernel", "%u", hp->ssm_conv_kernel);
     desc_item(h++, "ssm.inner_size", "%u", hp->ssm_inner);
     desc_item(h++, "ssm.state_size (head dim)", "%u", hp->ssm_head_dim);

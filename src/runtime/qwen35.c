@@ -1,5 +1,6 @@
 /* qwen35.c — the circuits of the qwen35 family (loom_circuits_qwen35, loom_circuits_qwen35moe): token embedding,
- * then per layer RMSNorm -> (Gated DeltaNet branch | gated full-attention branch) -> residual ->
+ * then per layer RMSNorm -> (Gated DeltaNet branch | gated full-attention branch, its q/k/v projection three
+ * matmuls or one of a fused attn_qkv) -> residual ->
  * post-attention RMSNorm -> FFN (qwen35: SwiGLU MLP; qwen35moe: mixture of experts, runtime/ffn.c) ->
  * residual, then the final RMSNorm and the output head. A chunk of n tokens goes through each layer before the next one
  * (prefill); decode is the same code with n = 1. Follows llama.cpp src/models/qwen35.cpp and
@@ -404,14 +405,47 @@ static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-static int attention_branch(struct chunk *c)
+/* The fused projection's output (attn_qkv: per token its query+gate rows, then K, then V, in o) copied to where
+ * the three projections put theirs (a, b, c), one token per item: the reference's Q, K and V views of its one
+ * matmul, made contiguous (llama-graph.cpp build_qkv, fused path). */
+static void split_qkv_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct chunk *c = ctx;
+    const struct loom_hparams *hp = c->hp;
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t qg = 2 * (int64_t)hp->n_head * hp->head_dim_k, k = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v = (int64_t)hp->n_head_kv * hp->head_dim_v, row = qg + k + v;
+    for (int64_t t = begin; t < end; t++) {
+        const float *src = sc->o + t * row;
+        memcpy(sc->a + t * qg, src, (size_t)qg * sizeof(float));
+        memcpy(sc->b + t * k, src + qg, (size_t)k * sizeof(float));
+        memcpy(sc->c + t * v, src + qg + k, (size_t)v * sizeof(float));
+    }
+}
+
+/* The query+gate, K and V projections of the chunk's normed rows into a, b and c: three matmuls, or one of the
+ * fused matrix (its float order the reference's for the fused shape) into o, whose rows are then split. */
+static void attention_projections(struct chunk *c)
 {
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
+    if (L->wqkv.data) {
+        matmul_shared(c, &L->wqkv, &xn, sc->o);
+        for_tokens(c, split_qkv_task, c);
+        return;
+    }
     matmul_shared(c, &L->wq, &xn, sc->a);
     matmul_shared(c, &L->wk, &xn, sc->b);
     matmul_shared(c, &L->wv, &xn, sc->c);
+}
+
+static int attention_branch(struct chunk *c)
+{
+    const struct loom_layer *L = c->L;
+    struct loom_scratch *sc = &c->s->sc;
+    attention_projections(c);
     const struct loom_hparams *hp = c->hp;
     int64_t H = hp->n_head, hd = hp->head_dim_k, kv = (int64_t)hp->n_head_kv * hd;
     edge(c, LOOM_EDGE_ATTN_QG, sc->a, 2 * H * hd);

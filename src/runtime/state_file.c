@@ -19,7 +19,8 @@
 #include "util/error.h"
 
 #define STATE_MAGIC "LOOMSEQ\1"
-#define STATE_VERSION 2u /* 2: the identity hashes the hyper-parameters field by field */
+#define STATE_VERSION 3u /* 2: the identity hashes the hyper-parameters field by field; 3: and the weight table's
+                          * fused attention row (attn_qkv in attention layers) */
 
 struct file_header {
     char magic[8];
@@ -35,11 +36,15 @@ struct file_header {
 
 /* A weight's type, shape and GGUF bytes (for an X16 weight its file bytes, whose pages are given back
  * again afterwards; for a model that streams its experts, whose map holds only the dense part, read from the
- * file as tensor `name`), so the identity does not depend on the layout chosen at load. */
+ * file as tensor `name`), so the identity does not depend on the layout chosen at load. An empty field (a row
+ * the layer does not bind) has no bytes in either case, even where another row's tensor has its name (attn_qkv:
+ * the Gated DeltaNet's in a recurrent layer, the fused q/k/v in an attention layer). */
 static void hash_weight(XXH3_state_t *st, const struct loom_model *m, const char *name, const struct loom_weight *w)
 {
     int64_t shape[3] = {w->type, w->n_in, w->n_out};
     XXH3_64bits_update(st, shape, sizeof shape);
+    if (!w->data)
+        return;
     if (m->experts) {
         loom_expert_cache_hash_tensor(m->experts, name, st);
         return;
@@ -88,6 +93,8 @@ static void hash_hparams(XXH3_state_t *st, const struct loom_hparams *hp)
         const uint32_t moe[] = {hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp};
         XXH3_64bits_update(st, moe, sizeof moe);
     }
+    if (hp->custom_plan) /* appended for a plan no full_attention_interval gives: other identities stay */
+        XXH3_64bits_update(st, hp->attn_layer_bits, (hp->n_layer + 7) / 8);
 }
 
 /* Identity of a loaded model: its hyper-parameters and every tensor's type, shape and bytes. */
@@ -269,9 +276,11 @@ static int check_image(struct loom_session *s, const char *path, const char *buf
     if (len < sizeof h + sizeof(uint64_t))
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: %zu bytes is too short for a loom state file", path, len);
     memcpy(&h, buf, sizeof h);
-    if (memcmp(h.magic, STATE_MAGIC, 8) != 0 || h.version != STATE_VERSION)
-        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: not a loom state file (version %u expected)", path,
-                           STATE_VERSION);
+    if (memcmp(h.magic, STATE_MAGIC, 8) != 0)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: not a loom state file", path);
+    if (h.version != STATE_VERSION)
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: a loom state file of version %u, expected %u (saved by "
+                           "another loom version: save it again)", path, h.version, STATE_VERSION);
     uint64_t sum;
     memcpy(&sum, buf + len - sizeof sum, sizeof sum);
     if (XXH3_64bits(buf, len - sizeof sum) != sum || h.payload_bytes != len - sizeof h - sizeof sum)
