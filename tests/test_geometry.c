@@ -14,6 +14,7 @@
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "mini_vocab.h"
 #include "test.h"
 #include "util/error.h"
 
@@ -48,32 +49,12 @@ static const struct published models[] = {
 static char vocab[4200];  /* a 300-token vocabulary written by this test (the geometry files) */
 static char qwen35[4200]; /* the reference's ggml-vocab-qwen35.gguf (a model that runs: merges, pre-tokenizer) */
 
-/* A GGUF holding only tokenizer keys: MINI_TOKENS tokens "tok0".. of type NORMAL (synth pads to 248320 rows). */
+/* The geometry files' vocabulary: MINI_TOKENS tokens (tests/mini_vocab.h). */
 static int write_mini_vocab(const char *dir)
 {
     snprintf(vocab, sizeof vocab, "%s/mini-vocab.gguf", dir);
-    struct loom_gguf_writer *w = loom_gguf_writer_new();
-    struct loom_gguf_str toks[MINI_TOKENS];
-    char text[MINI_TOKENS][16];
-    int32_t types[MINI_TOKENS];
-    for (int i = 0; i < MINI_TOKENS; i++) {
-        toks[i].len = (uint64_t)snprintf(text[i], sizeof text[i], "tok%d", i);
-        toks[i].ptr = text[i];
-        types[i] = 1;
-    }
     loom_error err = {0};
-    int rc = w ? LOOM_OK : LOOM_E_NOMEM;
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, MINI_TOKENS);
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, MINI_TOKENS);
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_write(w, vocab, NULL, NULL, &err);
-    loom_gguf_writer_free(w);
+    int rc = write_mini_vocab_file(vocab, MINI_TOKENS, &err);
     CHECK(rc == LOOM_OK, "writing %s: %d %s", vocab, rc, err.msg);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/synth.h"
+#include "mini_vocab.h"
 #include "test.h"
 #include "test_abort.h"
 #include "util/error.h"
@@ -42,38 +43,12 @@ static int synth(const char *preset, uint32_t type, uint64_t seed, const char *o
     return synth_with(mini_vocab, preset, type, seed, out);
 }
 
-static int no_tensors(void *ctx, uint64_t index, void *buf, uint64_t nbytes, loom_error *err)
-{
-    (void)ctx, (void)index, (void)buf, (void)nbytes;
-    return loom_errorf(err, LOOM_E_INTERNAL, "vocabulary file has no tensors");
-}
-
-/* A GGUF holding only tokenizer keys: MINI_TOKENS tokens "tok0".. of type NORMAL. */
+/* The vocabulary: MINI_TOKENS tokens (tests/mini_vocab.h). */
 static int write_mini_vocab(const char *dir)
 {
     snprintf(mini_vocab, sizeof mini_vocab, "%s/mini-vocab.gguf", dir);
-    struct loom_gguf_writer *w = loom_gguf_writer_new();
-    struct loom_gguf_str toks[MINI_TOKENS];
-    char text[MINI_TOKENS][16];
-    int32_t types[MINI_TOKENS];
-    for (int i = 0; i < MINI_TOKENS; i++) {
-        toks[i].len = (uint64_t)snprintf(text[i], sizeof text[i], "tok%d", i);
-        toks[i].ptr = text[i];
-        types[i] = 1;
-    }
     loom_error err = {0};
-    int rc = w ? LOOM_OK : LOOM_E_NOMEM;
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35");
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, MINI_TOKENS);
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LOOM_GGUF_INT32, types, MINI_TOKENS);
-    if (rc == LOOM_OK)
-        rc = loom_gguf_writer_write(w, mini_vocab, no_tensors, NULL, &err);
-    loom_gguf_writer_free(w);
+    int rc = write_mini_vocab_file(mini_vocab, MINI_TOKENS, &err);
     CHECK(rc == LOOM_OK, "writing %s: %d %s", mini_vocab, rc, err.msg);
     return rc;
 }
