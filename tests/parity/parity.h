@@ -212,6 +212,34 @@ static inline int parity_ref_n_vocab(const struct llama_model *model)
     return llama_vocab_n_tokens(llama_model_get_vocab(model));
 }
 
+/* The GGUF at path loaded by loom (*lm) and by the reference (*rm, weights repacked as by default), and loom's
+ * logits width (*n). NULL when both loaded and 0 < *n <= the reference's vocabulary; else what failed, in why[cap].
+ * Whatever loaded stays for the caller to free (parity_free_both). */
+static inline const char *parity_load_both(const char *path, loom_model **lm, struct llama_model **rm, int *n,
+                                           char *why, size_t cap)
+{
+    loom_error err = {0};
+    *lm = loom_model_load(path, &err);
+    *rm = parity_ref_load(path, 1);
+    *n = *lm ? loom_model_n_logits(*lm) : 0;
+    if (!*lm)
+        snprintf(why, cap, "loom_model_load: %s", err.msg);
+    else if (!*rm)
+        snprintf(why, cap, "the reference failed to load it");
+    else if (*n <= 0 || *n > parity_ref_n_vocab(*rm))
+        snprintf(why, cap, "%d logit rows, the reference's vocabulary has %d", *n, parity_ref_n_vocab(*rm));
+    else
+        return NULL;
+    return why;
+}
+
+static inline void parity_free_both(loom_model *lm, struct llama_model *rm)
+{
+    if (rm)
+        llama_model_free(rm);
+    loom_model_free(lm);
+}
+
 /* Evaluate tokens[n] at positions pos0..pos0+n-1 of sequence 0 as one llama_decode. When out is non-NULL, all
  * n rows of logits are copied to out[n][width] (width <= the reference's vocabulary); otherwise only the last
  * row is requested and left in the context. Returns llama_decode's status (0 = success). */

@@ -176,25 +176,15 @@ static void run_model(struct model *m)
 /* Both engines on the file; returns 1 when both loaded it. */
 static int compare_file(const char *name, const char *path)
 {
-    loom_error err = {0};
     struct model m = {.name = name};
-    m.lm = loom_model_load(path, &err);
-    CHECK(m.lm != NULL, "%s: loom_model_load: %s", name, err.msg);
-    m.rm = parity_ref_load(path, 1);
-    CHECK(m.rm != NULL, "%s: the reference failed to load the model", name);
-    int ok = m.lm && m.rm;
-    if (ok) {
-        m.n = loom_model_n_logits(m.lm);
-        CHECK(m.n > 0 && m.n == parity_ref_n_vocab(m.rm), "%s: logits width %d, reference vocabulary %d", name, m.n,
-              parity_ref_n_vocab(m.rm));
-        if (m.n > 0 && m.n == parity_ref_n_vocab(m.rm))
-            run_model(&m);
-    }
-    if (m.rm)
-        llama_model_free(m.rm);
-    loom_model_free(m.lm);
+    char why[sizeof(loom_error) + 64];
+    const char *bad = parity_load_both(path, &m.lm, &m.rm, &m.n, why, sizeof why);
+    CHECK(!bad, "%s: %s", name, bad);
+    if (!bad)
+        run_model(&m);
+    parity_free_both(m.lm, m.rm);
     fflush(stdout);
-    return ok;
+    return !bad;
 }
 
 int main(void)

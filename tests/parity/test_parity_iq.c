@@ -186,19 +186,16 @@ static int ref_rows(struct llama_model *rm, const int32_t *tokens, float *batch,
 
 static void compare_file(const char *name, const char *path, const int32_t *tokens)
 {
-    loom_error err = {0};
-    loom_model *lm = loom_model_load(path, &err);
-    CHECK(lm != NULL, "%s: loom_model_load: %s", name, err.msg);
-    struct llama_model *rm = parity_ref_load(path, 1);
-    CHECK(rm != NULL, "%s: the reference failed to load %s", name, path);
-    int n = lm ? loom_model_n_logits(lm) : 0;
-    CHECK(!rm || n <= parity_ref_n_vocab(rm), "%s: %d logit rows, the reference has %d", name, n,
-          rm ? parity_ref_n_vocab(rm) : 0);
+    loom_model *lm;
+    struct llama_model *rm;
+    int n;
+    char why[sizeof(loom_error) + 64];
+    const char *bad = parity_load_both(path, &lm, &rm, &n, why, sizeof why);
+    CHECK(!bad, "%s: %s", name, bad);
     size_t rows = (size_t)N_TOK * (size_t)n;
     float *ref = malloc(rows * sizeof(float)), *ref_step = malloc(rows * sizeof(float));
     float *got = malloc(rows * sizeof(float));
-    if (lm && rm && n > 0 && n <= parity_ref_n_vocab(rm) && ref && ref_step && got &&
-        ref_rows(rm, tokens, ref, ref_step, n) == 0) {
+    if (!bad && ref && ref_step && got && ref_rows(rm, tokens, ref, ref_step, n) == 0) {
         if (loom_rows(lm, LOOM_NUMERICS_REFERENCE_BATCH, tokens, N_TOK, 0, got, n) == LOOM_OK)
             check_bitwise(name, "batch (reference-batch)", ref, got, N_TOK, n);
         if (loom_rows(lm, LOOM_NUMERICS_REFERENCE_BATCH, tokens, N_STEP, 1, got, n) == LOOM_OK)
@@ -209,9 +206,7 @@ static void compare_file(const char *name, const char *path, const int32_t *toke
     free(ref);
     free(ref_step);
     free(got);
-    loom_model_free(lm);
-    if (rm)
-        llama_model_free(rm);
+    parity_free_both(lm, rm);
 }
 
 /* Quantize case c's source with its recipe into dir, check the file holds its type, and compare the engines. */
