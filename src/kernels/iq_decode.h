@@ -79,6 +79,18 @@ static inline int32_t loom_iq_isum(const struct loom_iq_block *b, const int8_t *
 
 typedef void (*loom_iq_decode_fn)(const void *block, struct loom_iq_block *out);
 
+/* Decode block i of a row of block_bytes-byte blocks at src into *b; returns the block's F16 d (its first two
+ * bytes, as every grid IQ block begins) as F32. */
+static inline float loom_iq_load(const void *src, int64_t i, size_t block_bytes, loom_iq_decode_fn decode,
+                                 struct loom_iq_block *b)
+{
+    const uint8_t *blk = (const uint8_t *)src + (size_t)i * block_bytes;
+    uint16_t dh;
+    memcpy(&dh, blk, sizeof dh);
+    decode(blk, b);
+    return loom_f16_to_f32(dh);
+}
+
 /* The reference's AVX2 vec_dot order (ggml-cpu/arch/x86/quants.c ggml_vec_dot_iq2_xxs_q8_K and its siblings):
  * per block acc[l] = fma(d_w * d_a, lane[l], acc[l]) with d_w the block's F16 d; then hsum_float_8(acc), times
  * `post` when has_post (0.125 for the IQ2 types, 0.25 for IQ3_XXS; IQ3_S has none). */
@@ -89,13 +101,9 @@ static inline float loom_iq_vec_dot(int64_t n, const void *w, size_t block_bytes
     float acc[8] = {0};
     struct loom_iq_block b;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        const uint8_t *blk = (const uint8_t *)w + (size_t)i * block_bytes;
-        uint16_t dh;
-        memcpy(&dh, blk, sizeof dh);
-        decode(blk, &b);
+        float d = loom_iq_load(w, i, block_bytes, decode, &b) * y[i].d;
         int32_t lane[8];
         loom_iq_lanes(&b, y[i].qs, lane);
-        float d = loom_f16_to_f32(dh) * y[i].d;
         for (int l = 0; l < 8; l++)
             acc[l] = fmaf(d, (float)lane[l], acc[l]);
     }
@@ -113,11 +121,8 @@ static inline float loom_iq_iqp(int64_t n, const void *w, size_t block_bytes, co
     float acc = 0;
     struct loom_iq_block b;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        const uint8_t *blk = (const uint8_t *)w + (size_t)i * block_bytes;
-        uint16_t dh;
-        memcpy(&dh, blk, sizeof dh);
-        decode(blk, &b);
-        float dfac = has_mul ? loom_f16_to_f32(dh) * dfac_mul : loom_f16_to_f32(dh);
+        float dw = loom_iq_load(w, i, block_bytes, decode, &b);
+        float dfac = has_mul ? dw * dfac_mul : dw;
         acc = fmaf((float)loom_iq_isum(&b, y[i].qs), dfac * y[i].d, acc);
     }
     return acc;

@@ -27,6 +27,28 @@ void loom_q2_k_to_float(const void *src, float *dst, int64_t n)
     }
 }
 
+/* The last step of both quantizers: requantize x[256] against the block's stored d, dmin and 4-bit scales
+ * and mins, q = clamp(nearest((x + dmin*m) / (d*sc)), 0, 3) (a sub-block whose scale is 0 keeps L from its
+ * fit), then pack four 2-bit quants a byte as quant2 reads them. L is scratch. */
+static void requantize_pack(struct loom_block_q2_k *b, const float x[LOOM_QK_K], uint8_t L[LOOM_QK_K])
+{
+    for (int j = 0; j < 16; j++) {
+        float d = loom_f16_to_f32(b->d) * (float)(b->scales[j] & 15);
+        if (d == 0)
+            continue;
+        float dm = loom_f16_to_f32(b->dmin) * (float)(b->scales[j] >> 4);
+        for (int l = 0; l < 16; l++) {
+            int q = loom_nearest_int((x[16 * j + l] + dm) / d);
+            L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *q = L + 128 * h + l;
+            b->qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+        }
+}
+
 /* Weight quantization (quantize_row_q2_K_ref): fit each sub-block's scale and min (make_qkx2_quants with
  * nmax 3, weights |x|, rmin -0.5, 15 steps, absolute error), quantize both to 4 bits against their maxima
  * (d = max_scale / 15, dmin = max_min / 15), then requantize the weights with the stored scales:
@@ -63,21 +85,7 @@ void loom_q2_k_quantize(const float *src, void *dst, int64_t n)
                 b[i].scales[j] = (uint8_t)(b[i].scales[j] | (unsigned)loom_nearest_int(iscale * mins[j]) << 4);
             b[i].dmin = loom_f32_to_f16(max_min / 15.f);
         }
-        for (int j = 0; j < 16; j++) {
-            float d = loom_f16_to_f32(b[i].d) * (float)(b[i].scales[j] & 15);
-            if (d == 0)
-                continue;
-            float dm = loom_f16_to_f32(b[i].dmin) * (float)(b[i].scales[j] >> 4);
-            for (int l = 0; l < 16; l++) {
-                int q = loom_nearest_int((x[16 * j + l] + dm) / d);
-                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
-            }
-        }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t *q = L + 128 * h + l;
-                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
-            }
+        requantize_pack(&b[i], x, L);
     }
 }
 
@@ -200,24 +208,8 @@ void loom_q2_k_quantize_w(const float *src, void *dst, int64_t n, const float *q
         float dm = loom_fit_qp(16, 15, scales, Ls, sw), mm = loom_fit_qp(16, 15, mins, Lm, sw);
         b[i].d = loom_f32_to_f16(dm);
         b[i].dmin = loom_f32_to_f16(mm);
-        dm = loom_f16_to_f32(b[i].d);
-        mm = loom_f16_to_f32(b[i].dmin);
         for (int j = 0; j < 16; j++)
             b[i].scales[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
-        for (int j = 0; j < 16; j++) {
-            float d = dm * (float)(b[i].scales[j] & 15);
-            if (d == 0)
-                continue;
-            float m = mm * (float)(b[i].scales[j] >> 4);
-            for (int l = 0; l < 16; l++) {
-                int q = loom_nearest_int((x[16 * j + l] + m) / d);
-                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
-            }
-        }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t *q = L + 128 * h + l;
-                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
-            }
+        requantize_pack(&b[i], x, L);
     }
 }

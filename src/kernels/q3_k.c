@@ -92,6 +92,42 @@ static float fit_scale(const float x[16], int8_t L[16])
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+/* Store the 6-bit scale code l (in [0, 63], the scale + 32) of sub-block j (< 16): its low 4 bits in the
+ * nibble j / 8 of scales[j % 8], its high 2 bits at bit 2 (j / 4) of scales[8 + j % 4] (as scale3 reads). */
+static void put_scale(uint8_t scales[12], int j, int l)
+{
+    if (j < 8)
+        scales[j] = (uint8_t)(l & 15);
+    else
+        scales[j - 8] = (uint8_t)(scales[j - 8] | (l & 15) << 4);
+    scales[8 + j % 4] = (uint8_t)(scales[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
+}
+
+/* The last step of both quantizers: requantize x[256] against the block's stored d and scales, q =
+ * clamp(nearest(x / (d*sc)), -4, 3) (a sub-block whose scale is 0 keeps L from its fit; L holds q + 4 in
+ * [0, 7]), then pack bit 2 into hmask and bits 0-1 into qs as quant3 reads them. L is scratch. */
+static void requantize_pack(struct loom_block_q3_k *b, const float x[LOOM_QK_K], int8_t L[LOOM_QK_K])
+{
+    for (int j = 0; j < 16; j++) {
+        float d = loom_f16_to_f32(b->d) * (float)scale3(b->scales, j);
+        if (d == 0)
+            continue;
+        for (int l = 0; l < 16; l++)
+            L[16 * j + l] = (int8_t)(clamp_int(loom_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+    }
+    memset(b->hmask, 0, 32);
+    for (int e = 0; e < LOOM_QK_K; e++)
+        if (L[e] > 3) {
+            b->hmask[e % 32] = (uint8_t)(b->hmask[e % 32] | 1u << (e / 32));
+            L[e] = (int8_t)(L[e] - 4);
+        }
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int8_t *q = L + 128 * h + l;
+            b->qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+        }
+}
+
 /* Weight quantization (quantize_row_q3_K_ref): fit each sub-block's scale, quantize the scales to 6
  * bits against the one of largest magnitude (d = max_scale / -32), then requantize the weights with the
  * stored scales: q = clamp(nearest(x / (d*sc)), -4, 3). */
@@ -113,34 +149,11 @@ void loom_q3_k_quantize(const float *src, void *dst, int64_t n)
         b[i].d = loom_f32_to_f16(0.f);
         if (max_scale != 0) {
             float iscale = -32.f / max_scale;
-            for (int j = 0; j < 16; j++) {
-                int l = clamp_int((int8_t)loom_nearest_int(iscale * scales[j]), -32, 31) + 32;
-                if (j < 8)
-                    b[i].scales[j] = (uint8_t)(l & 15);
-                else
-                    b[i].scales[j - 8] = (uint8_t)(b[i].scales[j - 8] | (l & 15) << 4);
-                b[i].scales[8 + j % 4] = (uint8_t)(b[i].scales[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
-            }
+            for (int j = 0; j < 16; j++)
+                put_scale(b[i].scales, j, clamp_int((int8_t)loom_nearest_int(iscale * scales[j]), -32, 31) + 32);
             b[i].d = loom_f32_to_f16(1 / iscale);
         }
-        for (int j = 0; j < 16; j++) {
-            float d = loom_f16_to_f32(b[i].d) * (float)scale3(b[i].scales, j);
-            if (d == 0)
-                continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(loom_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
-        }
-        memset(b[i].hmask, 0, 32);
-        for (int e = 0; e < LOOM_QK_K; e++)
-            if (L[e] > 3) {
-                b[i].hmask[e % 32] = (uint8_t)(b[i].hmask[e % 32] | 1u << (e / 32));
-                L[e] = (int8_t)(L[e] - 4);
-            }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const int8_t *q = L + 128 * h + l;
-                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
-            }
+        requantize_pack(&b[i], x, L);
     }
 }
 
@@ -201,33 +214,9 @@ void loom_q3_k_quantize_w(const float *src, void *dst, int64_t n, const float *q
         }
         memset(b[i].scales, 0, 12);
         float d_block = loom_fit_qx(16, 32, scales, sw, Ls);
-        for (int j = 0; j < 16; j++) {
-            int l = Ls[j];
-            if (j < 8)
-                b[i].scales[j] = (uint8_t)(l & 15);
-            else
-                b[i].scales[j - 8] = (uint8_t)(b[i].scales[j - 8] | (l & 15) << 4);
-            l >>= 4;
-            b[i].scales[8 + j % 4] = (uint8_t)(b[i].scales[8 + j % 4] | l << (2 * (j / 4)));
-        }
+        for (int j = 0; j < 16; j++)
+            put_scale(b[i].scales, j, Ls[j]);
         b[i].d = loom_f32_to_f16(d_block);
-        for (int j = 0; j < 16; j++) {
-            float d = loom_f16_to_f32(b[i].d) * (float)scale3(b[i].scales, j);
-            if (d == 0)
-                continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(loom_nearest_int(x[16 * j + l] / d), -4, 3) + 4);
-        }
-        memset(b[i].hmask, 0, 32);
-        for (int e = 0; e < LOOM_QK_K; e++)
-            if (L[e] > 3) {
-                b[i].hmask[e % 32] = (uint8_t)(b[i].hmask[e % 32] | 1u << (e / 32));
-                L[e] = (int8_t)(L[e] - 4);
-            }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const int8_t *q = L + 128 * h + l;
-                b[i].qs[32 * h + l] = (uint8_t)(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
-            }
+        requantize_pack(&b[i], x, L);
     }
 }

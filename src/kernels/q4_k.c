@@ -134,63 +134,46 @@ void loom_q4_k_gemm(int64_t n, float *s, const void *w, const void *a)
     *s = acc - accm;
 }
 
+/* make_qkx2_quants is make_qkx3_quants with a step of 0.1 and the weights always given: the two differ only in
+ * testing `max == min` where make_qkx3_quants tests `max <= min`, the same test since min never exceeds max. */
 float loom_k_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
                            int nstep, int use_mad)
 {
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        min = x[i] < min ? x[i] : min;
-        max = x[i] > max ? x[i] : max;
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
+    return loom_fit_qkx3(n, nmax, x, w, L, neg_min, rmin, 0.1f, nstep, use_mad);
+}
+
+/* Store the 6-bit scale ls and min lm (each <= 63) of sub-block j into scales[12], as loom_k4_scales unpacks
+ * them; called for j = 0 .. 7 in order (sub-blocks 4..7 add their high bits to bytes the first four wrote). */
+static void put_scale_min(uint8_t scales[12], int j, uint8_t ls, uint8_t lm)
+{
+    if (j < 4) {
+        scales[j] = ls;
+        scales[j + 4] = lm;
+    } else {
+        scales[j + 4] = (uint8_t)((ls & 15) | (lm & 15) << 4);
+        scales[j - 4] = (uint8_t)(scales[j - 4] | (ls >> 4) << 6);
+        scales[j] = (uint8_t)(scales[j] | (lm >> 4) << 6);
     }
-    min = min > 0 ? 0 : min;
-    if (max == min) {
-        memset(L, 0, (size_t)n);
-        *neg_min = -min;
-        return 0.0f;
-    }
-    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best_error = 0;
-    for (int i = 0; i < n; i++) {
-        int l = loom_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        float diff = scale * (float)L[i] + min - x[i];
-        best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
-    }
-    uint8_t aux[32];
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + 0.1f * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = loom_nearest_int(iscale * (x[i] - min));
-            l = l < 0 ? 0 : l > nmax ? nmax : l;
-            aux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)l * (float)l;
-            sum_xl += w[i] * (float)l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (!(D > 0))
+}
+
+/* The last step of both super-block fits: L[256] recomputed against the rounded F16 d, dmin and 6-bit scales,
+ * q = clamp(nearest((x + dmin*m) / (d*sc)), 0, nmax); a sub-block whose scale rounded to 0 keeps its search
+ * result. */
+static void requantize(const float x[256], int nmax, const uint8_t scales[12], uint16_t d, uint16_t dmin,
+                       uint8_t L[256])
+{
+    uint8_t q_sc[8], q_m[8];
+    loom_k4_scales(scales, q_sc, q_m);
+    for (int j = 0; j < 8; j++) {
+        float dj = loom_f16_to_f32(d) * (float)q_sc[j];
+        if (dj == 0.0f)
             continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D, this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-        if (this_min > 0) {
-            this_min = 0;
-            this_scale = sum_xl / sum_l2;
-        }
-        float cur_error = 0;
-        for (int i = 0; i < n; i++) {
-            float diff = this_scale * (float)aux[i] + this_min - x[i];
-            cur_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
-        }
-        if (cur_error < best_error) {
-            memcpy(L, aux, (size_t)n);
-            best_error = cur_error;
-            scale = this_scale;
-            min = this_min;
+        float dm = loom_f16_to_f32(dmin) * (float)q_m[j];
+        for (int l = 0; l < 32; l++) {
+            int q = loom_nearest_int((x[32 * j + l] + dm) / dj);
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
         }
     }
-    *neg_min = -min;
-    return scale;
 }
 
 void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int nstep, uint8_t L[256],
@@ -217,44 +200,11 @@ void loom_k4_quantize_superblock(const float x[256], int nmax, float rmin, int n
         uint8_t lm = (uint8_t)loom_nearest_int(inv_min * mn[j]);
         ls = ls > 63 ? 63 : ls;
         lm = lm > 63 ? 63 : lm;
-        if (j < 4) {
-            scales[j] = ls;
-            scales[j + 4] = lm;
-        } else {
-            scales[j + 4] = (uint8_t)((ls & 15) | (lm & 15) << 4);
-            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        put_scale_min(scales, j, ls, lm);
     }
     *d = loom_f32_to_f16(max_scale / 63.f);
     *dmin = loom_f32_to_f16(max_min / 63.f);
-    /* requantize against the rounded scales; a sub-block whose scale rounded to 0 keeps its search result */
-    uint8_t q_sc[8], q_m[8];
-    loom_k4_scales(scales, q_sc, q_m);
-    for (int j = 0; j < 8; j++) {
-        float dj = loom_f16_to_f32(*d) * (float)q_sc[j];
-        if (dj == 0.0f)
-            continue;
-        float dm = loom_f16_to_f32(*dmin) * (float)q_m[j];
-        for (int l = 0; l < 32; l++) {
-            int q = loom_nearest_int((x[32 * j + l] + dm) / dj);
-            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
-        }
-    }
-}
-
-/* Weight quantization, ggml-quants.c quantize_row_q4_K_ref: loom_k4_quantize_superblock with nmax 15,
- * rmin -1 and 20 steps, then sub-blocks 2g and 2g+1 packed as the low and high nibbles of qs[32g..]. */
-void loom_q4_k_quantize(const float *src, void *dst, int64_t n)
-{
-    struct loom_block_q4_k *b = dst;
-    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        uint8_t L[LOOM_QK_K];
-        loom_k4_quantize_superblock(src + i * LOOM_QK_K, 15, -1.f, 20, L, b[i].scales, &b[i].d, &b[i].dmin);
-        for (int g = 0; g < 4; g++)
-            for (int l = 0; l < 32; l++)
-                b[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | L[64 * g + 32 + l] << 4);
-    }
+    requantize(x, nmax, scales, *d, *dmin, L);
 }
 
 void loom_k4_quantize_superblock_w(const float x[256], const float qw[256], int nmax, int clamp_scales,
@@ -282,42 +232,33 @@ void loom_k4_quantize_superblock_w(const float x[256], const float qw[256], int 
             ls = ls < 63 ? ls : 63;
             lm = lm < 63 ? lm : 63;
         }
-        if (j < 4) {
-            scales[j] = ls;
-            scales[j + 4] = lm;
-        } else {
-            scales[j + 4] = (uint8_t)((ls & 15) | (lm & 15) << 4);
-            scales[j - 4] = (uint8_t)(scales[j - 4] | (ls >> 4) << 6);
-            scales[j] = (uint8_t)(scales[j] | (lm >> 4) << 6);
-        }
+        put_scale_min(scales, j, ls, lm);
     }
     *d = loom_f32_to_f16(d_block);
     *dmin = loom_f32_to_f16(m_block);
-    uint8_t q_sc[8], q_m[8];
-    loom_k4_scales(scales, q_sc, q_m);
-    for (int j = 0; j < 8; j++) {
-        float dj = loom_f16_to_f32(*d) * (float)q_sc[j];
-        if (dj == 0.0f)
-            continue;
-        float dm = loom_f16_to_f32(*dmin) * (float)q_m[j];
-        for (int l = 0; l < 32; l++) {
-            int q = loom_nearest_int((x[32 * j + l] + dm) / dj);
-            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
-        }
-    }
+    requantize(x, nmax, scales, *d, *dmin, L);
 }
 
-/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q4_K_impl with an importance matrix):
- * loom_k4_quantize_superblock_w with nmax 15, packed as loom_q4_k_quantize. */
-void loom_q4_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
+/* One row of Q4_K blocks: each super-block fitted by loom_k4_quantize_superblock_w (nmax 15) when qw is given,
+ * else by loom_k4_quantize_superblock (nmax 15, rmin -1, 20 steps); sub-blocks 2g and 2g+1 then packed as the
+ * low and high nibbles of qs[32g..]. */
+static void quantize_row(const float *src, struct loom_block_q4_k *b, int64_t n, const float *qw)
 {
-    struct loom_block_q4_k *b = dst;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         uint8_t L[LOOM_QK_K];
-        loom_k4_quantize_superblock_w(src + i * LOOM_QK_K, qw + i * LOOM_QK_K, 15, 0, L, b[i].scales, &b[i].d,
-                                      &b[i].dmin);
+        const float *x = src + i * LOOM_QK_K;
+        if (qw)
+            loom_k4_quantize_superblock_w(x, qw + i * LOOM_QK_K, 15, 0, L, b[i].scales, &b[i].d, &b[i].dmin);
+        else
+            loom_k4_quantize_superblock(x, 15, -1.f, 20, L, b[i].scales, &b[i].d, &b[i].dmin);
         for (int g = 0; g < 4; g++)
             for (int l = 0; l < 32; l++)
                 b[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | L[64 * g + 32 + l] << 4);
     }
 }
+
+/* Weight quantization, ggml-quants.c quantize_row_q4_K_ref. */
+void loom_q4_k_quantize(const float *src, void *dst, int64_t n) { quantize_row(src, dst, n, NULL); }
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q4_K_impl with an importance matrix). */
+void loom_q4_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw) { quantize_row(src, dst, n, qw); }

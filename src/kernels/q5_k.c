@@ -64,15 +64,19 @@ void loom_q5_k_vec_dot(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8(acc) + summs;
 }
 
-/* Weight quantization, ggml-quants.c quantize_row_q5_K_ref: loom_k4_quantize_superblock with nmax 31,
- * rmin -0.5 and 15 steps; the low 4 bits of sub-blocks 2g, 2g+1 go to the nibbles of qs[32g..] and the
- * fifth bit of element l of sub-block j to bit j of qh[l]. */
-void loom_q5_k_quantize(const float *src, void *dst, int64_t n)
+/* One row of Q5_K blocks: each super-block fitted by loom_k4_quantize_superblock_w (nmax 31, the 6-bit scales
+ * clamped to 63) when qw is given, else by loom_k4_quantize_superblock (nmax 31, rmin -0.5, 15 steps); the low 4
+ * bits of sub-blocks 2g, 2g+1 then go to the nibbles of qs[32g..] and the fifth bit of element l of sub-block j
+ * to bit j of qh[l]. */
+static void quantize_row(const float *src, struct loom_block_q5_k *b, int64_t n, const float *qw)
 {
-    struct loom_block_q5_k *b = dst;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         uint8_t L[LOOM_QK_K];
-        loom_k4_quantize_superblock(src + i * LOOM_QK_K, 31, -0.5f, 15, L, b[i].scales, &b[i].d, &b[i].dmin);
+        const float *x = src + i * LOOM_QK_K;
+        if (qw)
+            loom_k4_quantize_superblock_w(x, qw + i * LOOM_QK_K, 31, 1, L, b[i].scales, &b[i].d, &b[i].dmin);
+        else
+            loom_k4_quantize_superblock(x, 31, -0.5f, 15, L, b[i].scales, &b[i].d, &b[i].dmin);
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int g = 0; g < 4; g++)
             for (int l = 0; l < 32; l++) {
@@ -83,21 +87,8 @@ void loom_q5_k_quantize(const float *src, void *dst, int64_t n)
     }
 }
 
-/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q5_K_impl with an importance matrix):
- * loom_k4_quantize_superblock_w with nmax 31 and the 6-bit scales clamped to 63, packed as loom_q5_k_quantize. */
-void loom_q5_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw)
-{
-    struct loom_block_q5_k *b = dst;
-    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        uint8_t L[LOOM_QK_K];
-        loom_k4_quantize_superblock_w(src + i * LOOM_QK_K, qw + i * LOOM_QK_K, 31, 1, L, b[i].scales, &b[i].d,
-                                      &b[i].dmin);
-        memset(b[i].qh, 0, sizeof b[i].qh);
-        for (int g = 0; g < 4; g++)
-            for (int l = 0; l < 32; l++) {
-                int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
-                b[i].qh[l] |= (uint8_t)((lo >> 4) << (2 * g) | (hi >> 4) << (2 * g + 1));
-                b[i].qs[32 * g + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
-            }
-    }
-}
+/* Weight quantization, ggml-quants.c quantize_row_q5_K_ref. */
+void loom_q5_k_quantize(const float *src, void *dst, int64_t n) { quantize_row(src, dst, n, NULL); }
+
+/* Weighted weight quantization of one row (ggml-quants.c quantize_row_q5_K_impl with an importance matrix). */
+void loom_q5_k_quantize_w(const float *src, void *dst, int64_t n, const float *qw) { quantize_row(src, dst, n, qw); }
