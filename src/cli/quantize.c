@@ -102,6 +102,13 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
     return 0;
 }
 
+/* 1 when paths a and b name one existing file. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* The conversion once the arguments are parsed: the exit status. */
 static int quantize_run(const char *pos[3], int threads, loom_quantize_options *qo)
 {
@@ -112,13 +119,13 @@ static int quantize_run(const char *pos[3], int threads, loom_quantize_options *
         quantize_usage(stderr);
         return 2;
     }
-    struct stat st_in, st_out;
-    if (stat(pos[0], &st_in) == 0 && stat(pos[1], &st_out) == 0 && st_in.st_dev == st_out.st_dev &&
-        st_in.st_ino == st_out.st_ino) {
-        fprintf(stderr, "loom quantize: output '%s': expected a file other than the input, found the input itself\n",
-                pos[1]);
-        return 2;
-    }
+    const char *const inputs[2] = {pos[0], qo->imatrix}, *const what[2] = {"input", "importance matrix"};
+    for (int k = 0; k < 2; k++)
+        if (inputs[k] && same_file(inputs[k], pos[1])) {
+            fprintf(stderr, "loom quantize: output '%s': expected a file other than the %s, found the %s itself\n",
+                    pos[1], what[k], what[k]);
+            return 2;
+        }
     loom_cli_signals_install();
     loom_error err = {0};
     loom_gguf *in = NULL;

@@ -3,6 +3,7 @@
  * sum / count computed as llama.cpp's tools/quantize/quantize.cpp load_imatrix does. */
 #include "model/imatrix.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -196,16 +197,17 @@ static int build(const struct pair *p, size_t n, const struct loom_gguf_kv *ds, 
     return rc;
 }
 
-/* "GGUF" at the start of the file, or an error saying what was found (the legacy .dat format has none). */
+/* "GGUF" at the start of the file, or an error saying what was found (the legacy .dat format has none). A file
+ * too short to hold it, or one that cannot be read (a folder), is left to the GGUF reader, which says so. */
 static int check_magic(const char *path, loom_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return loom_errorf(err, LOOM_E_IO, "%s: cannot open the imatrix file", path);
+        return loom_errorf(err, LOOM_E_IO, "%s: cannot open the imatrix file: %s", path, strerror(errno));
     unsigned char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
     fclose(f);
-    if (got != 4 || memcmp(magic, "GGUF", 4))
+    if (got == 4 && memcmp(magic, "GGUF", 4))
         return loom_errorf(err, LOOM_E_FORMAT,
                            "%s: first bytes %02x %02x %02x %02x, expected 'GGUF': not a GGUF imatrix file (loom does "
                            "not read the legacy .dat format; llama-imatrix writes GGUF by default)",
@@ -219,8 +221,11 @@ int loom_imatrix_load(const char *path, struct loom_imatrix **out, loom_error *e
         return loom_errorf(err, LOOM_E_ARG, "imatrix: missing path or output");
     int rc = check_magic(path, err);
     struct loom_gguf *g = NULL;
-    if (!rc)
-        rc = loom_gguf_open(path, &g, err);
+    if (!rc && (rc = loom_gguf_open(path, &g, err)) != LOOM_OK && err) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        loom_errorf(err, rc, "imatrix %s: %s", path, why);
+    }
     if (rc)
         return rc;
     const struct loom_gguf_kv *ds = NULL;

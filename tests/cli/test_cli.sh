@@ -89,6 +89,10 @@ check "synth --router on a dense preset is refused before it starts" \
 cp "$model" "$edited"
 "$loom" quantize "$edited" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
 check "quantize onto its own input is refused" '[ $rc -eq 2 ] && cmp -s "$model" "$edited"'
+cp tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf "$edited"
+"$loom" quantize --imatrix "$edited" "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" Q4_K_M >"$out" 2>"$err"; rc=$?
+check "quantize onto its own importance matrix is refused" \
+    '[ $rc -eq 2 ] && cmp -s tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf "$edited" && grep -q "found the importance matrix itself" "$err"'
 echo 1 | "$loom" tokenize -m "$model" --decode --pieces >"$out" 2>"$err"; rc=$?
 check "tokenize --decode --pieces is refused" '[ $rc -eq 2 ] && grep -q "apply to encoding only" "$err"'
 echo hi | "$loom" tokenize -m "$model" --ids --pieces >"$out" 2>"$err"; rc=$?
