@@ -802,6 +802,9 @@ typedef void (*loom_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, 
 /* The presets' names, i = 0, 1, ... ("micro", "tiny", "0.8b", "tiny-moe", ..., "35b-a3b"); NULL past the last. */
 const char *loom_synth_preset(int i);
 
+/* The BOOL key a sparse synthetic file carries (true): loom_model_load refuses such a file, description admits it. */
+#define LOOM_SYNTH_SPARSE_KEY "loom.synth.sparse"
+
 typedef struct loom_synth_options {
     const char *preset;     /* a name loom_synth_preset lists */
     const char *type;       /* storage of the 2-D matrices: "F32", "F16" or "BF16"; or a quantization recipe
@@ -816,7 +819,8 @@ typedef struct loom_synth_options {
     void *abort_ctx;
     const char *router;     /* qwen35moe presets: "uniform" (NULL too) or "skewed" (README "Synthetic MoE models") */
     int sparse;             /* nonzero: the metadata and tensor table only, the data a hole reading as zeros (almost
-                             * no disk, no generation): for admission and `loom inspect` of any geometry, not to run */
+                             * no disk, no generation): for admission and `loom inspect` of any geometry, not to run;
+                             * marked with the key LOOM_SYNTH_SPARSE_KEY, which loom_model_load refuses */
     uint32_t n_split;       /* with sparse, N > 1: N parts OUT-0000k-of-0000N.gguf (out_path's ".gguf" dropped), as
                              * llama.cpp's gguf-split lays them out; 0 or 1: one file */
 } loom_synth_options;

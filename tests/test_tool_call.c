@@ -2,7 +2,8 @@
  * an assistant's tool_calls parsed back into the same calls (the renderer is the oracle), fed whole, split at
  * every byte and byte by byte; arguments typed by the tools' schemas; values holding newlines, quotes and
  * "</parameter>"; several calls; content around them; malformed and unknown calls, and text that only looks
- * like a call, coming back as content byte for byte. */
+ * like a call, coming back as content byte for byte; tools refused with a template that renders through the Jinja
+ * interpreter, saying what to pass. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,6 +201,15 @@ int main(void)
     CHECK(!loom_tool_parser_new(t, "{\"not\": \"an array\"}", &err) && err.code == LOOM_E_ARG, "tools not an array");
     CHECK(!loom_tool_parser_new(t, "[{", &err) && err.code == LOOM_E_ARG && strstr(err.msg, "tools"),
           "malformed tools JSON named: %s", err.msg);
+    /* a template other than the official one renders through the Jinja interpreter: tools are refused saying so */
+    loom_chat_template *j = loom_chat_template_new(loom_model_tokenizer(m),
+                                                   "{% for m in messages %}{{ m.content }}{% endfor %}", &err);
+    CHECK(j && !strcmp(loom_chat_template_name(j), "jinja"), "jinja template: %s", j ? "" : err.msg);
+    CHECK(j && !loom_tool_parser_new(j, TOOLS, &err) && err.code == LOOM_E_ARG &&
+              strstr(err.msg, "parsed only in its format") && strstr(err.msg, "Jinja interpreter") &&
+              strstr(err.msg, "--chat-template-file with the official Qwen3.5 template"),
+          "tools with a Jinja template: %s", err.msg);
+    loom_chat_template_free(j);
     loom_chat_template_free(t);
     loom_model_free(m);
     return test_finish();

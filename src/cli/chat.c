@@ -1,5 +1,5 @@
-/* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it in the Qwen3.5 chat
- * format with provenance (loom_chat_template), brings the session to the render through its prompt cache (which
+/* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it with the file's chat
+ * template and provenance (loom_chat_template: the built-in Qwen3.5 renderer or the Jinja interpreter), brings the session to the render through its prompt cache (which
  * evaluates only the tokens its history lacks, restoring the checkpoint kept at the last answer's start where
  * the render diverges), samples and streams the answer through the streaming detokenizer until an
  * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
@@ -39,7 +39,7 @@ struct chat {
     const struct chat_opts *o;
     loom_model *m;
     const loom_tokenizer *tok;
-    loom_chat_template *tmpl; /* the built-in Qwen3.5 format */
+    loom_chat_template *tmpl; /* the file's own template, or the built-in Qwen3.5 format when it cannot load */
     loom_session *s;
     loom_sampler *smp;
     float *logits;

@@ -106,6 +106,16 @@ static uint64_t print_tensors(const loom_gguf *g, uint64_t n_tensors)
     return total;
 }
 
+/* "a" or "an" before n read aloud in English: an 8, an 11, an 18, an 80, an 8192, an 11000 (eleven thousand), but
+ * a 1100 (one thousand ...) and a 110000 (a hundred and ten thousand). */
+static const char *article(uint32_t n)
+{
+    char d[16];
+    int len = snprintf(d, sizeof d, "%u", n);
+    int eleven_or_eighteen = len % 3 == 2 && d[0] == '1' && (d[1] == '1' || d[1] == '8');
+    return d[0] == '8' || eleven_or_eighteen ? "an" : "a";
+}
+
 /* The memory of one sequence at an n_ctx-token context, from the description's per-token K/V and per-sequence
  * state sizes (the sizes a session allocates: loom_session_state_bytes = recurrent_state_bytes + n_ctx *
  * kv_bytes_per_token). */
@@ -116,17 +126,27 @@ static void print_memory(const loom_model_desc *d, uint64_t weights, uint32_t n_
     for (uint32_t il = 0; il < d->n_layer; il++)
         n_attn += d->layer_kind[il] == 1;
     uint64_t kv = (uint64_t)n_ctx * d->kv_bytes_per_token;
-    printf("\nmemory at a %u-token context (one sequence):\n", n_ctx);
+    printf("\nmemory at %s %u-token context (one sequence):\n", article(n_ctx), n_ctx);
     print_bytes("weights (mapped)", weights);
     print_bytes("KV cache per token (F16 K and V)", d->kv_bytes_per_token);
-    snprintf(label, sizeof label, "KV cache, %u attention layers", n_attn);
+    snprintf(label, sizeof label, "KV cache, %u attention layer%s", n_attn, n_attn == 1 ? "" : "s");
     print_bytes(label, kv);
-    snprintf(label, sizeof label, "conv + recurrent state, %u layers", d->n_layer - n_attn);
+    snprintf(label, sizeof label, "conv + recurrent state, %u layer%s", d->n_layer - n_attn,
+             d->n_layer - n_attn == 1 ? "" : "s");
     print_bytes(label, d->recurrent_state_bytes);
-    snprintf(label, sizeof label, "total for a %u-token context", n_ctx);
+    snprintf(label, sizeof label, "total for %s %u-token context", article(n_ctx), n_ctx);
     print_bytes(label, weights + kv + d->recurrent_state_bytes);
     printf("  (plus a session's compute scratch, which depends on its threads and batch: `loom bench --mem` prints\n"
            "   the whole session arena, state and scratch)\n");
+}
+
+/* Whether the file carries loom.synth.sparse = true (loom synth --sparse: no tensor data, loom_model_load
+ * refuses it). */
+static int inspect_sparse(const loom_gguf *g)
+{
+    loom_gguf_kv_info kv = {0};
+    int64_t i = loom_gguf_find_key(g, LOOM_SYNTH_SPARSE_KEY);
+    return i >= 0 && loom_gguf_kv_at(g, (uint64_t)i, &kv, NULL) == LOOM_OK && kv.type == LOOM_GGUF_BOOL && kv.u64;
 }
 
 static void print_model(const char *path, const loom_gguf *g, const loom_model_desc *d, uint32_t n_ctx)
@@ -139,6 +159,9 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
         printf("(the first of %u parts: the bytes and keys are its own, the tensors all parts')\n",
                loom_gguf_n_parts(g));
     printf("architecture: %s\n", d->arch);
+    if (inspect_sparse(g))
+        printf("sparse synthetic file (loom.synth.sparse): its tensor data is a hole of zeros, for loom inspect "
+               "only; loom run and the other commands that load the model refuse it\n");
     if (d->n_nextn)
         printf("nextn (multi-token prediction) layers: %u, present in the file and not run by loom\n", d->n_nextn);
     printf("hyper-parameters:\n");

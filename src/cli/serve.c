@@ -72,7 +72,8 @@ static void serve_usage(FILE *f)
                "                     as at max_tokens (finish_reason length; default 600, 0 = no limit)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
-               "                     (one loom renders: the official Qwen3.5 template; others are refused)\n"
+               "                     (any Jinja chat template: the official Qwen3.5 one renders built in, others\n"
+               "                     through loom's Jinja interpreter; tool calls need the official Qwen3.5 one)\n"
                LOOM_CLI_MODEL_USAGE
                "Endpoints: GET / (a chat page), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
                "POST /v1/completions, POST /tokenize, POST /detokenize.\n",

@@ -163,13 +163,17 @@ int loom_cli_synth(int argc, char **argv)
         fprintf(stderr, "loom synth: interrupted (%s): %s not written\n", loom_cli_signal_name(), out);
         return loom_cli_stopped_status();
     }
-    if (rc != LOOM_OK) {
-        fprintf(stderr, "loom synth: %s\n", err.msg);
+    if (rc != LOOM_OK) { /* the library's synth messages open with "synth: ": say it once */
+        fprintf(stderr, "loom synth: %s\n", strncmp(err.msg, "synth: ", 7) ? err.msg : err.msg + 7);
         return rc == LOOM_E_ARG ? 2 : 1; /* an option the preset does not take is a usage error */
     }
-    if (par.n_split > 1)
-        fprintf(stderr, "synth: wrote %u sparse parts of %s in %.1f s\n", par.n_split, out, loom_cli_now() - prog.t0);
-    else
+    if (par.n_split > 1) { /* name the first part, the file a reader opens (OUT less .gguf, plus the split suffix) */
+        size_t len = strlen(out);
+        if (len >= 5 && !strcmp(out + len - 5, ".gguf"))
+            len -= 5;
+        fprintf(stderr, "synth: wrote %u sparse parts, the first %.*s-%05u-of-%05u.gguf, in %.1f s\n", par.n_split,
+                (int)len, out, 1u, par.n_split, loom_cli_now() - prog.t0);
+    } else
         fprintf(stderr, "synth: wrote %s%s in %.1f s\n", out, par.sparse ? " (sparse)" : "", loom_cli_now() - prog.t0);
     return 0;
 }

@@ -265,6 +265,18 @@ int loom_model_check_tensors(const struct loom_gguf *g, loom_error *err)
 
 loom_model *loom_model_load(const char *path, loom_error *err) { return loom_model_load_ex(path, NULL, err); }
 
+/* Refuse a sparse synthetic file (loom synth --sparse writes LOOM_SYNTH_SPARSE_KEY = true): its tensor data is a hole
+ * of zeros, a geometry for loom inspect, not weights to run. LOOM_E_FORMAT naming the key. */
+static int refuse_sparse(const struct loom_gguf *g, loom_error *err)
+{
+    const struct loom_gguf_kv *kv = loom_gguf_find_kv(g, LOOM_SYNTH_SPARSE_KEY);
+    if (kv && kv->type == LOOM_GGUF_BOOL && kv->data[0])
+        return loom_errorf(err, LOOM_E_FORMAT, "key " LOOM_SYNTH_SPARSE_KEY ": expected absent or false, found true (a sparse "
+                           "synthetic file: its tensor data is a hole of zeros, for `loom inspect` only, not a model "
+                           "to run)");
+    return LOOM_OK;
+}
+
 loom_model *loom_model_load_ex(const char *path, const loom_model_params *params, loom_error *err)
 {
     if (!path) {
@@ -289,6 +301,8 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
     }
     m->kernels = loom_kernels_active();
     int rc = loom_gguf_open_model(path, &m->gguf, err);
+    if (!rc)
+        rc = refuse_sparse(m->gguf, err);
     if (!rc)
         rc = loom_arch_admit(m->gguf, &m->arch, &m->hp, &m->geo, err);
     if (!rc)

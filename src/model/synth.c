@@ -864,6 +864,10 @@ static int synth_set_keys(struct loom_gguf_writer *w, struct synth *s, const str
         rc = synth_set_tokenizer(w, voc, s, err);
     if (rc == LOOM_OK && s->par->recipe && (rc = loom_quant_set_file_keys(w, s->par->recipe)) != LOOM_OK)
         rc = loom_errorf(err, rc, "synth: gguf writer failed on the file type keys");
+    /* A sparse file's tensor data is a hole (zeros): the marker lets loom_model_load refuse it while loom inspect,
+     * which reads no weights, still describes it. */
+    if (rc == LOOM_OK && s->sparse && loom_gguf_writer_set_bool(w, LOOM_SYNTH_SPARSE_KEY, 1))
+        rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer failed on the key loom.synth.sparse");
     return rc;
 }
 

@@ -233,8 +233,10 @@ static int step(struct loom_tool_parser *p, const loom_tool_sink *sink, int at_e
 loom_tool_parser *loom_tool_parser_new(const loom_chat_template *t, const char *tools_json, loom_error *err)
 {
     if (!t || strcmp(loom_chat_template_name(t), "qwen35")) {
-        loom_errorf(err, LOOM_E_ARG, "tool calls: expected the qwen35 chat format, found %s",
-                    t ? loom_chat_template_name(t) : "no template");
+        loom_errorf(err, LOOM_E_ARG, "tool calls: expected the official Qwen3.5 chat template (tool calls are parsed "
+                    "only in its format), found %s; to use tools, pass --chat-template-file with the official Qwen3.5 "
+                    "template", t ? "this model's template, which renders through the Jinja interpreter"
+                                  : "no template");
         return NULL;
     }
     json_t *tools = loom_chat_json_parse(tools_json ? tools_json : "[]", tools_json ? strlen(tools_json) : 2,
