@@ -3,11 +3,14 @@
  * under Hugging Face's settings): byte-exact renders and matching errors; provenance (caller text that spells
  * control tokens or template syntax stays DATA and never becomes special ids, also after split/trim/slice); the
  * built-in Qwen3.5 renderer as oracle (every tests/fixtures/chat case gives the same tokens through both); error
- * messages for unsupported constructs; the public loom_chat_template on a non-built-in template. Templates are read
+ * messages for unsupported constructs; per-render limits (runaway templates refused quickly with bounded memory,
+ * loop iterations freeing their scope); the public loom_chat_template on a non-built-in template. Templates are read
  * from the reference's models/templates (skipped when absent). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chat_fixture.h"
@@ -332,10 +335,121 @@ static void test_errors(void)
     expect_error("{{ raise_exception('Bad role: ' ~ x) }}", LOOM_E_ARG, "Bad role: 1");
     expect_error("\n{{ y.attr }}", LOOM_E_FORMAT, "jinja: line 2: 'y' is undefined");
     expect_error("{{ x.attr.more }}", LOOM_E_FORMAT, "'int object' has no attribute 'attr'");
-    expect_error("{{ 'abc'.zfill(5) }}", LOOM_E_FORMAT, "jinja: line 1: 'str object' has no attribute 'zfill'");
+    expect_error("{{ 'abc'.zfill(5) }}", LOOM_E_FORMAT,
+                 "jinja: line 1: method 'zfill' of str is not supported by loom's interpreter");
+    expect_error("\n{{ '{}'.format(x) }}", LOOM_E_FORMAT,
+                 "jinja: line 2: method 'format' of str is not supported by loom's interpreter");
+    expect_error("{% for a in [1] %}{{ loop.cycle('a', 'b') }}{% endfor %}", LOOM_E_FORMAT,
+                 "jinja: line 1: method 'cycle' of loop is not supported by loom's interpreter");
+    expect_error("{{ [1].index(1) }}", LOOM_E_FORMAT, "method 'index' of list is not supported by loom's interpreter");
+    expect_error("{{ {'a': 1}.b.c }}", LOOM_E_FORMAT, "'dict object' has no attribute 'b'"); /* not a method */
     expect_error("{{ 'a' % 1 }}", LOOM_E_FORMAT, "string formatting with % is not supported");
     expect_error("{% macro m(a) %}{{ m(a) }}{% endmacro %}{{ m(1) }}", LOOM_E_FORMAT, "nested calls");
     expect_error("{% for a in x recursive %}{% endfor %}", LOOM_E_FORMAT, "recursive for loops are not supported");
+}
+
+/* ---- per-render limits (jinja.h) ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long max_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+/* Render tmpl with no variables: its rc, with the text in *r. */
+static int render_plain(const char *tmpl, struct loom_chat_render *r, loom_error *err)
+{
+    struct loom_jinja *t = NULL;
+    int rc = loom_jinja_parse(tmpl, strlen(tmpl), &t, err);
+    if (rc == LOOM_OK)
+        rc = loom_jinja_render(t, NULL, NULL, NULL, r, err);
+    loom_jinja_free(t);
+    return rc;
+}
+
+/* A 4001-message conversation (user/assistant in turn, 200-byte contents) through Qwen3's template renders. */
+static void test_long_conversation(void)
+{
+    char path[700];
+    size_t n = 0;
+    char *text = ref_file(path, sizeof path, "src/models/templates/Qwen-Qwen3-0.6B.jinja") ? read_text(path, &n)
+                                                                                            : NULL;
+    struct loom_jinja *t = NULL;
+    loom_error err = {0};
+    if (!text || loom_jinja_parse(text, n, &t, &err) != LOOM_OK) {
+        printf("skip: Qwen3 template absent (long-conversation render not checked) %s\n", err.msg);
+        free(text);
+        return;
+    }
+    enum { N = 4001 };
+    static loom_chat_message msgs[N];
+    static char content[N][201];
+    for (int i = 0; i < N; i++) {
+        memset(content[i], 'a' + i % 26, 200);
+        msgs[i] = (loom_chat_message){.role = i % 2 ? "assistant" : "user", .content = content[i]};
+    }
+    loom_chat_params p = {.add_generation_prompt = 1};
+    struct loom_chat_render r = {0};
+    double t0 = now_s();
+    int rc = loom_chat_render_jinja(t, msgs, N, &p, NULL, g_now, &r, &err);
+    CHECK(rc == LOOM_OK && r.len > (size_t)N * 200, "Qwen3 template, %d messages: rc %d %s", N, rc, err.msg);
+    printf("limits: a %d-message Qwen3 render: %zu bytes in %.2f s\n", N, r.len, now_s() - t0);
+    loom_chat_render_free(&r);
+    loom_jinja_free(t);
+    free(text);
+}
+
+static void test_limits(void)
+{
+    static const struct {
+        const char *tmpl, *msg;
+    } runaway[] = {
+        {"{% set ns = namespace(s=\"x\") %}\n{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+         "{{ ns.s|length }}",
+         "jinja: line 2: the render exceeds 256 MiB of strings/values (loom's limit)"},
+        {"{% for i in range(3000) %}\n{% for j in range(3000) %}{% endfor %}{% endfor %}",
+         "jinja: line 2: more than 1000000 loop iterations in one render (loom's limit)"},
+        {"{% for i in range(2000) if i is odd %}{% for j in range(2000) %}{% endfor %}{% endfor %}",
+         "more than 1000000 loop iterations in one render (loom's limit)"},
+        {"{{ ('x' * 100000) * 3000 }}", "jinja: line 1: the render exceeds 256 MiB of strings/values"},
+    };
+    for (size_t i = 0; i < sizeof runaway / sizeof *runaway; i++) {
+        struct loom_chat_render r = {0};
+        loom_error err = {0};
+        double t0 = now_s();
+        int rc = render_plain(runaway[i].tmpl, &r, &err);
+        double dt = now_s() - t0;
+        CHECK(rc == LOOM_E_RANGE && strstr(err.msg, runaway[i].msg) && !r.text && dt < 30,
+              "runaway template %zu refused: expected '%s', found rc %d '%s' after %.2f s", i, runaway[i].msg, rc,
+              err.msg, dt);
+        printf("limits: runaway template %zu refused in %.2f s (peak RSS so far %ld MB)\n", i, dt, max_rss_mb());
+        loom_chat_render_free(&r);
+    }
+    /* Loop iterations free their scope: 899100 iterations that keep nothing stay within the byte limit (the old
+     * interpreter held ~4 KB per iteration: 3.6 GB), and the output still accumulates across iterations (range()
+     * itself stops at 100000 items). */
+    struct loom_chat_render r = {0};
+    loom_error err = {0};
+    int rc = render_plain("{% for i in range(900) %}{% set o = loop %}{% for j in range(999) %}"
+                          "{% set x = 'abc' ~ i ~ '-' ~ j %}{% if o.last and loop.last %}{{ x }}{% endif %}"
+                          "{% endfor %}{% endfor %}|{% for i in range(3) %}{{ i }}{% set y = [i, i] %}{% endfor %}",
+                          &r, &err);
+    CHECK(rc == LOOM_OK && r.text && !strcmp(r.text, "abc899-998|012"), "899100 iterations: rc %d '%s' %s", rc,
+          r.text ? r.text : "", err.msg);
+    loom_chat_render_free(&r);
+    long rss = max_rss_mb();
+    CHECK(rss < 1536, "peak RSS after the runaway templates: %ld MB (expected < 1536; ASan's quarantine adds some)",
+          rss);
+    printf("limits: peak RSS %ld MB\n", rss);
+    test_long_conversation();
 }
 
 /* ---- the built-in Qwen3.5 renderer as oracle ---- */
@@ -494,6 +608,7 @@ int main(void)
     }
     test_provenance();
     test_errors();
+    test_limits();
     test_oracle();
     test_public();
     loom_tokenizer_free(g_qwen);

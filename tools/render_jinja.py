@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """render_jinja.py — regenerate tests/fixtures/jinja/renders.json: a set of conversations rendered by the chat
 templates of the reference's models/templates (Qwen3.5, Qwen3, Qwen3-Coder, QwQ, Qwen2.5, Llama 3.1/3.2/3.3,
-Hermes 2 Pro / 3, SmolLM3 and other ChatML-style ones) with Python jinja2 set up as Hugging Face's
+Hermes 2 Pro / 3, SmolLM3, functionary v3.1 and other ChatML-style ones) with Python jinja2 set up as Hugging Face's
 apply_chat_template sets it up (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 raise_exception, strftime_now, tojson = json.dumps(ensure_ascii=False); tools/hf_jinja.py). Test tooling
 only: loom's tests/test_jinja.c reads the committed fixture and never runs Python.
@@ -37,7 +37,7 @@ TEMPLATE_FILES = [
     ("meta-llama-Llama-3.3-70B-Instruct.jinja", LLAMA3),
     ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", LLAMA3),
     ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", LLAMA3),
-    ("HuggingFaceTB-SmolLM3-3B.jinja", QWEN),
+    ("HuggingFaceTB-SmolLM3-3B.jinja", QWEN), ("meetkai-functionary-medium-v3.1.jinja", LLAMA3),
 ]
 
 
@@ -186,6 +186,11 @@ SNIPPETS = [
     ("macros", "{% macro m(a, b=2, c='c') %}[{{ a }}{{ b }}{{ c }}]{% endmacro %}{{ m(1) }}{{ m(1, 3) }}{{ m(a=5, c='z') }}"
                "{% macro r(k) %}{% if k > 0 %}{{ k }}{{ r(k - 1) }}{% endif %}{% endmacro %}|{{ r(3) }}"
                "|{% macro w(x) %}  {{ x }}  {% endmacro %}{{ w('q')|trim }}|{{ m(s|trim) ~ '!' }}"),
+    ("falsy_filter_input", "{{ none|select|list }}|{{ none|selectattr('type', 'equalto', 'x')|list }}"
+                           "|{{ none|rejectattr('type')|list }}|{{ 0|map('upper')|list }}|{{ ''|select|list }}"
+                           "|{{ nothing|map(attribute='a')|list }}"),
+    ("safe_markup", "{{ '<a>'|safe + '<b>&\"\\'' }}|{{ 'x&' + '<y>'|safe }}|{{ ('p'|safe + '<') + '>' }}"
+                    "|{{ '<'|safe + '>'|safe }}|{{ '<'|safe ~ '>' }}|{{ s|safe + t }}"),
     ("concat_tilde", "{{ 'a' ~ 1 ~ none ~ xs ~ b ~ f }}|{{ s + '|' + t }}"),
     ("strftime", "{{ strftime_now('%Y-%m-%d %H:%M') }} {{ strftime_now('%d %b %Y') }}"),
     ("raise_exception", "a{{ raise_exception('Custom failure: ' ~ n) }}b"),

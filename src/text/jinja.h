@@ -18,6 +18,16 @@ struct loom_jinja; /* a parsed template: immutable, share it between threads */
 int loom_jinja_parse(const char *src, size_t len, struct loom_jinja **out, loom_error *err);
 void loom_jinja_free(struct loom_jinja *t);
 
+/* Per-render limits, far above what chat templates need (a 4001-message Qwen3 conversation renders well within
+ * them) so that a runaway template (a string doubled in a loop, nested loops of millions of iterations) fails
+ * closed instead of freezing or exhausting the server: loom_jinja_render fails with LOOM_E_RANGE "jinja: line N:
+ * the render exceeds 256 MiB of strings/values (loom's limit)" once its values, strings and output hold more than
+ * LOOM_JINJA_MAX_BYTES bytes at once (each loop iteration frees what it made unless a namespace attribute or the
+ * output kept it), or "jinja: line N: more than 1000000 loop iterations in one render (loom's limit)" past
+ * LOOM_JINJA_MAX_ITERATIONS iterations of all loops together (a `for ... if` filter's tests count too). */
+#define LOOM_JINJA_MAX_BYTES ((size_t)256 << 20)
+#define LOOM_JINJA_MAX_ITERATIONS 1000000
+
 /* Render options. now: the time strftime_now formats, seconds since the Unix epoch in local time; < 0: the
  * current time. */
 struct loom_jinja_opts {
@@ -29,7 +39,8 @@ struct loom_jinja_opts {
  * booleans, null, arrays and objects become Python's int, float, bool, None, list and dict (object keys in
  * order). On success *out is replaced (free with loom_chat_render_free). Errors: LOOM_E_ARG with the template's
  * own message for raise_exception("..."), LOOM_E_FORMAT "jinja: line N: ..." for an evaluation error (undefined
- * attribute of an undefined value, a type error, an unsupported method), LOOM_E_NOMEM; *out is then untouched. */
+ * attribute of an undefined value, a type error, an unsupported method: "method 'format' of str is not supported
+ * by loom's interpreter"), LOOM_E_RANGE past a limit above, LOOM_E_NOMEM; *out is then untouched. */
 int loom_jinja_render(const struct loom_jinja *t, const json_t *data_vars, const json_t *control_vars,
                       const struct loom_jinja_opts *o, struct loom_chat_render *out, loom_error *err);
 

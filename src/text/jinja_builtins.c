@@ -420,6 +420,33 @@ static struct jval method_value(struct jctx *c, struct jval self, const char *na
     return (struct jval){.t = JT_METHOD, .lit = JO_LIT, .u.mt = m};
 }
 
+/* Python's read-only methods (and jinja2's loop.cycle/loop.changed) that jinja2 templates may call but loom does not
+ * implement: reaching one fails at once, naming it, rather than reading as the template's own missing attribute.
+ * Mutating list/dict methods are left out: jinja2's immutable sandbox refuses them itself. */
+static const char *const k_str_unsupported[] = {
+    "casefold", "center", "encode", "expandtabs", "format", "format_map", "index", "isalnum", "isalpha", "isascii",
+    "isdecimal", "isidentifier", "islower", "isnumeric", "isprintable", "istitle", "isupper", "ljust", "maketrans",
+    "partition", "rfind", "rindex", "rjust", "rpartition", "swapcase", "translate", "zfill", NULL};
+static const char *const k_list_unsupported[] = {"copy", "count", "index", NULL};
+static const char *const k_dict_unsupported[] = {"copy", "fromkeys", NULL};
+static const char *const k_loop_unsupported[] = {"cycle", "changed", NULL};
+
+static void unsupported_method(struct jctx *c, struct jval obj, const char *name, int line)
+{
+    const char *type = NULL;
+    if (obj.t == JT_STR && listed(k_str_unsupported, name))
+        type = "str";
+    else if (obj.t == JT_LIST && listed(k_list_unsupported, name))
+        type = "list";
+    else if (obj.t == JT_DICT && listed(k_dict_unsupported, name))
+        type = "dict";
+    else if (obj.t == JT_DICT && listed(k_loop_unsupported, name) && jd_getc(obj.u.d, "revindex0") &&
+             jd_getc(obj.u.d, "depth0")) /* the loop object (jinja_eval.c's loop_object) */
+        type = "loop";
+    if (type)
+        jz_fail(&c->z, LOOM_E_FORMAT, line, "method '%s' of %s is not supported by loom's interpreter", name, type);
+}
+
 struct jval jb_getattr(struct jctx *c, struct jval obj, const char *name, int line)
 {
     if (obj.t == JT_UNDEF)
@@ -431,6 +458,7 @@ struct jval jb_getattr(struct jctx *c, struct jval obj, const char *name, int li
         if (v)
             return *v;
     }
+    unsupported_method(c, obj, name, line);
     return no_attr(c, obj, name);
 }
 
@@ -738,7 +766,9 @@ static struct jval f_float(struct jctx *c, struct jval v, const struct fargs *a,
 static struct jval f_safe(struct jctx *c, struct jval v, const struct fargs *a, int line)
 {
     (void)a;
-    return v.t == JT_STR ? v : jv_str(jv_to_str(&c->z, v, line));
+    struct jval r = v.t == JT_STR ? v : jv_str(jv_to_str(&c->z, v, line));
+    r.markup = 1;
+    return r;
 }
 
 /* jinja2's indent: lines after the first (and the first when `first`) get the prefix; blank lines only when
@@ -776,6 +806,8 @@ static struct jval f_indent(struct jctx *c, struct jval v, const struct fargs *a
 /* map(attribute=...) or map('filter', args...) */
 static struct jval f_map(struct jctx *c, struct jval v, const struct fargs *a, int line)
 {
+    if (!jv_truthy(v)) /* jinja2 maps only a truthy value (`if value:`): None, undefined, 0, "" map to nothing */
+        return jv_list(&c->z, v.lit);
     struct jlist *l = jx_items(c, v, "map", line);
     struct jval r = jv_list(&c->z, v.lit), attr = arg(a, 99, "attribute", jv_none(JO_LIT));
     struct jval def = arg(a, 99, "default", jv_undef(NULL));
@@ -800,6 +832,8 @@ static struct jval f_map(struct jctx *c, struct jval v, const struct fargs *a, i
 /* select/reject(test, args...) and selectattr/rejectattr(attr, test, args...) */
 static struct jval select_items(struct jctx *c, struct jval v, const struct fargs *a, int attr, int keep, int line)
 {
+    if (!jv_truthy(v)) /* as jinja2's select_or_reject (`if value:`): a falsy value (None too) selects nothing */
+        return jv_list(&c->z, v.lit);
     struct jlist *l = jx_items(c, v, "select", line);
     struct jval r = jv_list(&c->z, v.lit);
     size_t t0 = attr ? 1 : 0;

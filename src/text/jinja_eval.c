@@ -105,6 +105,25 @@ static struct jval repeat(struct jctx *c, struct jval a, int64_t k)
     return r;
 }
 
+/* One operand of str + str appended to s: as it is, or HTML-escaped as markupsafe.escape does (& < > " ' become
+ * &amp; &lt; &gt; &#34; &#39;, each entity with the escaped byte's origin) when the sum is Markup and it is not. */
+static void add_markup_operand(struct jctx *c, struct jsb *s, struct jval v, int markup)
+{
+    if (!markup || v.markup) {
+        jsb_str(&c->z, s, v.u.s);
+        return;
+    }
+    for (size_t i = 0; i < v.u.s.n; i++) {
+        char ch = v.u.s.p[i];
+        const char *e = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;"
+                      : ch == '\'' ? "&#39;" : NULL;
+        if (e)
+            jsb_puts(&c->z, s, e, v.u.s.o[i]);
+        else
+            jsb_put(&c->z, s, v.u.s.p + i, 1, v.u.s.o[i]);
+    }
+}
+
 static struct jval arith(struct jctx *c, int op, struct jval a, struct jval b, int line)
 {
     static const char *names[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -115,9 +134,11 @@ static struct jval arith(struct jctx *c, int op, struct jval a, struct jval b, i
     int lit = a.lit & b.lit;
     if (op == B_ADD && a.t == JT_STR && b.t == JT_STR) {
         struct jsb s = {0};
-        jsb_str(&c->z, &s, a.u.s);
-        jsb_str(&c->z, &s, b.u.s);
-        return jv_str(jsb_done(&c->z, &s));
+        add_markup_operand(c, &s, a, a.markup || b.markup);
+        add_markup_operand(c, &s, b, a.markup || b.markup);
+        struct jval r = jv_str(jsb_done(&c->z, &s));
+        r.markup = a.markup || b.markup;
+        return r;
     }
     if (op == B_ADD && a.t == JT_LIST && b.t == JT_LIST && a.tuple == b.tuple)
         return concat_lists(c, a, b);
@@ -583,6 +604,7 @@ static void assign(struct jctx *c, struct jscope *s, const struct node *target, 
         if (ns.t != JT_NS)
             jz_fail(&c->z, LOOM_E_FORMAT, line, "cannot assign attribute on non-namespace object");
         jd_setc(&c->z, ns.u.d, target->name, v);
+        c->escapes++;
         return;
     }
     /* a tuple of names */
@@ -633,24 +655,64 @@ struct jlist *jx_items(struct jctx *c, struct jval v, const char *what, int line
     }
 }
 
+/* A template-literal string for a name of at most 15 bytes, without allocating (loop iterations make many). */
+static struct jval lit_name(const char *name)
+{
+    static const unsigned char lit[16] = {JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT,
+                                          JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT, JO_LIT};
+    return jv_str((struct jstr){name, lit, strlen(name)});
+}
+
 static struct jval loop_object(struct jctx *c, const struct jlist *items, size_t i)
 {
     struct jval o = jv_dict(&c->z, JO_LIT);
+    struct jdict *d = o.u.d;
+    d->cap = 12;
+    d->k = jz_alloc(&c->z, d->cap * sizeof *d->k);
+    d->v = jz_alloc(&c->z, d->cap * sizeof *d->v);
     int64_t n = (int64_t)items->n, k = (int64_t)i;
-    jd_setc(&c->z, o.u.d, "index", jv_int(k + 1, JO_LIT));
-    jd_setc(&c->z, o.u.d, "index0", jv_int(k, JO_LIT));
-    jd_setc(&c->z, o.u.d, "revindex", jv_int(n - k, JO_LIT));
-    jd_setc(&c->z, o.u.d, "revindex0", jv_int(n - k - 1, JO_LIT));
-    jd_setc(&c->z, o.u.d, "first", jv_bool(k == 0, JO_LIT));
-    jd_setc(&c->z, o.u.d, "last", jv_bool(k == n - 1, JO_LIT));
-    jd_setc(&c->z, o.u.d, "length", jv_int(n, JO_LIT));
-    jd_setc(&c->z, o.u.d, "depth", jv_int(1, JO_LIT));
-    jd_setc(&c->z, o.u.d, "depth0", jv_int(0, JO_LIT));
+    jd_set(&c->z, d, lit_name("index"), jv_int(k + 1, JO_LIT));
+    jd_set(&c->z, d, lit_name("index0"), jv_int(k, JO_LIT));
+    jd_set(&c->z, d, lit_name("revindex"), jv_int(n - k, JO_LIT));
+    jd_set(&c->z, d, lit_name("revindex0"), jv_int(n - k - 1, JO_LIT));
+    jd_set(&c->z, d, lit_name("first"), jv_bool(k == 0, JO_LIT));
+    jd_set(&c->z, d, lit_name("last"), jv_bool(k == n - 1, JO_LIT));
+    jd_set(&c->z, d, lit_name("length"), jv_int(n, JO_LIT));
+    jd_set(&c->z, d, lit_name("depth"), jv_int(1, JO_LIT));
+    jd_set(&c->z, d, lit_name("depth0"), jv_int(0, JO_LIT));
     if (i > 0)
-        jd_setc(&c->z, o.u.d, "previtem", items->v[i - 1]);
+        jd_set(&c->z, d, lit_name("previtem"), items->v[i - 1]);
     if (i + 1 < items->n)
-        jd_setc(&c->z, o.u.d, "nextitem", items->v[i + 1]);
+        jd_set(&c->z, d, lit_name("nextitem"), items->v[i + 1]);
     return o;
+}
+
+static void count_iteration(struct jctx *c, int line)
+{
+    if (++c->iterations > LOOM_JINJA_MAX_ITERATIONS)
+        jz_fail(&c->z, LOOM_E_RANGE, line, "more than %d loop iterations in one render (loom's limit)",
+                LOOM_JINJA_MAX_ITERATIONS);
+}
+
+/* Where a loop iteration starts: what it may free at its end. */
+struct iter_mark {
+    struct jz_block *block;
+    uint64_t escapes;
+    const char *out;
+};
+
+static struct iter_mark iter_begin(struct jctx *c, const struct jsb *out)
+{
+    return (struct iter_mark){jz_mark(&c->z), c->escapes, out->p};
+}
+
+/* Free what the iteration allocated unless something may still reach it: a namespace attribute set since (in this
+ * or a nested loop or macro) or an output buffer that moved into a block of the iteration. The iteration's scope,
+ * loop object and temporaries are otherwise unreachable once it ends (jinja2's scoping: its sets stay in it). */
+static void iter_end(struct jctx *c, struct iter_mark m, const struct jsb *out)
+{
+    if (c->escapes == m.escapes && out->p == m.out)
+        jz_release(&c->z, m.block);
 }
 
 static void exec_for(struct jctx *c, struct jscope *s, const struct node *n, struct jsb *out)
@@ -659,6 +721,7 @@ static void exec_for(struct jctx *c, struct jscope *s, const struct node *n, str
     if (n->c) { /* for x in xs if cond: the loop sees only the items that pass */
         items = jz_alloc(&c->z, sizeof *items);
         for (size_t i = 0; i < all->n; i++) {
+            count_iteration(c, n->line);
             struct jscope *t = scope_new(c, s);
             assign(c, t, n->a, all->v[i], n->line);
             if (jv_truthy(jx_eval(c, t, n->c)))
@@ -666,10 +729,14 @@ static void exec_for(struct jctx *c, struct jscope *s, const struct node *n, str
         }
     }
     for (size_t i = 0; i < items->n; i++) {
+        count_iteration(c, n->line);
+        struct iter_mark m = iter_begin(c, out);
         struct jscope *t = scope_new(c, s);
-        jd_setc(&c->z, &t->vars, "loop", loop_object(c, items, i));
+        jd_set(&c->z, &t->vars, lit_name("loop"), loop_object(c, items, i));
         assign(c, t, n->a, items->v[i], n->line);
-        if (exec_body(c, t, &n->body, out) == ST_BREAK)
+        int st = exec_body(c, t, &n->body, out);
+        iter_end(c, m, out);
+        if (st == ST_BREAK)
             break;
     }
     if (!items->n)
@@ -681,6 +748,7 @@ static int exec_body(struct jctx *c, struct jscope *s, const struct nlist *body,
     for (size_t i = 0; i < body->n; i++) {
         const struct node *n = body->v[i];
         int st = ST_OK;
+        c->z.line = n->line;
         switch (n->kind) {
         case S_TEXT:
             jsb_str(&c->z, out, n->text);
@@ -768,6 +836,7 @@ int loom_jinja_render(const struct loom_jinja *t, const json_t *data_vars, const
     jmp_buf jb;
     c.z.fail = &jb;
     c.z.err = err;
+    c.z.limit = LOOM_JINJA_MAX_BYTES;
     if (setjmp(jb)) {
         int code = c.z.code;
         jz_free_all(&c.z);

@@ -1,7 +1,8 @@
 /* jinja_internal.h — shared between the Jinja interpreter's files (jinja_parse.c: lexer and parser; jinja_value.c:
  * arena, strings with per-byte origin, Python str/repr/json.dumps; jinja_eval.c: evaluator; jinja_builtins.c:
- * filters, tests and methods). Values live in an arena freed at once; errors unwind with longjmp to the entry
- * point (loom_jinja_parse or loom_jinja_render), which owns every allocation, so nothing leaks. */
+ * filters, tests and methods). Values live in an arena freed at once (a loop iteration frees what it made when
+ * nothing kept it; a render's arena has a byte limit); errors unwind with longjmp to the entry point
+ * (loom_jinja_parse or loom_jinja_render), which owns every allocation, so nothing leaks. */
 #ifndef LOOM_TEXT_JINJA_INTERNAL_H
 #define LOOM_TEXT_JINJA_INTERNAL_H
 
@@ -18,11 +19,18 @@ struct jz {
     jmp_buf *fail;  /* where jz_fail unwinds to */
     loom_error *err;
     int code;       /* the failure's code once failed */
+    int line;       /* the statement being run, for errors raised without one (the limit below) */
+    size_t used;    /* bytes held by the arena's blocks */
+    size_t limit;   /* jz_alloc fails with LOOM_E_RANGE past this many bytes; 0: no limit */
 };
 void *jz_alloc(struct jz *z, size_t n);    /* zeroed; unwinds with LOOM_E_NOMEM on failure */
 /* A grown array: a fresh zeroed block of cap elements of elem bytes holding the n first ones of old. */
 void *jz_grow(struct jz *z, const void *old, size_t n, size_t cap, size_t elem);
 void jz_free_all(struct jz *z);
+/* jz_mark names the arena's state; jz_release frees every block allocated since (the caller guarantees nothing
+ * still reachable lives in them). */
+struct jz_block *jz_mark(const struct jz *z);
+void jz_release(struct jz *z, struct jz_block *mark);
 _Noreturn void jz_fail(struct jz *z, int code, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -54,6 +62,7 @@ struct jval {
     uint8_t t;
     uint8_t lit;   /* non-strings: JO_LIT when the template made it, JO_DATA when it came from the caller */
     uint8_t tuple; /* a list written or made as a tuple (repr uses parentheses) */
+    uint8_t markup; /* JT_STR made by |safe (jinja2's Markup): `+` with a plain str HTML-escapes the plain one */
     union {
         int64_t i;          /* JT_BOOL, JT_INT; JT_FUNC: which global */
         double f;
@@ -150,6 +159,8 @@ struct jctx {
     struct jscope *root;
     int64_t now;
     int depth;
+    int64_t iterations; /* loop iterations run so far (LOOM_JINJA_MAX_ITERATIONS) */
+    uint64_t escapes;   /* namespace attribute assignments so far: values that may outlive a loop iteration */
 };
 struct jval jx_eval(struct jctx *c, struct jscope *s, const struct node *n);
 /* The items iterating v walks, as Python does: a list's items, a dict's keys, a string's characters (UTF-8 code

@@ -16,19 +16,41 @@
 
 struct jz_block {
     struct jz_block *next;
+    size_t size; /* bytes counted in jz.used */
     max_align_t align[];
 };
 
 void *jz_alloc(struct jz *z, size_t n)
 {
     if (n > SIZE_MAX / 2)
-        jz_fail(z, LOOM_E_NOMEM, 0, "out of memory (%zu bytes)", n);
-    struct jz_block *b = calloc(1, sizeof *b + (n ? n : 1));
+        jz_fail(z, LOOM_E_NOMEM, z->line, "out of memory (%zu bytes)", n);
+    size_t size = sizeof(struct jz_block) + (n ? n : 1);
+    if (z->limit && size > z->limit - z->used)
+        jz_fail(z, LOOM_E_RANGE, z->line, "the render exceeds %zu MiB of strings/values (loom's limit)",
+                z->limit >> 20);
+    struct jz_block *b = calloc(1, size);
     if (!b)
-        jz_fail(z, LOOM_E_NOMEM, 0, "out of memory (%zu bytes)", n);
+        jz_fail(z, LOOM_E_NOMEM, z->line, "out of memory (%zu bytes)", n);
     b->next = z->head;
+    b->size = size;
     z->head = b;
+    z->used += size;
     return b->align;
+}
+
+struct jz_block *jz_mark(const struct jz *z)
+{
+    return z->head;
+}
+
+void jz_release(struct jz *z, struct jz_block *mark)
+{
+    while (z->head && z->head != mark) {
+        struct jz_block *b = z->head;
+        z->head = b->next;
+        z->used -= b->size;
+        free(b);
+    }
 }
 
 void *jz_grow(struct jz *z, const void *old, size_t n, size_t cap, size_t elem)
@@ -46,6 +68,7 @@ void jz_free_all(struct jz *z)
         z->head = b->next;
         free(b);
     }
+    z->used = 0;
 }
 
 void jz_fail(struct jz *z, int code, int line, const char *fmt, ...)
