@@ -161,7 +161,7 @@ static void test_refusals(void)
     int n = 0;
     while (loom_quantize_recipe(n))
         n++;
-    CHECK(n == 8, "8 recipes, found %d", n);
+    CHECK(n == 20, "20 recipes, found %d", n);
     CHECK(loom_quantize(NULL, "Q3_X", "/nonexistent/out.gguf", NULL, &e) == LOOM_E_ARG &&
               strstr(e.msg, "recipe: expected one of Q8_0") && strstr(e.msg, "found 'Q3_X'"),
           "an unknown recipe is named: %s", e.msg);

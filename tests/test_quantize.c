@@ -509,7 +509,15 @@ static void test_huge_values(const char *dir)
     snprintf(out, sizeof out, "%s/huge-out.gguf", dir);
     CHECK(write_bad(in, 1e9f, 1.0f) == LOOM_OK, "writing %s", in);
     for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++) {
-        const struct loom_type_traits *tr = loom_type_traits(r->default_type);
+        /* recipes whose ffn_up type needs an importance matrix are refused before any row (test_low_bit_rules);
+         * MXFP4_MOE puts ffn_up in Q8_0 */
+        static const char *const need_im = "IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS ";
+        char key[16];
+        snprintf(key, sizeof key, "%s ", r->name);
+        if (strstr(need_im, key))
+            continue;
+        const struct loom_type_traits *tr = loom_type_traits(!strcmp(r->name, "MXFP4_MOE") ? LOOM_TYPE_Q8_0
+                                                                                           : r->default_type);
         char block[80];
         snprintf(block, sizeof block, "%s block %d scale d is inf", tr->name, (int)(64 / tr->block_size));
         const char *want[] = {"tensor 'blk.0.ffn_up.weight' row 2", block, "expected finite", NULL};
@@ -701,7 +709,7 @@ static void test_overrides(void)
     static const struct {
         const char *spec, *want;
     } bad[] = {{"attn_q", "expected PATTERN=TYPE"}, {"=q8_0", "found no pattern"}, {"attn_q=", "found no type"},
-               {"attn_q=q4_k_m", "type 'q4_k_m'"},  {"attn_q=iq2_xxs", "type 'iq2_xxs'"},
+               {"attn_q=q4_k_m", "type 'q4_k_m'"},  {"attn_q=q8_k", "type 'q8_k'"},
                {"(?:attn)=q8_0", "not a POSIX extended regular expression"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         const char *spec = bad[k].spec;
@@ -777,6 +785,219 @@ static void test_imatrix_rules(void)
         CHECK(rc == LOOM_OK && bad == 0 && n_down == 3, "%s: %d tensors differ from the imatrix rules (rc %d)",
               cases[c].recipe, bad, rc);
     }
+}
+
+/* The type llama-quant.cpp's rules (as read) give tensor t of tl_qwen35_08b (n_expert 0; tied: no
+ * output.weight) or tl_qwen35moe under TQ1_0, TQ2_0, MXFP4_MOE, IQ1_S or IQ1_M: the output (or tied token
+ * embedding) Q8_0 under MXFP4_MOE, Q5_K under IQ1, else Q6_K; under MXFP4_MOE expert tensors MXFP4, all else
+ * Q8_0; an untied token embedding Q2_K under IQ1, Q4_K under TQ; under TQ with 8 experts attn_qkv/attn_v/attn_k
+ * Q8_0 (the generic rule); under IQ1 (n_gqa 4) attn_qkv/attn_v Q4_K,
+ * attn_k Q4_K with 8 experts, the first L08 / 8 ffn_down tensors in the reference's order Q2_K (counted,
+ * experts and shared experts alike: idown), attn_output Q5_K with 8 experts, else IQ2_XXS. */
+static uint32_t low_bit_expected(const struct loom_quant_tensor *t, uint32_t def, int n_expert, int tied)
+{
+    if (t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
+        return t->type;
+    int embd = !strcmp(t->name, "token_embd.weight"), iq1 = def == LOOM_TYPE_IQ1_S || def == LOOM_TYPE_IQ1_M;
+    if (!strcmp(t->name, "output.weight") || (tied && embd))
+        return def == LOOM_TYPE_MXFP4 ? LOOM_TYPE_Q8_0 : iq1 ? LOOM_TYPE_Q5_K : LOOM_TYPE_Q6_K;
+    if (def == LOOM_TYPE_MXFP4)
+        return t->n_dims > 2 ? LOOM_TYPE_MXFP4 : LOOM_TYPE_Q8_0;
+    if (embd)
+        return iq1 ? LOOM_TYPE_Q2_K : LOOM_TYPE_Q4_K;
+    int attn_v = strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v."), attn_k = strstr(t->name, "attn_k.") != 0;
+    if (!iq1) /* TQ: the generic 8-expert rule */
+        return n_expert == 8 && (attn_v || attn_k) ? LOOM_TYPE_Q8_0 : def;
+    int il = -1;
+    sscanf(t->name, "blk.%d.", &il);
+    int idown = n_expert ? 2 * il + (strstr(t->name, "shexp") != NULL) : il;
+    if (attn_v || (n_expert == 8 && attn_k))
+        return LOOM_TYPE_Q4_K;
+    if (strstr(t->name, "ffn_down"))
+        return idown < L08 / 8 ? LOOM_TYPE_Q2_K : def;
+    if (strstr(t->name, "attn_output"))
+        return n_expert == 8 ? LOOM_TYPE_Q5_K : LOOM_TYPE_IQ2_XXS;
+    return def;
+}
+
+/* The low-bit recipes' type choices on the dense 0.8B geometry (tied and untied) and the MoE one (4, 8, 16
+ * experts, fused and separate gate/up), with an importance matrix; and IQ1_S, IQ1_M refused without one, naming
+ * the recipe and the tensor (the reference's "requires an imatrix"). Bytes: tests/parity/test_ref_quantize.c. */
+static void test_low_bit_rules(const char *dir)
+{
+    static struct tlist l;
+    static uint32_t got[MAX_T];
+    static const char *const recipes[] = {"TQ1_0", "TQ2_0", "MXFP4_MOE", "IQ1_S", "IQ1_M"};
+    struct loom_imatrix im = {0};
+    struct loom_quant_extra x = {.imatrix = &im};
+    for (size_t k = 0; k < 5; k++)
+        for (int g = 0; g < 8; g++) {
+            int n_expert = g < 2 ? 0 : (int[]){4, 8, 16}[(g - 2) / 2], tied = g != 1;
+            if (n_expert)
+                tl_qwen35moe(&l, (uint64_t)n_expert, g % 2);
+            else
+                tl_qwen35_08b(&l);
+            if (!tied)
+                tl_add(&l, "output.weight", 1024, 248320, LOOM_TYPE_F16);
+            const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2,
+                                               .n_expert = (uint32_t)n_expert};
+            const struct loom_quant_recipe *r = loom_quant_find_recipe(recipes[k]);
+            loom_error err = {0};
+            int rc = r ? loom_quant_choose_types_ex(&m, l.t, l.n, r, &x, got, &err) : LOOM_E_ARG, bad = 0;
+            for (size_t i = 0; rc == LOOM_OK && i < l.n; i++) {
+                uint32_t want = low_bit_expected(&l.t[i], r->default_type, n_expert, tied);
+                if (got[i] != want && bad++ < 3)
+                    fprintf(stderr, "  %s %d experts%s: %s type %u, expected %u\n", recipes[k], n_expert,
+                            tied ? "" : " untied", l.t[i].name, got[i], want);
+            }
+            CHECK(rc == LOOM_OK && bad == 0, "%s, %d experts (geometry %d): rc %d (%s), %d tensors not as expected",
+                  recipes[k], n_expert, g, rc, err.msg, bad);
+        }
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s/low.gguf", dir);
+    snprintf(out, sizeof out, "%s/low-out.gguf", dir);
+    CHECK(write_src(in, 512) == LOOM_OK, "writing %s", in);
+    const char *want_s[] = {"recipe IQ1_S", "'blk.0.ffn_down.weight'", "importance matrix", NULL};
+    const char *want_m[] = {"recipe IQ1_M", "'blk.0.ffn_down.weight'", "importance matrix", NULL};
+    expect_refused(in, out, "IQ1_S", want_s);
+    expect_refused(in, out, "IQ1_M", want_m);
+    unlink(in);
+}
+
+/* The type llama-quant.cpp's rules (as read) give tensor t under the grid IQ recipes IQ3_S, IQ3_M, IQ3_XXS,
+ * IQ2_S, IQ2_M, IQ2_XS, IQ2_XXS (default types IQ3_S, IQ3_S, IQ3_XXS, IQ2_XS, IQ2_S, IQ2_XS, IQ2_XXS), on
+ * tl_qwen35_08b (n_expert 0) or tl_qwen35moe, n_gqa gqa, with or without an importance matrix (im). Output (or
+ * tied token embedding): Q5_K under IQ3_XXS and the IQ2 recipes, Q6_K under IQ3_S/IQ3_M. Untied token
+ * embedding: Q2_K under IQ2_XS/IQ2_XXS, IQ3_S under IQ2_S/IQ2_M/IQ3_XXS, else the default. IQ2 recipes (the
+ * very-low-bit branch): attn_v-like Q4_K when gqa >= 4 or 4+ experts, else IQ3_S (IQ2_S/IQ2_M) or Q2_K; attn_k
+ * Q4_K with 8 experts; the first L08/8 ffn_down tensors by running count (idown) IQ3_S or Q2_K; attn_output Q5_K
+ * with 8 experts, else IQ3_S under IQ2_S/IQ2_M. IQ3 recipes: attn_v-like under IQ3_XXS Q4_K (gqa >= 4), IQ3_S
+ * (no imatrix) or IQ3_XXS; under IQ3_S Q4_K when gqa >= 4; under IQ3_M Q4_K; Q8_0 with 8 experts. attn_k Q8_0
+ * with 8 experts, else IQ2_S under IQ3_XXS, as attn_q. attn_output Q5_K with 8 experts, else IQ3_S (IQ3_XXS) or
+ * Q4_K (IQ3_M). ffn_down by the layer (of the name): IQ3_XXS without imatrix Q4_K below L08/8 and Q3_K after;
+ * IQ3_M Q4_K below L08/8 and, with 8 experts, where use_more_bits. */
+static uint32_t iq_grid_expected(const struct loom_quant_tensor *t, const char *recipe, uint32_t def, int n_expert,
+                                 int tied, int im, int gqa)
+{
+    if (t->ne[1] == 1 || strstr(t->name, "ssm_conv1d") || strstr(t->name, "ffn_gate_inp.weight"))
+        return t->type;
+    int xxs3 = !strcmp(recipe, "IQ3_XXS"), s3 = !strcmp(recipe, "IQ3_S"), m3 = !strcmp(recipe, "IQ3_M");
+    int sm2 = !strcmp(recipe, "IQ2_S") || !strcmp(recipe, "IQ2_M"), low = !xxs3 && !s3 && !m3;
+    int embd = !strcmp(t->name, "token_embd.weight");
+    if (!strcmp(t->name, "output.weight") || (tied && embd))
+        return s3 || m3 ? LOOM_TYPE_Q6_K : LOOM_TYPE_Q5_K;
+    if (embd)
+        return sm2 || xxs3 ? LOOM_TYPE_IQ3_S : low ? LOOM_TYPE_Q2_K : def;
+    int attn_v = strstr(t->name, "attn_qkv") || strstr(t->name, "attn_v."), attn_k = strstr(t->name, "attn_k.") != 0;
+    int down = strstr(t->name, "ffn_down") != 0, out = strstr(t->name, "attn_output") != 0, il = -1;
+    sscanf(t->name, "blk.%d.", &il);
+    if (low) {
+        int idown = n_expert ? 2 * il + (strstr(t->name, "shexp") != NULL) : il;
+        uint32_t up = sm2 ? LOOM_TYPE_IQ3_S : LOOM_TYPE_Q2_K;
+        if (attn_v)
+            return gqa >= 4 || n_expert >= 4 ? LOOM_TYPE_Q4_K : up;
+        if (n_expert == 8 && attn_k)
+            return LOOM_TYPE_Q4_K;
+        if (down)
+            return idown < L08 / 8 ? up : def;
+        if (out)
+            return n_expert == 8 ? LOOM_TYPE_Q5_K : sm2 ? LOOM_TYPE_IQ3_S : def;
+        return def;
+    }
+    if (attn_v) {
+        if (n_expert == 8)
+            return LOOM_TYPE_Q8_0;
+        if (xxs3)
+            return gqa >= 4 ? LOOM_TYPE_Q4_K : im ? LOOM_TYPE_IQ3_XXS : LOOM_TYPE_IQ3_S;
+        return m3 || gqa >= 4 ? LOOM_TYPE_Q4_K : def;
+    }
+    if (attn_k && n_expert == 8)
+        return LOOM_TYPE_Q8_0;
+    if (attn_k || strstr(t->name, "attn_q.weight"))
+        return xxs3 ? LOOM_TYPE_IQ2_S : def;
+    if (out)
+        return n_expert == 8 ? LOOM_TYPE_Q5_K : xxs3 ? LOOM_TYPE_IQ3_S : m3 ? LOOM_TYPE_Q4_K : def;
+    if (down && xxs3 && !im)
+        return il < L08 / 8 ? LOOM_TYPE_Q4_K : LOOM_TYPE_Q3_K;
+    int more = il < L08 / 8 || il >= 7 * L08 / 8 || (il - L08 / 8) % 3 == 2;
+    if (down && m3 && (il < L08 / 8 || (n_expert == 8 && more)))
+        return LOOM_TYPE_Q4_K;
+    return def;
+}
+
+/* The grid IQ recipes' type choices on the dense 0.8B geometry (tied and untied) and the MoE one (4, 8, 16
+ * experts, fused and separate gate/up), n_gqa 4 and 1, with and without an importance matrix; and IQ2_S, IQ2_M,
+ * IQ2_XS, IQ2_XXS refused without one, naming the recipe. Bytes:
+ * tests/parity/test_ref_quantize.c (test_iq_recipes). */
+static void test_iq_grid_rules(const char *dir)
+{
+    static struct tlist l;
+    static uint32_t got[MAX_T];
+    static const char *const recipes[] = {"IQ3_S", "IQ3_M", "IQ3_XXS", "IQ2_S", "IQ2_M", "IQ2_XS", "IQ2_XXS"};
+    static const uint32_t defaults[] = {LOOM_TYPE_IQ3_S, LOOM_TYPE_IQ3_S, LOOM_TYPE_IQ3_XXS, LOOM_TYPE_IQ2_XS,
+                                        LOOM_TYPE_IQ2_S, LOOM_TYPE_IQ2_XS, LOOM_TYPE_IQ2_XXS};
+    struct loom_imatrix im = {0};
+    struct loom_quant_extra x = {.imatrix = &im};
+    int n_checked = 0;
+    for (size_t k = 0; k < 7; k++)
+        for (int g = 0; g < 32; g++) {
+            int geo = g % 8, n_expert = geo < 2 ? 0 : (int[]){4, 8, 16}[(geo - 2) / 2], tied = geo != 1;
+            int with_im = g / 8 % 2, gqa = g / 16 ? 1 : 4;
+            if (n_expert)
+                tl_qwen35moe(&l, (uint64_t)n_expert, geo % 2);
+            else
+                tl_qwen35_08b(&l);
+            if (!tied)
+                tl_add(&l, "output.weight", 1024, 248320, LOOM_TYPE_F16);
+            const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = gqa == 4 ? 2 : 8,
+                                               .n_expert = (uint32_t)n_expert};
+            const struct loom_quant_recipe *r = loom_quant_find_recipe(recipes[k]);
+            loom_error err = {0};
+            int rc = r ? loom_quant_choose_types_ex(&m, l.t, l.n, r, with_im ? &x : NULL, got, &err) : LOOM_E_ARG;
+            int bad = r && r->default_type != defaults[k];
+            for (size_t i = 0; rc == LOOM_OK && i < l.n; i++) {
+                uint32_t want = iq_grid_expected(&l.t[i], recipes[k], defaults[k], n_expert, tied, with_im, gqa);
+                if (got[i] != want && bad++ < 3)
+                    fprintf(stderr, "  %s %d experts%s%s gqa %d: %s type %u, expected %u\n", recipes[k], n_expert,
+                            tied ? "" : " untied", with_im ? " imatrix" : "", gqa, l.t[i].name, got[i], want);
+            }
+            n_checked++;
+            CHECK(rc == LOOM_OK && bad == 0, "%s, %d experts (geometry %d, %s, gqa %d): rc %d (%s), %d tensors not "
+                  "as expected", recipes[k], n_expert, geo, with_im ? "imatrix" : "no imatrix", gqa, rc, err.msg, bad);
+        }
+    printf("grid IQ recipes: %d geometry/imatrix/gqa cases of type choices checked\n", n_checked);
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s/iq-grid.gguf", dir);
+    snprintf(out, sizeof out, "%s/iq-grid-out.gguf", dir);
+    CHECK(write_src(in, 512) == LOOM_OK, "writing %s", in);
+    /* IQ3_XXS is accepted here: this model's only matrix, ffn_down, goes to Q3_K without an imatrix (the
+     * reference's rule), which needs none; the parity test checks its refusal on the tiny model */
+    for (size_t k = 3; k < 7; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "recipe %s", recipes[k]);
+        const char *want[] = {name, "importance matrix", "--imatrix", NULL};
+        expect_refused(in, out, recipes[k], want);
+    }
+    /* IQ2_XXS and IQ2_XS have no unweighted quantizer (the reference's ggml_quantize_chunk aborts without
+     * weights): the token embedding, exempt from the recipe's imatrix check, overridden to one is refused */
+    static const char *const specs[] = {"token_embd=iq2_xxs", "token_embd=iq2_xs"};
+    for (int k = 0; k < 2; k++) {
+        struct loom_quant_overrides *ov = 0;
+        struct loom_gguf *g = 0;
+        loom_error err = {0};
+        int rc = loom_quant_overrides_parse(&specs[k], 1, &ov, &err);
+        rc = rc ? rc : loom_gguf_open(in, &g, &err);
+        struct loom_quant_extra xo = {.overrides = ov};
+        rc = rc ? rc : loom_quant_write_ex(g, loom_quant_find_recipe("Q8_0"), &xo, out, NULL, NULL, NULL, NULL, NULL,
+                                           &err);
+        CHECK(rc == LOOM_E_ARG && strstr(err.msg, "'token_embd.weight'") && strstr(err.msg, "needs importance weights"),
+              "%s without an imatrix: rc %d '%s', expected a refusal naming the tensor", specs[k], rc, err.msg);
+        CHECK(access(out, F_OK) != 0, "%s: output left behind", specs[k]);
+        loom_gguf_close(g);
+        loom_quant_overrides_free(ov);
+        unlink(out);
+    }
+    unlink(in);
 }
 
 /* loom_quant_write_ex with an imatrix: the weighted quantizer's bytes for covered tensors (an expert's row with
@@ -863,6 +1084,8 @@ int main(void)
     test_overrides();
     test_imatrix_rules();
     test_imatrix_write(dir);
+    test_low_bit_rules(dir);
+    test_iq_grid_rules(dir);
     rmdir(dir);
     return test_finish();
 }

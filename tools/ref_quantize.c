@@ -1,7 +1,7 @@
 /* ref_quantize.c — `ref_quantize IN OUT TYPE`: quantize a GGUF model with the reference engine's
  * llama_model_quantize (llama.cpp v0.5.0, no imatrix, 2 threads). TYPE: Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S,
- * Q6_K, Q8_0, Q4_0, IQ4_XS or F16 (and TQ1_0, TQ2_0, MXFP4_MOE, IQ3_S, IQ3_M, IQ3_XXS, IQ2_M, IQ2_S, IQ2_XS,
- * IQ2_XXS, which loom reads but does not write; the last five need --imatrix). The
+ * Q6_K, Q8_0, Q4_0, IQ4_XS, F16, TQ1_0, TQ2_0, MXFP4_MOE, IQ3_S, IQ3_M, IQ3_XXS, IQ2_M, IQ2_S, IQ2_XS,
+ * IQ2_XXS, IQ1_S or IQ1_M (IQ3_XXS, the IQ2 and IQ1 recipes need --imatrix). The
  * oracle `loom quantize` is checked against; loom itself never links the reference. Options before IN, as
  * llama-quantize takes them: --imatrix FILE (an importance matrix GGUF) and --tensor-type PATTERN=TYPE
  * (repeatable), passed to llama_model_quantize as llama-quantize passes them (tests/parity/ref_imatrix.h). */
@@ -26,11 +26,12 @@ static const struct {
     /* files loom reads but does not write: ternary, and MXFP4 experts (other tensors Q8_0) */
     {"TQ1_0", LLAMA_FTYPE_MOSTLY_TQ1_0},   {"TQ2_0", LLAMA_FTYPE_MOSTLY_TQ2_0},
     {"MXFP4_MOE", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
-    /* the grid IQ recipes, read but not written by loom; all but IQ3_S and IQ3_M need --imatrix */
+    /* the grid IQ recipes (loom writes them too: iq_quant.c); all but IQ3_S and IQ3_M need --imatrix */
     {"IQ3_S", LLAMA_FTYPE_MOSTLY_IQ3_S},   {"IQ3_M", LLAMA_FTYPE_MOSTLY_IQ3_M},
     {"IQ3_XXS", LLAMA_FTYPE_MOSTLY_IQ3_XXS}, {"IQ2_M", LLAMA_FTYPE_MOSTLY_IQ2_M},
     {"IQ2_S", LLAMA_FTYPE_MOSTLY_IQ2_S},   {"IQ2_XS", LLAMA_FTYPE_MOSTLY_IQ2_XS},
     {"IQ2_XXS", LLAMA_FTYPE_MOSTLY_IQ2_XXS},
+    {"IQ1_S", LLAMA_FTYPE_MOSTLY_IQ1_S},   {"IQ1_M", LLAMA_FTYPE_MOSTLY_IQ1_M}, /* both need --imatrix */
 };
 
 /* The prebuilt ggml finds its CPU backend only when told where it lives: next to libllama. */

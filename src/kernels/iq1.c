@@ -3,7 +3,7 @@
  * (dequantize_row_iq1_s/m), the dot products in the float order of the reference's zen4 CPU build
  * (ggml-cpu/arch/x86/quants.c ggml_vec_dot_iq1_s_q8_K / ggml_vec_dot_iq1_m_q8_K, AVX2 with BMI2; GCC contracts
  * the scalar product-adds) and of its IQ panel gemm (ggml-cpu/iqp.cpp); their row validators are in validate.c.
- * loom has no IQ1 quantizer (the reference's needs an importance matrix). */
+ * The quantizers are in iq1_quant.c. */
 #include <math.h>
 #include <string.h>
 

@@ -35,23 +35,12 @@ static void decode_iq3_s(const void *block, struct loom_iq_block *out)
     }
 }
 
-/* One block's d and decoded weights. */
-static float load_block(const void *src, int64_t i, size_t block_bytes, loom_iq_decode_fn decode,
-                        struct loom_iq_block *b)
-{
-    const uint8_t *blk = (const uint8_t *)src + (size_t)i * block_bytes;
-    uint16_t dh;
-    memcpy(&dh, blk, sizeof dh);
-    decode(blk, b);
-    return loom_f16_to_f32(dh);
-}
-
 /* value = (d * (0.5 + ls) * 0.5) * grid byte * sign (dequantize_row_iq3_xxs). */
 void loom_iq3_xxs_to_float(const void *src, float *dst, int64_t n)
 {
     struct loom_iq_block b;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        float d = load_block(src, i, sizeof(struct loom_block_iq3_xxs), decode_iq3_xxs, &b), db[16];
+        float d = loom_iq_load(src, i, sizeof(struct loom_block_iq3_xxs), decode_iq3_xxs, &b), db[16];
         for (int h = 0; h < 16; h++)
             db[h] = d * (0.5f + (float)b.ls[h]) * 0.5f;
         loom_iq_dequant_block(&b, db, dst + LOOM_QK_K * i);
@@ -63,7 +52,7 @@ void loom_iq3_s_to_float(const void *src, float *dst, int64_t n)
 {
     struct loom_iq_block b;
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
-        float d = load_block(src, i, sizeof(struct loom_block_iq3_s), decode_iq3_s, &b), db[16];
+        float d = loom_iq_load(src, i, sizeof(struct loom_block_iq3_s), decode_iq3_s, &b), db[16];
         for (int h = 0; h < 16; h++)
             db[h] = d * (float)(1 + 2 * b.ls[h]);
         loom_iq_dequant_block(&b, db, dst + LOOM_QK_K * i);

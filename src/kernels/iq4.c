@@ -4,14 +4,13 @@
  * ggml_quantize_chunk and llama_model_quantize run), and the dot products in the float order of the
  * reference's AVX2 kernels (ggml-cpu/arch/x86/quants.c ggml_vec_dot_iq4_nl_q8_0, ggml_vec_dot_iq4_xs_q8_K). */
 #include <math.h>
+#include <stddef.h>
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_scalar.h"
+#include "kernels/nl4.h"
 #include "kernels/protos.h"
 #include "util/fp16.h"
-
-/* Grid index (< 16) of quant j (< 32) of a Q4_0-style nibble block. */
-static inline int index4(const uint8_t qs[16], int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 
 /* value = d * grid[index]. */
 void loom_iq4_nl_to_float(const void *src, float *dst, int64_t n)
@@ -20,7 +19,7 @@ void loom_iq4_nl_to_float(const void *src, float *dst, int64_t n)
     for (int64_t i = 0; i < n / 32; i++) {
         float d = loom_f16_to_f32(b[i].d);
         for (int j = 0; j < 32; j++)
-            dst[32 * i + j] = d * (float)loom_iq4nl_values[index4(b[i].qs, j)];
+            dst[32 * i + j] = d * (float)loom_iq4nl_values[loom_nl4_index(b[i].qs, j)];
     }
 }
 
@@ -39,7 +38,7 @@ void loom_iq4_xs_to_float(const void *src, float *dst, int64_t n)
         for (int s = 0; s < 8; s++) {
             float dl = d * (float)(scale_xs(&b[i], s) - 32);
             for (int j = 0; j < 32; j++)
-                dst[LOOM_QK_K * i + 32 * s + j] = dl * (float)loom_iq4nl_values[index4(b[i].qs + 16 * s, j)];
+                dst[LOOM_QK_K * i + 32 * s + j] = dl * (float)loom_iq4nl_values[loom_nl4_index(b[i].qs + 16 * s, j)];
         }
     }
 }
@@ -215,10 +214,12 @@ static void iq4_xs_block(const float *x, const float *w, struct loom_block_iq4_x
 /* Exact integer sum over elements 4l..4l+3 of one 32-element sub-block: grid values times quants. */
 static inline int32_t lane_sum(const uint8_t qs[16], const int8_t *q8, int l)
 {
-    int32_t sum = 0;
-    for (int k = 4 * l; k < 4 * l + 4; k++)
-        sum += loom_iq4nl_values[index4(qs, k)] * q8[k];
-    return sum;
+    return loom_nl4_lane_sum(loom_iq4nl_values, qs, q8, l);
+}
+
+static float iq4_nl_scale(const uint8_t *block)
+{
+    return loom_f16_to_f32(((const struct loom_block_iq4_nl *)(const void *)block)->d);
 }
 
 /* *s = sum of W[i] * A[i]. Order (AVX2 ggml_vec_dot_iq4_nl_q8_0): blocks in pairs, the even one into
@@ -226,28 +227,8 @@ static inline int32_t lane_sum(const uint8_t qs[16], const int8_t *q8, int l)
  * sum = hsum_float_8(acc1 + acc2); an odd last block is added as fma(d_a * d_w, block sum, sum). */
 void loom_iq4_nl_vec_dot(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct loom_block_iq4_nl *x = w;
-    const struct loom_block_q8_0 *y = a;
-    int64_t nb = n / 32, i = 0;
-    float acc1[8] = {0}, acc2[8] = {0};
-    for (; i + 1 < nb; i += 2) {
-        float d1 = loom_f16_to_f32(y[i].d) * loom_f16_to_f32(x[i].d);
-        float d2 = loom_f16_to_f32(y[i + 1].d) * loom_f16_to_f32(x[i + 1].d);
-        for (int l = 0; l < 8; l++) {
-            acc1[l] = fmaf(d1, (float)lane_sum(x[i].qs, y[i].qs, l), acc1[l]);
-            acc2[l] = fmaf(d2, (float)lane_sum(x[i + 1].qs, y[i + 1].qs, l), acc2[l]);
-        }
-    }
-    for (int l = 0; l < 8; l++)
-        acc1[l] += acc2[l];
-    float sum = loom_hsum8(acc1);
-    if (i < nb) {
-        int32_t block = 0;
-        for (int l = 0; l < 8; l++)
-            block += lane_sum(x[i].qs, y[i].qs, l);
-        sum = fmaf(loom_f16_to_f32(y[i].d) * loom_f16_to_f32(x[i].d), (float)block, sum);
-    }
-    *s = sum;
+    *s = loom_nl4_vec_dot(n / 32, loom_iq4nl_values, w, sizeof(struct loom_block_iq4_nl),
+                          offsetof(struct loom_block_iq4_nl, qs), iq4_nl_scale, a);
 }
 
 /* *s = sum of W[i] * A[i]. Order (AVX2 ggml_vec_dot_iq4_xs_q8_K): lane l = exact sum over the 8
@@ -315,14 +296,6 @@ void loom_iq4_xs_iqp(int64_t n, float *s, const void *w, const void *a)
  * n_out % 8 == 0): per block the whole exact integer sum, acc = fma(isum, d_w * d_a, acc). */
 void loom_iq4_nl_gemv(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct loom_block_iq4_nl *x = w;
-    const struct loom_block_q8_0 *y = a;
-    float acc = 0;
-    for (int64_t i = 0; i < n / 32; i++) {
-        int32_t isum = 0;
-        for (int l = 0; l < 8; l++)
-            isum += lane_sum(x[i].qs, y[i].qs, l);
-        acc = fmaf((float)isum, loom_f16_to_f32(x[i].d) * loom_f16_to_f32(y[i].d), acc);
-    }
-    *s = acc;
+    *s = loom_nl4_gemv(n / 32, loom_iq4nl_values, w, sizeof(struct loom_block_iq4_nl),
+                       offsetof(struct loom_block_iq4_nl, qs), iq4_nl_scale, a);
 }

@@ -3,16 +3,15 @@
  * (dequantize_row_mxfp4), the dot products in the float order of the reference's zen4 CPU build
  * (ggml-cpu/arch/x86/quants.c ggml_vec_dot_mxfp4_q8_0, AVX2; and the repacked arch/x86/repack.cpp
  * ggml_gemv/gemm_mxfp4_8x8_q8_0 it runs for weights in its CPU_REPACK buffer); its row validator is in
- * validate.c. loom has no MXFP4 quantizer. */
+ * validate.c. Its quantizer is bytewise quantize_row_mxfp4_ref (the reference ignores an importance matrix). */
 #include <math.h>
+#include <stddef.h>
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_scalar.h"
+#include "kernels/nl4.h"
 #include "kernels/protos.h"
 #include "util/fp16.h"
-
-/* Grid index (< 16) of element j (< 32) of an MXFP4 block: low nibbles are elements 0..15, high 16..31. */
-static inline int index4(const uint8_t qs[16], int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 
 /* Half the E8M0 scale, 2^(e - 128), as an F32: e < 2 are subnormals (2^-128, 2^-127), e = 255 gives 2^127
  * (the format's NaN code; the reference, like loom, does not treat it specially). The E2M1 values in
@@ -32,25 +31,13 @@ void loom_mxfp4_to_float(const void *src, float *dst, int64_t n)
     for (int64_t i = 0; i < n / 32; i++) {
         float d = loom_e8m0_half_to_f32(b[i].e);
         for (int j = 0; j < 32; j++)
-            dst[32 * i + j] = (float)loom_mxfp4_values[index4(b[i].qs, j)] * d;
+            dst[32 * i + j] = (float)loom_mxfp4_values[loom_nl4_index(b[i].qs, j)] * d;
     }
 }
 
-/* Exact integer sum over elements 4l..4l+3 of one block: grid values times quants. */
-static inline int32_t lane_sum(const uint8_t qs[16], const int8_t *q8, int l)
+static float mxfp4_scale(const uint8_t *block)
 {
-    int32_t sum = 0;
-    for (int k = 4 * l; k < 4 * l + 4; k++)
-        sum += loom_mxfp4_values[index4(qs, k)] * q8[k];
-    return sum;
-}
-
-static inline int32_t block_sum(const uint8_t qs[16], const int8_t *q8)
-{
-    int32_t sum = 0;
-    for (int l = 0; l < 8; l++)
-        sum += lane_sum(qs, q8, l);
-    return sum;
+    return loom_e8m0_half_to_f32(((const struct loom_block_mxfp4 *)(const void *)block)->e);
 }
 
 /* *s = sum of W[i] * A[i]. Order (AVX2 ggml_vec_dot_mxfp4_q8_0, the same as its IQ4_NL kernel): blocks in pairs,
@@ -58,24 +45,8 @@ static inline int32_t block_sum(const uint8_t qs[16], const int8_t *q8)
  * 4l..4l+3, lane); sum = hsum_float_8(acc1 + acc2); an odd last block is added as fma(d_a * d_w, block sum, sum). */
 void loom_mxfp4_vec_dot(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct loom_block_mxfp4 *x = w;
-    const struct loom_block_q8_0 *y = a;
-    int64_t nb = n / 32, i = 0;
-    float acc1[8] = {0}, acc2[8] = {0};
-    for (; i + 1 < nb; i += 2) {
-        float d1 = loom_f16_to_f32(y[i].d) * loom_e8m0_half_to_f32(x[i].e);
-        float d2 = loom_f16_to_f32(y[i + 1].d) * loom_e8m0_half_to_f32(x[i + 1].e);
-        for (int l = 0; l < 8; l++) {
-            acc1[l] = fmaf(d1, (float)lane_sum(x[i].qs, y[i].qs, l), acc1[l]);
-            acc2[l] = fmaf(d2, (float)lane_sum(x[i + 1].qs, y[i + 1].qs, l), acc2[l]);
-        }
-    }
-    for (int l = 0; l < 8; l++)
-        acc1[l] += acc2[l];
-    float sum = loom_hsum8(acc1);
-    if (i < nb)
-        sum = fmaf(loom_f16_to_f32(y[i].d) * loom_e8m0_half_to_f32(x[i].e), (float)block_sum(x[i].qs, y[i].qs), sum);
-    *s = sum;
+    *s = loom_nl4_vec_dot(n / 32, loom_mxfp4_values, w, sizeof(struct loom_block_mxfp4),
+                          offsetof(struct loom_block_mxfp4, qs), mxfp4_scale, a);
 }
 
 /* The order of the reference's repacked MXFP4 kernels (repack.cpp ggml_gemv/gemm_mxfp4_8x8_q8_0 through the
@@ -83,10 +54,41 @@ void loom_mxfp4_vec_dot(int64_t n, float *s, const void *w, const void *a)
  * exact integer sum, acc = fma(isum, d_w * d_a, acc). */
 void loom_mxfp4_gemv(int64_t n, float *s, const void *w, const void *a)
 {
-    const struct loom_block_mxfp4 *x = w;
-    const struct loom_block_q8_0 *y = a;
-    float acc = 0;
-    for (int64_t i = 0; i < n / 32; i++)
-        acc = fmaf((float)block_sum(x[i].qs, y[i].qs), loom_e8m0_half_to_f32(x[i].e) * loom_f16_to_f32(y[i].d), acc);
-    *s = acc;
+    *s = loom_nl4_gemv(n / 32, loom_mxfp4_values, w, sizeof(struct loom_block_mxfp4),
+                       offsetof(struct loom_block_mxfp4, qs), mxfp4_scale, a);
+}
+
+/* Index (< 16) of the doubled E2M1 value nearest x at half-scale d: the first index of least |value * d - x|,
+ * as the reference's best_index_mxfp4 (the +0 index 0 wins over -0 index 8). */
+static int mxfp4_nearest(float x, float d)
+{
+    int best = 0;
+    float best_err = fabsf((float)loom_mxfp4_values[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf((float)loom_mxfp4_values[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+/* n floats (a multiple of 32) into MXFP4 blocks: e = floor(log2(max |x|)) - 2 + 127 (0 for an all-zero block),
+ * converted to its byte as the reference's x86 build converts the float (through a 32-bit integer, keeping the
+ * low byte: a block whose max is below 2^-125 wraps, as there), then each element's nearest value. */
+void loom_mxfp4_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_mxfp4 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, src += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(src[j]))
+                amax = fabsf(src[j]);
+        uint8_t e = amax > 0.0f ? (uint8_t)(uint32_t)(int32_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        float d = loom_e8m0_half_to_f32(e);
+        y[i].e = e;
+        for (int j = 0; j < 16; j++)
+            y[i].qs[j] = (uint8_t)(mxfp4_nearest(src[j], d) | mxfp4_nearest(src[16 + j], d) << 4);
+    }
 }

@@ -91,6 +91,20 @@ void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void
 
 /* --- the grid IQ types: IQ2_XXS, IQ2_XS, IQ2_S (iq2.c), IQ3_XXS, IQ3_S (iq3.c), x86/ variants; no quantizer.
  * vec_dot: ggml-cpu's AVX2 ggml_vec_dot_iq*_q8_K order; iqp: its IQ panel gemm (iqp.cpp), 8 or more rows --- */
+/* Weight quantizers of the grid types (iq_quant.c), bytewise ggml-quants.c quantize_iq3_s/iq3_xxs/iq2_s/iq2_xs/
+ * iq2_xxs for one row of n (a multiple of 256) floats, qw[n] the importance weights (the _quantize forms pass
+ * none; IQ2_XXS and IQ2_XS require them, as the reference). The search tables are built on first use of each
+ * type (pthread_once, static storage); loom_iq_quant_table_stats builds one and returns 1 when it is complete,
+ * with *neighbours the neighbour-list entries it holds (0 for a type without a table). */
+void loom_iq3_s_quantize(const float *src, void *dst, int64_t n);
+void loom_iq3_s_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq3_xxs_quantize(const float *src, void *dst, int64_t n);
+void loom_iq3_xxs_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq2_s_quantize(const float *src, void *dst, int64_t n);
+void loom_iq2_s_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq2_xs_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq2_xxs_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+int loom_iq_quant_table_stats(uint32_t type, size_t *neighbours);
 void loom_iq2_xxs_to_float(const void *src, float *dst, int64_t n);
 void loom_iq2_xxs_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_iq2_xxs_iqp(int64_t n, float *s, const void *w, const void *a);
@@ -127,7 +141,9 @@ void loom_iq3_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq3_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_iq3_s_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 
-/* --- IQ1_S, IQ1_M (iq1.c), TQ1_0, TQ2_0 (tq.c), MXFP4 (mxfp4.c), x86/ variants; no quantizer. vec_dot:
+/* --- IQ1_S, IQ1_M (iq1.c; quantizers in iq1_quant.c), TQ1_0, TQ2_0 (tq.c), MXFP4 (mxfp4.c), x86/ variants.
+ * quantize: bytewise ggml_quantize_chunk (TQ1_0, TQ2_0, MXFP4 ignore an importance matrix; IQ1_M without one
+ * weights by x^2; IQ1_S has only the weighted quantizer, as the reference requires one). vec_dot:
  * ggml-cpu's AVX2 ggml_vec_dot_<type>_<vec_dot_type> order; iqp (IQ1): its IQ panel gemm, 8 or more rows;
  * gemv (MXFP4): its repacked 8x8 gemv/gemm, weights in the CPU_REPACK buffer --- */
 void loom_iq1_s_to_float(const void *src, float *dst, int64_t n);
@@ -145,6 +161,19 @@ float loom_e8m0_half_to_f32(uint8_t e);
 void loom_mxfp4_to_float(const void *src, float *dst, int64_t n);
 void loom_mxfp4_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_mxfp4_gemv(int64_t n, float *s, const void *w, const void *a);
+void loom_tq1_0_quantize(const float *src, void *dst, int64_t n);
+void loom_tq2_0_quantize(const float *src, void *dst, int64_t n);
+void loom_mxfp4_quantize(const float *src, void *dst, int64_t n);
+void loom_iq1_m_quantize(const float *src, void *dst, int64_t n);
+void loom_iq1_s_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+void loom_iq1_m_quantize_w(const float *src, void *dst, int64_t n, const float *qw);
+/* The code map and neighbour lists of a 3-level lattice of groups of 8 (ggml-quants.c iq2xs_init_impl), codes
+ * 2 bits an element: see iq1_quant.c. loom_iq1_quant_init builds IQ1's once (pthread_once, static storage) and
+ * returns its neighbour entry count (> 0), or -1 if they did not fit (a build error: the size is fixed). */
+#define LOOM_IQ_MAP_SIZE 43692
+int loom_iq_grid_neighbours(const uint16_t *codes, int grid_size, int nwant, int32_t *map, uint16_t *nb,
+                            int nb_cap);
+int loom_iq1_quant_init(void);
 void loom_iq1_s_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq1_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq1_m_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);

@@ -2,7 +2,8 @@
  * dequantization bit-identical to llama.cpp's ggml-quants.c (dequantize_row_tq1_0/tq2_0) and the dot products in
  * the float order of the reference's zen4 CPU build (ggml-cpu/arch/x86/quants.c ggml_vec_dot_tq1_0_q8_K /
  * ggml_vec_dot_tq2_0_q8_K, AVX2; GCC contracts their multiply-add into FMA). No batched path of the reference
- * handles these types, so vec_dot is their only order. */
+ * handles these types, so vec_dot is their only order. The quantizers (no importance matrix: the reference
+ * ignores one) are bytewise quantize_row_tq1_0_ref / quantize_row_tq2_0_ref. */
 #include <math.h>
 
 #include "kernels/blocks.h"
@@ -123,4 +124,67 @@ void loom_tq2_0_vec_dot(int64_t n, float *s, const void *w, const void *a)
         ternary_dot(t, &y[i], x[i].d, acc);
     }
     *s = loom_hsum8(acc);
+}
+
+/* The block's scale: the largest |x| (as the reference's running MAX, which keeps the old value on ties and
+ * NaN), stored as F16; *id = 1/d (0 for an all-zero block). */
+static uint16_t ternary_scale(const float *x, float *id)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < LOOM_QK_K; j++) {
+        float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    *id = amax != 0.0f ? 1.0f / amax : 0.0f;
+    return loom_f32_to_f16(amax);
+}
+
+/* Unsigned digit (0, 1, 2) of x: round(x / d) + 1. */
+static inline int ternary_digit(float x, float id) { return (int)lroundf(x * id) + 1; }
+
+/* Base-3 number of `count` digits (first most significant) at x[0], x[stride], ..., mapped onto a byte so
+ * that the dequantizer's (3 * (byte * 3^n mod 256)) >> 8 recovers digit n: ceil(v * 256 / 243) after the
+ * value is shifted up to 5 digits (shift 3^(5 - count)). uint8_t arithmetic as the reference's. */
+static uint8_t tq1_pack(const float *x, int stride, int count, float id)
+{
+    uint8_t q = 0;
+    for (int n = 0; n < count; n++)
+        q = (uint8_t)(q * 3 + ternary_digit(x[n * stride], id));
+    for (int n = count; n < 5; n++)
+        q = (uint8_t)(q * 3);
+    return (uint8_t)(((uint16_t)q * 256 + 242) / 243);
+}
+
+/* n floats (a multiple of 256) into TQ1_0 blocks: d = max |x|, digit round(x / d) + 1, packed as in blocks.h. */
+void loom_tq1_0_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_tq1_0 *y = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++, src += LOOM_QK_K) {
+        float id;
+        y[i].d = ternary_scale(src, &id);
+        for (int m = 0; m < 32; m++)
+            y[i].qs[m] = tq1_pack(src + m, 32, 5, id);
+        for (int m = 0; m < 16; m++)
+            y[i].qs[32 + m] = tq1_pack(src + 160 + m, 16, 5, id);
+        for (int j = 0; j < 4; j++)
+            y[i].qh[j] = tq1_pack(src + 240 + j, 4, 4, id);
+    }
+}
+
+/* n floats (a multiple of 256) into TQ2_0 blocks: d = max |x|, 2-bit t = round(x / d) + 1, packed as in blocks.h
+ * (the reference masks t with 3). */
+void loom_tq2_0_quantize(const float *src, void *dst, int64_t n)
+{
+    struct loom_block_tq2_0 *y = dst;
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++, src += LOOM_QK_K) {
+        float id;
+        y[i].d = ternary_scale(src, &id);
+        for (int h = 0; h < 2; h++)
+            for (int m = 0; m < 32; m++) {
+                unsigned q = 0;
+                for (int l = 0; l < 4; l++)
+                    q += (unsigned)(ternary_digit(src[128 * h + 32 * l + m], id) & 3) << (2 * l);
+                y[i].qs[32 * h + m] = (uint8_t)q;
+            }
+    }
 }

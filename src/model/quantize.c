@@ -22,11 +22,28 @@
 const struct loom_quant_recipe loom_quant_recipes[] = {
     {"Q8_0", 7, LOOM_TYPE_Q8_0},     {"Q6_K", 18, LOOM_TYPE_Q6_K},   {"Q5_K_M", 17, LOOM_TYPE_Q5_K},
     {"Q5_K_S", 16, LOOM_TYPE_Q5_K}, {"Q4_K_M", 15, LOOM_TYPE_Q4_K}, {"Q4_K_S", 14, LOOM_TYPE_Q4_K},
-    {"Q4_0", 2, LOOM_TYPE_Q4_0},     {"IQ4_XS", 30, LOOM_TYPE_IQ4_XS}, {0, 0, 0},
+    {"Q4_0", 2, LOOM_TYPE_Q4_0},     {"IQ4_XS", 30, LOOM_TYPE_IQ4_XS},
+    {"TQ1_0", 36, LOOM_TYPE_TQ1_0},   {"TQ2_0", 37, LOOM_TYPE_TQ2_0},   {"MXFP4_MOE", 38, LOOM_TYPE_MXFP4},
+    {"IQ1_S", 24, LOOM_TYPE_IQ1_S},   {"IQ1_M", 31, LOOM_TYPE_IQ1_M},
+    {"IQ3_S", 26, LOOM_TYPE_IQ3_S},   {"IQ3_M", 27, LOOM_TYPE_IQ3_S},   {"IQ3_XXS", 23, LOOM_TYPE_IQ3_XXS},
+    {"IQ2_M", 29, LOOM_TYPE_IQ2_S},   {"IQ2_S", 28, LOOM_TYPE_IQ2_XS},  {"IQ2_XS", 20, LOOM_TYPE_IQ2_XS},
+    {"IQ2_XXS", 19, LOOM_TYPE_IQ2_XXS}, {0, 0, 0},
 };
 
 /* llama_ftype numbers the rules below test */
 enum { FT_Q4_0 = 2, FT_Q8_0 = 7, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_IQ4_XS = 30 };
+enum { FT_IQ1_S = 24, FT_IQ1_M = 31, FT_TQ1_0 = 36, FT_TQ2_0 = 37, FT_MXFP4_MOE = 38 };
+enum { FT_IQ2_XXS = 19, FT_IQ2_XS = 20, FT_IQ3_XXS = 23, FT_IQ3_S = 26, FT_IQ3_M = 27, FT_IQ2_S = 28, FT_IQ2_M = 29 };
+
+/* The recipes of the reference's very-low-bit IQ rules (IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M share one
+ * branch of llama_tensor_get_type_impl). */
+static int quant_ftype_iq_low(uint32_t ftype)
+{
+    return ftype == FT_IQ1_S || ftype == FT_IQ1_M || ftype == FT_IQ2_XXS || ftype == FT_IQ2_XS || ftype == FT_IQ2_S ||
+           ftype == FT_IQ2_M;
+}
+/* IQ2_S and IQ2_M: the very-low-bit recipes whose promoted tensors go to IQ3_S (the others' to Q2_K). */
+static int quant_ftype_iq2_sm(uint32_t ftype) { return ftype == FT_IQ2_S || ftype == FT_IQ2_M; }
 
 const struct loom_quant_recipe *loom_quant_find_recipe(const char *name)
 {
@@ -107,6 +124,70 @@ struct quant_state {
     int n_attn_v, i_attn_v, i_ffn_down, n_layer, n_expert, tied, gqa, imatrix;
 };
 
+/* The very-low-bit IQ branch (quant_ftype_iq_low) for tensors other than the output and token embedding:
+ * attn_v-like Q4_K when n_gqa >= 4 or 4 or more experts, else Q2_K (IQ3_S under IQ2_S/IQ2_M); attn_k Q4_K with
+ * 8 experts; the first eighth of ffn_down (by the running ffn_down count, also in a mixture-of-experts model)
+ * Q2_K (IQ3_S under IQ2_S/IQ2_M); attn_output Q5_K with 8 experts, else IQ2_XXS under IQ1_S/IQ1_M and IQ3_S under
+ * IQ2_S/IQ2_M. */
+static uint32_t quant_rule_iq_low(struct quant_state *s, enum quant_category cat, uint32_t ftype, uint32_t type)
+{
+    if (cat == CAT_ATTN_V_LIKE) {
+        type = s->gqa >= 4 || s->n_expert >= 4 ? LOOM_TYPE_Q4_K
+             : quant_ftype_iq2_sm(ftype)     ? LOOM_TYPE_IQ3_S
+                                             : LOOM_TYPE_Q2_K;
+        s->i_attn_v++;
+    } else if (s->n_expert == 8 && cat == CAT_ATTN_K) {
+        type = LOOM_TYPE_Q4_K;
+    } else if (cat == CAT_FFN_DOWN) {
+        if (s->i_ffn_down < s->n_layer / 8)
+            type = quant_ftype_iq2_sm(ftype) ? LOOM_TYPE_IQ3_S : LOOM_TYPE_Q2_K;
+        s->i_ffn_down++;
+    } else if (cat == CAT_ATTN_OUTPUT) {
+        if (s->n_expert == 8)
+            type = LOOM_TYPE_Q5_K;
+        else if (ftype == FT_IQ1_S || ftype == FT_IQ1_M)
+            type = LOOM_TYPE_IQ2_XXS;
+        else if (quant_ftype_iq2_sm(ftype))
+            type = LOOM_TYPE_IQ3_S;
+    }
+    return type;
+}
+
+/* The IQ3_XXS, IQ3_S and IQ3_M rules (llama_tensor_get_type_impl) for a tensor outside the output and token
+ * embedding, other than attn_k of an 8-expert model: attn_v-like under IQ3_XXS Q4_K when n_gqa >= 4, else IQ3_S
+ * without an imatrix and IQ3_XXS with one; under IQ3_S Q4_K when n_gqa >= 4; under IQ3_M Q4_K. attn_k and attn_q
+ * IQ2_S under IQ3_XXS. attn_output Q5_K with 8 experts, else IQ3_S under IQ3_XXS and Q4_K under IQ3_M. ffn_down
+ * (layer: quant_ffn_layer) under IQ3_XXS without an imatrix Q4_K in the first eighth of the layers, Q3_K after;
+ * under IQ3_M Q4_K in the first eighth and, with 8 experts, where use_more_bits. Other tensors keep type. */
+static uint32_t quant_rule_iq3(const struct quant_state *s, enum quant_category cat, int layer, uint32_t ftype,
+                               uint32_t type)
+{
+    int n = s->n_layer;
+    switch (cat) {
+    case CAT_ATTN_V_LIKE:
+        if (ftype == FT_IQ3_XXS)
+            return s->gqa >= 4 ? LOOM_TYPE_Q4_K : !s->imatrix ? LOOM_TYPE_IQ3_S : LOOM_TYPE_IQ3_XXS;
+        return (ftype == FT_IQ3_S && s->gqa >= 4) || ftype == FT_IQ3_M ? LOOM_TYPE_Q4_K : type;
+    case CAT_ATTN_K:
+    case CAT_ATTN_Q:
+        return ftype == FT_IQ3_XXS ? LOOM_TYPE_IQ2_S : type;
+    case CAT_ATTN_OUTPUT:
+        if (s->n_expert == 8)
+            return LOOM_TYPE_Q5_K;
+        return ftype == FT_IQ3_XXS ? LOOM_TYPE_IQ3_S : ftype == FT_IQ3_M ? LOOM_TYPE_Q4_K : type;
+    case CAT_FFN_DOWN:
+        if (ftype == FT_IQ3_XXS && !s->imatrix)
+            return layer < n / 8 ? LOOM_TYPE_Q4_K : LOOM_TYPE_Q3_K;
+        if (ftype == FT_IQ3_M && (layer < n / 8 || (s->n_expert == 8 && quant_more_bits(layer, n))))
+            return LOOM_TYPE_Q4_K;
+        return type;
+    default:
+        return type;
+    }
+}
+
+static int quant_ftype_iq3(uint32_t ftype) { return ftype == FT_IQ3_XXS || ftype == FT_IQ3_S || ftype == FT_IQ3_M; }
+
 /* llama_tensor_get_type_impl restricted to loom's recipes on a model that is not Falcon (nor Llama 70B).
  * layer: the ffn_down rule's layer (quant_ffn_layer). The 8-expert rules are the reference's: attn_v, attn_qkv
  * and attn_k go to Q8_0 under every recipe, attn_output to Q5_K under Q4_K_M, Q4_K_S and IQ4_XS. With an
@@ -117,10 +198,22 @@ static uint32_t quant_rule(struct quant_state *s, const struct loom_quant_tensor
 {
     if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
         const struct loom_type_traits *tr = loom_type_traits(type);
-        if (t->ne[0] % (uint64_t)tr->block_size)
+        if (ftype == FT_MXFP4_MOE || t->ne[0] % (uint64_t)tr->block_size)
             return LOOM_TYPE_Q8_0;
+        if (quant_ftype_iq_low(ftype) || ftype == FT_IQ3_XXS)
+            return LOOM_TYPE_Q5_K;
         return type == LOOM_TYPE_Q8_0 ? type : LOOM_TYPE_Q6_K;
     }
+    if (ftype == FT_MXFP4_MOE) /* expert tensors (3-D, more than one matrix) MXFP4, the rest Q8_0 */
+        return t->n_dims > 2 && t->ne[2] > 1 ? LOOM_TYPE_MXFP4 : LOOM_TYPE_Q8_0;
+    if (cat == CAT_TOKEN_EMBD) /* untied */
+        return quant_ftype_iq2_sm(ftype) || ftype == FT_IQ3_XXS ? LOOM_TYPE_IQ3_S
+             : quant_ftype_iq_low(ftype) ? LOOM_TYPE_Q2_K
+             : ftype == FT_TQ1_0 || ftype == FT_TQ2_0 ? LOOM_TYPE_Q4_K : type;
+    if (quant_ftype_iq_low(ftype))
+        return quant_rule_iq_low(s, cat, ftype, type);
+    if (quant_ftype_iq3(ftype) && !(cat == CAT_ATTN_K && s->n_expert == 8))
+        type = quant_rule_iq3(s, cat, layer, ftype, type);
     if (cat == CAT_ATTN_V_LIKE) {
         if (ftype == FT_IQ4_XS && s->gqa >= 4)
             type = LOOM_TYPE_Q5_K;
@@ -326,7 +419,7 @@ static const struct loom_type_traits *quant_override_type(const char *name, uint
 {
     for (uint32_t i = 0; i < LOOM_TYPE_COUNT; i++) {
         const struct loom_type_traits *tr = loom_type_traits(i);
-        if (tr && !strcasecmp(tr->name, name) && (tr->quantize || quant_is_float(i))) {
+        if (tr && !strcasecmp(tr->name, name) && (tr->quantize || tr->quantize_w || quant_is_float(i))) {
             *type = i;
             return tr;
         }
@@ -371,7 +464,8 @@ static int quant_override_parse(const char *spec, struct loom_quant_override *o,
                            !eq ? "" : eq == spec ? ", found no pattern" : ", found no type");
     if (!quant_override_type(eq + 1, &o->type))
         return loom_errorf(err, LOOM_E_ARG, "tensor type '%s': type '%s', expected one loom quantizes to (Q4_0, Q4_1, "
-                           "Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS) or F32, F16, BF16", spec, eq + 1);
+                           "Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, IQ1_S, IQ1_M, "
+                           "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) or F32, F16, BF16", spec, eq + 1);
     size_t cap = 5 * (size_t)(eq - spec) + 1;
     o->pattern = malloc(cap);
     if (!o->pattern)
@@ -705,11 +799,31 @@ static int quant_weights_for(const struct loom_imatrix *m, const struct loom_qua
                            have, e->n_mat, e->n_per_row, want);
     }
     const struct loom_type_traits *tr = loom_type_traits(type);
-    if (!tr->quantize_w && !quant_is_float(type) && type != LOOM_TYPE_Q8_0)
+    int ignored = type == LOOM_TYPE_Q8_0 || type == LOOM_TYPE_TQ1_0 || type == LOOM_TYPE_TQ2_0 ||
+                  type == LOOM_TYPE_MXFP4; /* the reference's quantizers of these ignore the weights */
+    if (!tr->quantize_w && !quant_is_float(type) && !ignored)
         return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer that uses an importance matrix yet",
                            d->name, tr->name);
     *out = e->weights;
     return LOOM_OK;
+}
+
+/* llama-quant.cpp tensor_requires_imatrix: the very-low-bit types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+ * IQ3_XXS; Q2_K under the Q2_K_S recipe, ftype 21), except for the token embedding and the output. */
+static int quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype)
+{
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight") ||
+        !strcmp(name, "output.weight"))
+        return 0;
+    switch (type) {
+    case LOOM_TYPE_IQ1_S: case LOOM_TYPE_IQ1_M: case LOOM_TYPE_IQ2_XXS: case LOOM_TYPE_IQ2_XS: case LOOM_TYPE_IQ2_S:
+    case LOOM_TYPE_IQ3_XXS:
+        return 1;
+    case LOOM_TYPE_Q2_K:
+        return ftype == 21;
+    default:
+        return 0;
+    }
 }
 
 /* Writer with the input's metadata and the chosen tensor types, tensors in `order` (input indices); checks every
@@ -735,11 +849,19 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
         const struct loom_type_traits *tr = loom_type_traits(types[i]);
         weights[i] = NULL;
         if (types[i] != d[i].type) {
-            if (!tr->quantize && !quant_is_float(types[i]))
+            if (!tr->quantize && !tr->quantize_w && !quant_is_float(types[i]))
                 return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer yet (recipe %s)", d[i].name,
                                    tr->name, r->name);
             if (m && (rc = quant_weights_for(m, &d[i], types[i], &weights[i], err)) != LOOM_OK)
                 return rc;
+            if (!weights[i] && quant_requires_imatrix(d[i].name, types[i], r->ftype))
+                return loom_errorf(err, LOOM_E_ARG, "recipe %s: tensor '%s' goes to %s, which needs an importance "
+                                   "matrix, found %s (pass --imatrix FILE; llama_model_quantize refuses it too)",
+                                   r->name, d[i].name, tr->name, m ? "no entry for this tensor in it" : "none");
+            if (!weights[i] && !tr->quantize && !quant_is_float(types[i])) /* IQ2_XXS, IQ2_XS, IQ1_S */
+                return loom_errorf(err, LOOM_E_ARG, "tensor '%s': type %s needs importance weights, found %s "
+                                   "(llama.cpp's ggml_quantize_chunk aborts without them)", d[i].name, tr->name,
+                                   m ? "no imatrix entry for this tensor" : "no --imatrix");
             *max_row = (int64_t)d[i].ne[0] > *max_row ? (int64_t)d[i].ne[0] : *max_row;
         }
         if (loom_gguf_writer_add_tensor(w, d[i].name, types[i], d[i].n_dims, d[i].ne))

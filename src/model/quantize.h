@@ -1,5 +1,6 @@
 /* quantize.h — model quantization (`loom quantize`): llama.cpp's per-tensor type recipes (Q8_0, Q6_K,
- * Q5_K_M/S, Q4_K_M/S, Q4_0, IQ4_XS, with or without an importance matrix, with llama-quantize's per-tensor type
+ * Q5_K_M/S, Q4_K_M/S, Q4_0, IQ4_XS, the grid IQ recipes, TQ1_0, TQ2_0, MXFP4_MOE; with or without an importance
+ * matrix (IQ1, IQ2 and IQ3_XXS refuse to run without one, as the reference), with llama-quantize's per-tensor type
  * overrides) and the file conversion, which writes tensor data bytewise identical to the reference's
  * llama_model_quantize through the atomic GGUF writer. */
 #ifndef LOOM_MODEL_QUANTIZE_H

@@ -12,13 +12,18 @@
  * With an importance matrix (tests/fixtures/imatrix, made by the reference's llama-imatrix): every type's
  * weighted quantizer on rows against ggml_quantize_chunk with weights, then the tiny dense and MoE models under
  * the recipes with the fixture imatrix, and with --tensor-type overrides (with and without the imatrix), each
- * file byte for byte llama_model_quantize's given the params llama-quantize builds (parity/ref_imatrix.h). */
+ * file byte for byte llama_model_quantize's given the params llama-quantize builds (parity/ref_imatrix.h).
+ * The grid IQ recipes (IQ3_S, IQ3_M, IQ3_XXS, IQ2_S, IQ2_M, IQ2_XS, IQ2_XXS; test_iq_recipes): IQ3_S and IQ3_M
+ * without an imatrix, the others refused by both without one, all seven with the fixture imatrix, on the tiny
+ * dense and MoE models (a subset by default, LOOM_QUANT_IQ_FULL=1 all). LOOM_QUANT_ROWS_ONLY=1 runs the row checks alone, LOOM_QUANT_IQ_ONLY=1 the grid IQ
+ * recipes alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ggml.h"
 #include "gguf/gguf.h"
+#include "kernels/protos.h"
 #include "kernels/types.h"
 #include "model/imatrix.h"
 #include "model/quantize.h"
@@ -79,6 +84,53 @@ static int make_rows(float *rows, int cap)
     return r;
 }
 
+/* The grid IQ types (IQ2_XXS..IQ3_S): the reference aborts (GGML_ASSERT in its neighbour search) on a row whose
+ * squares overflow to inf, so those rows are compared for the other types only (loom's quantizer runs on them,
+ * for crashes and sanitizer findings: loom_quant_write's row validation refuses such outputs). */
+static int grid_iq(uint32_t type)
+{
+    return type == LOOM_TYPE_IQ2_XXS || type == LOOM_TYPE_IQ2_XS || type == LOOM_TYPE_IQ2_S ||
+           type == LOOM_TYPE_IQ3_XXS || type == LOOM_TYPE_IQ3_S;
+}
+static int row_for(uint32_t type, const float *x)
+{
+    if (!grid_iq(type))
+        return 1;
+    for (int i = 0; i < ROW; i++)
+        if (!(fabsf(x[i]) < 1e18f))
+            return 0;
+    return 1;
+}
+
+/* Quantize each row the reference accepts for the type with ggml_quantize_chunk into want (row by row) and
+ * with loom's quantizer into got; returns the number of rows compared, *bad the number that differ. */
+static int compare_rows(uint32_t type, const float *rows, int n_rows, const float *w, uint8_t *want, uint8_t *got,
+                        int *bad, const char *what)
+{
+    const struct loom_type_traits *tr = loom_type_traits(type);
+    size_t row_bytes = loom_type_row_bytes(type, ROW);
+    int n = 0;
+    for (int r = 0; r < n_rows; r++) {
+        if (!row_for(type, rows + r * ROW)) { /* loom's quantizer still runs (no crash, clean under sanitizers) */
+            if (w)
+                tr->quantize_w(rows + r * ROW, got + r * row_bytes, ROW, w);
+            else
+                tr->quantize(rows + r * ROW, got + r * row_bytes, ROW);
+            continue;
+        }
+        n++;
+        size_t nb = ggml_quantize_chunk((enum ggml_type)type, rows + r * ROW, want + r * row_bytes, 0, 1, ROW, w);
+        CHECK(nb == row_bytes, "%s: ggml wrote %zu bytes, expected %zu", tr->name, nb, row_bytes);
+        if (w)
+            tr->quantize_w(rows + r * ROW, got + r * row_bytes, ROW, w);
+        else
+            tr->quantize(rows + r * ROW, got + r * row_bytes, ROW);
+        if (memcmp(got + r * row_bytes, want + r * row_bytes, row_bytes) && (*bad)++ < 3)
+            fprintf(stderr, "  %s%s row %d (first value %g) differs\n", tr->name, what, r, rows[r * ROW]);
+    }
+    return n;
+}
+
 /* Every type with a loom quantizer: each row bytewise equal to ggml_quantize_chunk's. */
 static void test_rows(void)
 {
@@ -88,23 +140,12 @@ static void test_rows(void)
     int n_rows = make_rows(rows, CAP), n_types = 0;
     for (uint32_t type = 0; type < LOOM_TYPE_COUNT; type++) {
         const struct loom_type_traits *tr = loom_type_traits(type);
-        if (!tr || !tr->quantize)
+        if (!tr || !tr->quantize || type == LOOM_TYPE_IQ1_M) /* IQ1: test_rows_iq1 */
             continue;
         n_types++;
-        size_t row_bytes = loom_type_row_bytes(type, ROW);
-        size_t n = ggml_quantize_chunk((enum ggml_type)type, rows, want, 0, n_rows, ROW, NULL);
-        CHECK(n == row_bytes * (size_t)n_rows, "%s: ggml wrote %zu bytes, expected %zu", tr->name, n,
-              row_bytes * (size_t)n_rows);
-        int bad = 0;
-        for (int r = 0; r < n_rows; r++) {
-            tr->quantize(rows + r * ROW, got + r * row_bytes, ROW);
-            if (memcmp(got + r * row_bytes, want + r * row_bytes, row_bytes)) {
-                if (bad++ < 3)
-                    fprintf(stderr, "  %s row %d (first value %g) differs\n", tr->name, r, rows[r * ROW]);
-            }
-        }
-        CHECK(bad == 0, "%s: %d of %d rows differ from ggml_quantize_chunk", tr->name, bad, n_rows);
-        printf("quantize_row %-6s: %d/%d rows bytewise equal\n", tr->name, n_rows - bad, n_rows);
+        int bad = 0, n = compare_rows(type, rows, n_rows, NULL, want, got, &bad, "");
+        CHECK(bad == 0, "%s: %d of %d rows differ from ggml_quantize_chunk", tr->name, bad, n);
+        printf("quantize_row %-6s: %d/%d rows bytewise equal\n", tr->name, n - bad, n);
     }
     CHECK(n_types >= 4, "only %d types have a quantizer, expected Q8_0, Q4_K, Q5_K, Q6_K at least", n_types);
     free(rows);
@@ -134,28 +175,78 @@ static void test_rows_weighted(void)
     int n_rows = make_rows(rows, CAP), n_types = 0;
     for (uint32_t type = 0; type < LOOM_TYPE_COUNT; type++) {
         const struct loom_type_traits *tr = loom_type_traits(type);
-        if (!tr || !tr->quantize_w)
+        if (!tr || !tr->quantize_w || type == LOOM_TYPE_IQ1_S || type == LOOM_TYPE_IQ1_M) /* test_rows_iq1 */
             continue;
         n_types++;
-        size_t row_bytes = loom_type_row_bytes(type, ROW);
-        int bad = 0;
+        int bad = 0, n = 0;
         for (int k = 0; k < 4; k++) {
             make_weights(w, k);
-            size_t n = ggml_quantize_chunk((enum ggml_type)type, rows, want, 0, n_rows, ROW, w);
-            CHECK(n == row_bytes * (size_t)n_rows, "%s: ggml wrote %zu bytes, expected %zu", tr->name, n,
-                  row_bytes * (size_t)n_rows);
-            for (int r = 0; r < n_rows; r++) {
-                tr->quantize_w(rows + r * ROW, got + r * row_bytes, ROW, w);
+            char what[32];
+            snprintf(what, sizeof what, " weights %d", k);
+            n += compare_rows(type, rows, n_rows, w, want, got, &bad, what);
+        }
+        CHECK(bad == 0, "%s: %d of %d weighted rows differ from ggml_quantize_chunk", tr->name, bad, n);
+        printf("quantize_row_w %-6s: %d/%d rows (4 importance matrices) bytewise equal\n", tr->name, n - bad, n);
+    }
+    CHECK(n_types >= 9, "only %d types have a weighted quantizer, expected Q4_0, Q4_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS",
+          n_types);
+    free(rows);
+    free(want);
+    free(got);
+}
+
+/* TQ1_0, TQ2_0, MXFP4 (whose reference quantizers ignore an importance matrix) and IQ1_S, IQ1_M: rows bytewise
+ * ggml_quantize_chunk's, without weights (not IQ1_S, which the reference refuses to quantize without) and with
+ * the four kinds of weights. The rows are make_rows' without those whose squares overflow (1e30, -3e38: the
+ * reference's IQ1 asserts on the NaN scales they give), plus rows of many equal values (ties in the IQ1 sort),
+ * small integers (groups on and off the lattice) and sparse spikes. */
+static void test_rows_iq1(void)
+{
+    enum { CAP = 84 };
+    float *all = malloc(sizeof(float) * CAP * ROW), *rows = malloc(sizeof(float) * CAP * ROW), w[ROW];
+    uint8_t *want = malloc(CAP * ROW * 4), *got = malloc(CAP * ROW * 4);
+    int n_all = make_rows(all, CAP - 4), n_rows = 0;
+    for (int r = 0; r < n_all; r++) {
+        float amax = 0;
+        for (int i = 0; i < ROW; i++)
+            amax = fmaxf(amax, fabsf(all[r * ROW + i]));
+        if (amax < 1e18f)
+            memcpy(rows + ROW * n_rows++, all + r * ROW, ROW * sizeof *rows);
+    }
+    for (int k = 0; k < 4; k++, n_rows++)
+        for (int i = 0; i < ROW; i++) {
+            float *x = rows + n_rows * ROW;
+            x[i] = k == 0 ? 0.25f : k == 1 ? (float)((int)(rnd_unit() * 5) - 2) : k == 2 ? (i % 7 ? 0.f : 1.f)
+                 : (float)(i % 3) - 1.f;
+        }
+    static const uint32_t types[] = {LOOM_TYPE_TQ1_0, LOOM_TYPE_TQ2_0, LOOM_TYPE_MXFP4, LOOM_TYPE_IQ1_S,
+                                     LOOM_TYPE_IQ1_M};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct loom_type_traits *tr = loom_type_traits(types[t]);
+        size_t row_bytes = loom_type_row_bytes(types[t], ROW);
+        int bad = 0, n = 0;
+        for (int k = -1; k < 4; k++) {
+            if (k < 0 && !tr->quantize)
+                continue;
+            if (k >= 0)
+                make_weights(w, k);
+            size_t wrote = ggml_quantize_chunk((enum ggml_type)types[t], rows, want, 0, n_rows, ROW, k < 0 ? NULL : w);
+            CHECK(wrote == row_bytes * (size_t)n_rows, "%s: ggml wrote %zu bytes", tr->name, wrote);
+            for (int r = 0; r < n_rows; r++, n++) {
+                if (k >= 0 && tr->quantize_w)
+                    tr->quantize_w(rows + r * ROW, got + r * row_bytes, ROW, w);
+                else
+                    tr->quantize(rows + r * ROW, got + r * row_bytes, ROW);
                 if (memcmp(got + r * row_bytes, want + r * row_bytes, row_bytes) && bad++ < 3)
                     fprintf(stderr, "  %s weights %d row %d (first value %g) differs\n", tr->name, k, r, rows[r * ROW]);
             }
         }
-        CHECK(bad == 0, "%s: %d of %d weighted rows differ from ggml_quantize_chunk", tr->name, bad, 4 * n_rows);
-        printf("quantize_row_w %-6s: %d/%d rows (4 importance matrices) bytewise equal\n", tr->name, 4 * n_rows - bad,
-               4 * n_rows);
+        CHECK(bad == 0, "%s: %d of %d rows differ from ggml_quantize_chunk", tr->name, bad, n);
+        printf("quantize_row %-6s: %d/%d rows (%s4 importance matrices) bytewise equal\n", tr->name, n - bad, n,
+               tr->quantize ? "none and " : "");
     }
-    CHECK(n_types >= 9, "only %d types have a weighted quantizer, expected Q4_0, Q4_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS",
-          n_types);
+    CHECK(loom_iq1_quant_init() > 0, "IQ1 neighbour tables did not fit their static storage");
+    free(all);
     free(rows);
     free(want);
     free(got);
@@ -413,6 +504,27 @@ static void test_fallbacks(const char *cache, const char *dir, struct loom_pool 
     unlink(path);
 }
 
+/* The recipes of the ternary, MXFP4 and IQ1 types, checked in test_low_bit_recipes rather than the generic
+ * loops (IQ1 needs an importance matrix; the reference takes about 40 s per IQ1 file on 2 cores). */
+static int low_bit_recipe(const char *name)
+{
+    static const char *const names[] = {"TQ1_0", "TQ2_0", "MXFP4_MOE", "IQ1_S", "IQ1_M"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
+/* The grid IQ recipes (iq_quant.c's types), checked in test_iq_recipes rather than the generic loops. */
+static int iq_grid_recipe(const char *name)
+{
+    static const char *const names[] = {"IQ3_S", "IQ3_M", "IQ3_XXS", "IQ2_S", "IQ2_M", "IQ2_XS", "IQ2_XXS"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i], name))
+            return 1;
+    return 0;
+}
+
 /* The imatrix fixtures under every recipe (dense) and three (MoE), and overrides with and without them. */
 static void test_imatrix_models(const char *cache, const char *dir, struct loom_pool *pool)
 {
@@ -424,7 +536,8 @@ static void test_imatrix_models(const char *cache, const char *dir, struct loom_
     CHECK(access(im_dense, R_OK) == 0 && access(im_moe, R_OK) == 0, "imatrix fixtures missing (run from the "
           "repository root)");
     for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++)
-        test_model_x(dense, "tiny", r->name, im_dense, NULL, 0, dir, pool);
+        if (!iq_grid_recipe(r->name) && !low_bit_recipe(r->name)) /* test_iq_recipes, test_low_bit_recipes */
+            test_model_x(dense, "tiny", r->name, im_dense, NULL, 0, dir, pool);
     static const char *const moe_recipes[] = {"Q4_K_M", "IQ4_XS", "Q4_0"};
     for (size_t i = 0; i < 3; i++)
         test_model_x(moe, "tiny-moe", moe_recipes[i], im_moe, NULL, 0, dir, pool);
@@ -440,6 +553,114 @@ static void test_imatrix_models(const char *cache, const char *dir, struct loom_
     static const char *const moe_specs[] = {"ffn_down_exps=q6_k", "blk\\.0\\..*exps=q4_0", "shexp=q5_k",
                                             "attn_qkv=iq4_xs"};
     test_model_x(moe, "tiny-moe", "Q4_K_S", im_moe, moe_specs, 4, dir, pool);
+}
+
+/* Recipe `name` without an importance matrix: llama_model_quantize refuses it ("this quantization requires an
+ * imatrix") and loom_quant_write_ex fails with an error naming the recipe and the importance matrix. */
+static void test_refusal(const char *model, const char *tag, const char *name, const char *dir, struct loom_pool *pool)
+{
+    const struct loom_quant_recipe *r = loom_quant_find_recipe(name);
+    char ref_path[1200], loom_path[1200];
+    snprintf(ref_path, sizeof ref_path, "%s/ref-r-%s-%s.gguf", dir, tag, name);
+    snprintf(loom_path, sizeof loom_path, "%s/loom-r-%s-%s.gguf", dir, tag, name);
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = 2;
+    qp.ftype = (enum llama_ftype)r->ftype;
+    uint32_t ref_rc = llama_model_quantize(model, ref_path, &qp);
+    CHECK(ref_rc != 0, "%s %s without an imatrix: llama_model_quantize accepted it", tag, name);
+    struct loom_gguf *in = 0;
+    loom_error err = {0};
+    int rc = loom_gguf_open(model, &in, &err);
+    CHECK(rc == LOOM_OK, "open %s: %s", model, err.msg);
+    if (rc == LOOM_OK) {
+        rc = loom_quant_write_ex(in, r, NULL, loom_path, pool, progress_none, 0, NULL, NULL, &err);
+        int named = rc == LOOM_E_ARG && strstr(err.msg, name) && strstr(err.msg, "importance matrix");
+        CHECK(named, "%s %s without an imatrix: loom gave %d '%s', expected a refusal naming the recipe", tag, name, rc,
+              err.msg);
+        if (named)
+            printf("%s %-7s: refused without an imatrix by both (loom: %s)\n", tag, name, err.msg);
+    }
+    loom_gguf_close(in);
+    unlink(ref_path);
+    unlink(loom_path);
+}
+
+/* The grid IQ recipes on the tiny dense and MoE models, each file byte for byte llama_model_quantize's: IQ3_S and
+ * IQ3_M without an importance matrix (the only ones the reference accepts without one; the other five refused by
+ * both), and all seven with the fixture imatrix. By default the imatrix files keep token_embd in Q8_0 (an
+ * override both engines take), and the MoE model runs IQ3_XXS and IQ2_XS only: the 248k-row token embedding (the
+ * tied output) under these recipes with an imatrix is most of a file's time, the reference taking 10-50 s each;
+ * its type choice is checked in test_quantize.c and the quantizers row by row above. LOOM_QUANT_IQ_FULL=1 runs
+ * every recipe on both models without the override (about 9 minutes on 2 cores; all equal when last run). */
+static void test_iq_recipes(const char *cache, const char *dir, struct loom_pool *pool)
+{
+    static const char *const with[] = {"IQ3_S", "IQ3_M", "IQ3_XXS", "IQ2_S", "IQ2_M", "IQ2_XS", "IQ2_XXS"};
+    static const char *const embd[] = {"token_embd=q8_0"};
+    const char *full_env = getenv("LOOM_QUANT_IQ_FULL");
+    int full = full_env && *full_env == '1';
+    const char *const *specs = full ? NULL : embd;
+    size_t n_specs = full ? 0 : 1;
+    char dense[1200], moe[1200];
+    snprintf(dense, sizeof dense, "%s/models/qwen35-tiny-F16.gguf", cache);
+    snprintf(moe, sizeof moe, "%s/models/qwen35moe-tiny-F16.gguf", cache);
+    const char *im_dense = "tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf";
+    const char *im_moe = "tests/fixtures/imatrix/qwen35moe-tiny.imatrix.gguf";
+    for (size_t i = 0; i < 2; i++) {
+        test_model_x(dense, "tiny", with[i], NULL, NULL, 0, dir, pool);
+        if (full)
+            test_model_x(moe, "tiny-moe", with[i], NULL, NULL, 0, dir, pool);
+    }
+    for (size_t i = 2; i < 7; i++)
+        test_refusal(dense, "tiny", with[i], dir, pool);
+    for (size_t i = 0; i < 7; i++) {
+        test_model_x(dense, "tiny", with[i], im_dense, specs, n_specs, dir, pool);
+        if (full || i == 2 || i == 5)
+            test_model_x(moe, "tiny-moe", with[i], im_moe, specs, n_specs, dir, pool);
+    }
+}
+
+/* TQ1_0, TQ2_0, MXFP4_MOE, IQ1_S, IQ1_M on the tiny dense and MoE models, each file byte for byte
+ * llama_model_quantize's: the first three without and with the fixture imatrix (which their quantizers
+ * ignore), IQ1_S and IQ1_M refused by both without one and with it checked with token_embd overridden to Q8_0:
+ * the token embedding (tied: the output's Q5_K under IQ1) of 152k rows with the imatrix takes the reference
+ * about 35 s on 2 cores; the whole files were checked equal once (see quantize.c), the choice is checked in
+ * test_quantize.c and the weighted Q5_K quantizer by the other recipes. */
+static void test_low_bit_recipes(const char *cache, const char *dir, struct loom_pool *pool)
+{
+    char dense[1200], moe[1200];
+    snprintf(dense, sizeof dense, "%s/models/qwen35-tiny-F16.gguf", cache);
+    snprintf(moe, sizeof moe, "%s/models/qwen35moe-tiny-F16.gguf", cache);
+    const char *im_dense = "tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf";
+    const char *im_moe = "tests/fixtures/imatrix/qwen35moe-tiny.imatrix.gguf";
+    static const char *const embd[] = {"token_embd=q8_0"};
+    test_model_x(dense, "tiny", "TQ1_0", NULL, NULL, 0, dir, pool);
+    test_model_x(moe, "tiny-moe", "TQ2_0", NULL, NULL, 0, dir, pool);
+    test_model_x(dense, "tiny", "MXFP4_MOE", NULL, NULL, 0, dir, pool);
+    test_model_x(moe, "tiny-moe", "MXFP4_MOE", NULL, NULL, 0, dir, pool);
+    test_model_x(moe, "tiny-moe", "TQ1_0", im_moe, NULL, 0, dir, pool);
+    test_model_x(dense, "tiny", "TQ2_0", im_dense, NULL, 0, dir, pool);
+    test_model_x(moe, "tiny-moe", "MXFP4_MOE", im_moe, NULL, 0, dir, pool);
+    test_refusal(dense, "tiny", "IQ1_S", dir, pool);
+    test_refusal(moe, "tiny-moe", "IQ1_M", dir, pool);
+    test_model_x(dense, "tiny", "IQ1_S", im_dense, embd, 1, dir, pool);
+    test_model_x(dense, "tiny", "IQ1_M", im_dense, embd, 1, dir, pool);
+    test_model_x(moe, "tiny-moe", "IQ1_S", im_moe, embd, 1, dir, pool);
+    test_model_x(moe, "tiny-moe", "IQ1_M", im_moe, embd, 1, dir, pool);
+}
+
+/* LOOM_QUANT_LOW_ONLY=1: the IQ1/TQ/MXFP4 rows and test_low_bit_recipes alone. */
+static int test_low_bit_only(void)
+{
+    char cache[1024], dir[] = "/tmp/loom-quantize-XXXXXX";
+    parity_cache_dir(cache, sizeof cache);
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
+    struct loom_pool *pool = loom_pool_new(2);
+    test_rows_iq1();
+    test_low_bit_recipes(cache, dir, pool);
+    loom_pool_free(pool);
+    rmdir(dir);
+    llama_backend_free();
+    return test_finish();
 }
 
 /* The synthetic preset written in F32 into dir, quantized by both engines under the first n_recipes of the four
@@ -465,8 +686,20 @@ int main(void)
 {
     if (parity_ref_init() != 0)
         return 1;
-    test_rows();
-    test_rows_weighted();
+    const char *low_only = getenv("LOOM_QUANT_LOW_ONLY"); /* 1: TQ1_0, TQ2_0, MXFP4, IQ1 alone */
+    if (low_only && *low_only == '1')
+        return test_low_bit_only();
+    const char *iq_only = getenv("LOOM_QUANT_IQ_ONLY"); /* 1: the grid IQ recipes alone */
+    if (!iq_only || *iq_only != '1') {
+        test_rows();
+        test_rows_weighted();
+    }
+    test_rows_iq1();
+    const char *rows_only = getenv("LOOM_QUANT_ROWS_ONLY"); /* 1: the row checks alone (seconds) */
+    if (rows_only && *rows_only == '1') {
+        llama_backend_free();
+        return test_finish();
+    }
     char cache[1024], ref[1024], tiny[1200], big[1200], vocab[1200], dir[] = "/tmp/loom-quantize-XXXXXX";
     parity_cache_dir(cache, sizeof cache);
     parity_ref_dir(ref, sizeof ref);
@@ -476,7 +709,17 @@ int main(void)
     CHECK(access(tiny, R_OK) == 0, "%s missing (run scripts/prepare-models.sh)", tiny);
     CHECK(mkdtemp(dir) != NULL, "mkdtemp %s", dir);
     struct loom_pool *pool = loom_pool_new(2);
+    test_iq_recipes(cache, dir, pool);
+    if (iq_only && *iq_only == '1') {
+        loom_pool_free(pool);
+        rmdir(dir);
+        llama_backend_free();
+        return test_finish();
+    }
+    test_low_bit_recipes(cache, dir, pool);
     for (const struct loom_quant_recipe *r = loom_quant_recipes; r->name; r++) {
+        if (iq_grid_recipe(r->name) || low_bit_recipe(r->name))
+            continue;
         if (loom_type_traits(r->default_type)->quantize)
             test_model(tiny, "tiny", r->name, dir, pool, NULL);
         else
