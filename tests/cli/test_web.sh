@@ -21,11 +21,16 @@ if [ ! -d "$NODE_PATH/playwright-core" ] || [ ! -d "$NODE_PATH/openai" ] || ! co
     exit 1
 fi
 
+# The tiny model carries the vocabulary file's ChatML template; the page's thinking and the clients' tool calls
+# are about the Qwen3.5 format, so the servers render with the official template (the reference's copy).
+official=${LOOM_CACHE:-$HOME/.cache/loom}/ref/src/models/templates/Qwen3.5-4B.jinja
+
 # start NAME ARGS...: a server on a free port; sets url (empty when it did not start)
 start() {
     local name=$1 port=
     shift
-    env "${server_env[@]}" "$build/loom" serve -m "$model" --port 0 -t 1 "$@" >/dev/null 2>"$logs/$name" &
+    env "${server_env[@]}" "$build/loom" serve -m "$model" --port 0 -t 1 --chat-template-file "$official" "$@" \
+        >/dev/null 2>"$logs/$name" &
     pids+=($!)
     url=
     for _ in $(seq 100); do
