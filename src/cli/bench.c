@@ -38,6 +38,7 @@ struct bench_opts {
     int reps;          /* -r */
     int ref;           /* --ref */
     int ref_only;      /* --ref-only: the reference alone (loom's model not loaded) */
+    int ref_fa;        /* --ref-fa: the reference's flash attention, llama_flash_attn_type (-1 auto, 0 off, 1 on) */
     int mem;           /* --mem */
     enum loom_numerics numerics; /* --numerics; 0 = canonical */
     int numerics_given;          /* --numerics was given (a loom option, refused with --ref-only) */
@@ -73,7 +74,8 @@ struct bench_engine {
 
 static const char BENCH_USAGE[] =
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--numerics MODE]\n"
+    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--ref-fa MODE]\n"
+    "                  [--numerics MODE]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -88,6 +90,8 @@ static const char BENCH_USAGE[] =
     "            LOOM_REF_REPACK=0 leaves its weights in the file map (its CPU_REPACK buffer copies them)\n"
     "  --ref-only  the reference engine alone, loom's model not loaded (to measure each engine in its own\n"
     "            process, e.g. each inside the same memory cgroup: bench/stream.sh)\n"
+    "  --ref-fa MODE  the reference's flash attention: auto (default, its own default and llama-bench's), on,\n"
+    "            or off (the configuration loom's reference numerics reproduce bitwise)\n"
     "  --mem     measure streaming read bandwidth (1 GiB buffer) and the FP32 FMA and int8 dot peaks with N threads\n"
     "  --numerics MODE  loom's float order: canonical (default: every token in the one-token order) or reference\n"
     "            (llama.cpp's batch orders in micro-batches of 512)\n"
@@ -115,10 +119,25 @@ static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int
     return 0;
 }
 
+/* --ref-fa's value: auto, on or off, as llama_flash_attn_type (-1, 1, 0). */
+static int bench_parse_fa(const char *s, int *out)
+{
+    static const char *const names[] = {"off", "on", "auto"};
+    for (int i = 0; s && i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i == 2 ? -1 : i;
+            return 0;
+        }
+    fprintf(stderr, "loom bench: --ref-fa expects auto, on or off, found %s%s%s\n", s ? "'" : "", s ? s : "nothing",
+            s ? "'" : "");
+    return -1;
+}
+
 static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (struct bench_opts){.n_prompt = 512, .n_gen = 128, .n_threads = cpus > 0 ? (int)cpus : 1, .reps = 5};
+    *o = (struct bench_opts){.n_prompt = 512, .n_gen = 128, .n_threads = cpus > 0 ? (int)cpus : 1, .reps = 5,
+                               .ref_fa = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -146,6 +165,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
         else if (!strcmp(a, "-r"))
             rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
+        else if (!strcmp(a, "--ref-fa"))
+            rc = bench_parse_fa(v, &o->ref_fa);
         else if (!strcmp(a, "--numerics")) {
             o->numerics_given = 1;
             rc = loom_cli_numerics("bench", v, &o->numerics);
@@ -167,6 +188,10 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
     }
     if (o->model && o->n_prompt == 0 && o->n_gen == 0) {
         fprintf(stderr, "loom bench: -p and -n are both 0: nothing to measure\n");
+        return -1;
+    }
+    if (o->ref_fa != -1 && !o->ref && !o->ref_only) {
+        fprintf(stderr, "loom bench: --ref-fa sets the reference engine's flash attention: give --ref or --ref-only\n");
         return -1;
     }
     if (o->ref_only && (o->mo.params.mem_budget || o->mo.params.read_ahead || o->mo.stats ||
@@ -565,7 +590,8 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
     /* the prompt in one batch, as loom's; the depth in batches of that size or of 512 (its ubatch) */
     int fill = o->depth < 512 ? o->depth : 512;
     e->n_batch = o->n_prompt > fill ? o->n_prompt : fill > 0 ? fill : 1;
-    e->rc = loom_ref_context_new(ref, *rm, o->depth + o->n_prompt + o->n_gen, e->n_batch, o->n_threads, err);
+    e->rc = loom_ref_context_new(ref, *rm, o->depth + o->n_prompt + o->n_gen, e->n_batch, o->n_threads, o->ref_fa,
+                                 err);
     if (!e->rc)
         return -1;
     e->name = "reference";
@@ -597,10 +623,11 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
 }
 
 /* The reference's settings and CPU build, for the report's first line. */
-static void bench_print_ref(const struct loom_ref *ref)
+static void bench_print_ref(const struct loom_ref *ref, int fa)
 {
-    printf("reference llama.cpp v0.5.0 at its defaults (flash attention auto, F16 K/V, repacking %s), CPU build %s",
-           ref->repack ? "on" : "off: LOOM_REF_REPACK=0", ref->cpu[0] ? ref->cpu : "the best for this CPU");
+    printf("reference llama.cpp v0.5.0 at its defaults but for --ref-fa (flash attention %s, F16 K/V, repacking %s), "
+           "CPU build %s", fa < 0 ? "auto" : fa ? "on" : "off", ref->repack ? "on" : "off: LOOM_REF_REPACK=0",
+           ref->cpu[0] ? ref->cpu : "the best for this CPU");
 }
 
 /* Everything after loom's session exists (or, --ref-only, the file's tensor table and tokenizer are open):
@@ -646,7 +673,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
                o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical");
     if (o->ref || o->ref_only) {
         printf("; ");
-        bench_print_ref(ref);
+        bench_print_ref(ref, o->ref_fa);
     }
     printf("\n\n");
     bench_print_table(&w, run, n_run, &t, o->n_threads);

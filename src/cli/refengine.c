@@ -119,7 +119,7 @@ struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char 
 }
 
 struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                              int n_batch, int n_threads, loom_error *err)
+                                              int n_batch, int n_threads, int flash_attn, loom_error *err)
 {
     struct loom_ref_context_params p = r->context_default_params();
     p.n_ctx = (uint32_t)n_ctx;
@@ -127,6 +127,7 @@ struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct l
     p.n_ubatch = (uint32_t)(n_batch < 512 ? n_batch : 512);
     p.n_seq_max = 1;
     p.n_threads = p.n_threads_batch = n_threads;
+    p.flash_attn_type = flash_attn;
     p.no_perf = true;
     struct loom_ref_context *ctx = r->init_from_model(model, p);
     if (!ctx)

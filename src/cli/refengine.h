@@ -156,10 +156,11 @@ void loom_ref_close(struct loom_ref *r);
 struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char *path, loom_error *err);
 
 /* A one-sequence context: n_ctx positions, batches of up to n_batch tokens (micro-batches of at most 512, the
- * reference's default), n_threads for both decode and batches; everything else at the reference's defaults
- * (flash attention auto, F16 K/V). NULL with err filled. */
+ * reference's default), n_threads for both decode and batches, flash attention as llama_flash_attn_type
+ * (-1 auto, its default; 0 off; 1 on); everything else at the reference's defaults (F16 K/V). NULL with err
+ * filled. */
 struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                              int n_batch, int n_threads, loom_error *err);
+                                              int n_batch, int n_threads, int flash_attn, loom_error *err);
 
 /* The exact configuration loom's REFERENCE_BATCH numerics mirror: one sequence of n_ctx positions, batches
  * of n_batch tokens split into micro-batches of n_ubatch, flash attention off, F16 K/V, n_threads; cb (may be

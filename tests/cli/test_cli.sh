@@ -154,6 +154,10 @@ for n in canonical reference; do
 done
 "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref-only --numerics reference >"$out" 2>"$err"; rc=$?
 check "bench --ref-only refuses --numerics (a loom option)" '[ $rc -eq 2 ] && grep -q -- "--numerics) do not apply" "$err"'
+"$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref --ref-fa sometimes >"$out" 2>"$err"; rc=$?
+check "bench --ref-fa names its values" '[ $rc -eq 2 ] && grep -q -- "--ref-fa expects auto, on or off, found .sometimes." "$err"'
+"$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref-fa off >"$out" 2>"$err"; rc=$?
+check "bench --ref-fa without the reference is refused" '[ $rc -eq 2 ] && grep -q -- "give --ref or --ref-only" "$err"'
 
 # metadata keys: the tiny model with one more STRING key right after the header, 32 bytes in all so that the
 # tensor data keeps its alignment. An empty key is refused by the reference (gguf.cpp: "key ... is empty"), so
