@@ -67,6 +67,8 @@ struct bench_engine {
     const struct loom_ref *ref;
     struct loom_ref_context *rc;
     int n_batch;                         /* the reference context's: the depth is filled in batches of it */
+    uint8_t *depth_state;                /* the reference's sequence state at the depth (after its first fill) */
+    size_t depth_state_size;
     uint64_t size, params;               /* as the engine reports them */
     double rate[2][BENCH_MAX_REPS];      /* tokens/s per test and repetition */
     int n_runs[2];
@@ -352,7 +354,8 @@ static int bench_loom_depth_setup(struct bench_engine *e, const struct bench_tes
 }
 
 /* The context a run starts from: empty, or filled to the depth (the reference evaluates the depth's tokens in
- * batches of at most n_batch; loom comes back to it from its checkpoint). */
+ * batches of at most n_batch once and comes back to it by restoring its sequence state, as llama-bench does;
+ * loom comes back to it from its checkpoint). */
 static int bench_engine_fill(struct bench_engine *e, const struct bench_tests *t, loom_error *err)
 {
     if (!e->ref && t->depth > 0) {
@@ -363,12 +366,16 @@ static int bench_engine_fill(struct bench_engine *e, const struct bench_tests *t
         loom_session_reset(e->ls);
         return LOOM_OK;
     }
+    if (e->depth_state)
+        return loom_ref_state_restore(e->ref, e->rc, e->depth_state, e->depth_state_size, err);
     loom_ref_reset(e->ref, e->rc);
     int rc = LOOM_OK;
     for (int i = 0; rc == LOOM_OK && i < t->depth && !loom_cli_signal(); i += e->n_batch) {
         int k = t->depth - i < e->n_batch ? t->depth - i : e->n_batch;
         rc = loom_ref_eval(e->ref, e->rc, t->depth_tok + i, k, err);
     }
+    if (rc == LOOM_OK && t->depth > 0 && !loom_cli_signal())
+        rc = loom_ref_state_save(e->ref, e->rc, &e->depth_state, &e->depth_state_size, err);
     return rc;
 }
 
@@ -743,6 +750,7 @@ done:
     }
     if (eng[1].rc)
         ref.free(eng[1].rc);
+    free(eng[1].depth_state);
     if (rm)
         ref.model_free(rm);
     loom_ref_close(&ref);

@@ -38,6 +38,9 @@ static const struct ref_symbol {
     {"llama_model_get_vocab", offsetof(struct loom_ref, model_get_vocab)},
     {"llama_vocab_n_tokens", offsetof(struct loom_ref, vocab_n_tokens)},
     {"llama_print_system_info", offsetof(struct loom_ref, print_system_info)},
+    {"llama_state_seq_get_size", offsetof(struct loom_ref, state_seq_get_size)},
+    {"llama_state_seq_get_data", offsetof(struct loom_ref, state_seq_get_data)},
+    {"llama_state_seq_set_data", offsetof(struct loom_ref, state_seq_set_data)},
 };
 
 const char *loom_ref_bins_dir(char *buf, size_t cap)
@@ -195,4 +198,31 @@ int loom_ref_eval(const struct loom_ref *r, struct loom_ref_context *ctx, int32_
 void loom_ref_reset(const struct loom_ref *r, struct loom_ref_context *ctx)
 {
     r->memory_clear(r->get_memory(ctx), true);
+}
+
+int loom_ref_state_save(const struct loom_ref *r, struct loom_ref_context *ctx, uint8_t **buf, size_t *size,
+                        loom_error *err)
+{
+    size_t n = r->state_seq_get_size(ctx, 0);
+    *buf = n ? malloc(n) : NULL;
+    if (!*buf)
+        return n ? loom_errorf(err, LOOM_E_NOMEM, "reference engine: a sequence state of %zu bytes", n)
+                 : loom_errorf(err, LOOM_E_INTERNAL, "reference engine: llama_state_seq_get_size gave 0 bytes");
+    *size = r->state_seq_get_data(ctx, *buf, n, 0);
+    if (*size == 0) {
+        free(*buf);
+        *buf = NULL;
+        return loom_errorf(err, LOOM_E_INTERNAL, "reference engine: llama_state_seq_get_data wrote nothing");
+    }
+    return LOOM_OK;
+}
+
+int loom_ref_state_restore(const struct loom_ref *r, struct loom_ref_context *ctx, const uint8_t *buf, size_t size,
+                           loom_error *err)
+{
+    r->memory_clear(r->get_memory(ctx), false);
+    if (r->state_seq_set_data(ctx, buf, size, 0) == 0)
+        return loom_errorf(err, LOOM_E_INTERNAL, "reference engine: llama_state_seq_set_data refused a state of "
+                           "%zu bytes", size);
+    return LOOM_OK;
 }

@@ -138,6 +138,9 @@ struct loom_ref {
     const void *(*model_get_vocab)(const struct loom_ref_model *model);
     int32_t (*vocab_n_tokens)(const void *vocab);
     const char *(*print_system_info)(void);
+    size_t (*state_seq_get_size)(struct loom_ref_context *ctx, int32_t seq_id);
+    size_t (*state_seq_get_data)(struct loom_ref_context *ctx, uint8_t *dst, size_t size, int32_t seq_id);
+    size_t (*state_seq_set_data)(struct loom_ref_context *ctx, const uint8_t *src, size_t size, int32_t dest_seq_id);
 };
 
 /* Folder of the reference's prebuilt libraries into buf[cap]: $LOOM_REF/bins/package/bins/linux-x64, where
@@ -183,5 +186,15 @@ int loom_ref_eval(const struct loom_ref *r, struct loom_ref_context *ctx, int32_
 
 /* Forget the sequence (KV cache and recurrent state), back to position 0. */
 void loom_ref_reset(const struct loom_ref *r, struct loom_ref_context *ctx);
+
+/* The sequence's state (KV cache and recurrent state, llama_state_seq_get_data) into a new buffer: *buf (free
+ * it) of *size bytes. Returns LOOM_OK, LOOM_E_NOMEM, or LOOM_E_INTERNAL when the reference wrote nothing. */
+int loom_ref_state_save(const struct loom_ref *r, struct loom_ref_context *ctx, uint8_t **buf, size_t *size,
+                        loom_error *err);
+
+/* Forget the sequence, then restore a state loom_ref_state_save took from this context (llama-bench comes back
+ * to a depth this way). Returns LOOM_OK, or LOOM_E_INTERNAL when the reference refused it. */
+int loom_ref_state_restore(const struct loom_ref *r, struct loom_ref_context *ctx, const uint8_t *buf, size_t size,
+                           loom_error *err);
 
 #endif

@@ -126,6 +126,9 @@ check "bench --ref with a missing LOOM_REF_CPU build fails naming it" '[ $rc -eq
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
 check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
+"$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 -t 1 --ref --ref-fa off >"$out" 2>"$err"; rc=$?
+check "bench --ref -d: the reference back at the depth from its saved state, flash attention off said" \
+    '[ $rc -eq 0 ] && [ $(grep -c "reference .*@ d40" "$out") -eq 2 ] && grep -q "flash attention off" "$out"'
 for v in "+5" " 5" ""; do
     "$loom" bench -m "$model" -p 8 -n 4 -d "$v" -r 1 >"$out" 2>"$err"; rc=$?
     check "bench -d '$v' is refused (digits only)" '[ $rc -eq 2 ] && grep -q -- "-d expects an integer" "$err"'
