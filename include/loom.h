@@ -578,6 +578,10 @@ typedef struct loom_chat_message {
     const char *reasoning_content; /* assistant only; NULL = not given (then <think>..</think> in content counts) */
     const loom_chat_tool_call *tool_calls; /* assistant only: [n_tool_calls] */
     size_t n_tool_calls;
+    const char *name;              /* NULL = not given; else the message's "name" (a speaker, or the tool a
+                                    * result comes from), passed to a Jinja template as message.name as Hugging
+                                    * Face's apply_chat_template passes every key (the built-in qwen35 format,
+                                    * like the official template, does not print it) */
 } loom_chat_message;
 
 /* enable_thinking: UNSET renders as the template does when the variable is undefined. */
@@ -587,6 +591,12 @@ typedef struct loom_chat_params {
     const char *tools;          /* JSON array of tool descriptions; NULL or an empty array = no tools */
     int add_generation_prompt;  /* nonzero: end with the opening of an assistant turn */
     enum loom_chat_think think;
+    const char *kwargs;         /* NULL, or the JSON text of an object whose keys become top-level template
+                                 * variables, set after the others (llama.cpp server's chat_template_kwargs): a
+                                 * boolean enable_thinking there wins over think, in the built-in format too.
+                                 * LOOM_E_ARG from loom_chat_template_apply naming chat_template_kwargs when it is
+                                 * not a JSON object or sets messages, tools or add_generation_prompt (given by
+                                 * the fields above) */
 } loom_chat_params;
 
 /* The renderer for tok. tmpl names a built-in format or is a template's text; NULL means the file's own
@@ -596,7 +606,8 @@ typedef struct loom_chat_params {
  * that template (compared by XXH3-64 digest) uses it. Any other template text renders through loom's Jinja
  * interpreter as Python jinja2 renders it under those settings (name "jinja"); a template it cannot parse or that
  * uses a tag, filter or test it lacks is refused with LOOM_E_FORMAT "...: jinja: line N: ..." naming the
- * construct, as is NULL when the file has none. tok must outlive the template. */
+ * construct, as is NULL when the file has none and a text that is empty or only whitespace. tok must outlive the
+ * template. */
 loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char *tmpl, loom_error *err);
 void loom_chat_template_free(loom_chat_template *t);
 /* The format it renders: "qwen35" (built-in) or "jinja" (the template through the interpreter). */
@@ -851,7 +862,19 @@ typedef struct loom_quantize_options {
                                 * a tensor whose name the pattern (lowercased; a POSIX extended regular expression,
                                 * \d read as [0-9]) matches takes TYPE instead of the recipe's choice */
     size_t n_tensor_types;
+    void (*notice)(void *ctx, const char *message); /* may be NULL; called before the data is written with one
+                                * line (no newline) for each thing llama-quantize warns about: a converted tensor the
+                                * importance matrix has no entry for (or, a token embedding, one of another size), a
+                                * --tensor-type pattern that chose no tensor's type, a block-size fallback ("tensor
+                                * 'X': row length 64 is not a multiple of Q4_K's block size 256, using Q5_0
+                                * instead") and their count; after a successful write with an importance matrix,
+                                * how many converted tensors its weights steered */
+    void *notice_ctx;
 } loom_quantize_options;
+
+/* Check one --tensor-type "PATTERN=TYPE" as loom_quantize will parse it (pattern syntax, known type) without
+ * reading any file: LOOM_OK, or LOOM_E_ARG naming the spec and the part at fault; LOOM_E_NOMEM. */
+int loom_quantize_check_tensor_type(const char *spec, loom_error *err);
 
 /* Quantize the F32/F16/BF16 model `in` with the recipe named `recipe` (case-sensitive, as loom_quantize_recipe
  * lists) into out_path: metadata copied in order (general.quantization_version and general.file_type appended

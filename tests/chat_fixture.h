@@ -18,7 +18,7 @@ struct conv {
     struct loom_chat_message msgs[MAX_MSGS];
     struct loom_chat_tool_call calls[MAX_MSGS][MAX_CALLS];
     struct loom_chat_params p;
-    char *owned[MAX_MSGS * MAX_CALLS + 1];
+    char *owned[MAX_MSGS * MAX_CALLS + 2]; /* the calls' arguments, tools, chat_template_kwargs */
     int n_owned;
     size_t n;
 };
@@ -35,8 +35,8 @@ static inline char *conv_dump_owned(struct conv *c, const json_t *v)
     return s;
 }
 
-/* Fill c from a fixture "input" object: tool calls wrapped in {"function": ...} or not, their arguments and the
- * tools as compact JSON text. Returns 0, or -1 when the fixture exceeds MAX_MSGS or MAX_CALLS. */
+/* Fill c from a fixture "input" object: tool calls wrapped in {"function": ...} or not, their arguments, the
+ * tools and chat_template_kwargs as compact JSON text, each message's name. Returns 0, or -1 when the fixture exceeds MAX_MSGS or MAX_CALLS. */
 static inline int conv_load(struct conv *c, const json_t *input)
 {
     memset(c, 0, sizeof *c);
@@ -50,6 +50,7 @@ static inline int conv_load(struct conv *c, const json_t *input)
         cm->role = str_or_null(json_object_get(m, "role"));
         cm->content = str_or_null(json_object_get(m, "content"));
         cm->reasoning_content = str_or_null(json_object_get(m, "reasoning_content"));
+        cm->name = str_or_null(json_object_get(m, "name"));
         if (json_array_size(tcs) > MAX_CALLS)
             return -1;
         for (size_t k = 0; k < json_array_size(tcs); k++) {
@@ -67,6 +68,8 @@ static inline int conv_load(struct conv *c, const json_t *input)
     c->p.add_generation_prompt = json_is_true(json_object_get(input, "add_generation_prompt"));
     const json_t *think = json_object_get(input, "enable_thinking");
     c->p.think = !think ? LOOM_CHAT_THINK_UNSET : json_is_true(think) ? LOOM_CHAT_THINK_ON : LOOM_CHAT_THINK_OFF;
+    const json_t *kwargs = json_object_get(input, "chat_template_kwargs");
+    c->p.kwargs = kwargs ? conv_dump_owned(c, kwargs) : NULL;
     return 0;
 }
 

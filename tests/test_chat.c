@@ -315,6 +315,94 @@ static void test_template_choice(void)
     loom_chat_template_free(t);
 }
 
+/* ids of msgs[n] through template text tmpl with p; NULL (and err) on failure. */
+static int32_t *apply_ids(const char *tmpl, const loom_chat_message *msgs, size_t n, const loom_chat_params *p,
+                          int *n_ids, loom_error *err)
+{
+    loom_chat_template *t = loom_chat_template_new(g_tok, tmpl, err);
+    int32_t *ids = NULL;
+    if (t && loom_chat_template_apply(t, msgs, n, p, &ids, n_ids, err) != LOOM_OK)
+        ids = NULL;
+    loom_chat_template_free(t);
+    return ids;
+}
+
+/* The text of ids[n] (pieces joined) into out[cap]; "" when ids is NULL. */
+static const char *ids_text(const int32_t *ids, int n, char *out, int cap)
+{
+    int k = 0;
+    out[0] = 0;
+    for (int i = 0; ids && i < n && k < cap - 1; i++) {
+        int w = loom_tokenizer_piece(g_tok, ids[i], out + k, cap - 1 - k);
+        if (w < 0)
+            break;
+        k += w;
+    }
+    out[k] = 0;
+    return out;
+}
+
+/* 1 when both renders succeeded with the same ids. */
+static int same_ids(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    return a && b && na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+}
+
+/* Issue 14: a message's name and loom_chat_params.kwargs reach a Jinja template (the renders against jinja2 are
+ * in test_jinja's fixture); in the built-in format the name changes nothing (the official template ignores it)
+ * and a kwarg enable_thinking wins over think; kwargs that are no JSON object, or set messages, tools or
+ * add_generation_prompt, are LOOM_E_ARG naming chat_template_kwargs; an empty or whitespace-only template text
+ * is refused as LOOM_E_FORMAT. */
+static void test_names_and_kwargs(void)
+{
+    loom_error err = {0};
+    const char *tmpl = "{% for m in messages %}{{ m.role }}:{{ m.name if m.name is defined else '-' }}:{{ m.content }}"
+                       "{% endfor %}|{{ greeting | default('none') }}|{{ extra.n if extra is defined else '' }}";
+    loom_chat_message plain = {.role = "user", .content = "hi"}, named = {.role = "user", .content = "hi",
+                                                                             .name = "alice"};
+    loom_chat_params p = {.kwargs = "{\"greeting\": \"hello\", \"extra\": {\"n\": 7}}"};
+    int na = 0, nb = 0, nc = 0;
+    int32_t *a = apply_ids(tmpl, &named, 1, &p, &na, &err), *b = NULL;
+    char text[256];
+    CHECK(!strcmp(ids_text(a, na, text, sizeof text), "user:alice:hi|hello|7"),
+          "name and kwargs reach a Jinja template: '%s' (%s)", text, err.msg);
+    free(a);
+    p.kwargs = NULL;
+    a = apply_ids(tmpl, &plain, 1, &p, &na, &err);
+    CHECK(!strcmp(ids_text(a, na, text, sizeof text), "user:-:hi|none|"),
+          "no name, no kwargs: undefined in the template: '%s' (%s)", text, err.msg);
+    free(a);
+
+    loom_chat_params off = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_OFF},
+                     kw = {.add_generation_prompt = 1, .think = LOOM_CHAT_THINK_ON,
+                           .kwargs = "{\"enable_thinking\": false, \"unused\": 1}"};
+    a = apply_ids("qwen35", &plain, 1, &off, &na, &err);
+    b = apply_ids("qwen35", &named, 1, &kw, &nb, &err);
+    CHECK(same_ids(a, na, b, nb), "built-in: a name changes nothing, kwargs' enable_thinking false wins over think "
+          "on (%s)", err.msg);
+    free(a);
+    free(b);
+
+    static const char *const bad[] = {"[1]", "{\"messages\": []}", "{\"tools\": []}", "{\"add_generation_prompt\": 1}",
+                                      "{nope"};
+    for (int f = 0; f < 2; f++)
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            loom_chat_params q = {.kwargs = bad[i]};
+            a = apply_ids(f ? tmpl : "qwen35", &plain, 1, &q, &nc, &err);
+            CHECK(!a && err.code == LOOM_E_ARG && !strncmp(err.msg, "chat_template_kwargs", 20),
+                  "%s kwargs %s: LOOM_E_ARG naming chat_template_kwargs, found %d '%s'", f ? "jinja" : "built-in",
+                  bad[i], err.code, err.msg);
+            free(a);
+        }
+    static const char *const empty[] = {"", " \n\t\r\n"};
+    for (int i = 0; i < 2; i++) {
+        loom_chat_template *t = loom_chat_template_new(g_tok, empty[i], &err);
+        CHECK(!t && err.code == LOOM_E_FORMAT && strstr(err.msg, "chat template: expected a template, found"),
+              "an empty template text (%d) is refused: %s", i, err.msg);
+        loom_chat_template_free(t);
+    }
+}
+
 /* The public model metadata on the prepared tiny model (scripts/prepare-models.sh; skipped when absent): its
  * architecture, trained context, string metadata, and its tokenizer (rows = logits rows, the file's template). */
 static void test_model_metadata(void)
@@ -361,6 +449,7 @@ int main(void)
     if (g_tok) {
         test_tokens();
         test_template_choice();
+        test_names_and_kwargs();
         printf("token provenance: %d renders (both vocabularies) tokenize like the whole text with "
                "parse_special = 1\n", g_n_token_cases);
     }

@@ -17,6 +17,7 @@
 #include "kernels/types.h"
 #include "model/imatrix.h"
 #include "model/quantize.h"
+#include "loom.h"
 #include "test.h"
 #include "test_abort.h"
 #include "util/fp16.h"
@@ -218,6 +219,20 @@ static void test_recipes(void)
           "unknown recipe names must not resolve");
 }
 
+/* Notices (loom_quant_extra.notice) collected: their count and the text of each, joined by '\n'. */
+struct notices {
+    int n;
+    char text[4096];
+};
+
+static void collect_notice(void *ctx, const char *message)
+{
+    struct notices *c = ctx;
+    size_t k = strlen(c->text);
+    snprintf(c->text + k, sizeof c->text - k, "%s\n", message);
+    c->n++;
+}
+
 static void test_bad_geometry(void)
 {
     static struct tlist l;
@@ -243,6 +258,17 @@ static void test_bad_geometry(void)
               "%s: row lengths 320 and 48 fall back to %u and %u: rc %d, got %u and %u ('%s')", fb[k].recipe,
               fb[k].up, fb[k].gate, rc, got[1], got[2], err.msg);
     }
+    /* each fallback noticed as tensor_type_fallback warns, then counted */
+    struct notices seen = {0};
+    struct loom_quant_extra x = {.notice = collect_notice, .notice_ctx = &seen};
+    rc = loom_quant_choose_types_ex(&m, l.t, l.n, loom_quant_find_recipe("Q4_K_M"), &x, got, &err);
+    CHECK(rc == LOOM_OK && seen.n == 3 &&
+              strstr(seen.text, "tensor 'blk.0.ffn_up.weight': row length 320 is not a multiple of Q4_K's block "
+                                "size 256, using Q5_0 instead\n") &&
+              strstr(seen.text, "tensor 'blk.0.ffn_gate.weight': row length 48 is not a multiple of Q4_K's block "
+                                "size 256, using F16 instead\n") &&
+              strstr(seen.text, "2 of 3 tensors fell back to another type"),
+          "Q4_K_M fallbacks noticed: rc %d, %d notices\n%s", rc, seen.n, seen.text);
     l.n = 2;
     l.t[0].type = LOOM_TYPE_Q4_K;
     rc = loom_quant_choose_types(&m, l.t, l.n, loom_quant_find_recipe("Q8_0"), got, &err);
@@ -701,7 +727,9 @@ static void test_imatrix_load(const char *dir)
 /* llama-quant.cpp use_more_bits. */
 static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-/* --tensor-type: parsing and its errors, first match wins, the recipe's counters skip an overridden tensor. */
+/* --tensor-type: parsing and its errors (also through the public loom_quantize_check_tensor_type, which the CLI
+ * runs before reading any file), first match wins, the recipe's counters skip an overridden tensor, and a
+ * pattern that chose no tensor's type is noticed with the reason. */
 static void test_overrides(void)
 {
     struct loom_quant_overrides *ov = NULL;
@@ -716,7 +744,11 @@ static void test_overrides(void)
         int rc = loom_quant_overrides_parse(&spec, 1, &ov, &err);
         CHECK(rc == LOOM_E_ARG && strstr(err.msg, bad[k].want) && strstr(err.msg, spec),
               "override '%s': rc %d, '%s', expected '%s'", spec, rc, err.msg, bad[k].want);
+        loom_error e2 = {0};
+        rc = loom_quantize_check_tensor_type(spec, &e2);
+        CHECK(rc == LOOM_E_ARG && !strcmp(e2.msg, err.msg), "check_tensor_type '%s': rc %d '%s'", spec, rc, e2.msg);
     }
+    CHECK(loom_quantize_check_tensor_type("blk\\.\\d+\\.attn_q=Q8_0", &err) == LOOM_OK, "a good spec: %s", err.msg);
     /* dense 0.8B list under Q4_K_M: attn_v of layer 3 overridden (patterns are lowercased), so the counter of
      * attn_v-like tensors (one attn_qkv or attn_v per layer) skips it and layer L > 3 is counted as L - 1;
      * ffn_down of layers 0..9 (\d) to F16, the first matching override winning over the next, so the dense
@@ -731,9 +763,17 @@ static void test_overrides(void)
     static uint32_t got[MAX_T];
     tl_qwen35_08b(&l);
     const struct loom_quant_model m = {.n_layer = L08, .n_head = 8, .n_head_kv = 2};
-    struct loom_quant_extra x = {.overrides = ov};
+    struct notices seen = {0};
+    struct loom_quant_extra x = {.overrides = ov, .notice = collect_notice, .notice_ctx = &seen};
     rc = loom_quant_choose_types_ex(&m, l.t, l.n, loom_quant_find_recipe("Q4_K_M"), &x, got, &err);
     CHECK(rc == LOOM_OK, "choose with overrides: %s", err.msg);
+    CHECK(seen.n == 2 &&
+              strstr(seen.text, "--tensor-type pattern 'blk\\.1\\.ffn_down' chose the type of no tensor: it matches "
+                                "only tensors an earlier pattern took\n") &&
+              strstr(seen.text, "--tensor-type pattern 'ssm_norm' chose the type of no tensor: it matches no "
+                                "quantizable tensor name\n"),
+          "the two overrides that chose nothing are noticed (and nothing else: no fallback): %d\n%s", seen.n,
+          seen.text);
     int bad_n = 0;
     for (size_t i = 0; rc == LOOM_OK && i < l.n; i++) {
         const struct loom_quant_tensor *t = &l.t[i];

@@ -36,12 +36,14 @@ def make_env(now=None):
 
 def chat_vars(inp, empty_tools=True):
     """The variables of a fixture input: messages, add_generation_prompt (default False), tools (when present; with
-    empty_tools False only when a non-empty list) and enable_thinking (when present)."""
+    empty_tools False only when a non-empty list), enable_thinking (when present), then each key of
+    chat_template_kwargs (when present) as a variable of its own, set last as llama.cpp's server sets them."""
     kwargs = {"messages": inp["messages"], "add_generation_prompt": inp.get("add_generation_prompt", False)}
     if "tools" in inp and (empty_tools or inp["tools"]):
         kwargs["tools"] = inp["tools"]
     if "enable_thinking" in inp:
         kwargs["enable_thinking"] = inp["enable_thinking"]
+    kwargs.update(inp.get("chat_template_kwargs", {}))
     return kwargs
 
 
@@ -67,8 +69,8 @@ class Cases(list):
         self.append(dict({"name": name, "messages": messages}, **variables))
 
 
-def U(text):
-    return {"role": "user", "content": text}
+def U(text, **kw):
+    return dict({"role": "user", "content": text}, **kw)
 
 
 def A(text, **kw):

@@ -8,9 +8,10 @@ only: loom's tests/test_jinja.c reads the committed fixture and never runs Pytho
 Usage: /usr/bin/python3 tools/render_jinja.py [TEMPLATES_DIR] [OUT] (needs Debian python3-jinja2).
 
 The variables are the ones loom's Jinja path passes (src/text/chat_template.c, loom_chat_render_jinja):
-messages as {"role", "content" (None when absent), "reasoning_content" (when given), "tool_calls": [{"type":
-"function", "function": {"name", "arguments": OBJECT}}] (when any)}, add_generation_prompt, tools (only when a
-non-empty list), enable_thinking (only when set), and the model file's bos_token / eos_token. strftime_now formats
+messages as {"role", "content" (None when absent), "reasoning_content" (when given), "name" (when given),
+"tool_calls": [{"type": "function", "function": {"name", "arguments": OBJECT}}] (when any)}, add_generation_prompt,
+tools (only when a non-empty list), enable_thinking (only when set), each key of the input's chat_template_kwargs
+(loom_chat_params.kwargs, set last), and the model file's bos_token / eos_token. strftime_now formats
 the fixed time NOW (UTC) so that renders are reproducible. Each template is identified by its byte length and
 FNV-1a 64-bit hash so the C test knows it reads the same text."""
 import json
@@ -38,6 +39,7 @@ TEMPLATE_FILES = [
     ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", LLAMA3),
     ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", LLAMA3),
     ("HuggingFaceTB-SmolLM3-3B.jinja", QWEN), ("meetkai-functionary-medium-v3.1.jinja", LLAMA3),
+    ("StepFun3.5-Flash.jinja", QWEN),  # prints a system message named "observation" as one
 ]
 
 
@@ -123,6 +125,16 @@ def cases():
                         T(INJECT[9] + INJECT[1] + INJECT[4])], **gp)
     add("inject_whitespace_trim", [S("  " + INJECT[1] + "  "), U("\n" + INJECT[0] + "\n"),
                                    A("\n\n" + INJECT[1] + "\n")], **gp)
+    # a message's name (Hugging Face passes every key of a message) and chat_template_kwargs (llama.cpp's server
+    # sets each as a variable): Llama 3.x print date_string and tools_in_user_message, SmolLM3 xml_tools,
+    # StepFun names a later system message "observation"
+    add("message_names", [S("sys"), U("Q", name="alice"), A("A", name="bot"),
+                          dict(S("r"), name="observation"), U("Q2", name="bob")], **gp)
+    add("chat_template_kwargs", [U("Weather in Paris?")], tools=[WEATHER], chat_template_kwargs={
+        "date_string": "01 Jan 2025", "tools_in_user_message": False, "xml_tools": [WEATHER],
+        "custom_instructions": "Be brief.", "unused": {"a": [1, None]}}, **gp)
+    add("chat_template_kwargs_thinking", [U("Hello")], enable_thinking=True,
+        chat_template_kwargs={"enable_thinking": False}, **gp)
     add("error_no_messages", [], **gp)
     add("error_unexpected_role", [U("Q"), {"role": "developer", "content": "x"}], **gp)
     return c

@@ -27,6 +27,7 @@ static void quantize_usage(FILE *f)
 
 struct quantize_progress {
     int tty, last; /* last: percent drawn (tty) or decile printed */
+    int open_line; /* a bar is drawn on a terminal line not yet ended */
     double t0; /* loom_cli_now() at the start */
 };
 
@@ -45,6 +46,7 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
                 name, loom_cli_now() - p->t0);
         if (index == n_tensors)
             fputc('\n', stderr);
+        p->open_line = index != n_tensors;
         return;
     }
     if (pct / 10 == p->last && index < n_tensors)
@@ -54,8 +56,9 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
             loom_cli_now() - p->t0);
 }
 
-/* Parse [-t N], --imatrix, --tensor-type and the three positional arguments into o (tensor_types points into
- * types[], room for argc); 0, or the exit status for a usage error (-1: help printed). */
+/* Parse [-t N], --imatrix, --tensor-type (each checked here, before any file is read) and the three positional
+ * arguments into o (tensor_types points into types[], room for argc); 0, or the exit status for a usage error
+ * (-1: help printed). */
 static int quantize_args(int argc, char **argv, int *threads, const char *pos[3], loom_quantize_options *o,
                          const char **types)
 {
@@ -72,10 +75,15 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
                         argv[i + 1]);
                 return 2;
             }
-            if (argv[i][2] == 'i')
+            loom_error err = {0};
+            if (argv[i][2] == 'i') {
                 o->imatrix = argv[++i];
-            else
+            } else if (loom_quantize_check_tensor_type(argv[i + 1], &err) != LOOM_OK) {
+                fprintf(stderr, "loom quantize: --tensor-type: %s\n", err.msg); /* before any file is read */
+                return err.code == LOOM_E_NOMEM ? 1 : 2;
+            } else {
                 types[o->n_tensor_types++] = argv[++i];
+            }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             quantize_usage(stdout);
             return -1;
@@ -100,6 +108,14 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
         return 2;
     }
     return 0;
+}
+
+/* loom_quantize_options.notice: what llama-quantize warns about, and the closing counts, one line each. */
+static void quantize_notice(void *ctx, const char *message)
+{
+    struct quantize_progress *p = ctx;
+    fprintf(stderr, "%sloom quantize: %s\n", p->open_line ? "\n" : "", message);
+    p->open_line = 0;
 }
 
 /* 1 when paths a and b name one existing file. */
@@ -140,8 +156,10 @@ static int quantize_run(const char *pos[3], int threads, loom_quantize_options *
     qo->progress = quantize_progress;
     qo->progress_ctx = &prog;
     qo->abort = loom_cli_abort;
+    qo->notice = quantize_notice;
+    qo->notice_ctx = &prog;
     rc = loom_quantize(in, recipe, pos[1], qo, &err);
-    if (prog.tty && rc != LOOM_OK)
+    if (prog.open_line)
         fputc('\n', stderr);
     if (rc == LOOM_E_CANCELLED)
         fprintf(stderr, "loom quantize: interrupted (%s): %s not written\n", loom_cli_signal_name(), pos[1]);

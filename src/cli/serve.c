@@ -99,7 +99,12 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
             fprintf(stderr, "loom serve: %s expects a non-empty value\n", opt);
             return -1;
         }
-        *(const char **)((char *)o + strs[i].off) = val;
+        const char **slot = (const char **)((char *)o + strs[i].off);
+        if (*slot && slot == &o->template_file) {
+            fprintf(stderr, "loom serve: %s given twice ('%s', then '%s'), expected one template\n", opt, *slot, val);
+            return -1;
+        }
+        *slot = val;
         return 0;
     }
     static const struct {

@@ -466,6 +466,11 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
                           "messages[%zu].reasoning_content: expected a string, found %s", i,
                           jfound(rc, buf, sizeof buf)), -1;
     msg->reasoning_content = json_string_value(rc);
+    json_t *name = json_object_get(m, "name"); /* a speaker or tool name: the template may print it */
+    if (name && !json_is_null(name) && !json_is_string(name))
+        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu].name: expected a string, found %s", i,
+                          jfound(name, buf, sizeof buf)), -1;
+    msg->name = json_string_value(name);
     return message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e);
 }
 
@@ -528,11 +533,14 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     if (!c->tmpl)
         return serve_fail(e, 400, "messages", "unsupported_model",
                           "messages: this model's chat template is not one loom renders (use /v1/completions)"), -1;
-    char *tools = NULL;
+    char *tools = NULL, *kwargs = NULL; /* kwargs: every key reaches the template, as llama.cpp's server does */
     if (get_object(o, "chat_template_kwargs", &kw, e) != 0 ||
         (kw && get_bool(kw, "enable_thinking", "chat_template_kwargs.enable_thinking", &think, e) != 0) ||
+        (kw && json_object_size(kw) && !(kwargs = json_dumps(kw, JSON_COMPACT)) &&
+         (serve_fail(e, 500, NULL, NULL, "out of memory"), 1)) ||
         parse_tools(c, o, r, &tools, e) != 0) {
         free(tools);
+        free(kwargs);
         return -1;
     }
     size_t n = json_array_size(msgs), n_owned = 0;
@@ -542,13 +550,18 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = parse_message(json_array_get(msgs, i), i, &m[i], &owned, &n_owned, e);
     if (rc == 0) {
-        loom_chat_params p = {.add_generation_prompt = 1, .tools = tools,
+        loom_chat_params p = {.add_generation_prompt = 1, .tools = tools, .kwargs = kwargs,
                               .think = think < 0 ? LOOM_CHAT_THINK_UNSET : think ? LOOM_CHAT_THINK_ON
                                                                                   : LOOM_CHAT_THINK_OFF};
         loom_error err = {0};
-        if (loom_chat_template_apply(c->tmpl, m, n, &p, &r->prompt, &r->n_prompt, &err) != LOOM_OK)
-            rc = (serve_fail(e, err.code == LOOM_E_ARG ? 400 : 500, "messages", "invalid_value", "messages: %s",
-                             err.msg), -1);
+        /* the template was parsed at startup: what fails now (raise_exception, a type error, Jinja's limits)
+         * follows from the request, a 400; only memory and loom's own faults are the server's */
+        if (loom_chat_template_apply(c->tmpl, m, n, &p, &r->prompt, &r->n_prompt, &err) != LOOM_OK) {
+            int mine = err.code == LOOM_E_NOMEM || err.code == LOOM_E_INTERNAL;
+            int kwarg = !strncmp(err.msg, "chat_template_kwargs", 20);
+            rc = (serve_fail(e, mine ? 500 : 400, kwarg ? "chat_template_kwargs" : "messages", "invalid_value",
+                             "%s%s", kwarg ? "" : "messages: ", err.msg), -1);
+        }
         r->think_open = rc == 0 && prompt_ends_with(c->tok, r->prompt, r->n_prompt, "<think>\n");
         /* the next turn renders this one's thinking differently: its prompt follows this one's up to the start of
          * the assistant header, so the slot keeps a checkpoint just after that <|im_start|> */
@@ -562,6 +575,7 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     free(owned);
     free(m);
     free(tools);
+    free(kwargs);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,7 @@ static int quant_more_bits(int i, int n)
 /* Counters the rules advance in the reference's tensor order, and what they test of the model. */
 struct quant_state {
     int n_attn_v, i_attn_v, i_ffn_down, n_layer, n_expert, tied, gqa, imatrix;
+    int n_fallback; /* tensors given another type than chosen (quant_fallback) */
 };
 
 /* The very-low-bit IQ branch (quant_ftype_iq_low) for tensors other than the output and token embedding:
@@ -338,6 +340,19 @@ static int quant_fallback(const struct loom_quant_tensor *t, uint32_t type, uint
     return LOOM_OK;
 }
 
+/* One line to x's notice callback (loom_quantize_options.notice); nothing without one. */
+static void quant_notice(const struct loom_quant_extra *x, const char *fmt, ...)
+{
+    if (!x || !x->notice)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    x->notice(x->notice_ctx, line);
+}
+
 /* The first override whose pattern matches name (NULL: none). */
 static const struct loom_quant_override *quant_override_find(const struct loom_quant_overrides *o, const char *name)
 {
@@ -351,9 +366,10 @@ static const struct loom_quant_override *quant_override_find(const struct loom_q
  * whose pattern matches) replaces the recipe's rules for the tensor, whose counters then do not advance; the
  * block-size fallback applies to both. */
 static int quant_choose_one(struct quant_state *s, const struct loom_quant_tensor *t,
-                            const struct loom_quant_recipe *r, const struct loom_quant_overrides *ov, uint32_t *out,
+                            const struct loom_quant_recipe *r, const struct loom_quant_extra *x, uint32_t *out,
                             loom_error *err)
 {
+    const struct loom_quant_overrides *ov = x ? x->overrides : NULL;
     if (!quant_allowed(t)) {
         *out = t->type;
         return LOOM_OK;
@@ -371,9 +387,16 @@ static int quant_choose_one(struct quant_state *s, const struct loom_quant_tenso
             return rc;
         type = quant_rule(s, t, cat, layer, r->ftype, type);
     }
+    uint32_t chosen = type;
     rc = quant_fallback(t, type, &type, err);
     if (rc)
         return rc;
+    if (type != chosen) { /* as tensor_type_fallback's warning */
+        s->n_fallback++;
+        quant_notice(x, "tensor '%s': row length %" PRIu64 " is not a multiple of %s's block size %d, using %s "
+                     "instead", t->name, t->ne[0], loom_type_traits(chosen)->name,
+                     (int)loom_type_traits(chosen)->block_size, loom_type_traits(type)->name);
+    }
     if (type != t->type && !quant_is_float(t->type)) {
         const struct loom_type_traits *src = loom_type_traits(t->type);
         return loom_errorf(err, LOOM_E_ARG, "tensor '%s': source type %s, expected F32, F16 or BF16 (no requantizing)",
@@ -381,6 +404,35 @@ static int quant_choose_one(struct quant_state *s, const struct loom_quant_tenso
     }
     *out = type;
     return LOOM_OK;
+}
+
+/* 1 when override i's pattern matches the name of a quantizable tensor of t[n]. */
+static int quant_override_matches_any(const struct loom_quant_overrides *ov, size_t i,
+                                      const struct loom_quant_tensor *t, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (quant_allowed(&t[k]) && regexec(&ov->o[i].re, t[k].name, 0, NULL, 0) == 0)
+            return 1;
+    return 0;
+}
+
+/* A notice for each override that chose no tensor's type: its pattern matches no quantizable tensor, or only
+ * ones an earlier override took. */
+static void quant_unused_overrides(const struct loom_quant_tensor *t, size_t n, const struct loom_quant_extra *x)
+{
+    const struct loom_quant_overrides *ov = x ? x->overrides : NULL;
+    for (size_t i = 0; ov && x->notice && i < ov->n; i++) {
+        size_t k = 0;
+        while (k < n && !(quant_allowed(&t[k]) && quant_override_find(ov, t[k].name) == &ov->o[i]))
+            k++;
+        if (k == n)
+            quant_notice(x, "--tensor-type pattern '%s'%s%s%s chose the type of no tensor: it matches %s",
+                         ov->o[i].spec, strcmp(ov->o[i].spec, ov->o[i].pattern) ? " (as compiled: '" : "",
+                         strcmp(ov->o[i].spec, ov->o[i].pattern) ? ov->o[i].pattern : "",
+                         strcmp(ov->o[i].spec, ov->o[i].pattern) ? "')" : "",
+                         quant_override_matches_any(ov, i, t, n) ? "only tensors an earlier pattern took"
+                                                                 : "no quantizable tensor name");
+    }
 }
 
 int loom_quant_choose_types_ex(const struct loom_quant_model *m, const struct loom_quant_tensor *t, size_t n,
@@ -401,8 +453,13 @@ int loom_quant_choose_types_ex(const struct loom_quant_model *m, const struct lo
     }
     int rc = loom_quant_file_order(t, n, perm, err);
     for (size_t k = 0; k < n && rc == LOOM_OK; k++)
-        rc = quant_choose_one(&s, &t[perm[k]], r, x ? x->overrides : NULL, &out[perm[k]], err);
+        rc = quant_choose_one(&s, &t[perm[k]], r, x, &out[perm[k]], err);
     free(perm);
+    if (!rc)
+        quant_unused_overrides(t, n, x);
+    if (!rc && s.n_fallback)
+        quant_notice(x, "%d of %zu tensors fell back to another type (their row length does not fit the type's "
+                     "blocks)", s.n_fallback, n);
     return rc;
 }
 
@@ -468,8 +525,17 @@ static int quant_override_parse(const char *spec, struct loom_quant_override *o,
                            "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) or F32, F16, BF16", spec, eq + 1);
     size_t cap = 5 * (size_t)(eq - spec) + 1;
     o->pattern = malloc(cap);
-    if (!o->pattern)
+    o->spec = malloc((size_t)(eq - spec) + 1);
+    if (o->spec) {
+        memcpy(o->spec, spec, (size_t)(eq - spec));
+        o->spec[eq - spec] = 0;
+    }
+    if (!o->pattern || !o->spec) {
+        free(o->pattern);
+        free(o->spec);
+        o->pattern = o->spec = NULL;
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory for pattern '%s'", spec);
+    }
     quant_override_regex(spec, (size_t)(eq - spec), o->pattern, cap);
     int rc = regcomp(&o->re, o->pattern, REG_EXTENDED | REG_NOSUB);
     if (rc) {
@@ -478,7 +544,8 @@ static int quant_override_parse(const char *spec, struct loom_quant_override *o,
         int r = loom_errorf(err, LOOM_E_ARG, "tensor type '%s': pattern '%.*s' is not a POSIX extended regular "
                             "expression: %s", spec, (int)(eq - spec), spec, why);
         free(o->pattern);
-        o->pattern = NULL;
+        free(o->spec);
+        o->pattern = o->spec = NULL;
         return r;
     }
     return LOOM_OK;
@@ -511,6 +578,7 @@ void loom_quant_overrides_free(struct loom_quant_overrides *o)
     for (size_t i = 0; i < o->n; i++) {
         regfree(&o->o[i].re);
         free(o->o[i].pattern);
+        free(o->o[i].spec);
     }
     free(o->o);
     free(o);
@@ -779,29 +847,42 @@ static int quant_describe(const struct loom_gguf *in, struct loom_quant_tensor *
     return LOOM_OK;
 }
 
+/* 1 for the types whose reference quantizer ignores importance weights: the float types, Q8_0, TQ1_0, TQ2_0,
+ * MXFP4. */
+static int quant_ignores_weights(uint32_t type)
+{
+    return quant_is_float(type) || type == LOOM_TYPE_Q8_0 || type == LOOM_TYPE_TQ1_0 || type == LOOM_TYPE_TQ2_0 ||
+           type == LOOM_TYPE_MXFP4;
+}
+
 /* The importance weights llama_model_quantize uses for tensor d converted to type: the entry of the same name
  * when its size is ne[0] * ne[2] (one row per expert), none when there is no entry or the tensor is a token
  * embedding of another size (the reference ignores those); an error for any other size, and for a type whose
  * reference quantizer uses the weights but that loom has no weighted quantizer for. */
-static int quant_weights_for(const struct loom_imatrix *m, const struct loom_quant_tensor *d, uint32_t type,
+static int quant_weights_for(const struct loom_quant_extra *x, const struct loom_quant_tensor *d, uint32_t type,
                              const float **out, loom_error *err)
 {
     *out = NULL;
-    const struct loom_imatrix_entry *e = loom_imatrix_find(m, d->name);
-    if (!e)
+    const struct loom_imatrix_entry *e = loom_imatrix_find(x->imatrix, d->name);
+    if (!e) { /* the reference's "did not find weights for" */
+        quant_notice(x, "tensor '%s': the importance matrix has no entry for it, quantized to %s without one",
+                     d->name, loom_type_traits(type)->name);
         return LOOM_OK;
+    }
     uint64_t want = d->ne[0] * (d->n_dims > 2 ? d->ne[2] : 1), have = e->n_per_row * e->n_mat;
     if (have != want) {
-        if (!strcmp(d->name, "token_embd.weight") || !strcmp(d->name, "per_layer_token_embd.weight"))
+        if (!strcmp(d->name, "token_embd.weight") || !strcmp(d->name, "per_layer_token_embd.weight")) {
+            quant_notice(x, "tensor '%s': the importance matrix has %" PRIu64 " weights for it, expected %" PRIu64
+                         "; a token embedding is quantized without them (as the reference does)", d->name, have,
+                         want);
             return LOOM_OK;
+        }
         return loom_errorf(err, LOOM_E_FORMAT, "tensor '%s': the imatrix has %" PRIu64 " weights (%" PRIu64 " x %" PRIu64
                            "), expected ne[0] * ne[2] = %" PRIu64 " (llama_model_quantize refuses it too)", d->name,
                            have, e->n_mat, e->n_per_row, want);
     }
     const struct loom_type_traits *tr = loom_type_traits(type);
-    int ignored = type == LOOM_TYPE_Q8_0 || type == LOOM_TYPE_TQ1_0 || type == LOOM_TYPE_TQ2_0 ||
-                  type == LOOM_TYPE_MXFP4; /* the reference's quantizers of these ignore the weights */
-    if (!tr->quantize_w && !quant_is_float(type) && !ignored)
+    if (!tr->quantize_w && !quant_ignores_weights(type))
         return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer that uses an importance matrix yet",
                            d->name, tr->name);
     *out = e->weights;
@@ -829,9 +910,10 @@ static int quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftyp
 /* Writer with the input's metadata and the chosen tensor types, tensors in `order` (input indices); checks every
  * conversion has a quantizer and finds each one's importance weights (x->imatrix) into weights[input tensor]. */
 static int quant_build_writer(const struct loom_gguf *in, const struct loom_quant_tensor *d, const uint32_t *types,
-                              const size_t *order, const struct loom_quant_recipe *r, const struct loom_imatrix *m,
+                              const size_t *order, const struct loom_quant_recipe *r, const struct loom_quant_extra *x,
                               struct loom_gguf_writer *w, int64_t *max_row, const float **weights, loom_error *err)
 {
+    const struct loom_imatrix *m = x ? x->imatrix : NULL;
     int rc = LOOM_OK;
     for (uint64_t i = 0; i < in->n_kv && !rc; i++)
         if (!quant_key_replaced(in->kv[i].key, m))
@@ -852,7 +934,7 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
             if (!tr->quantize && !tr->quantize_w && !quant_is_float(types[i]))
                 return loom_errorf(err, LOOM_E_ARG, "tensor '%s': loom has no %s quantizer yet (recipe %s)", d[i].name,
                                    tr->name, r->name);
-            if (m && (rc = quant_weights_for(m, &d[i], types[i], &weights[i], err)) != LOOM_OK)
+            if (m && (rc = quant_weights_for(x, &d[i], types[i], &weights[i], err)) != LOOM_OK)
                 return rc;
             if (!weights[i] && quant_requires_imatrix(d[i].name, types[i], r->ftype))
                 return loom_errorf(err, LOOM_E_ARG, "recipe %s: tensor '%s' goes to %s, which needs an importance "
@@ -869,6 +951,22 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
                                d[i].name, tr->name, d[i].ne[0]);
     }
     return LOOM_OK;
+}
+
+/* After a write with an importance matrix: how many converted tensors its weights steered (a type whose
+ * quantizer ignores them, such as Q8_0, counts as found but not steered). */
+static void quant_imatrix_summary(const struct loom_quant_tensor *d, const uint32_t *types, const float **weights,
+                                  size_t n, const struct loom_quant_extra *x)
+{
+    size_t converted = 0, found = 0, used = 0;
+    for (size_t i = 0; i < n; i++) {
+        converted += types[i] != d[i].type;
+        found += types[i] != d[i].type && weights[i];
+        used += types[i] != d[i].type && weights[i] && !quant_ignores_weights(types[i]);
+    }
+    quant_notice(x, "importance matrix %s: %zu of %zu converted tensors quantized with its weights (%zu of its %zu "
+                 "entries matched a tensor%s)", x->imatrix->path, used, converted, found, x->imatrix->n,
+                 found > used ? "; the others' types ignore them" : "");
 }
 
 int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_recipe *r, const struct loom_quant_extra *x,
@@ -901,7 +999,7 @@ int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_reci
     if (!rc)
         rc = loom_quant_file_order(d, n, order, err);
     if (!rc)
-        rc = quant_build_writer(in, d, types, order, r, im, w, &job.row_cap, weights, err);
+        rc = quant_build_writer(in, d, types, order, r, x, w, &job.row_cap, weights, err);
     if (!rc) {
         for (size_t i = 0; i < n; i++)
             job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /
@@ -917,6 +1015,8 @@ int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_reci
         rc = loom_gguf_writer_write(w, out_path, quant_fill, &job, err);
     if (!rc && progress)
         progress(progress_ctx, n, n, job.total, job.total, "");
+    if (!rc && im)
+        quant_imatrix_summary(d, types, weights, n, x);
     free(job.rows);
     free(job.faults);
     free(names);
@@ -974,6 +1074,8 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
         rc = loom_imatrix_load(o.imatrix, &im, err);
     x.imatrix = im;
     x.overrides = ov;
+    x.notice = o.notice;
+    x.notice_ctx = o.notice_ctx;
     long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
     int n_threads = n_cpu > 0 ? (int)n_cpu : 1;
     struct loom_pool *pool = rc ? NULL : loom_pool_new(n_threads);
@@ -983,6 +1085,14 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
         rc = loom_quant_write_ex(in, r, &x, out_path, pool, o.progress, o.progress_ctx, o.abort, o.abort_ctx, err);
     loom_pool_free(pool);
     loom_imatrix_free(im);
+    loom_quant_overrides_free(ov);
+    return rc;
+}
+
+int loom_quantize_check_tensor_type(const char *spec, loom_error *err)
+{
+    struct loom_quant_overrides *ov = NULL;
+    int rc = loom_quant_overrides_parse(&spec, 1, &ov, err);
     loom_quant_overrides_free(ov);
     return rc;
 }

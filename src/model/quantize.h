@@ -61,6 +61,7 @@ int loom_quant_choose_types(const struct loom_quant_model *m, const struct loom_
 /* One --tensor-type PATTERN=TYPE of llama-quantize: the pattern as compiled (see loom_quant_overrides_parse) and
  * the type. */
 struct loom_quant_override {
+    char *spec;    /* the pattern as given (before '=') */
     char *pattern; /* the POSIX form compiled */
     regex_t re;
     uint32_t type;
@@ -87,6 +88,8 @@ void loom_quant_overrides_free(struct loom_quant_overrides *o);
 struct loom_quant_extra {
     const struct loom_imatrix *imatrix;           /* NULL: none */
     const struct loom_quant_overrides *overrides; /* NULL: none */
+    void (*notice)(void *ctx, const char *message); /* NULL: silent; else as loom_quantize_options.notice */
+    void *notice_ctx;
 };
 
 /* loom_quant_choose_types with an importance matrix and overrides (x may be NULL: neither), as

@@ -39,4 +39,9 @@ json_t *loom_chat_json_parse(const char *json, size_t len, const char *what, loo
  * Hugging Face templates accept both). NULL with err naming `what` when malformed or not an object. */
 json_t *loom_chat_json_arguments(const char *text, const char *what, loom_error *err);
 
+/* loom_chat_params.kwargs (NULL: none) parsed into *out (NULL when none; caller decrefs): LOOM_E_ARG naming
+ * chat_template_kwargs when the text is malformed, not an object, or sets messages, tools or
+ * add_generation_prompt (variables the request itself gives); LOOM_E_NOMEM. chat_template.c. */
+int loom_chat_kwargs_parse(const char *text, json_t **out, loom_error *err);
+
 #endif

@@ -91,6 +91,11 @@ loom_chat_template *loom_chat_template_new(const loom_tokenizer *tok, const char
         return NULL;
     }
     const char *text = tmpl ? tmpl : loom_tokenizer_chat_template(tok);
+    if (text && !text[strspn(text, " \t\r\n")]) { /* renders no turn at all: a mistake, never a format */
+        loom_errorf(err, LOOM_E_FORMAT, "%s: expected a template, found %s", tmpl ? "chat template" :
+                    "tokenizer.chat_template", *text ? "only whitespace" : "an empty text");
+        return NULL;
+    }
     if (!text) {
         loom_errorf(err, LOOM_E_FORMAT, "tokenizer.chat_template: expected a chat template, found none (name a "
                                         "built-in format: qwen35)");
@@ -123,11 +128,29 @@ const char *loom_chat_template_name(const loom_chat_template *t)
     return t->format ? t->format->name : "jinja";
 }
 
+/* A built-in format's render, with p->kwargs checked as the Jinja path checks them; their enable_thinking (a
+ * boolean) sets the thinking mode over p->think, as the Jinja path sets kwargs last (the only variable of these
+ * formats a kwarg can name). */
+static int builtin_render(const struct chat_format *f, const struct loom_chat_message *msgs, size_t n,
+                          const struct loom_chat_params *p, struct loom_chat_render *out, loom_error *err)
+{
+    json_t *kw = NULL;
+    int rc = p ? loom_chat_kwargs_parse(p->kwargs, &kw, err) : LOOM_OK;
+    if (rc)
+        return rc;
+    json_t *think = json_object_get(kw, "enable_thinking");
+    struct loom_chat_params q = p ? *p : (struct loom_chat_params){0};
+    if (json_is_boolean(think))
+        q.think = json_is_true(think) ? LOOM_CHAT_THINK_ON : LOOM_CHAT_THINK_OFF;
+    json_decref(kw);
+    return f->render(msgs, n, p ? &q : NULL, out, err);
+}
+
 int loom_chat_template_apply(const loom_chat_template *t, const loom_chat_message *msgs, size_t n,
                              const loom_chat_params *p, int32_t **ids, int *n_ids, loom_error *err)
 {
     struct loom_chat_render r = {0};
-    int rc = t->format ? t->format->render(msgs, n, p, &r, err)
+    int rc = t->format ? builtin_render(t->format, msgs, n, p, &r, err)
                        : loom_chat_render_jinja(t->jinja, msgs, n, p, t->control, -1, &r, err);
     if (rc == LOOM_OK)
         rc = loom_chat_tokenize(t->tok, &r, ids, n_ids, err);
@@ -150,8 +173,9 @@ static json_t *call_arguments(const char *text, size_t i, size_t k, loom_error *
     return loom_chat_json_arguments(text, what, err);
 }
 
-/* {"role", "content" (null when NULL), "reasoning_content" (when given), "tool_calls": [{"type": "function",
- * "function": {"name", "arguments" (an object, when given)}}] (when any)}; NULL with err on failure. */
+/* {"role", "content" (null when NULL), "reasoning_content" (when given), "name" (when given), "tool_calls":
+ * [{"type": "function", "function": {"name", "arguments" (an object, when given)}}] (when any)}; NULL with err
+ * on failure. */
 static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc, loom_error *err)
 {
     *rc = LOOM_E_ARG;
@@ -162,7 +186,8 @@ static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc
     json_t *o = json_object();
     int bad = !o || json_object_set_new(o, "role", json_string(m->role)) ||
               json_object_set_new(o, "content", m->content ? json_string(m->content) : json_null()) ||
-              (m->reasoning_content && json_object_set_new(o, "reasoning_content", json_string(m->reasoning_content)));
+              (m->reasoning_content && json_object_set_new(o, "reasoning_content", json_string(m->reasoning_content))) ||
+              (m->name && json_object_set_new(o, "name", json_string(m->name)));
     json_t *calls = m->n_tool_calls ? json_array() : NULL;
     bad |= m->n_tool_calls && (!calls || json_object_set_new(o, "tool_calls", calls));
     for (size_t k = 0; !bad && k < m->n_tool_calls; k++) {
@@ -190,8 +215,33 @@ static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc
     return o;
 }
 
+int loom_chat_kwargs_parse(const char *text, json_t **out, loom_error *err)
+{
+    static const char *const own[] = {"messages", "tools", "add_generation_prompt"};
+    *out = NULL;
+    if (!text)
+        return LOOM_OK;
+    json_t *kw = loom_chat_json_parse(text, strlen(text), "chat_template_kwargs", err);
+    if (!kw)
+        return err && err->code ? err->code : LOOM_E_ARG;
+    if (!json_is_object(kw)) {
+        const char *found = json_is_array(kw) ? "an array" : json_is_string(kw) ? "a string" : "another JSON value";
+        json_decref(kw);
+        return loom_errorf(err, LOOM_E_ARG, "chat_template_kwargs: expected a JSON object, found %s", found);
+    }
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (json_object_get(kw, own[i])) {
+            json_decref(kw);
+            return loom_errorf(err, LOOM_E_ARG, "chat_template_kwargs.%s: expected variables the request does not "
+                               "set itself, found %s (give it as the request's own field)", own[i], own[i]);
+        }
+    *out = kw;
+    return LOOM_OK;
+}
+
 /* The variables Hugging Face's apply_chat_template passes: messages, add_generation_prompt, tools (only when
- * non-empty: NULL and [] both mean no tools, as for the built-in renderer) and enable_thinking (only when set). */
+ * non-empty: NULL and [] both mean no tools, as for the built-in renderer) and enable_thinking (only when set),
+ * then each of p->kwargs (llama.cpp server's chat_template_kwargs: set after, so enable_thinking there wins). */
 static int chat_vars(const struct loom_chat_message *msgs, size_t n, const struct loom_chat_params *p,
                      json_t **out, loom_error *err)
 {
@@ -226,6 +276,14 @@ static int chat_vars(const struct loom_chat_message *msgs, size_t n, const struc
         else
             json_decref(tools);
     }
+    json_t *kw = NULL;
+    int rc = loom_chat_kwargs_parse(p->kwargs, &kw, err);
+    if (rc) {
+        json_decref(vars);
+        return rc;
+    }
+    bad |= kw && json_object_update(vars, kw);
+    json_decref(kw);
     if (bad) {
         json_decref(vars);
         return fail_nomem(err);
