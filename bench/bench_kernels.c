@@ -2,13 +2,16 @@
  * shape): matrix-vector (decode) and matrix-matrix (prefill, 64 tokens) for loom's best kernels, loom's
  * scalar reference, and the reference engine's CPU backend (a ggml MUL_MAT graph, Q4_K weights repacked
  * as llama.cpp does by default), same thread count; for Q4_K also loom's CANONICAL order in the GGUF and
- * the X16 layout, and the AVX2 set's rows where a wider set is the best. Prints GB/s of weights
+ * the X16 layout, and the AVX2 set's rows where a wider set is the best; for the other types model load repacks
+ * to X16 (Q6_K, MXFP4 in the AVX-512 set) that layout too. Prints GB/s of weights
  * streamed, GFLOP/s and ns per 256-weight block and token.
  * usage: bench_kernels [THREADS [TYPE...]]   (default 2 threads; TYPE: any type name, e.g. IQ1_M TQ1_0 MXFP4,
- * instead of the default list). Short-running (~0.15 s per cell, ~10 s in all). */
+ * instead of the default list). Short-running (~0.15 s per cell, ~10 s in all); each figure is the fastest call,
+ * in CPU time of the calling thread with 1 thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../tests/parity/parity.h"
 #include "ggml-alloc.h"
@@ -75,21 +78,38 @@ static void run_once(struct run *r, int mm)
         (r->rowwise ? loom_matmul_rowwise : loom_matmul)(loom_kernels_active(), r->pool, r->w, r->x, mm ? N_TOK_MM : 1, r->y, r->scratch);
 }
 
-/* Seconds per call, timed over ~CELL_SECONDS (or one call when that takes longer). */
+/* With one thread both engines compute on the calling thread, whose CPU time (not the wall clock) is then timed,
+ * so that time spent descheduled on a busy machine does not count. */
+static int thread_clock;
+
+static double now(void)
+{
+    if (!thread_clock)
+        return parity_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Seconds per call: the fastest of the calls made over ~CELL_SECONDS (or one call when that takes longer). The
+ * fastest call rather than the mean, so that a machine busy with other work skews loom and the reference
+ * alike less. */
 static double time_run(struct run *r, int mm)
 {
-    double t0 = parity_now(), t;
+    double t0 = now(), t, best;
     run_once(r, mm); /* warm-up; slow (scalar) shapes are timed by it alone */
-    if ((t = parity_now() - t0) > CELL_SECONDS)
-        return t;
+    if ((best = now() - t0) > CELL_SECONDS)
+        return best;
     int reps = 0;
-    t0 = parity_now();
+    double start = parity_now();
     do {
+        t0 = now();
         run_once(r, mm);
+        t = now() - t0;
+        best = t < best ? t : best;
         reps++;
-        t = parity_now() - t0;
-    } while (t < CELL_SECONDS && reps < 10000);
-    return t / reps;
+    } while (parity_now() - start < CELL_SECONDS && reps < 10000);
+    return best;
 }
 
 /* One table row; the last column is the matrix-matrix time per 256-weight block and token, in ns. */
@@ -117,6 +137,23 @@ static void bench_q4_k_canonical(struct run *r, const char *best)
     char who[32];
     snprintf(who, sizeof who, "%s x16", best);
     print_row("Q4_K", who, &rr, w.row_bytes * (size_t)w.n_out);
+    free(x16);
+}
+
+/* A type other than Q4_K that the active set repacks to X16 at model load (Q6_K, MXFP4): that layout too. */
+static void bench_x16(struct run *r, const char *best)
+{
+    struct loom_weight w = *r->w;
+    size_t bytes = loom_weight_x16_bytes(loom_kernels_active(), &w);
+    void *x16 = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+    if (!x16)
+        return;
+    loom_weight_repack_x16(&w, x16);
+    struct run rr = *r;
+    rr.w = &w;
+    char who[32];
+    snprintf(who, sizeof who, "%s x16", best);
+    print_row(loom_type_traits(w.type)->name, who, &rr, w.row_bytes * (size_t)w.n_out);
     free(x16);
 }
 
@@ -194,6 +231,7 @@ static void bench_ref(ggml_backend_t be, int n_threads, ggml_backend_buffer_type
 int main(int argc, char **argv)
 {
     int n_threads = argc > 1 ? atoi(argv[1]) : 2;
+    thread_clock = n_threads == 1;
     struct loom_pool *pool = loom_pool_new(n_threads > 0 ? n_threads : 1);
     ggml_backend_buffer_type_t repack = NULL;
     ggml_backend_t be = ref_backend(loom_pool_n_threads(pool), &repack);
@@ -223,6 +261,8 @@ int main(int argc, char **argv)
         struct run r = {pool, &w, x, y, malloc(sb ? sb : 1), NULL, {NULL, NULL}, 0};
         const char *name = loom_type_traits(types[i])->name;
         print_row(name, best, &r, rb * N_OUT);
+        if (types[i] != LOOM_TYPE_Q4_K)
+            bench_x16(&r, best);
         if (types[i] == LOOM_TYPE_Q4_K) {
             bench_q4_k_canonical(&r, best);
             /* the AVX2 set's rows too where a wider set is the best (CPUs without AVX-512) */

@@ -83,6 +83,7 @@ static const struct {
 } x16_layouts[LOOM_TYPE_COUNT] = {
     [LOOM_TYPE_Q4_K] = {loom_q4_k_x16_pack, loom_q4_k_x16_unpack_row},
     [LOOM_TYPE_Q6_K] = {loom_q6_k_x16_pack, loom_q6_k_x16_unpack_row},
+    [LOOM_TYPE_MXFP4] = {loom_mxfp4_x16_pack, loom_mxfp4_x16_unpack_row},
 };
 
 /* The float order a type's x16 kernels reproduce per row: gemv's where the type has one, else vec_dot's. */
@@ -206,8 +207,11 @@ size_t loom_matmul_act_rows(const struct loom_kernel_set *ks, struct loom_pool *
  * chunks as the reference's ubatches reproduces its results bit for bit. With rowwise = 1 every row goes
  * through the kernel of a one-row product (the decode kernel; its 4- and 8-row forms where set ks
  * has them, which are bit-identical per row), so row t's outputs do not depend on n_tok. */
-void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
-                        struct loom_matmul_act *act, float *y, int rowwise)
+/* The job of w times act's rows into y (act converted to w's vec_dot_type first) and its work items: the
+ * groups of an X16 weight whose group kernels have the order every token asks for, else blocks of `rows` output
+ * rows (16 for one token, 4 for several). Returns the number of items. */
+static int64_t plan_matmul(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                           struct loom_matmul_act *act, float *y, int rowwise, struct matmul_job *job, int64_t *rows)
 {
     int64_t n_tok = act->n_tok;
     /* the reference picks one kernel for the activation rows in groups of 4 and one for the rest */
@@ -216,22 +220,80 @@ void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool
         loom_matmul_dot(ks, w->type, w->n_out, w->n_in, rowwise ? 1 : n_tok, 0, w->ref_plain_buffer);
     const struct loom_dot_kernels *rest =
         rowwise ? group : loom_matmul_dot(ks, w->type, w->n_out, w->n_in, n_tok, n_tok - 1, w->ref_plain_buffer);
-    struct matmul_job job = {.w = w, .n_tok = n_tok, .y = y, .dot_group = group->row, .dot_rest = rest->row,
-                             .rows4_group = group->rows4, .rows8_group = group->rows8, .n_group = n_group};
-    const void *rows;
-    job.act_bytes = loom_matmul_act_rows(ks, pool, w, act, &rows);
-    job.act = rows;
-    /* an X16 weight runs its group kernels when every token asks for the order they have (Q4_K: gemv's, in
-     * CANONICAL or for one token; Q6_K: vec_dot's, always); otherwise (Q4_K's REFERENCE_BATCH prefill,
-     * another kernel set) its rows are unpacked */
-    const struct loom_dot_kernels *all = n_group == n_tok ? group : n_group == 0 ? rest : 0;
+    *job = (struct matmul_job){.w = w, .n_tok = n_tok, .y = y, .dot_group = group->row, .dot_rest = rest->row,
+                               .rows4_group = group->rows4, .rows8_group = group->rows8, .n_group = n_group};
+    const void *act_rows;
+    job->act_bytes = loom_matmul_act_rows(ks, pool, w, act, &act_rows);
+    job->act = act_rows;
+    /* an X16 weight runs its group kernels when every token asks for the order they have (the same row kernel;
+     * Q4_K: gemv's, in CANONICAL or for one token; Q6_K: vec_dot's, always; MXFP4: gemv's, whose gemm slot holds
+     * the same kernel); otherwise (Q4_K's REFERENCE_BATCH prefill, another kernel set) its rows are unpacked */
+    const struct loom_dot_kernels *all = n_group == n_tok || group->row == rest->row ? group : n_group == 0 ? rest : 0;
     const struct loom_x16_kernels *x16 = &ks->types[w->type].x16;
-    if (w->layout == LOOM_WEIGHT_X16 && all == x16_order(ks, w->type) && x16->dot) {
-        job.x16 = x16;
-        loom_pool_parallel_for(pool, w->n_out / 16 + (w->n_out % 16 != 0), 1, matmul_groups, &job);
+    if (w->layout == LOOM_WEIGHT_X16 && all && all->row == x16_order(ks, w->type)->row && x16->dot) {
+        job->x16 = x16;
+        *rows = 16;
+        return w->n_out / 16 + (w->n_out % 16 != 0);
+    }
+    *rows = n_tok == 1 ? 16 : 4;
+    return (w->n_out + *rows - 1) / *rows;
+}
+
+/* Items [begin, end) of a planned job (plan_matmul's items, `rows` output rows each). */
+static void run_items(const struct matmul_job *job, int64_t rows, int64_t begin, int64_t end, int thread)
+{
+    if (job->x16)
+        matmul_groups((void *)job, begin, end, thread);
+    else
+        matmul_rows((void *)job, begin * rows, end * rows < job->w->n_out ? end * rows : job->w->n_out, thread);
+}
+
+void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
+                        struct loom_matmul_act *act, float *y, int rowwise)
+{
+    struct matmul_job job;
+    int64_t rows, items = plan_matmul(ks, pool, w, act, y, rowwise, &job, &rows);
+    if (job.x16)
+        loom_pool_parallel_for(pool, items, 1, matmul_groups, &job);
+    else
+        loom_pool_parallel_for(pool, w->n_out, rows, matmul_rows, &job);
+}
+
+/* Several planned jobs as one range of items, job after job (first[k]: job k's first item). */
+struct multi_job {
+    int n;
+    struct matmul_job jobs[LOOM_MATMUL_MAX_SHARED];
+    int64_t rows[LOOM_MATMUL_MAX_SHARED];
+    int64_t first[LOOM_MATMUL_MAX_SHARED + 1];
+};
+
+static void multi_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct multi_job *m = ctx;
+    for (int k = 0; k < m->n; k++) {
+        int64_t b = begin > m->first[k] ? begin : m->first[k], e = end < m->first[k + 1] ? end : m->first[k + 1];
+        if (b < e)
+            run_items(&m->jobs[k], m->rows[k], b - m->first[k], e - m->first[k], thread);
+    }
+}
+
+void loom_matmul_shared_n(const struct loom_kernel_set *ks, struct loom_pool *pool, int n,
+                          const struct loom_weight *const *w, struct loom_matmul_act *act, float *const *y,
+                          int rowwise)
+{
+    uint32_t vt = n > 0 ? loom_type_traits(w[0]->type)->vec_dot_type : 0;
+    int same = n <= LOOM_MATMUL_MAX_SHARED;
+    for (int k = 1; k < n && same; k++)
+        same = loom_type_traits(w[k]->type)->vec_dot_type == vt;
+    if (!same) { /* one conversion of act at a time: one matrix after the other */
+        for (int k = 0; k < n; k++)
+            loom_matmul_shared(ks, pool, w[k], act, y[k], rowwise);
         return;
     }
-    loom_pool_parallel_for(pool, w->n_out, n_tok == 1 ? 16 : 4, matmul_rows, &job);
+    struct multi_job m = {.n = n};
+    for (int k = 0; k < n; k++)
+        m.first[k + 1] = m.first[k] + plan_matmul(ks, pool, w[k], act, y[k], rowwise, &m.jobs[k], &m.rows[k]);
+    loom_pool_parallel_for(pool, m.first[n], 1, multi_task, &m);
 }
 
 void loom_matmul(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,

@@ -79,6 +79,16 @@ struct loom_matmul_act {
 void loom_matmul_shared(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,
                         struct loom_matmul_act *act, float *y, int rowwise);
 
+/* The most matrices loom_matmul_shared_n takes. */
+#define LOOM_MATMUL_MAX_SHARED 4
+
+/* loom_matmul_shared for n (<= LOOM_MATMUL_MAX_SHARED) matrices w[k] reading the same rows act, y[k] =
+ * w[k] . act, in one pass over the pool (one barrier instead of n) when all have the same vec_dot_type (one
+ * after the other otherwise). Each output is the same dot as loom_matmul_shared's: bit for bit its results. */
+void loom_matmul_shared_n(const struct loom_kernel_set *ks, struct loom_pool *pool, int n,
+                          const struct loom_weight *const *w, struct loom_matmul_act *act, float *const *y,
+                          int rowwise);
+
 /* act's rows as w's vec_dot_type: *rows points at them (act->x itself for an F32 partner, else act->scratch,
  * converted there unless it already holds them); returns the bytes per row. */
 size_t loom_matmul_act_rows(const struct loom_kernel_set *ks, struct loom_pool *pool, const struct loom_weight *w,

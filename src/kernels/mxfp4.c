@@ -92,3 +92,30 @@ void loom_mxfp4_quantize(const float *src, void *dst, int64_t n)
             y[i].qs[j] = (uint8_t)(mxfp4_nearest(src[j], d) | mxfp4_nearest(src[16 + j], d) << 4);
     }
 }
+
+/* The MXFP4 x16 layout: 16 rows interleaved block by block, 16 * 17 bytes per block index i: the 16 rows'
+ * E8M0 bytes (row r at r), then the quant bytes in 4 slices of 64, slice j holding bytes 4j..4j+3 of each
+ * row's qs (row r at 16 + 64j + 4r). A slice's low nibbles are elements 4j..4j+3 of the 16 rows, its high
+ * nibbles elements 16 + 4j.., so one 4-byte activation group multiplies 16 rows at once. */
+void loom_mxfp4_x16_pack(const void *rows, size_t row_bytes, void *dst, int64_t n_in)
+{
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < n_in / 32; i++, out += 16 * sizeof(struct loom_block_mxfp4))
+        for (int r = 0; r < 16; r++) {
+            const struct loom_block_mxfp4 *b = (const struct loom_block_mxfp4 *)((const char *)rows + r * row_bytes) + i;
+            out[r] = b->e;
+            for (int j = 0; j < 4; j++)
+                memcpy(out + 16 + 64 * j + 4 * r, b->qs + 4 * j, 4);
+        }
+}
+
+void loom_mxfp4_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in)
+{
+    const uint8_t *in = group;
+    struct loom_block_mxfp4 *b = dst;
+    for (int64_t i = 0; i < n_in / 32; i++, in += 16 * sizeof(struct loom_block_mxfp4)) {
+        b[i].e = in[r];
+        for (int j = 0; j < 4; j++)
+            memcpy(b[i].qs + 4 * j, in + 16 + 64 * j + 4 * r, 4);
+    }
+}

@@ -88,6 +88,11 @@ void loom_iq4_xs_iqp(int64_t n, float *s, const void *w, const void *a);
 void loom_iq4_xs_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq4_xs_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq4_xs_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq4_xs_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq4_xs_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq4_xs_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 
 /* --- the grid IQ types: IQ2_XXS, IQ2_XS, IQ2_S (iq2.c), IQ3_XXS, IQ3_S (iq3.c), x86/ variants; no quantizer.
  * vec_dot: ggml-cpu's AVX2 ggml_vec_dot_iq*_q8_K order; iqp: its IQ panel gemm (iqp.cpp), 8 or more rows --- */
@@ -140,6 +145,27 @@ void loom_iq3_s_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq3_s_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq3_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_iq3_s_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+/* The same built for the AVX-512 set (x86/iq2_avx512.c, iq3_avx512.c). */
+void loom_iq2_xxs_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xxs_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xxs_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xs_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_xs_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_xs_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq2_s_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq2_s_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq2_s_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq3_xxs_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_xxs_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq3_xxs_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_iq3_s_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_iqp_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_iq3_s_iqp_rows4_avx512(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_iq3_s_iqp_rows8_avx512(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 
 /* --- IQ1_S, IQ1_M (iq1.c; quantizers in iq1_quant.c), TQ1_0, TQ2_0 (tq.c), MXFP4 (mxfp4.c), x86/ variants.
  * quantize: bytewise ggml_quantize_chunk (TQ1_0, TQ2_0, MXFP4 ignore an importance matrix; IQ1_M without one
@@ -180,11 +206,20 @@ void loom_iq1_m_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq1_m_iqp_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_tq1_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_tq2_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_tq1_0_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
+void loom_tq2_0_vec_dot_avx512(int64_t n, float *s, const void *w, const void *a);
 void loom_mxfp4_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_mxfp4_gemv_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_iq1_s_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_iq1_m_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
 void loom_mxfp4_gemv_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+/* MXFP4 in the x16 weight layout (mxfp4.c, x86/mxfp4_avx512.c): pack and unpack as loom_q4_k_x16_pack /
+ * _unpack_row for MXFP4 rows (n_in / 32 blocks of 16 * 17 bytes); the AVX-512 group dot as
+ * loom_q4_k_x16_gemv_avx512, each row bit-identical to loom_mxfp4_gemv. */
+void loom_mxfp4_x16_pack(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
+void loom_mxfp4_x16_unpack_row(const void *group, int r, void *dst, int64_t n_in);
+void loom_mxfp4_x16_gemv_avx512(int64_t n, int n_act, float *y, size_t y_stride, const void *w, const void *a,
+                                size_t a_stride);
 int loom_iq1_s_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
 int loom_iq1_m_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);
 int loom_tq1_0_validate_row(const void *row, int64_t n_blocks, struct loom_row_fault *fault);

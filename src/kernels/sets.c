@@ -17,13 +17,14 @@
 #define IQ_GRID_TYPES_SCALAR                                                                                           \
     IQ_GRID_SCALAR(IQ2_XXS, iq2_xxs), IQ_GRID_SCALAR(IQ2_XS, iq2_xs), IQ_GRID_SCALAR(IQ2_S, iq2_s),                   \
         IQ_GRID_SCALAR(IQ3_XXS, iq3_xxs), IQ_GRID_SCALAR(IQ3_S, iq3_s)
-/* ... and with their AVX2 kernels (x86/iq2_avx2.c, iq3_avx2.c), which the AVX-512 set keeps. */
-#define IQ_GRID_AVX2(T, t)                                                                                             \
-    [LOOM_TYPE_##T] = {.vec_dot = DOT(loom_##t##_vec_dot_avx2),                                                        \
-                       .iqp = {loom_##t##_iqp_avx2, loom_##t##_iqp_rows4_avx2, loom_##t##_iqp_rows8_avx2}}
-#define IQ_GRID_TYPES_AVX2                                                                                             \
-    IQ_GRID_AVX2(IQ2_XXS, iq2_xxs), IQ_GRID_AVX2(IQ2_XS, iq2_xs), IQ_GRID_AVX2(IQ2_S, iq2_s),                         \
-        IQ_GRID_AVX2(IQ3_XXS, iq3_xxs), IQ_GRID_AVX2(IQ3_S, iq3_s)
+/* ... and with their AVX2 kernels (x86/iq2_avx2.c, iq3_avx2.c) or the same built for AVX-512 (x86/iq2_avx512.c,
+ * iq3_avx512.c: VPDPWSSD); isa: avx2 or avx512. */
+#define IQ_GRID_SIMD(T, t, isa)                                                                                        \
+    [LOOM_TYPE_##T] = {.vec_dot = DOT(loom_##t##_vec_dot_##isa),                                                       \
+                       .iqp = {loom_##t##_iqp_##isa, loom_##t##_iqp_rows4_##isa, loom_##t##_iqp_rows8_##isa}}
+#define IQ_GRID_TYPES_SIMD(isa)                                                                                        \
+    IQ_GRID_SIMD(IQ2_XXS, iq2_xxs, isa), IQ_GRID_SIMD(IQ2_XS, iq2_xs, isa), IQ_GRID_SIMD(IQ2_S, iq2_s, isa),         \
+        IQ_GRID_SIMD(IQ3_XXS, iq3_xxs, isa), IQ_GRID_SIMD(IQ3_S, iq3_s, isa)
 
 /* IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4 (iq1.c, tq.c, mxfp4.c) with their scalar kernels: vec_dot, the IQ panel
  * order (IQ1) and the repacked gemv/gemm order (MXFP4, one order for both). */
@@ -34,17 +35,22 @@
     [LOOM_TYPE_TQ2_0] = {.vec_dot = DOT(loom_tq2_0_vec_dot)},                                                          \
     [LOOM_TYPE_MXFP4] = {.vec_dot = DOT(loom_mxfp4_vec_dot), .gemv = DOT(loom_mxfp4_gemv), .gemm = DOT(loom_mxfp4_gemv)}
 
-/* The same with the AVX2 kernels (x86/iq1_avx2.c, tq_avx2.c, mxfp4_avx2.c), which the AVX-512 set keeps too. */
+/* The same with the AVX2 kernels (x86/iq1_avx2.c), which the AVX-512 set keeps too (TQ in TQ_SIMD, MXFP4 in
+ * MXFP4_AVX2). */
 #define LOW_BIT_TYPES_AVX2                                                                                             \
     [LOOM_TYPE_IQ1_S] = {.vec_dot = DOT(loom_iq1_s_vec_dot_avx2),                                                     \
                          .iqp = DOT4(loom_iq1_s_iqp_avx2, loom_iq1_s_iqp_rows4_avx2)},                                \
     [LOOM_TYPE_IQ1_M] = {.vec_dot = DOT(loom_iq1_m_vec_dot_avx2),                                                     \
-                         .iqp = DOT4(loom_iq1_m_iqp_avx2, loom_iq1_m_iqp_rows4_avx2)},                                \
-    [LOOM_TYPE_TQ1_0] = {.vec_dot = DOT(loom_tq1_0_vec_dot_avx2)},                                                     \
-    [LOOM_TYPE_TQ2_0] = {.vec_dot = DOT(loom_tq2_0_vec_dot_avx2)},                                                     \
+                         .iqp = DOT4(loom_iq1_m_iqp_avx2, loom_iq1_m_iqp_rows4_avx2)}
+/* TQ1_0 and TQ2_0 (x86/tq_avx2.c, or the same built for AVX-512, tq_avx512.c: VPDPBUSD); isa: avx2 or avx512. */
+#define TQ_SIMD(isa)                                                                                                   \
+    [LOOM_TYPE_TQ1_0] = {.vec_dot = DOT(loom_tq1_0_vec_dot_##isa)},                                                    \
+    [LOOM_TYPE_TQ2_0] = {.vec_dot = DOT(loom_tq2_0_vec_dot_##isa)}
+/* MXFP4's AVX2 kernels; the AVX-512 set adds its x16 kernel. */
+#define MXFP4_AVX2(x16_dot)                                                                                            \
     [LOOM_TYPE_MXFP4] = {.vec_dot = DOT(loom_mxfp4_vec_dot_avx2),                                                     \
                          .gemv = DOT4(loom_mxfp4_gemv_avx2, loom_mxfp4_gemv_rows4_avx2),                              \
-                         .gemm = DOT4(loom_mxfp4_gemv_avx2, loom_mxfp4_gemv_rows4_avx2)}
+                         .gemm = DOT4(loom_mxfp4_gemv_avx2, loom_mxfp4_gemv_rows4_avx2), .x16 = {x16_dot}}
 
 /* The scalar set: the reference implementation of every kernel. */
 /* A set's ops: the functions of ops.h with the set's suffix (none for the scalar reference). */
@@ -114,10 +120,7 @@ static const struct loom_kernel_set set_scalar = {
     [LOOM_TYPE_IQ4_NL] = {.vec_dot = DOT(loom_iq4_nl_vec_dot_avx2),                                                   \
                           .gemv = DOT4(loom_iq4_nl_gemv_avx2, loom_iq4_nl_gemv_rows4_avx2),                           \
                           .gemm = DOT4(loom_iq4_nl_gemv_avx2, loom_iq4_nl_gemv_rows4_avx2),                           \
-                          .tinyblas = DOT(loom_iq4_nl_tinyblas_avx2)},                                                \
-    [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),                                                   \
-                          .iqp = DOT4(loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2)},                              \
-    IQ_GRID_TYPES_AVX2
+                          .tinyblas = DOT(loom_iq4_nl_tinyblas_avx2)}
 
 /* AVX2 (+FMA, F16C, BMI2): every type, the Q4_K and Q6_K x16 kernels, and the hand-written 8-lane ops
  * (x86/ops_avx2.c). */
@@ -127,6 +130,9 @@ static const struct loom_kernel_set set_avx2 = {
     .types = {
         AVX2_SHARED_TYPES,
         LOW_BIT_TYPES_AVX2,
+        MXFP4_AVX2(0),
+        TQ_SIMD(avx2),
+        IQ_GRID_TYPES_SIMD(avx2),
         [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx2),
                             .tinyblas = DOT(loom_bf16_tinyblas_avx2)},
         [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx2)},
@@ -136,21 +142,26 @@ static const struct loom_kernel_set set_avx2 = {
                             .x16 = {loom_q4_k_x16_gemv_avx2}},
         [LOOM_TYPE_Q6_K] = {.vec_dot = DOT4(loom_q6_k_vec_dot_avx2, loom_q6_k_vec_dot_rows4_avx2),
                             .x16 = {loom_q6_k_x16_vec_dot_avx2}},
+        [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx2),
+                              .iqp = {loom_iq4_xs_iqp_avx2, loom_iq4_xs_iqp_rows4_avx2, loom_iq4_xs_iqp_rows8_avx2}},
     },
     .ops = OPS(_avx2),
 };
 
 /* AVX-512 adds only what beats the AVX2 kernels on Zen4 (which runs 512-bit operations as two 256-bit
- * halves): the native BF16 pair dot, the VNNI Q8_0 dot, the Q6_K dot (VPDPWSSD), the 4- and 8-row
- * Q4_K gemv/Q6_K vec_dot forms (CANONICAL prefill), the Q4_K and Q6_K x16 kernels (VPDPBUSD outer products
- * over 16 interleaved rows) and the hand-written ops. The one-row Q4_K and F16/F32 kernels measured no faster at 512
- * bits. */
+ * halves): the native BF16 pair dot, the VNNI Q8_0 and TQ dots, the Q6_K, IQ4_XS and grid IQ dots
+ * (VPDPWSSD), the 4- and 8-row Q4_K gemv/Q6_K vec_dot forms (CANONICAL prefill), the Q4_K, Q6_K and MXFP4 x16
+ * kernels (VPDPBUSD outer products over 16 interleaved rows) and the hand-written ops. The one-row Q4_K and
+ * F16/F32 kernels measured no faster at 512 bits. */
 static const struct loom_kernel_set set_avx512 = {
     .name = "avx512",
     .mode = LOOM_KERNELS_AVX512,
     .types = {
         AVX2_SHARED_TYPES,
         LOW_BIT_TYPES_AVX2,
+        MXFP4_AVX2(loom_mxfp4_x16_gemv_avx512),
+        TQ_SIMD(avx512),
+        IQ_GRID_TYPES_SIMD(avx512),
         [LOOM_TYPE_BF16] = {.from_float = loom_bf16_from_float, .vec_dot = DOT(loom_bf16_vec_dot_avx512),
                             .tinyblas = DOT4(loom_bf16_tinyblas_avx512, loom_bf16_tinyblas_rows4_avx512)},
         [LOOM_TYPE_Q8_0] = {.from_float = loom_q8_0_from_float_avx2, .vec_dot = DOT(loom_q8_0_vec_dot_avx512)},
@@ -161,6 +172,9 @@ static const struct loom_kernel_set set_avx512 = {
         [LOOM_TYPE_Q6_K] = {.vec_dot = {loom_q6_k_vec_dot_avx512, loom_q6_k_vec_dot_rows4_avx512,
                                         loom_q6_k_vec_dot_rows8_avx512},
                             .x16 = {loom_q6_k_x16_vec_dot_avx512}},
+        [LOOM_TYPE_IQ4_XS] = {.vec_dot = DOT(loom_iq4_xs_vec_dot_avx512),
+                              .iqp = {loom_iq4_xs_iqp_avx512, loom_iq4_xs_iqp_rows4_avx512,
+                                      loom_iq4_xs_iqp_rows8_avx512}},
     },
     .ops = OPS(_avx512),
 };

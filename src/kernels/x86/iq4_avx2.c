@@ -146,3 +146,34 @@ void loom_iq4_xs_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void
     }
     _mm_storeu_ps(s, acc);
 }
+
+/* loom_iq4_xs_iqp_avx2 for 8 activation rows: each sub-block's grid values, their magnitudes and its scale are
+ * unpacked once for the 8 rows; row k's exact block sum then runs in lane k of one float accumulator. */
+void loom_iq4_xs_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+{
+    const struct loom_block_iq4_xs *x = w;
+    const char *a0 = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
+        const struct loom_block_q8_k *y[8];
+        for (int k = 0; k < 8; k++)
+            y[k] = (const struct loom_block_q8_k *)(a0 + k * a_stride) + i;
+        __m256i sum[8];
+        for (int k = 0; k < 8; k++)
+            sum[k] = _mm256_setzero_si256();
+        for (int sb = 0; sb < 8; sb++) {
+            int ls = (((x[i].scales_l[sb / 2] >> (4 * (sb % 2))) & 15) | ((x[i].scales_h >> (2 * sb)) & 3) << 4) - 32;
+            __m256i v = grid_values(x[i].qs + 16 * sb), av = _mm256_sign_epi8(v, v), scale = _mm256_set1_epi16((short)ls);
+            for (int k = 0; k < 8; k++) {
+                __m256i q8 = _mm256_loadu_si256((const __m256i *)(y[k]->qs + 32 * sb));
+                sum[k] = _mm256_add_epi32(sum[k], _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(q8, v)), scale));
+            }
+        }
+        __m128i lo = loom_hsum_i32x8_x4(sum[0], sum[1], sum[2], sum[3]);
+        __m128i hi = loom_hsum_i32x8_x4(sum[4], sum[5], sum[6], sum[7]);
+        __m256 da = _mm256_set_ps(y[7]->d, y[6]->d, y[5]->d, y[4]->d, y[3]->d, y[2]->d, y[1]->d, y[0]->d);
+        __m256 d = _mm256_mul_ps(_mm256_set1_ps(loom_f16c_to_f32(x[i].d)), da);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_set_m128i(hi, lo)), d, acc);
+    }
+    _mm256_storeu_ps(s, acc);
+}

@@ -12,6 +12,14 @@
 #include "kernels/iq_grids.h"
 #include "kernels/protos.h"
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define IQG_VNNI 1
+#define IQG_ISA avx512
+#else
+#define IQG_VNNI 0
+#define IQG_ISA avx2
+#endif
+
 /* A decoded sub-block: grid magnitudes in weight order, 0xff in the bytes of the negative weights, and the scales
  * ls of its two halves of 16. */
 struct iqg_sub {
@@ -62,21 +70,34 @@ static inline __m256i iqg_scales(const struct iqg_sub *u, const int split)
     return _mm256_shuffle_epi8(_mm256_set1_epi32((int)pair), pick);
 }
 
-/* Lane l = (2 ls + 1) * sum over weights 4l..4l+3 of grid * sign * q8, exact: VPMADDUBSW of the unsigned grid
- * bytes (<= 62) with the signed quants (|q8| <= 127) cannot saturate. scales: iqg_scales. */
-static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, const int8_t *q8)
+/* The grid bytes with their signs applied (exact: every grid byte is nonzero and at most 62). */
+static inline __m256i iqg_signed(__m256i grid, __m256i mask) { return _mm256_sub_epi8(_mm256_xor_si256(grid, mask), mask); }
+
+/* acc + lane l of (2 ls + 1) * sum over weights 4l..4l+3 of grid * sign * q8, exact: the quants signed by the
+ * signed grid (VPSIGNB; the grid has no zero byte), then VPMADDUBSW of the unsigned grid bytes (<= 62) with them
+ * (|q8| <= 127) cannot saturate. sgrid: iqg_signed; scales: iqg_scales. */
+static inline __m256i iqg_acc(__m256i acc, __m256i grid, __m256i sgrid, __m256i scales, const int8_t *q8)
 {
-    __m256i q = _mm256_loadu_si256((const __m256i *)q8);
-    q = _mm256_sub_epi8(_mm256_xor_si256(q, mask), mask);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(grid, q), scales);
+    __m256i q = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q8), sgrid);
+#if IQG_VNNI
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(grid, q), scales); /* the same sums, one instruction */
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, q), scales));
+#endif
 }
+
+/* Kernel names: loom_<t>_<order>_avx2, or _avx512 where the including file is built with the AVX-512 flags
+ * (x86/iq2_avx512.c, iq3_avx512.c: the same kernels with VPDPWSSD in iqg_acc). */
+#define IQG_NAME3(t, order, isa) loom_##t##_##order##_##isa
+#define IQG_NAME2(t, order, isa) IQG_NAME3(t, order, isa)
+#define IQG_NAME(t, order) IQG_NAME2(t, order, IQG_ISA)
 
 /* The kernels of one type T (struct loom_block_<t>) from its sub-block decoder decode_<t>(x, b, &sub) (SPLIT: 1
  * when the halves of a sub-block have their own scales):
- *   loom_<t>_vec_dot_avx2     acc = fma(d_w * d_a, lanes, acc), POST(hsum8(acc))
- *   loom_<t>_iqp_avx2         acc = fma(sum of lanes, DFAC(d_w) * d_a, acc)
- *   loom_<t>_iqp_rows4_avx2, loom_<t>_iqp_rows8_avx2   the same for 4 or 8 activation rows, each block decoded
- *                             once for all (token k in lane k). */
+ *   loom_<t>_vec_dot_<isa>    acc = fma(d_w * d_a, lanes, acc), POST(hsum8(acc))
+ *   loom_<t>_iqp_<isa>        acc = fma(sum of lanes, DFAC(d_w) * d_a, acc)
+ *   loom_<t>_iqp_rows4_<isa>, loom_<t>_iqp_rows8_<isa>   the same for 4 or 8 activation rows, each block decoded
+ *                             once for all (token k in lane k). <isa>: IQG_NAME. */
 #define LOOM_IQ_GRID_AVX2_KERNELS(t, POST, DFAC, SPLIT)                                                                    \
     static inline __m256i t##_block_lanes(const struct loom_block_##t *x, const int8_t *q8)                     \
     {                                                                                                            \
@@ -84,11 +105,11 @@ static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, cons
         for (int b = 0; b < 8; b++) {                                                                            \
             struct iqg_sub u;                                                                                    \
             decode_##t(x, b, &u);                                                                                \
-            sum = _mm256_add_epi32(sum, iqg_lanes(u.grid, u.mask, iqg_scales(&u, SPLIT), q8 + 32 * b));                 \
+            sum = iqg_acc(sum, u.grid, iqg_signed(u.grid, u.mask), iqg_scales(&u, SPLIT), q8 + 32 * b);          \
         }                                                                                                        \
         return sum;                                                                                              \
     }                                                                                                            \
-    void loom_##t##_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)                             \
+    void IQG_NAME(t, vec_dot)(int64_t n, float *s, const void *w, const void *a)                       \
     {                                                                                                            \
         const struct loom_block_##t *x = w;                                                                      \
         const struct loom_block_q8_k *y = a;                                                                     \
@@ -99,7 +120,7 @@ static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, cons
         }                                                                                                        \
         *s = POST(loom_hsum8_ps(acc));                                                                           \
     }                                                                                                            \
-    void loom_##t##_iqp_avx2(int64_t n, float *s, const void *w, const void *a)                                 \
+    void IQG_NAME(t, iqp)(int64_t n, float *s, const void *w, const void *a)                                 \
     {                                                                                                            \
         const struct loom_block_##t *x = w;                                                                      \
         const struct loom_block_q8_k *y = a;                                                                     \
@@ -110,7 +131,8 @@ static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, cons
         *s = acc;                                                                                                \
     }                                                                                                            \
     /* ROWS (4 or 8) activation rows: the block's sub-blocks decoded once for all of them */                 \
-    static inline void t##_iqp_rows(int64_t n, float *s, const void *w, const void *a, size_t a_stride,          \
+    static inline __attribute__((always_inline)) void t##_iqp_rows(int64_t n, float *s, const void *w,         \
+                                                                  const void *a, size_t a_stride,          \
                                     const int rows)                                                              \
     {                                                                                                            \
         const struct loom_block_##t *x = w;                                                                      \
@@ -125,9 +147,9 @@ static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, cons
             for (int b = 0; b < 8; b++) {                                                                        \
                 struct iqg_sub u;                                                                                \
                 decode_##t(&x[i], b, &u);                                                                        \
-                __m256i scales = iqg_scales(&u, SPLIT);                                                                 \
-                for (int k = 0; k < rows; k++)                                                                   \
-                    sum[k] = _mm256_add_epi32(sum[k], iqg_lanes(u.grid, u.mask, scales, y[k][i].qs + 32 * b));  \
+                __m256i scales = iqg_scales(&u, SPLIT), sgrid = iqg_signed(u.grid, u.mask);                      \
+                _Pragma("GCC unroll 8") for (int k = 0; k < rows; k++)                                           \
+                    sum[k] = iqg_acc(sum[k], u.grid, sgrid, scales, y[k][i].qs + 32 * b);                        \
             }                                                                                                    \
             float da[8] = {0};                                                                                   \
             for (int k = 0; k < rows; k++)                                                                       \
@@ -141,11 +163,11 @@ static inline __m256i iqg_lanes(__m256i grid, __m256i mask, __m256i scales, cons
         _mm256_storeu_ps(out, acc);                                                                              \
         memcpy(s, out, sizeof(float) * (size_t)rows);                                                            \
     }                                                                                                            \
-    void loom_##t##_iqp_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)        \
+    void IQG_NAME(t, iqp_rows4)(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)        \
     {                                                                                                            \
         t##_iqp_rows(n, s, w, a, a_stride, 4);                                                                   \
     }                                                                                                            \
-    void loom_##t##_iqp_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)        \
+    void IQG_NAME(t, iqp_rows8)(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)        \
     {                                                                                                            \
         t##_iqp_rows(n, s, w, a, a_stride, 8);                                                                   \
     }

@@ -22,11 +22,24 @@ static inline __m256i digit(__m256i q)
     return _mm256_and_si256(_mm256_srli_epi16(t, 6), _mm256_set1_epi8(3));
 }
 
-/* int32 lane k += sum over bytes 4k..4k+3 of t * q (t unsigned <= 3, q in [-127, 127]). */
+/* Built with the AVX-512 flags (x86/tq_avx512.c), the kernels are named _avx512 and sum with VPDPBUSD. */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define TQ_VNNI 1
+#define TQ_NAME(t) loom_##t##_vec_dot_avx512
+#else
+#define TQ_VNNI 0
+#define TQ_NAME(t) loom_##t##_vec_dot_avx2
+#endif
+
+/* int32 lane k += sum over bytes 4k..4k+3 of t * q (t unsigned <= 3, q in [-127, 127]), exact either way. */
 static inline __m256i add_lanes(__m256i acc, __m256i t, const int8_t *q8)
 {
+#if TQ_VNNI
+    return _mm256_dpbusd_epi32(acc, t, _mm256_loadu_si256((const __m256i *)q8));
+#else
     __m256i p16 = _mm256_maddubs_epi16(t, _mm256_loadu_si256((const __m256i *)q8));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+#endif
 }
 
 /* Lane k = bsums[2k] + bsums[2k + 1]. */
@@ -71,7 +84,7 @@ static inline __m256i tq2_lanes(const struct loom_block_tq2_0 *x, const struct l
     return acc;
 }
 
-void loom_tq1_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
+void TQ_NAME(tq1_0)(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_tq1_0 *x = w;
     const struct loom_block_q8_k *y = a;
@@ -83,7 +96,7 @@ void loom_tq1_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
     *s = loom_hsum8_ps(acc);
 }
 
-void loom_tq2_0_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
+void TQ_NAME(tq2_0)(int64_t n, float *s, const void *w, const void *a)
 {
     const struct loom_block_tq2_0 *x = w;
     const struct loom_block_q8_k *y = a;
