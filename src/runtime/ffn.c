@@ -108,8 +108,9 @@ static void swiglu_ffn(struct loom_ffn *f, const struct loom_weight *gate, const
 {
     struct loom_scratch *sc = &f->s->sc;
     int64_t n_ff = gate->n_out;
-    matmul_xn(f, gate, sc->a);
-    matmul_xn(f, up, sc->b);
+    const struct loom_weight *w[] = {gate, up};
+    float *y[] = {sc->a, sc->b};
+    loom_matmul_shared_n(kset(f), f->s->pool, 2, w, &f->act, y, rowwise(f)); /* one pass over the pool */
     edge(f, edge_gate, sc->a, n_ff);
     edge(f, edge_gate + 1, sc->b, n_ff);
     swiglu_rows(f, f->n, (struct swiglu_job){.n_ff = n_ff, .stride = n_ff, .y_stride = n_ff, .g = sc->a, .u = sc->b,

@@ -94,6 +94,13 @@ static void matmul_shared(const struct chunk *c, const struct loom_weight *w, st
     loom_matmul_shared(c->s->model->kernels, c->s->pool, w, act, y, c->s->numerics == LOOM_NUMERICS_CANONICAL);
 }
 
+/* matmul_shared for n matrices reading the same rows, in one pass over the pool. */
+static void matmul_shared_n(const struct chunk *c, int n, const struct loom_weight *const *w,
+                            struct loom_matmul_act *act, float *const *y)
+{
+    loom_matmul_shared_n(c->s->model->kernels, c->s->pool, n, w, act, y, c->s->numerics == LOOM_NUMERICS_CANONICAL);
+}
+
 /* The test hook after a stage; nonzero fails the request. */
 static int stage(const struct chunk *c, const char *name)
 {
@@ -167,13 +174,11 @@ static void add_rows(const struct chunk *c, float *x, const float *y)
 
 /* ---- Gated DeltaNet branch ------------------------------------------------------------------------ */
 
-/* Causal conv1d over channel ranges; each channel walks the chunk's tokens in order, on the private copy
+/* Causal conv1d of channels [begin, end); each channel walks the chunk's tokens in order, on the private copy
  * of its conv state (first copied from the public one when the request starts), a run of tokens sharing
- * a state per kernel call. */
-static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
+ * a state per kernel call. Channels are independent: any split gives the same results. */
+static void conv_channels(const struct chunk *c, int64_t begin, int64_t end)
 {
-    (void)thread;
-    const struct chunk *c = ctx;
     int64_t ch = (int64_t)c->m->geo.conv_channels;
     int K = (int)c->hp->ssm_conv_kernel;
     for (int t = 0; t < c->n;) {
@@ -188,53 +193,81 @@ static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* Per token, before the delta rule: beta = sigmoid(beta), g = softplus(alpha + dt_bias) * A per value
- * head; the conv output through SiLU, then q and k L2-normalized per key head. */
+static void conv_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    conv_channels(ctx, begin, end);
+}
+
+/* Token t's gates of value head h: beta = sigmoid(beta), g = softplus(alpha + dt_bias) * A. */
+static void head_gates(const struct chunk *c, int64_t t, int64_t h)
+{
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t Hv = c->hp->ssm_n_v_heads;
+    float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
+    *b = loom_ops_sigmoid(*b);
+    *g = loom_ops_softplus(*g + c->L->dt_bias[h]) * c->L->ssm_a[h];
+}
+
+/* Per token, before the delta rule: the gates of every value head; the conv output through SiLU, then q and
+ * k L2-normalized per key head. */
 static void qk_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct chunk *c = ctx;
     const struct loom_hparams *hp = c->hp;
-    const struct loom_layer *L = c->L;
     const struct loom_scratch *sc = &c->s->sc;
     int64_t ch = (int64_t)c->m->geo.conv_channels, d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads;
     int64_t Hk = hp->ssm_n_k_heads;
     for (int64_t t = begin; t < end; t++) {
-        for (int64_t h = 0; h < Hv; h++) {
-            float *b = sc->beta + t * Hv + h, *g = sc->alpha + t * Hv + h;
-            *b = loom_ops_sigmoid(*b);
-            *g = loom_ops_softplus(*g + L->dt_bias[h]) * L->ssm_a[h];
-        }
+        for (int64_t h = 0; h < Hv; h++)
+            head_gates(c, t, h);
         float *row = sc->b + t * ch; /* q heads, then k heads, then v */
         c->s->ops->silu(ch, row, row);
         c->s->ops->l2norm_rows(2 * Hk, d, row, d, hp->rms_eps, row, d);
     }
 }
 
-/* Gated delta rule per value head: token after token through the head's state, a run of tokens sharing
- * a state per kernel call. Value head h reads key head h % n_k_heads (tiled, as the reference's fused op). */
-static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
+/* Gated delta rule of value head h: token after token through the head's state, a run of tokens sharing a
+ * state per kernel call. Value head h reads key head h % n_k_heads (tiled, as the reference's fused op). */
+static void delta_head(const struct chunk *c, int64_t h)
 {
-    (void)thread;
-    const struct chunk *c = ctx;
     const struct loom_hparams *hp = c->hp;
     const struct loom_scratch *sc = &c->s->sc;
     int d = (int)hp->ssm_head_dim;
     int64_t ch = (int64_t)c->m->geo.conv_channels, key_dim = (int64_t)hp->ssm_n_k_heads * d, Hv = hp->ssm_n_v_heads;
-    for (int64_t h = begin; h < end; h++) {
-        int64_t kh = h % hp->ssm_n_k_heads;
-        for (int t = 0; t < c->n;) {
-            struct row_state r = row_at(c, t);
-            int t1 = run_end(c, t, r);
-            float *M = r.ls->rec[r.dst] + h * d * d;
-            const float *M_src = r.copy ? r.ls->rec[r.src] + h * d * d : M; /* read there, written to M */
-            const float *row = sc->b + t * ch;
-            c->s->ops->delta_rule_chunk(d, t1 - t, M_src, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
-                                        ch, sc->alpha + t * Hv + h, sc->beta + t * Hv + h, Hv,
-                                        sc->o + (int64_t)t * hp->ssm_inner + h * d, hp->ssm_inner);
-            t = t1;
-        }
+    int64_t kh = h % hp->ssm_n_k_heads;
+    for (int t = 0; t < c->n;) {
+        struct row_state r = row_at(c, t);
+        int t1 = run_end(c, t, r);
+        float *M = r.ls->rec[r.dst] + h * d * d;
+        const float *M_src = r.copy ? r.ls->rec[r.src] + h * d * d : M; /* read there, written to M */
+        const float *row = sc->b + t * ch;
+        c->s->ops->delta_rule_chunk(d, t1 - t, M_src, M, row + kh * d, row + key_dim + kh * d, row + 2 * key_dim + h * d,
+                                    ch, sc->alpha + t * Hv + h, sc->beta + t * Hv + h, Hv,
+                                    sc->o + (int64_t)t * hp->ssm_inner + h * d, hp->ssm_inner);
+        t = t1;
     }
+}
+
+static void delta_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    for (int64_t h = begin; h < end; h++)
+        delta_head(ctx, h);
+}
+
+/* Token t's gated RMSNorm of value head h's output row: rmsnorm(o) * ssm_norm * silu(z). */
+static void gated_norm_head(const struct chunk *c, int64_t t, int64_t h)
+{
+    const struct loom_hparams *hp = c->hp;
+    const struct loom_scratch *sc = &c->s->sc;
+    int64_t d = hp->ssm_head_dim, inner = hp->ssm_inner;
+    float *o = sc->o + t * inner + h * d, *z = sc->c + t * inner + h * d;
+    c->s->ops->rmsnorm_rows(1, d, o, d, c->L->ssm_norm, hp->rms_eps, o, d);
+    c->s->ops->silu(d, z, z);
+    for (int64_t j = 0; j < d; j++)
+        o[j] *= z[j];
 }
 
 /* Gated RMSNorm per token: rmsnorm(o) * ssm_norm * silu(z), per head row of d. */
@@ -242,18 +275,56 @@ static void gated_norm_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct chunk *c = ctx;
+    for (int64_t t = begin; t < end; t++)
+        for (int64_t h = 0; h < c->hp->ssm_n_v_heads; h++)
+            gated_norm_head(c, t, h);
+}
+
+/* The steps from conv to gated norm for key head kh and the value heads that read it (kh, kh + n_k_heads, ...)
+ * in one pass: its q, k and v channels through the conv, then per token the heads' gates, SiLU and the q/k
+ * L2 norm, then the delta rule, then the gated norm. Each value is computed by the same kernel calls as in the
+ * step-by-step path (SiLU on whole 16-lane blocks: d % 16 == 0), so the results are the same bits. */
+static void gdn_heads_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const struct chunk *c = ctx;
     const struct loom_hparams *hp = c->hp;
-    const struct loom_scratch *sc = &c->s->sc;
-    int64_t d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads, inner = hp->ssm_inner;
-    for (int64_t t = begin; t < end; t++) {
-        c->s->ops->rmsnorm_rows(Hv, d, sc->o + t * inner, d, c->L->ssm_norm, hp->rms_eps, sc->o + t * inner, d);
-        for (int64_t h = 0; h < Hv; h++) {
-            float *o = sc->o + t * inner + h * d, *z = sc->c + t * inner + h * d;
-            c->s->ops->silu(d, z, z);
-            for (int64_t j = 0; j < d; j++)
-                o[j] *= z[j];
+    const struct loom_ops_kernels *ops = c->s->ops;
+    int64_t ch = (int64_t)c->m->geo.conv_channels, d = hp->ssm_head_dim, Hv = hp->ssm_n_v_heads;
+    int64_t Hk = hp->ssm_n_k_heads, key_dim = Hk * d;
+    for (int64_t kh = begin; kh < end; kh++) {
+        conv_channels(c, kh * d, (kh + 1) * d);
+        conv_channels(c, key_dim + kh * d, key_dim + (kh + 1) * d);
+        for (int64_t h = kh; h < Hv; h += Hk)
+            conv_channels(c, 2 * key_dim + h * d, 2 * key_dim + (h + 1) * d);
+        for (int64_t t = 0; t < c->n; t++) {
+            float *row = c->s->sc.b + t * ch;
+            for (int64_t h = kh; h < Hv; h += Hk) {
+                head_gates(c, t, h);
+                ops->silu(d, row + 2 * key_dim + h * d, row + 2 * key_dim + h * d);
+            }
+            for (int64_t part = 0; part < 2; part++) { /* q, then k */
+                float *x = row + part * key_dim + kh * d;
+                ops->silu(d, x, x);
+                ops->l2norm_rows(1, d, x, d, hp->rms_eps, x, d);
+            }
         }
+        for (int64_t h = kh; h < Hv; h += Hk)
+            delta_head(c, h);
+        for (int64_t t = 0; t < c->n; t++)
+            for (int64_t h = kh; h < Hv; h += Hk)
+                gated_norm_head(c, t, h);
     }
+}
+
+/* The branch's output projection of the gated rows. */
+static int gated_tail(struct chunk *c)
+{
+    struct loom_scratch *sc = &c->s->sc;
+    matmul(c, &c->L->ssm_out, sc->o, sc->proj);
+    edge(c, LOOM_EDGE_GDN_OUT, sc->proj, c->hp->n_embd);
+    STAGE(c, "out");
+    return 0;
 }
 
 static int recurrent_branch(struct chunk *c)
@@ -262,10 +333,9 @@ static int recurrent_branch(struct chunk *c)
     const struct loom_layer *L = c->L;
     struct loom_scratch *sc = &c->s->sc;
     struct loom_matmul_act xn = shared_rows(c, sc->xn);
-    matmul_shared(c, &L->qkv, &xn, sc->a);
-    matmul_shared(c, &L->z, &xn, sc->c);
-    matmul_shared(c, &L->beta, &xn, sc->beta);
-    matmul_shared(c, &L->alpha, &xn, sc->alpha);
+    const struct loom_weight *w[] = {&L->qkv, &L->z, &L->beta, &L->alpha};
+    float *y[] = {sc->a, sc->c, sc->beta, sc->alpha};
+    matmul_shared_n(c, 4, w, &xn, y);
     int64_t ch = (int64_t)c->m->geo.conv_channels, Hv = hp->ssm_n_v_heads, inner = hp->ssm_inner;
     int64_t key_dim = (int64_t)hp->ssm_n_k_heads * hp->ssm_head_dim;
     edge(c, LOOM_EDGE_GDN_QKV, sc->a, ch);
@@ -273,6 +343,11 @@ static int recurrent_branch(struct chunk *c)
     edge(c, LOOM_EDGE_GDN_BETA, sc->beta, Hv);
     edge(c, LOOM_EDGE_GDN_ALPHA, sc->alpha, Hv);
     STAGE(c, "proj");
+    if (c->n <= TOKEN_GRAIN && !c->s->observer && !c->s->hook && hp->ssm_head_dim % 16 == 0) {
+        /* decode: one pass over the pool (the per-token steps would run on one thread) */
+        loom_pool_parallel_for(c->s->pool, hp->ssm_n_k_heads, 1, gdn_heads_task, c);
+        return gated_tail(c);
+    }
     loom_pool_parallel_for(c->s->pool, ch, 64, conv_task, c);
     edge(c, LOOM_EDGE_GDN_CONV, sc->b, ch);
     edge_state(c, LOOM_EDGE_GDN_CONV_STATE, c->s->layers[c->il].conv[c->dst]);
@@ -290,10 +365,7 @@ static int recurrent_branch(struct chunk *c)
     for_tokens(c, gated_norm_task, c);
     edge(c, LOOM_EDGE_GDN_GATED_NORM, sc->o, inner);
     STAGE(c, "gated_norm");
-    matmul(c, &L->ssm_out, sc->o, sc->proj);
-    edge(c, LOOM_EDGE_GDN_OUT, sc->proj, hp->n_embd);
-    STAGE(c, "out");
-    return 0;
+    return gated_tail(c);
 }
 
 /* ---- gated attention branch ----------------------------------------------------------------------- */
@@ -436,9 +508,9 @@ static void attention_projections(struct chunk *c)
         for_tokens(c, split_qkv_task, c);
         return;
     }
-    matmul_shared(c, &L->wq, &xn, sc->a);
-    matmul_shared(c, &L->wk, &xn, sc->b);
-    matmul_shared(c, &L->wv, &xn, sc->c);
+    const struct loom_weight *w[] = {&L->wq, &L->wk, &L->wv};
+    float *y[] = {sc->a, sc->b, sc->c};
+    matmul_shared_n(c, 3, w, &xn, y);
 }
 
 static int attention_branch(struct chunk *c)
