@@ -391,6 +391,12 @@ static void test_attention(void)
                                                 2100, 1}, 256, 2100);
     check_attention_group(13, (const int64_t[]){300, 299, 298, 297, 30, 31, 32, 33, 100, 101, 102, 103, 7}, 128,
                           300);
+    /* around the tiles' edges: score blocks of 48 positions in tiles of 3 or 4, V passes of 512 positions in
+     * halves of 64, V rows in blocks of 24 (tiles of 3 or 6, fewer at a block's end: head_dim_v 64 and 128) */
+    check_attention_group(8, (const int64_t[]){47, 48, 49, 50, 95, 96, 97, 98}, 256, 300);
+    check_attention_group(8, (const int64_t[]){511, 512, 513, 514, 575, 576, 577, 1030}, 64, 2100);
+    check_attention_group(4, (const int64_t[]){15, 16, 63, 65}, 128, 80);
+    check_attention_group(12, (const int64_t[]){2, 3, 1, 1, 130, 129, 128, 127, 200, 14, 190, 64}, 192, 300);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------------- */

@@ -452,60 +452,67 @@ void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, co
 
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
  * Each K row and V row is converted once for the whole group; every row keeps the accumulators, lane
- * blocks and reductions of the single-row kernel (SINGLE order, head_dim a multiple of 64). Sixteen
- * registers cannot hold four rows' four accumulators, so each accumulator half runs its whole chain (the
- * 64-element blocks in order) before the next, from the group's converted values. */
+ * blocks and reductions of the single-row kernel (head_dim a multiple of 64): `lanes` 16-lane accumulators (4 in
+ * SINGLE order, 1 in BATCH order), block b of 16 elements in accumulator b % lanes. Sixteen registers cannot
+ * hold four rows' accumulators, so each 8-lane slice of them (2 * lanes slices) runs its whole chain (its blocks
+ * in order) before the next, from the group's converted values. */
 #define ATTN_G LOOM_OPS_ATTN_GROUP
 #define ATTN_MAX_HD 512
 
+/* A row's 16 * lanes accumulator lanes reduced as the single-row kernel does. */
+static float reduce_lanes(int lanes, const float *l)
+{
+    struct acc16 a[4];
+    for (int s = 0; s < lanes; s++)
+        a[s] = (struct acc16){_mm256_loadu_ps(l + 16 * s), _mm256_loadu_ps(l + 16 * s + 8)};
+    return lanes == 4 ? reduce4(a) : reduce16(a[0]);
+}
+
 /* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). */
-static void attn_scores_group(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
-                              float *scores, int64_t stride)
+static void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
+                              int64_t k_stride, float *scores, int64_t stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
         n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-    int nb = hd / 64;
+    int step = 16 * lanes, nb = hd / step;
     for (int64_t p = 0; p < n_max; p++) {
         const uint16_t *kr = k + p * k_stride;
-        float lanes[ATTN_G][64]; /* row g's accumulator s, lane l at [16 s + l] */
-        for (int h = 0; h < 8; h++) { /* half h % 2 of accumulator h / 2: elements 8 h .. 8 h + 7 of a block */
-            __m256 kv[ATTN_MAX_HD / 64];
+        float acc[ATTN_G][64]; /* row g's accumulator s, lane l at [16 s + l] */
+        for (int h = 0; h < 2 * lanes; h++) { /* slice h: elements 8 h .. 8 h + 7 of every step */
+            __m256 kv[ATTN_MAX_HD / 16];
             for (int b = 0; b < nb; b++)
-                kv[b] = load_f16(kr + 64 * b + 8 * h);
+                kv[b] = load_f16(kr + step * b + 8 * h);
 #pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++) {
                 __m256 a = _mm256_setzero_ps();
                 for (int b = 0; b < nb; b++)
-                    a = _mm256_fmadd_ps(kv[b], _mm256_loadu_ps(qf + g * hd + 64 * b + 8 * h), a);
-                _mm256_storeu_ps(lanes[g] + 8 * h, a);
+                    a = _mm256_fmadd_ps(kv[b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h), a);
+                _mm256_storeu_ps(acc[g] + 8 * h, a);
             }
         }
         for (int g = 0; g < ATTN_G; g++)
-            if (p < n_kv[g]) {
-                struct acc16 a[4];
-                for (int s = 0; s < 4; s++)
-                    a[s] = (struct acc16){_mm256_loadu_ps(lanes[g] + 16 * s), _mm256_loadu_ps(lanes[g] + 16 * s + 8)};
-                scores[g * stride + p] = reduce4(a);
-            }
+            if (p < n_kv[g])
+                scores[g * stride + p] = reduce_lanes(lanes, acc[g]);
     }
 }
 
-/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs, SINGLE order; probs[g] at
- * probs + g*stride, F32 values of F16 numbers): per V row, each accumulator half of the four rows through all
- * blocks of 64 positions, then the next half. */
-static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv, const float *probs,
-                              int64_t stride, float *out, int64_t out_stride)
+/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
+ * values of F16 numbers): per V row, each accumulator slice of the four rows through all its positions, then
+ * the next slice. */
+static void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                              const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
         n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
+    int step = 16 * lanes;
     for (int j = 0; j < hdv; j++) {
         const uint16_t *vr = v + (int64_t)j * v_stride;
-        float lanes[ATTN_G][64];
-        for (int h = 0; h < 8; h++) {
+        float acc[ATTN_G][64];
+        for (int h = 0; h < 2 * lanes; h++) {
             __m256 a[ATTN_G] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int64_t i = 8 * h; i < n_max; i += 64) {
+            for (int64_t i = 8 * h; i < n_max; i += step) {
                 /* positions i .. i + 7: zeros past each row's end (the single row's padded tail), and no
                  * product at all for a row that ends before the block of 16 they are in */
                 int64_t left = n_max - i;
@@ -523,45 +530,40 @@ static void attn_values_group(const int64_t *n_kv, const uint16_t *v, int64_t v_
                 }
             }
             for (int g = 0; g < ATTN_G; g++)
-                _mm256_storeu_ps(lanes[g] + 8 * h, a[g]);
+                _mm256_storeu_ps(acc[g] + 8 * h, a[g]);
         }
-        for (int g = 0; g < ATTN_G; g++) {
-            struct acc16 a[4];
-            for (int s = 0; s < 4; s++)
-                a[s] = (struct acc16){_mm256_loadu_ps(lanes[g] + 16 * s), _mm256_loadu_ps(lanes[g] + 16 * s + 8)};
-            out[g * out_stride + j] = reduce4(a);
-        }
+        for (int g = 0; g < ATTN_G; g++)
+            out[g * out_stride + j] = reduce_lanes(lanes, acc[g]);
     }
 }
 
-/* Four rows (SINGLE order) that share every K and V row load. */
-static void attn_group(const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+/* Four rows that share every K and V row load. */
+static void attn_group(int lanes, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                        int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                        float *scores, int64_t stride, float *out, int64_t out_stride)
 {
     float qf[ATTN_G * ATTN_MAX_HD];
     for (int i = 0; i < ATTN_G * head_dim; i += 8)
         _mm256_storeu_ps(qf + i, load_f16(q16 + i));
-    attn_scores_group(n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    attn_scores_group(lanes, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     for (int g = 0; g < ATTN_G; g++) {
         softmax(n_kv[g], scores + g * stride, scale);
         round_probs(n_kv[g], scores + g * stride);
     }
-    attn_values_group(n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+    attn_values_group(lanes, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
 
-/* Whole groups of four in SINGLE order through attn_group (each group reads the cache itself), other rows one at
- * a time. */
+/* Whole groups of four through attn_group (each group reads the cache itself), other rows one at a time. */
 void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
                               const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
                               int head_dim_v, float scale, enum loom_attn_order order, float *scores,
                               uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    int grouped = order == LOOM_ATTN_ORDER_SINGLE && head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD;
+    int grouped = head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD, lanes = order == LOOM_ATTN_ORDER_SINGLE ? 4 : 1;
     int g = 0;
     for (; grouped && g + ATTN_G <= n_q; g += ATTN_G)
-        attn_group(n_kv + g, head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride, head_dim_v,
-                   scale, scores + g * stride, stride, out + g * out_stride, out_stride);
+        attn_group(lanes, n_kv + g, head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
+                   head_dim_v, scale, scores + g * stride, stride, out + g * out_stride, out_stride);
     for (; g < n_q; g++)
         loom_ops_attn_head_avx2(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
                                 head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,

@@ -354,8 +354,9 @@ void loom_ops_swiglu_avx512(int64_t n, const float *g, const float *u, float *y)
     loom_ops_swiglu(n - nv, g + nv, u + nv, y + nv);
 }
 
-/* loom_ops_softmax, 16 lanes at a time. */
-static void softmax(int64_t n, float *x, float scale)
+/* loom_ops_softmax up to its last step, 16 lanes at a time: x[p] = expf_poly(x[p]*scale - max) for p < n; returns
+ * the factor (float)(1 / sum) the probabilities are then multiplied by. */
+static float softmax_sum(int64_t n, float *x, float scale)
 {
     __m512 vs = _mm512_set1_ps(scale), vmax = _mm512_set1_ps(-INFINITY);
     int64_t i = 0;
@@ -377,11 +378,19 @@ static void softmax(int64_t n, float *x, float scale)
         _mm512_mask_storeu_ps(x + i, k, e);
         sum += (double)_mm512_reduce_add_ps(e);
     }
-    __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (i = 0; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
-    for (; i < n; i++)
-        x[i] *= (float)(1.0 / sum);
+    return (float)(1.0 / sum);
+}
+
+/* x[p] = f32(f16(x[p] * inv)) for p < n: softmax's last step and the rounding of the probabilities to F16 (as the
+ * reference stores them, kept in F32, exact, so that the V products load them without a conversion each). */
+static void scale_round(int64_t n, float *x, float inv)
+{
+    __m512 vi = _mm512_set1_ps(inv);
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 k = n - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - p)) - 1);
+        __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + p), vi), _MM_FROUND_TO_NEAREST_INT);
+        _mm512_mask_storeu_ps(x + p, k, _mm512_cvtph_ps(h));
+    }
 }
 
 /* A row's accumulators (GGML_F32x16_REDUCE's first steps) as one vector: (0 + 2) + (1 + 3) for four, the one itself for one. */
@@ -401,17 +410,6 @@ static float dot_f16_lanes(int64_t n, const uint16_t *x, const uint16_t *y, enum
     if (i < n)
         a[blk % lanes] = _mm512_fmadd_ps(load_f16_part(x + i, n - i), load_f16_part(y + i, n - i), a[blk % lanes]);
     return _mm512_reduce_add_ps(combine(lanes, a));
-}
-
-/* x[p] = f32(f16(x[p])) for p < n: the probabilities rounded to F16 as the reference stores them, kept in F32
- * (exact) so that the V products load them without a conversion each. */
-static void round_probs(int64_t n, float *x)
-{
-    for (int64_t p = 0; p < n; p += 16) {
-        __mmask16 k = n - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - p)) - 1);
-        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + p), _MM_FROUND_TO_NEAREST_INT);
-        _mm512_mask_storeu_ps(x + p, k, _mm512_cvtph_ps(h));
-    }
 }
 
 /* V row . probabilities (F32 values of F16 numbers) with every element in a lane, as dot_f16_lanes: one
@@ -442,23 +440,45 @@ void loom_ops_attn_head_avx512(int64_t n_kv, int head_dim, const uint16_t *q16, 
     }
     for (int64_t p = 0; p < n_kv; p++)
         scores[p] = dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
-    softmax(n_kv, scores, scale);
-    round_probs(n_kv, scores);
+    scale_round(n_kv, scores, softmax_sum(n_kv, scores, scale));
     for (int j = 0; j < head_dim_v; j++)
         out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
 
 /* ---- several query rows of one KV head (loom_ops_attn_heads) -------------------------------------------
- * Rows go in groups of ATTN_G whose accumulators live in registers together, so each K row and V row is loaded
- * once for a group; the groups of one call (up to ATTN_ROWS / ATTN_G: grouped-query heads) take each K and V
- * tile in turn while it is in L1/L2, so the cache is read from memory once for all of them. Every row keeps the
- * accumulators, lane blocks and reductions of the single-row kernel above (head_dim a multiple of 64): `lanes`
- * accumulators, block b of 16 elements in accumulator b % lanes (4 in SINGLE order, 1 in BATCH order: a
- * constant once inlined). */
+ * Rows go in groups of ATTN_G (the whole groups of the call; a row outside one takes the single-row kernel).
+ * Both products run as register tiles: the scores as R query rows x P K positions, the values as R query rows x
+ * J V rows, so that each K (V) vector loaded and converted serves R rows and each query (probability) vector P
+ * positions (J V rows). Every (row, position) and (row, V row) dot keeps the accumulators, lane blocks and
+ * reductions of the single-row kernel above (head_dim a multiple of 64): `lanes` accumulators, block b of 16
+ * elements in accumulator b % lanes (4 in SINGLE order, 1 in BATCH order), then (0 + 2) + (1 + 3) and the R16
+ * tree; only the interleaving of independent dots changes. A BATCH tile holds R x P (R x J) accumulators, one per
+ * dot; a SINGLE tile goes in two halves, accumulators 0 and 2 then 1 and 3 (two per dot), so that it is as
+ * large and loads as little per fused multiply-add as a BATCH one (4 x 3 dots x 2 accumulators). */
 #define ATTN_G LOOM_OPS_ATTN_GROUP
 #define ATTN_ROWS LOOM_OPS_ATTN_ROWS
-#define ATTN_GROUPS (ATTN_ROWS / ATTN_G)
 #define ATTN_MAX_HD 512
+#define TILE_MAX 24 /* accumulators per tile, at most */
+
+/* Loads a vector once for the tile's P (J) multiply-adds that use it: without this the compiler folds it into
+ * each of them as a memory operand, P loads instead of one. */
+#define KEEP_IN_REGISTER(x) __asm__("" : "+v"(x))
+
+/* Tile shapes per order: rows x positions (scores), rows x V rows (values). */
+#define BATCH_R 4
+#define BATCH_P 4
+#define BATCH_J 6
+#define SINGLE_R 4
+#define SINGLE_P 3
+#define SINGLE_J 3
+
+/* The blocks of 16 of each 64 elements that one half of a tile takes, and their accumulators: in BATCH order one
+ * half, all 4 blocks t into accumulator 0; in SINGLE order half h takes blocks h and h + 2 (t = 0, 1) into its
+ * two accumulators u = t (the dot's accumulators h and h + 2). */
+#define HALF_BLOCKS(lanes) ((lanes) == 4 ? 2 : 4)
+#define HALF_ACCS(lanes) ((lanes) == 4 ? 2 : 1)
+#define BLOCK_OF(lanes, h, t) ((lanes) == 4 ? (h) + 2 * (t) : (t))
+#define ACC_OF(lanes, t) ((lanes) == 4 ? (t) : 0)
 
 /* The R16 sums of 16 vectors at once: lane p of the result is _mm512_reduce_add_ps(v[p]) bit for bit. Each
  * level adds the same pairs as the one-vector tree (lanes l + 8 and l, l + 4 and l, then (0 + 2), (1 + 3), then
@@ -481,7 +501,7 @@ static __m512 reduce16_x16(const __m512 v[16])
     return _mm512_permutexvar_ps(order, r);
 }
 
-/* The largest of n_kv[0..n). */
+/* The largest and the smallest of n_kv[0..n). */
 static int64_t max_kv(const int64_t *n_kv, int n)
 {
     int64_t m = 0;
@@ -490,141 +510,264 @@ static int64_t max_kv(const int64_t *n_kv, int n)
     return m;
 }
 
-/* scores[g*stride + p] = K[p] . q[g] for positions p0 <= p < min(p0 + 16, n_kv[g]) of one group; qf[g*hd ..] is
- * q[g] in F32 (exact from F16). Each row's accumulators are combined per position, and the 16 positions' R16
- * reductions run at once (reduce16_x16): the single-row kernel's result per score. */
-ALWAYS_INLINE void attn_scores_block(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
-                                     int64_t k_stride, int64_t p0, float *scores, int64_t stride)
+static int64_t min_kv(const int64_t *n_kv, int n)
 {
-    int64_t n_max = max_kv(n_kv, ATTN_G);
-    int np = n_max - p0 < 16 ? (int)(n_max - p0) : 16;
-    __m512 sums[ATTN_G][16];
-    for (int pp = 0; pp < 16; pp++) {
-        const uint16_t *kr = k + (p0 + (pp < np ? pp : 0)) * k_stride; /* past n_max: any row, not stored */
-        __m512 a[ATTN_G][4];
+    int64_t m = n_kv[0];
+    for (int g = 1; g < n; g++)
+        m = n_kv[g] < m ? n_kv[g] : m;
+    return m;
+}
+
+/* Positions of one score block: a multiple of 16 (one reduce16_x16 each) and of every tile's P. */
+#define SCORE_POS 48
+
+/* R rows x P positions of scores: sums[r*SCORE_POS + p] = the combined accumulators (one vector, before the R16
+ * tree) of K[pos[p]] . q[r], q in F32 (exact from F16) with the R rows' blocks of 16 side by side: block b of
+ * row r at qf + (b*R + r)*16 (one pointer for all rows). */
+ALWAYS_INLINE void score_tile(int lanes, int R, int P, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
+                              const int64_t *pos, __m512 *sums)
+{
+    const int per = HALF_ACCS(lanes);
+#pragma GCC unroll 2
+    for (int h = 0; h < lanes / per; h++) {
+        __m512 a[TILE_MAX];
+#pragma GCC unroll 24
+        for (int t = 0; t < R * P * per; t++)
+            a[t] = _mm512_setzero_ps();
+        const float *qb = qf; /* the R rows' blocks at i */
+        for (int i = 0; i < hd; i += 16 * lanes, qb += 16 * lanes * R)
+#pragma GCC unroll 2
+            for (int t = 0; t < per; t++) {
+                int s = BLOCK_OF(lanes, h, t);
+                __m512 kv[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    kv[p] = load_f16(k + pos[p] * k_stride + i + 16 * s);
 #pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++)
-            a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i += 64)
-#pragma GCC unroll 4
-            for (int s = 0; s < 4; s++) {
-                __m512 kv = load_f16(kr + i + 16 * s);
-#pragma GCC unroll 4
-                for (int g = 0; g < ATTN_G; g++)
-                    a[g][s % lanes] =
-                        _mm512_fmadd_ps(kv, _mm512_loadu_ps(qf + g * hd + i + 16 * s), a[g][s % lanes]);
+                for (int r = 0; r < R; r++) {
+                    __m512 qv = _mm512_loadu_ps(qb + (s * R + r) * 16);
+                    KEEP_IN_REGISTER(qv);
+#pragma GCC unroll 8
+                    for (int p = 0; p < P; p++)
+                        a[(r * P + p) * per + t] = _mm512_fmadd_ps(kv[p], qv, a[(r * P + p) * per + t]);
+                }
             }
 #pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++)
-            sums[g][pp] = combine(lanes, a[g]);
-    }
-    for (int g = 0; g < ATTN_G; g++) {
-        int64_t left = n_kv[g] - p0; /* this row's positions in the block */
-        if (left > 0)
-            _mm512_mask_storeu_ps(scores + g * stride + p0,
-                                  left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1),
-                                  reduce16_x16(sums[g]));
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++) {
+                const __m512 *ap = a + (r * P + p) * per;
+                __m512 half = per == 2 ? _mm512_add_ps(ap[0], ap[1]) : ap[0]; /* 0 + 2, or 1 + 3 */
+                sums[r * SCORE_POS + p] = h ? _mm512_add_ps(sums[r * SCORE_POS + p], half) : half;
+            }
+        __asm__ volatile("" ::: "memory"); /* the first half's sums wait in memory, not in registers */
     }
 }
 
-/* The scores of n_groups groups (row r = group r / ATTN_G): per 16 positions, each group that reaches them in
- * turn, so the 16 K rows come from memory once for all the groups. */
-ALWAYS_INLINE void attn_scores_groups(int lanes, int n_groups, const int64_t *n_kv, int hd, const float *qf,
-                                      const uint16_t *k, int64_t k_stride, float *scores, int64_t stride)
+/* scores[r*stride + p] = K[p] . q[r] for the R rows (n_kv[r] each) at the positions p0 <= p < p0 + SCORE_POS
+ * that each row reaches: tiles of P positions (past the rows' last position a tile reads the last K row again
+ * and keeps nothing of it), then the R16 trees of 16 positions at once. sums: scratch [R][SCORE_POS]. With
+ * prefetch, the K rows of the next block are asked for meanwhile (the first row tile of a block). */
+ALWAYS_INLINE void score_rows(int lanes, int R, int P, const int64_t *n_kv, int hd, const float *qf,
+                              const uint16_t *k, int64_t k_stride, int64_t p0, int64_t n_all, int prefetch,
+                              float *scores, int64_t stride, __m512 *sums)
 {
-    int64_t n_max = max_kv(n_kv, n_groups * ATTN_G);
-    for (int64_t p0 = 0; p0 < n_max; p0 += 16)
-        for (int grp = 0; grp < n_groups; grp++)
-            if (max_kv(n_kv + grp * ATTN_G, ATTN_G) > p0)
-                attn_scores_block(lanes, n_kv + grp * ATTN_G, hd, qf + (int64_t)grp * ATTN_G * hd, k, k_stride, p0,
-                                  scores + grp * ATTN_G * stride, stride);
-}
-
-/* V rows and positions per tile of attn_values_groups: a group's probabilities (4 rows x VALUES_POS floats,
- * 16 KiB) stay near while the tile's V rows pass, each V row's stretch (2 KiB) in L1 for every group, and the
- * rows' accumulators wait on the stack (up to 4 groups x VALUES_ROWS x 16 registers, 64 KiB) between position
- * tiles. VALUES_POS is a multiple of 64 (an accumulator cycle). */
-#define VALUES_ROWS 16
-#define VALUES_POS 1024
-
-/* V row vr through positions [i0, i1) of the group (i0 a multiple of 64), into its accumulators a[g][s]:
- * block b of 16 positions goes to accumulator b % lanes; first the blocks every row covers in full. */
-ALWAYS_INLINE void values_tile(int lanes, const int64_t *n_kv, int64_t n_min, int64_t n_max, const uint16_t *vr,
-                               const float *probs, int64_t stride, int64_t i0, int64_t i1, __m512 a[ATTN_G][4])
-{
-    int64_t i = i0;
-    for (; i + 64 <= i1 && i + 64 <= n_min; i += 64)
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) {
-            __m512 vb = load_f16(vr + i + 16 * s);
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                a[g][s % lanes] =
-                    _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + i + 16 * s), a[g][s % lanes]);
+    int64_t n_max = max_kv(n_kv, R);
+    for (int64_t pt = p0; pt < p0 + SCORE_POS && pt < n_max; pt += P) {
+        int64_t pos[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            pos[p] = pt + p < n_max ? pt + p : n_max - 1;
+            if (prefetch && pt + p + SCORE_POS < n_all)
+                for (int i = 0; i < hd; i += 32)
+                    _mm_prefetch((const char *)(k + (pt + p + SCORE_POS) * k_stride + i), _MM_HINT_T1);
         }
-    for (; i < i1; i += 64)
+        score_tile(lanes, R, P, hd, qf, k, k_stride, pos, sums + (pt - p0));
+    }
 #pragma GCC unroll 4
-        for (int s = 0; s < 4; s++) {
-            int64_t ib = i + 16 * s;
-            if (ib >= n_max)
-                break;
-            __m512 vb = n_max - ib >= 16 ? load_f16(vr + ib) : load_f16_part(vr + ib, n_max - ib);
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++) {
-                int64_t r = n_kv[g] - ib;
-                if (r >= 16)
-                    a[g][s % lanes] = _mm512_fmadd_ps(vb, _mm512_loadu_ps(probs + g * stride + ib), a[g][s % lanes]);
-                else if (r > 0) /* the single row's masked tail: zeros in both operands */
-                    a[g][s % lanes] =
-                        _mm512_fmadd_ps(_mm512_maskz_mov_ps((__mmask16)((1u << r) - 1), vb),
-                                        _mm512_maskz_loadu_ps((__mmask16)((1u << r) - 1), probs + g * stride + ib),
-                                        a[g][s % lanes]);
-            }
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < SCORE_POS; q += 16) {
+            int64_t left = n_kv[r] - (p0 + q); /* this row's positions in the 16 */
+            if (left > 0)
+                _mm512_mask_storeu_ps(scores + r * stride + p0 + q,
+                                      left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1),
+                                      reduce16_x16(sums + r * SCORE_POS + q));
         }
 }
 
-/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
- * values of F16 numbers) for the rows of n_groups groups, in tiles of VALUES_ROWS V rows by VALUES_POS
- * positions: each V row's stretch of a tile passes every group while it is in L1, so V comes from memory once
- * for all of them; a row's accumulation order is the single-group kernel's. */
-ALWAYS_INLINE void attn_values_groups(int lanes, int n_groups, const int64_t *n_kv, const uint16_t *v,
-                                      int64_t v_stride, int hdv, const float *probs, int64_t stride, float *out,
-                                      int64_t out_stride)
+/* The scores of n_rows rows (a multiple of R; tiles of R rows of the same group): per SCORE_POS positions,
+ * every row tile that reaches them in turn, so the block's K rows come from memory once for all of them. */
+ALWAYS_INLINE void attn_scores(int lanes, int R, int P, int n_rows, const int64_t *n_kv, int hd, const float *qf,
+                               const uint16_t *k, int64_t k_stride, float *scores, int64_t stride)
 {
-    int64_t n_min[ATTN_GROUPS], n_max[ATTN_GROUPS], top = 0;
-    for (int grp = 0; grp < n_groups; grp++) {
-        const int64_t *nk = n_kv + grp * ATTN_G;
-        n_max[grp] = max_kv(nk, ATTN_G);
-        n_min[grp] = nk[0];
-        for (int g = 1; g < ATTN_G; g++)
-            n_min[grp] = nk[g] < n_min[grp] ? nk[g] : n_min[grp];
-        top = n_max[grp] > top ? n_max[grp] : top;
+    __m512 sums[4 * SCORE_POS]; /* entries of positions no row reaches are read by the trees, never stored */
+    for (int i = 0; i < R * SCORE_POS; i++)
+        sums[i] = _mm512_setzero_ps();
+    int64_t n_max = max_kv(n_kv, n_rows);
+    for (int64_t p0 = 0; p0 < n_max; p0 += SCORE_POS)
+        for (int r0 = 0; r0 < n_rows; r0 += R)
+            if (max_kv(n_kv + r0, R) > p0)
+                score_rows(lanes, R, P, n_kv + r0, hd, qf + (int64_t)r0 * hd, k, k_stride, p0, n_max, r0 == 0,
+                           scores + r0 * stride, stride, sums);
+}
+
+/* V rows and positions of one values pass: each row tile's accumulators wait in memory between passes; a pass's
+ * probabilities (R rows x VALUES_POS) stay in L1 while its J-row tiles go by, and its V stretch (VALUES_ROWS x
+ * VALUES_POS, 48 KiB) in L2 for all row tiles. VALUES_POS is a multiple of 64, VALUES_ROWS of 16 (one
+ * reduce16_x16 each) and of every J. */
+#define VALUES_ROWS 48
+#define VALUES_POS 512
+
+/* One block of 16 positions that every row of the tile covers in full (the t-th of half h of the 64 at i). */
+ALWAYS_INLINE void values_block(int lanes, int R, int J, int h, int t, const uint16_t *v, int64_t v_stride,
+                                const float *probs, int64_t stride, int64_t i, __m512 *a)
+{
+    const int per = HALF_ACCS(lanes);
+    int s = BLOCK_OF(lanes, h, t), u = ACC_OF(lanes, t);
+    __m512 vv[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < J; j++)
+        vv[j] = load_f16(v + j * v_stride + i + 16 * s);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m512 pv = _mm512_loadu_ps(probs + r * stride + i + 16 * s);
+        KEEP_IN_REGISTER(pv);
+#pragma GCC unroll 8
+        for (int j = 0; j < J; j++)
+            a[(r * J + j) * per + u] = _mm512_fmadd_ps(vv[j], pv, a[(r * J + j) * per + u]);
     }
-    __m512 acc[ATTN_GROUPS][VALUES_ROWS][ATTN_G][4]; /* 64 KiB */
+}
+
+/* R rows x J V rows over positions [i0, i1) (i0 a multiple of 64) into the accumulators acc[j*acc_step + r*lanes
+ * + s] (in memory): block b of 16 positions goes to accumulator b % lanes; first the blocks every row covers in
+ * full, then each row's masked tail. The V row j is v + j*v_stride, row r's probabilities probs + r*stride. With
+ * pf, the same V rows pf positions on are asked for meanwhile. */
+ALWAYS_INLINE void values_tile(int lanes, int R, int J, const int64_t *n_kv, const uint16_t *v, int64_t v_stride,
+                               const float *probs, int64_t stride, int64_t i0, int64_t i1, int64_t pf, __m512 *acc,
+                               int acc_step)
+{
+    const int per = HALF_ACCS(lanes);
+    int64_t n_min = min_kv(n_kv, R), n_max = max_kv(n_kv, R);
+#pragma GCC unroll 2
+    for (int h = 0; h < lanes / per; h++) {
+        __m512 a[TILE_MAX];
+#pragma GCC unroll 8
+        for (int j = 0; j < J; j++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+                for (int t = 0; t < per; t++)
+                    a[(r * J + j) * per + t] = acc[j * acc_step + r * lanes + BLOCK_OF(lanes, h, t)];
+        int64_t i = i0;
+        for (; i + 64 <= i1 && i + 64 <= n_min; i += 64) {
+            values_block(lanes, R, J, h, 0, v, v_stride, probs, stride, i, a);
+            values_block(lanes, R, J, h, 1, v, v_stride, probs, stride, i, a);
+            if (HALF_BLOCKS(lanes) == 4) {
+                values_block(lanes, R, J, h, 2, v, v_stride, probs, stride, i, a);
+                values_block(lanes, R, J, h, 3, v, v_stride, probs, stride, i, a);
+            }
+            if (pf && h == 0)
+#pragma GCC unroll 8
+                for (int j = 0; j < J; j++) {
+                    _mm_prefetch((const char *)(v + j * v_stride + i + pf), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(v + j * v_stride + i + pf + 32), _MM_HINT_T0);
+                }
+        }
+        for (; i < i1; i += 64)
+            for (int t = 0; t < HALF_BLOCKS(lanes); t++) {
+                int s = BLOCK_OF(lanes, h, t), u = ACC_OF(lanes, t);
+                int64_t ib = i + 16 * s;
+                if (ib >= n_max)
+                    break;
+                __m512 vv[8];
+#pragma GCC unroll 8
+                for (int j = 0; j < J; j++)
+                    vv[j] = n_max - ib >= 16 ? load_f16(v + j * v_stride + ib)
+                                             : load_f16_part(v + j * v_stride + ib, n_max - ib);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    int64_t left = n_kv[r] - ib;
+                    if (left <= 0)
+                        continue;
+                    /* the single row's masked tail: zeros in both operands */
+                    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+                    __m512 pv = _mm512_maskz_loadu_ps(m, probs + r * stride + ib);
+#pragma GCC unroll 8
+                    for (int j = 0; j < J; j++)
+                        a[(r * J + j) * per + u] =
+                            _mm512_fmadd_ps(_mm512_maskz_mov_ps(m, vv[j]), pv, a[(r * J + j) * per + u]);
+                }
+            }
+#pragma GCC unroll 8
+        for (int j = 0; j < J; j++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+                for (int t = 0; t < per; t++)
+                    acc[j * acc_step + r * lanes + BLOCK_OF(lanes, h, t)] = a[(r * J + j) * per + t];
+    }
+}
+
+/* values_tile for jn V rows: J of them, or the fewer left at the end of a block. */
+ALWAYS_INLINE void values_tile_n(int lanes, int R, int J, int jn, const int64_t *n_kv, const uint16_t *v,
+                                 int64_t v_stride, const float *probs, int64_t stride, int64_t i0, int64_t i1,
+                                 int64_t pf, __m512 *acc, int acc_step)
+{
+#define VALUES_TILE(j) values_tile(lanes, R, j, n_kv, v, v_stride, probs, stride, i0, i1, pf, acc, acc_step)
+    if (jn >= J)
+        VALUES_TILE(J);
+    else if (J > 5 && jn == 5)
+        VALUES_TILE(5);
+    else if (J > 4 && jn == 4)
+        VALUES_TILE(4);
+    else if (J > 3 && jn == 3)
+        VALUES_TILE(3);
+    else if (J > 2 && jn == 2)
+        VALUES_TILE(2);
+    else
+        VALUES_TILE(1);
+#undef VALUES_TILE
+}
+
+/* out[r*out_stride + j] = V[j] . probs[r] over p < n_kv[r] (dot_v_probs; probs[r] at probs + r*stride, F32
+ * values of F16 numbers) for n_rows rows (a multiple of R), per block of VALUES_ROWS V rows in passes of
+ * VALUES_POS positions: each pass takes every row tile in turn, and each row tile every J V rows of the block;
+ * the first row tile asks for the next pass's V meanwhile. */
+ALWAYS_INLINE void attn_values(int lanes, int R, int J, int n_rows, const int64_t *n_kv, const uint16_t *v,
+                               int64_t v_stride, int hdv, const float *probs, int64_t stride, float *out,
+                               int64_t out_stride)
+{
+    __m512 acc[ATTN_ROWS * VALUES_ROWS * 4]; /* [row tile][V row][R][lanes], 192 KiB at most */
+    int tile_step = VALUES_ROWS * R * lanes, acc_step = R * lanes;
+    int64_t top = max_kv(n_kv, n_rows);
     for (int j0 = 0; j0 < hdv; j0 += VALUES_ROWS) {
         int nj = hdv - j0 < VALUES_ROWS ? hdv - j0 : VALUES_ROWS;
-        for (int grp = 0; grp < n_groups; grp++)
-            for (int jj = 0; jj < nj; jj++)
-                for (int g = 0; g < ATTN_G; g++)
-                    acc[grp][jj][g][0] = acc[grp][jj][g][1] = acc[grp][jj][g][2] = acc[grp][jj][g][3] =
-                        _mm512_setzero_ps();
+        for (int i = 0; i < n_rows / R * tile_step; i++)
+            acc[i] = _mm512_setzero_ps();
         for (int64_t i0 = 0; i0 < top; i0 += VALUES_POS)
-            for (int jj = 0; jj < nj; jj++)
-                for (int grp = 0; grp < n_groups; grp++) {
-                    if (i0 >= n_max[grp])
-                        continue;
-                    int64_t i1 = n_max[grp] - i0 < VALUES_POS ? n_max[grp] : i0 + VALUES_POS;
-                    __m512 a[ATTN_G][4];
-                    memcpy(a, acc[grp][jj], sizeof a);
-                    values_tile(lanes, n_kv + grp * ATTN_G, n_min[grp], n_max[grp], v + (int64_t)(j0 + jj) * v_stride,
-                                probs + grp * ATTN_G * stride, stride, i0, i1, a);
-                    memcpy(acc[grp][jj], a, sizeof a);
-                }
-        for (int grp = 0; grp < n_groups; grp++)
-            for (int jj = 0; jj < nj; jj++)
-                for (int g = 0; g < ATTN_G; g++)
-                    out[(grp * ATTN_G + g) * out_stride + j0 + jj] =
-                        _mm512_reduce_add_ps(combine(lanes, acc[grp][jj][g]));
+            for (int r0 = 0; r0 < n_rows; r0 += R) {
+                int64_t n_max = max_kv(n_kv + r0, R);
+                if (i0 >= n_max)
+                    continue;
+                int64_t i1 = n_max - i0 < VALUES_POS ? n_max : i0 + VALUES_POS;
+                int64_t pf = r0 == 0 && i0 + VALUES_POS < top ? VALUES_POS : 0;
+                for (int jj = 0; jj < nj; jj += J)
+                    values_tile_n(lanes, R, J, nj - jj, n_kv + r0, v + (int64_t)(j0 + jj) * v_stride, v_stride,
+                                  probs + r0 * stride, stride, i0, i1, pf, acc + r0 / R * tile_step + jj * acc_step,
+                                  acc_step);
+            }
+        for (int r = 0; r < n_rows; r++) {
+            const __m512 *ar = acc + r / R * tile_step + r % R * lanes;
+            int jj = 0;
+            for (; jj + 16 <= nj; jj += 16) { /* 16 V rows' R16 trees at once */
+                __m512 c[16];
+                for (int l = 0; l < 16; l++)
+                    c[l] = combine(lanes, ar + (jj + l) * acc_step);
+                _mm512_storeu_ps(out + r * out_stride + j0 + jj, reduce16_x16(c));
+            }
+            for (; jj < nj; jj++)
+                out[r * out_stride + j0 + jj] = _mm512_reduce_add_ps(combine(lanes, ar + jj * acc_step));
+        }
     }
 }
 
@@ -633,27 +776,28 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
                                 int head_dim_v, float scale, enum loom_attn_order order, float *scores,
                                 uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    int n_groups = head_dim % 64 || head_dim > ATTN_MAX_HD ? 0 : n_q / ATTN_G;
-    for (int g = n_groups * ATTN_G; g < n_q; g++) /* rows outside a whole group: one at a time */
+    int n_rows = head_dim % 64 || head_dim > ATTN_MAX_HD ? 0 : n_q / ATTN_G * ATTN_G;
+    for (int g = n_rows; g < n_q; g++) /* rows outside a whole group: one at a time */
         loom_ops_attn_head_avx512(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
                                   head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,
                                   out + g * out_stride);
-    if (!n_groups)
+    if (!n_rows)
         return;
-    float qf[ATTN_ROWS * ATTN_MAX_HD];
-    for (int i = 0; i < n_groups * ATTN_G * head_dim; i += 16)
-        _mm512_storeu_ps(qf + i, load_f16(q16 + i));
-    int single = order == LOOM_ATTN_ORDER_SINGLE;
+    int single = order == LOOM_ATTN_ORDER_SINGLE, R = single ? SINGLE_R : BATCH_R;
+    float qf[ATTN_ROWS * ATTN_MAX_HD]; /* per row tile, block b of its row r at (b*R + r)*16 */
+    for (int g = 0; g < n_rows; g++)
+        for (int b = 0; b < head_dim / 16; b++)
+            _mm512_storeu_ps(qf + g / R * R * head_dim + (b * R + g % R) * 16,
+                             load_f16(q16 + (int64_t)g * head_dim + b * 16));
     if (single)
-        attn_scores_groups(4, n_groups, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+        attn_scores(4, SINGLE_R, SINGLE_P, n_rows, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     else
-        attn_scores_groups(1, n_groups, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
-    for (int g = 0; g < n_groups * ATTN_G; g++) {
-        softmax(n_kv[g], scores + g * stride, scale);
-        round_probs(n_kv[g], scores + g * stride);
-    }
+        attn_scores(1, BATCH_R, BATCH_P, n_rows, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
+    for (int g = 0; g < n_rows; g++)
+        scale_round(n_kv[g], scores + g * stride, softmax_sum(n_kv[g], scores + g * stride, scale));
     if (single)
-        attn_values_groups(4, n_groups, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+        attn_values(4, SINGLE_R, SINGLE_J, n_rows, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out,
+                    out_stride);
     else
-        attn_values_groups(1, n_groups, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
+        attn_values(1, BATCH_R, BATCH_J, n_rows, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
