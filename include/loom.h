@@ -165,6 +165,20 @@ const char *loom_model_warning(const loom_model *model, int i);
  * context's; results then depend on how a prompt is split into requests and micro-batches. */
 enum loom_numerics { LOOM_NUMERICS_CANONICAL = 0, LOOM_NUMERICS_REFERENCE_BATCH = 1 };
 
+/* Element type of the attention layers' K cache (V stays F16). F16 (the default) or Q8_0: each K row (the
+ * RoPEd F32 row of one KV head) quantized to blocks of 32 as the reference's set_rows does (its CPU
+ * quantize_row_q8_0, round half to even), and each query row quantized to Q8_0 before its dot with the K rows
+ * (the reference's vec_dot_type of Q8_0), half the K bytes plus 1/16. Bitwise the reference with
+ * type_k = GGML_TYPE_Q8_0 and flash attention off, in both numerics (its one-token and batched Q8_0 dots share
+ * one order). Needs a head dimension that is a multiple of 32. */
+enum loom_kv_type { LOOM_KV_F16 = 0, LOOM_KV_Q8_0 = 1 };
+#define LOOM_KV_TYPES 2
+/* "f16" / "q8_0" (the reference's --cache-type-k spellings), or NULL for another value. */
+const char *loom_kv_type_name(enum loom_kv_type type);
+/* The type spelled name ("f16", "q8_0", any case) into *type: LOOM_OK, or LOOM_E_ARG naming the value found
+ * and the ones expected. */
+int loom_kv_type_parse(const char *name, enum loom_kv_type *type, loom_error *err);
+
 typedef struct loom_session_params {
     int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096); at most the model context */
     int n_threads; /* worker threads; 0 = number of online CPUs */
@@ -177,6 +191,7 @@ typedef struct loom_session_params {
     uint64_t checkpoint_budget;  /* bytes all checkpoints may hold; 0 = 4 checkpoints' worth */
     int skip_prompt_checkpoints; /* nonzero: keep no checkpoint at a prompt's end, for one-shot use that never
                                   * rewinds or reuses a prefix (saves one recurrent state of memory); 0 = keep */
+    enum loom_kv_type k_type;    /* K cache element type; 0 = LOOM_KV_F16 */
 } loom_session_params;
 
 loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err);
@@ -210,6 +225,8 @@ int loom_session_n_ctx(const loom_session *session);
  * recurrent_state_bytes + n_ctx * kv_bytes_per_token of the model's description (loom_model_describe, what
  * `loom inspect` prints). */
 uint64_t loom_session_state_bytes(const loom_session *session);
+/* The K cache element type the session was created with. */
+enum loom_kv_type loom_session_k_type(const loom_session *session);
 /* Bytes of the one allocation a session makes when created (its state, scratch and staging buffers), which it
  * holds until freed: with the model file, what a session costs in memory. */
 uint64_t loom_session_arena_bytes(const loom_session *session);
@@ -278,7 +295,8 @@ int loom_session_save(const loom_session *session, const char *path, loom_error 
 int loom_session_restore(loom_session *session, const char *path, loom_error *err);
 
 /* One decode step for n sequences of the same model at once: tokens[i] is evaluated as the next token of
- * sessions[i] (distinct sessions, CANONICAL numerics, n at most loom_sessions_decode_max of the one with the
+ * sessions[i] (distinct sessions, CANONICAL numerics, one K cache type (k_type), n at most
+ * loom_sessions_decode_max of the one with the
  * largest context, else LOOM_E_RANGE), sharing every weight load. Each
  * sequence's logits and state are bitwise what a solo loom_session_eval of that token gives. logits:
  * [n][n_logits] or NULL. All or nothing: on error no session changes. */
@@ -774,7 +792,9 @@ typedef struct loom_model_desc {
     uint32_t n_layer;               /* layers loom runs */
     uint32_t n_nextn;               /* nextn (multi-token prediction) layers in the file, which loom does not run */
     uint64_t n_tokens;              /* tokenizer vocabulary (tokenizer.ggml.tokens) */
-    uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position */
+    uint64_t kv_bytes_per_token;    /* K and V rows of every attention layer at one position (F16 K) */
+    uint64_t k_bytes_per_token[LOOM_KV_TYPES]; /* the K rows alone per K cache type (enum loom_kv_type), as a
+                                                * session sizes them; 0 where the type cannot hold them */
     uint64_t recurrent_state_bytes; /* conv and recurrent state of every recurrent layer, per sequence */
     /* The expert plan of a mixture-of-experts model (all 0 for a dense one): routed experts per layer, experts each
      * token is routed to, the bytes of one routed expert of one layer (its gate, up and down rows in the file's

@@ -56,7 +56,7 @@ struct bench_work {
     uint64_t body_params;     /* weights a token passes through (all but the embedding and the head; of the
                                * routed experts, expert_used_count per layer) */
     uint64_t head_params;     /* output head: applied to the last token of a batch only */
-    uint64_t kv_per_token;    /* K and V bytes of one position (all attention layers) */
+    uint64_t kv_per_token;    /* K and V bytes of one position (all attention layers; K in --cache-type-k's type) */
     uint64_t state_bytes;     /* conv and recurrent state, read and written by every decoded token */
 };
 
@@ -77,7 +77,7 @@ struct bench_engine {
 static const char BENCH_USAGE[] =
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
     "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--ref-fa MODE]\n"
-    "                  [--numerics MODE]\n"
+    "                  [--numerics MODE] [--cache-type-k TYPE]\n"
     "       loom bench --mem [-t N]\n"
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
@@ -277,8 +277,8 @@ static int bench_mem(int n_threads, loom_machine_probe *m)
 
 /* ---- the model benchmark ------------------------------------------------------------------------------ */
 
-/* Fill *w from the model's tensor table and the file. */
-static void bench_work_measure(const loom_gguf *g, const char *path, struct bench_work *w)
+/* Fill *w from the model's tensor table and the file; K rows of a cache of k_type. */
+static void bench_work_measure(const loom_gguf *g, const char *path, enum loom_kv_type k_type, struct bench_work *w)
 {
     uint64_t embd_bytes = 0, embd_params = 0, out_params = 0;
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
@@ -295,7 +295,7 @@ static void bench_work_measure(const loom_gguf *g, const char *path, struct benc
     double used = 1; /* the share of a routed expert tensor ("*_exps") one token uses */
     if (loom_model_describe(g, &d, &err) == LOOM_OK) {
         used = d.n_expert ? (double)d.n_expert_used / d.n_expert : 1;
-        w->kv_per_token = d.kv_bytes_per_token;
+        w->kv_per_token = d.kv_bytes_per_token - d.k_bytes_per_token[LOOM_KV_F16] + d.k_bytes_per_token[k_type];
         w->state_bytes = d.recurrent_state_bytes;
     }
     loom_model_desc_free(&d);
@@ -598,7 +598,7 @@ static int bench_ref_setup(struct loom_ref *ref, struct loom_ref_model **rm, str
     int fill = o->depth < 512 ? o->depth : 512;
     e->n_batch = o->n_prompt > fill ? o->n_prompt : fill > 0 ? fill : 1;
     e->rc = loom_ref_context_new(ref, *rm, o->depth + o->n_prompt + o->n_gen, e->n_batch, o->n_threads, o->ref_fa,
-                                 err);
+                                 o->mo.k_type, err);
     if (!e->rc)
         return -1;
     e->name = "reference";
@@ -644,7 +644,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
                              struct loom_ref *ref, struct loom_ref_model **rm, loom_error *err)
 {
     struct bench_work w;
-    bench_work_measure(g, o->model, &w);
+    bench_work_measure(g, o->model, o->mo.k_type, &w);
     eng[0].size = w.size, eng[0].params = w.params;
     struct bench_tests t = {.n = {o->n_prompt, o->n_gen}, .depth = o->depth};
     for (int k = 0; k < 2; k++)
@@ -731,7 +731,7 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     }
     /* every run starts empty or at the depth: no checkpoint but the depth's (bench_loom_depth_setup) */
     loom_session_params sp = {.n_ctx = o->depth + o->n_prompt + o->n_gen, .n_threads = o->n_threads,
-                              .numerics = o->numerics, .skip_prompt_checkpoints = 1};
+                              .numerics = o->numerics, .skip_prompt_checkpoints = 1, .k_type = o->mo.k_type};
     eng[0].ls = loom_session_new(model, &sp, &err);
     if (!eng[0].ls)
         goto done;

@@ -103,7 +103,8 @@ static void certify_usage(FILE *f)
                "                 built-in prompts)\n"
                "  -n N           continuation tokens per prompt (default 256)\n"
                "  -t N           threads for both engines (default: the online CPUs)\n"
-               "  -o PREFIX      certificate files (default loom-certificate)\n");
+               "  -o PREFIX      certificate files (default loom-certificate)\n"
+               "  --cache-type-k TYPE  (-ctk) both engines' K cache: f16 (default) or q8_0 (V stays f16)\n");
 }
 
 /* The prompts: FILE's lines (a final CR dropped, blank lines skipped; kept in set->buf), or the built-in set.
@@ -235,7 +236,7 @@ static void explain(const struct certify_run *c, int n_prompt, struct prompt_res
     struct xray_request q = {.tokens = c->ids, .n_prompt = n_prompt, .decode_given = 1,
                              .n_decode = p->first_row >= n_prompt ? p->first_row - n_prompt + 1 : 0,
                              .numerics = LOOM_NUMERICS_REFERENCE_BATCH, .n_threads = c->o->n_threads,
-                             .layer_hi = XRAY_ALL_LAYERS};
+                             .layer_hi = XRAY_ALL_LAYERS, .k_type = c->o->mo.k_type};
     struct xray_result res;
     if (xray_compare(c->m, c->r, c->rm, &q, &res, err) != LOOM_OK) {
         snprintf(p->divergence, sizeof p->divergence, "X-ray failed: %.400s", err->msg);
@@ -259,11 +260,11 @@ static int certify_prompt(struct certify_run *c, int n_prompt, enum loom_numeric
     p->first_row = -1;
     int ubatch = n_prompt < 512 ? n_prompt : 512;
     struct loom_ref_context *rctx = loom_ref_context_exact(c->r, c->rm, n_ctx, n_prompt, ubatch, c->o->n_threads,
-                                                           NULL, NULL, err);
+                                                           c->o->mo.k_type, NULL, NULL, err);
     if (!rctx)
         return err->code;
     loom_session_params sp = {.n_ctx = n_ctx, .n_threads = c->o->n_threads, .numerics = numerics,
-                              .n_ubatch = (int)c->r->n_ubatch(rctx)};
+                              .n_ubatch = (int)c->r->n_ubatch(rctx), .k_type = c->o->mo.k_type};
     loom_session *s = loom_session_new(c->m, &sp, err);
     int rc = s ? loom_ref_eval_all(c->r, rctx, c->ids, n_prompt, 0, err) : err->code;
     if (rc == LOOM_OK)
@@ -343,7 +344,8 @@ static json_t *identity(const struct certify_run *c)
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
                      "cpu_build", c->r->cpu[0] ? c->r->cpu : "the best for this CPU", "system_info", sys,
-                     "repack", c->r->repack != 0, "flash_attention", "off", "kv_type", "F16", "n_ubatch",
+                     "repack", c->r->repack != 0, "flash_attention", "off", "kv_type",
+                     c->o->mo.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16", "n_ubatch",
                      "the prompt's tokens, at most 512",
                      "threads", c->o->n_threads);
 }
@@ -414,11 +416,11 @@ static void write_markdown(FILE *f, json_t *cert)
     fprintf(f, "- loom %s, kernel set %s, threads: %d; CPU: %s\n", json_string_value(json_object_get(lo, "version")),
             json_string_value(json_object_get(lo, "kernels")), (int)json_integer_value(json_object_get(lo, "threads")),
             json_string_value(json_object_get(id, "cpu")));
-    fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, K/V F16, n_ubatch %s, "
+    fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, K/V %s, n_ubatch %s, "
                "threads: %d\n- Reference system info: `%s`\n- Date: %s\n",
             json_string_value(json_object_get(re, "engine")), json_string_value(json_object_get(re, "cpu_build")),
             json_is_true(json_object_get(re, "repack")) ? "on" : "off",
-            json_string_value(json_object_get(re, "n_ubatch")),
+            json_string_value(json_object_get(re, "kv_type")), json_string_value(json_object_get(re, "n_ubatch")),
             (int)json_integer_value(json_object_get(re, "threads")),
             json_string_value(json_object_get(re, "system_info")), json_string_value(json_object_get(id, "date")));
     fprintf(f, "- Method: each prompt evaluated as one batch with every row's logits, then %d tokens of the "

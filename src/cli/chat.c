@@ -55,7 +55,8 @@ struct chat {
 
 static const char CHAT_SYNOPSIS[] =
     "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n"
-    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n";
+    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n"
+    "                 [--cache-type-k TYPE]\n";
 
 static void chat_usage(FILE *f)
 {
@@ -433,7 +434,8 @@ static int chat_setup(struct chat *c, loom_error *err)
     if (n_train > 0 && c->o->n_ctx > n_train)
         return loom_errorf(err, LOOM_E_RANGE, "-c: expected at most the model's context_length %d, found %d",
                            n_train, c->o->n_ctx);
-    loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads, .numerics = c->o->numerics};
+    loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads, .numerics = c->o->numerics,
+                              .k_type = c->o->mo.k_type};
     c->logits = malloc((size_t)n_rows * sizeof(float));
     if (!c->logits)
         return loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);

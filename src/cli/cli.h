@@ -51,11 +51,13 @@ void loom_cli_gguf_warnings(const char *cmd, const char *path, const loom_gguf *
 const char *loom_cli_listed(const char *name, const char *(*list)(int i));
 
 /* The model options every model-running subcommand takes: --check-tensors and --stats (flags),
- * --mem-budget SIZE (loom_model_params.mem_budget: 6G, 800M, 123456789) and --read-ahead MODE
- * (loom_model_params.read_ahead: none, predicted, history, all). */
+ * --mem-budget SIZE (loom_model_params.mem_budget: 6G, 800M, 123456789), --read-ahead MODE
+ * (loom_model_params.read_ahead: none, predicted, history, all) and --cache-type-k TYPE (-ctk: f16, q8_0; the
+ * k_type of the sessions the subcommand makes). */
 struct loom_cli_model_opts {
     loom_model_params params;
     int stats; /* --stats: print the expert streaming figures at the end (and one JSON line) */
+    enum loom_kv_type k_type; /* --cache-type-k / -ctk: the sessions' K cache type (f16 default, q8_0) */
 };
 #define LOOM_CLI_MODEL_USAGE                                                                                      \
     "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"            \
@@ -64,7 +66,9 @@ struct loom_cli_model_opts {
     "                         of 1024): routed experts read from the file into a cache (README)\n"              \
     "  --read-ahead MODE      with --mem-budget: what the cache reads ahead: predicted (default), none,\n"    \
     "                         history or all (README: reads ahead)\n"                                           \
-    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"
+    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"            \
+    "  --cache-type-k TYPE    (-ctk) K cache type: f16 (default) or q8_0 (V stays f16; bitwise the\n"         \
+    "                         reference's -ctk q8_0 with flash attention off)\n"
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
  * buf[cap] and *path pointed there). Loads it with mo's parameters and prints its warnings. NULL when it fails,

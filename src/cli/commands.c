@@ -179,6 +179,14 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
                 val ? val : "nothing");
         return -1;
     }
+    if (!strcmp(opt, "--cache-type-k") || !strcmp(opt, "-ctk")) {
+        loom_error err = {0};
+        if (loom_kv_type_parse(val, &mo->k_type, &err) == LOOM_OK)
+            return 1;
+        fprintf(stderr, "loom %s: %s expects f16 or q8_0 (the K cache; V stays f16), found '%s'\n", cmd, opt,
+                val ? val : "nothing");
+        return -1;
+    }
     if (strcmp(opt, "--mem-budget"))
         return 0;
     if (val && !parse_bytes(val, &mo->params.mem_budget))

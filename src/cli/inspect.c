@@ -116,19 +116,21 @@ static const char *article(uint32_t n)
     return d[0] == '8' || eleven_or_eighteen ? "an" : "a";
 }
 
-/* The memory of one sequence at an n_ctx-token context, from the description's per-token K/V and per-sequence
- * state sizes (the sizes a session allocates: loom_session_state_bytes = recurrent_state_bytes + n_ctx *
- * kv_bytes_per_token). */
-static void print_memory(const loom_model_desc *d, uint64_t weights, uint32_t n_ctx)
+/* The memory of one sequence at an n_ctx-token context with a K cache of k_type, from the description's per-token
+ * K/V and per-sequence state sizes (the sizes a session allocates: loom_session_state_bytes =
+ * recurrent_state_bytes + n_ctx * the K and V bytes per token). */
+static void print_memory(const loom_model_desc *d, uint64_t weights, uint32_t n_ctx, enum loom_kv_type k_type)
 {
     char label[80];
     uint32_t n_attn = 0;
     for (uint32_t il = 0; il < d->n_layer; il++)
         n_attn += d->layer_kind[il] == 1;
-    uint64_t kv = (uint64_t)n_ctx * d->kv_bytes_per_token;
+    uint64_t per_token = d->kv_bytes_per_token - d->k_bytes_per_token[LOOM_KV_F16] + d->k_bytes_per_token[k_type];
+    uint64_t kv = (uint64_t)n_ctx * per_token;
     printf("\nmemory at %s %u-token context (one sequence):\n", article(n_ctx), n_ctx);
     print_bytes("weights (mapped)", weights);
-    print_bytes("KV cache per token (F16 K and V)", d->kv_bytes_per_token);
+    print_bytes(k_type == LOOM_KV_Q8_0 ? "KV cache per token (Q8_0 K, F16 V)" : "KV cache per token (F16 K and V)",
+                per_token);
     snprintf(label, sizeof label, "KV cache, %u attention layer%s", n_attn, n_attn == 1 ? "" : "s");
     print_bytes(label, kv);
     snprintf(label, sizeof label, "conv + recurrent state, %u layer%s", d->n_layer - n_attn,
@@ -149,7 +151,8 @@ static int inspect_sparse(const loom_gguf *g)
     return i >= 0 && loom_gguf_kv_at(g, (uint64_t)i, &kv, NULL) == LOOM_OK && kv.type == LOOM_GGUF_BOOL && kv.u64;
 }
 
-static void print_model(const char *path, const loom_gguf *g, const loom_model_desc *d, uint32_t n_ctx)
+static void print_model(const char *path, const loom_gguf *g, const loom_model_desc *d, uint32_t n_ctx,
+                        enum loom_kv_type k_type)
 {
     loom_gguf_info f;
     loom_gguf_get_info(g, &f);
@@ -171,15 +174,16 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
     print_expert_plan(d);
     print_parts(g);
     uint64_t weights = print_tensors(g, f.n_tensors);
-    print_memory(d, weights, n_ctx);
+    print_memory(d, weights, n_ctx, k_type);
 }
 
 static const char INSPECT_USAGE[] =
-    "usage: loom inspect [--check-tensors] [--ctx N] FILE\n"
+    "usage: loom inspect [--check-tensors] [--ctx N] [--cache-type-k TYPE] FILE\n"
     "  --check-tensors  also validate every tensor's data (finite values and block scales, as llama.cpp's\n"
     "                   --check-tensors; reads the whole file)\n"
     "  --ctx N          the context length the memory is given for (default 4096; at most the model's\n"
-    "                   context_length, as a session takes)\n";
+    "                   context_length, as a session takes)\n"
+    "  --cache-type-k TYPE  (-ctk) the K cache type the memory is given for: f16 (default) or q8_0\n";
 
 /* The admitted model's <arch>.context_length (admission checked it is a UINT32). */
 static uint32_t inspect_ctx_train(const loom_gguf *g, const loom_model_desc *d)
@@ -208,6 +212,8 @@ int loom_cli_inspect(int argc, char **argv)
     }
     int check = 0;
     uint32_t n_ctx = INSPECT_CTX, ctx_given = 0;
+    enum loom_kv_type k_type = LOOM_KV_F16;
+    loom_error err = {0};
     const char *path = NULL;
     for (int i = 1; i < argc; i++) { /* name what is wrong: an option inspect does not take, or a second file */
         if (!strcmp(argv[i], "--check-tensors")) {
@@ -216,6 +222,13 @@ int loom_cli_inspect(int argc, char **argv)
             if (!(n_ctx = ctx_given = inspect_ctx(i + 1 < argc ? argv[++i] : NULL))) {
                 fprintf(stderr, "loom inspect: --ctx '%s', expected a context length in [1, %u]\n",
                         i < argc ? argv[i] : "", UINT32_MAX);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk")) {
+            const char *opt = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
+            if (loom_kv_type_parse(v, &k_type, &err) != LOOM_OK) {
+                fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found '%s'\n", opt,
+                        v ? v : "nothing");
                 return 2;
             }
         } else if (argv[i][0] == '-') {
@@ -236,7 +249,6 @@ int loom_cli_inspect(int argc, char **argv)
     }
     loom_gguf *g = NULL;
     loom_model_desc desc = {0};
-    loom_error err = {0};
     int rc = loom_gguf_open_model(path, &g, &err);
     if (!rc) {
         loom_cli_gguf_warnings("inspect", path, g);
@@ -248,6 +260,9 @@ int loom_cli_inspect(int argc, char **argv)
     if (!rc && ctx_given && n_ctx > n_train)
         rc = loom_errorf(&err, LOOM_E_RANGE, "--ctx %u: expected at most the model's context_length %u", n_ctx,
                          n_train);
+    if (!rc && !desc.k_bytes_per_token[k_type])
+        rc = loom_errorf(&err, LOOM_E_ARG, "--cache-type-k %s: a q8_0 K cache needs a head dimension that is a "
+                         "multiple of 32", loom_kv_type_name(k_type));
     if (!rc && !ctx_given && n_ctx > n_train) /* the default, as a session's: at most context_length */
         n_ctx = n_train;
     if (rc) {
@@ -256,7 +271,7 @@ int loom_cli_inspect(int argc, char **argv)
         loom_gguf_close(g);
         return 1;
     }
-    print_model(path, g, &desc, n_ctx);
+    print_model(path, g, &desc, n_ctx, k_type);
     loom_model_desc_free(&desc);
     loom_gguf_close(g);
     return fflush(stdout) ? 1 : 0;

@@ -121,10 +121,15 @@ struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char 
     return m;
 }
 
+/* The reference's K cache type (enum ggml_type) for loom's. */
+static int32_t ref_type_k(enum loom_kv_type k_type) { return k_type == LOOM_KV_Q8_0 ? LOOM_REF_Q8_0 : LOOM_REF_F16; }
+
 struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                              int n_batch, int n_threads, int flash_attn, loom_error *err)
+                                              int n_batch, int n_threads, int flash_attn, enum loom_kv_type k_type,
+                                              loom_error *err)
 {
     struct loom_ref_context_params p = r->context_default_params();
+    p.type_k = ref_type_k(k_type);
     p.n_ctx = (uint32_t)n_ctx;
     p.n_batch = (uint32_t)n_batch;
     p.n_ubatch = (uint32_t)(n_batch < 512 ? n_batch : 512);
@@ -140,7 +145,7 @@ struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct l
 }
 
 struct loom_ref_context *loom_ref_context_exact(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                                int n_batch, int n_ubatch, int n_threads,
+                                                int n_batch, int n_ubatch, int n_threads, enum loom_kv_type k_type,
                                                 bool (*cb)(void *t, bool ask, void *user), void *user,
                                                 loom_error *err)
 {
@@ -151,7 +156,8 @@ struct loom_ref_context *loom_ref_context_exact(const struct loom_ref *r, struct
     p.n_seq_max = 1;
     p.n_threads = p.n_threads_batch = n_threads;
     p.flash_attn_type = 0; /* LLAMA_FLASH_ATTN_TYPE_DISABLED */
-    p.type_k = p.type_v = LOOM_REF_F16;
+    p.type_k = ref_type_k(k_type);
+    p.type_v = LOOM_REF_F16;
     p.cb_eval = cb;
     p.cb_eval_user_data = user;
     p.no_perf = true;

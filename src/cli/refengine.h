@@ -106,7 +106,7 @@ struct loom_ref_tensor {
     void *data;
     char name[64]; /* graph names: "attn_norm-3" (name-layer), "result_output" */
 };
-enum { LOOM_REF_F32 = 0, LOOM_REF_F16 = 1, LOOM_REF_I32 = 26 };
+enum { LOOM_REF_F32 = 0, LOOM_REF_F16 = 1, LOOM_REF_Q8_0 = 8, LOOM_REF_I32 = 26 };
 
 /* The resolved entry points (names as in llama.h / ggml-backend.h without the prefix). */
 struct loom_ref {
@@ -160,17 +160,18 @@ struct loom_ref_model *loom_ref_model_load(const struct loom_ref *r, const char 
 
 /* A one-sequence context: n_ctx positions, batches of up to n_batch tokens (micro-batches of at most 512, the
  * reference's default), n_threads for both decode and batches, flash attention as llama_flash_attn_type
- * (-1 auto, its default; 0 off; 1 on); everything else at the reference's defaults (F16 K/V). NULL with err
- * filled. */
+ * (-1 auto, its default; 0 off; 1 on), the K cache type k_type (its type_k: F16, or Q8_0 for LOOM_KV_Q8_0);
+ * everything else at the reference's defaults (F16 V). NULL with err filled. */
 struct loom_ref_context *loom_ref_context_new(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                              int n_batch, int n_threads, int flash_attn, loom_error *err);
+                                              int n_batch, int n_threads, int flash_attn, enum loom_kv_type k_type,
+                                              loom_error *err);
 
 /* The exact configuration loom's REFERENCE_BATCH numerics mirror: one sequence of n_ctx positions, batches
- * of n_batch tokens split into micro-batches of n_ubatch, flash attention off, F16 K/V, n_threads; cb (may be
- * NULL) sees every computed tensor (ask true: whether to see t's values; then once more with ask false).
- * NULL with err filled. */
+ * of n_batch tokens split into micro-batches of n_ubatch, flash attention off, an F16 V cache and a K cache of
+ * k_type (loom_ref_context_new), n_threads; cb (may be NULL) sees every computed tensor (ask true: whether to
+ * see t's values; then once more with ask false). NULL with err filled. */
 struct loom_ref_context *loom_ref_context_exact(const struct loom_ref *r, struct loom_ref_model *model, int n_ctx,
-                                                int n_batch, int n_ubatch, int n_threads,
+                                                int n_batch, int n_ubatch, int n_threads, enum loom_kv_type k_type,
                                                 bool (*cb)(void *t, bool ask, void *user), void *user,
                                                 loom_error *err);
 

@@ -33,7 +33,7 @@ static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
     "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n"
-    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n";
+    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE] [--cache-type-k TYPE]\n";
 
 static void run_usage(FILE *f)
 {
@@ -325,7 +325,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     if (rc >= 0) {
         /* one prompt, then decoding: nothing rewinds or reuses a prefix, so no prompt-end checkpoint */
         loom_session_params sp = {.n_ctx = n_ctx, .n_threads = o->n_threads, .numerics = o->numerics,
-                                  .skip_prompt_checkpoints = 1}; /* reference: n_ubatch 0 = 512 */
+                                  .skip_prompt_checkpoints = 1, /* reference: n_ubatch 0 = 512 */
+                                  .k_type = o->mo.k_type};
         s = loom_session_new(m, &sp, err);
         rc = s ? LOOM_OK : (err->code ? err->code : LOOM_E_NOMEM);
         if (s)

@@ -53,7 +53,7 @@ static const char SERVE_SYNOPSIS[] =
     "usage: loom serve [-m FILE] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t THREADS] [--api-key KEY]\n"
     "                  [--max-body BYTES] [--queue N] [--prefill-chunk N] [--timeout S] [--drain-timeout S]\n"
     "                  [--chat-template-file FILE] [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE]\n"
-    "                  [--stats]\n";
+    "                  [--stats] [--cache-type-k TYPE]\n";
 
 static void serve_usage(FILE *f)
 {
@@ -771,7 +771,8 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
     if (s->ctx.allow_forced)
         fprintf(stderr, "loom serve: LOOM_SERVE_FORCED_OUTPUT=1: requests may dictate the answer (tests only)\n");
     struct serve_engine_opts eo = {.n_slots = o->n_parallel, .n_ctx = o->n_ctx, .n_threads = o->n_threads,
-                                   .queue_max = o->queue_max, .prefill_chunk = o->prefill_chunk};
+                                   .queue_max = o->queue_max, .prefill_chunk = o->prefill_chunk,
+                                   .k_type = o->mo.k_type};
     int status = 1;
     if (serve_engine_start(&s->eng, m, &eo, &err) != LOOM_OK)
         fprintf(stderr, "loom serve: %s\n", err.msg);

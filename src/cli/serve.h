@@ -163,6 +163,7 @@ struct serve_engine_opts {
     int n_threads;     /* per slot session; 0 = online CPUs */
     int queue_max;     /* requests waiting beyond the slots */
     int prefill_chunk; /* prompt tokens per prefill step */
+    enum loom_kv_type k_type; /* --cache-type-k: the slots' K cache type */
 };
 /* Make the slots and start the engine thread (signals blocked in it). LOOM_OK or a code with err filled. */
 int serve_engine_start(struct serve_engine **out, const loom_model *m, const struct serve_engine_opts *o,

@@ -517,7 +517,8 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
     e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     if (!e->slots || !e->logits || !e->batch_s || !e->batch_tok || !e->batch_slot || !e->queue)
         return loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate %d slots", o->n_slots);
-    loom_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads}; /* checkpoints at prompt ends */
+    loom_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, /* checkpoints at prompt ends */
+                              .k_type = o->k_type};
     for (int i = 0; i < o->n_slots; i++) {
         static const char *const think_end[] = {"</think>"};
         e->slots[i].s = loom_session_new(e->m, &sp, err);

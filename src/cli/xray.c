@@ -483,12 +483,12 @@ int xray_compare(const loom_model *m, const struct loom_ref *r, struct loom_ref_
     loom_session *s = NULL;
     if (rc == LOOM_OK) {
         rctx = loom_ref_context_exact(r, rm, n_ctx, n_batch, n_batch < 512 ? n_batch : 512, req->n_threads,
-                                      capture_cb, &x, err);
+                                      req->k_type, capture_cb, &x, err);
         rc = rctx ? LOOM_OK : err->code;
     }
     if (rc == LOOM_OK) {
         loom_session_params sp = {.n_ctx = n_ctx, .n_threads = req->n_threads, .numerics = req->numerics,
-                                  .n_ubatch = (int)r->n_ubatch(rctx)};
+                                  .n_ubatch = (int)r->n_ubatch(rctx), .k_type = req->k_type};
         s = loom_session_new(m, &sp, err);
         rc = s ? LOOM_OK : err->code;
     }

@@ -16,6 +16,7 @@ struct xray_request {
     int decode_given; /* 0: each decoded id is loom's greedy choice */
     int per_token;
     enum loom_numerics numerics;
+    enum loom_kv_type k_type; /* both engines' K cache type (--cache-type-k) */
     int n_threads;
     int layer_lo, layer_hi;
     const char *pattern;

@@ -32,6 +32,7 @@ static void xray_usage(FILE *f)
             "  -n N                 then N greedy tokens (loom's choice), one per step (default 0)\n"
             "  -t N                 threads for both engines (default: the online CPUs)\n"
             "  --numerics MODE      loom's numerics: reference (default; llama.cpp's float order) or canonical\n"
+            "  --cache-type-k TYPE  (-ctk) both engines' K cache: f16 (default) or q8_0 (V stays f16)\n"
             "  --per-token          evaluate the prompt one token per step instead of as one batch (state\n"
             "                       compared at every position)\n"
             "  --layers A-B         compare only layers A..B (and the edges outside the layers); or one layer A\n"
@@ -117,6 +118,7 @@ static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb,
             argv[n++] = argv[i];
     }
     int rc = loom_cli_parse_pairs("xray", n, argv, &o->mo, xray_set, o);
+    o->req.k_type = o->mo.k_type;
     if (rc == 0 && o->layers)
         rc = parse_layers(o->layers, &o->req.layer_lo, &o->req.layer_hi);
     if (rc == 0 && o->perturb)
@@ -191,8 +193,9 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
     else
         snprintf(steps, sizeof steps, "one batch");
     printf("%s: %d prompt tokens (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
-           "(CPU build %s), flash attention off, F16 K/V\n", o->model, n_prompt, steps, o->req.n_decode,
-           numerics_name(o), loom_kernels_name(), ref->cpu[0] ? ref->cpu : "the best for this CPU");
+           "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, steps, o->req.n_decode,
+           numerics_name(o), loom_kernels_name(), ref->cpu[0] ? ref->cpu : "the best for this CPU",
+           o->req.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16 K/V");
 }
 
 /* x as a JSON number, null when it is not finite (JSON has no infinity). */

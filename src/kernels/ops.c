@@ -233,6 +233,16 @@ void loom_ops_attn_head(int64_t n_kv, int head_dim, const uint16_t *q16, const u
         out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
 }
 
+void loom_ops_attn_softmax_v(int64_t n_kv, float *scores, float scale, uint16_t *probs16, const uint16_t *v_cache,
+                             int64_t v_stride, int head_dim_v, enum loom_attn_order order, float *out)
+{
+    loom_ops_softmax(n_kv, scores, scale);
+    for (int64_t p = 0; p < n_kv; p++)
+        probs16[p] = loom_f32_to_f16(scores[p]);
+    for (int j = 0; j < head_dim_v; j++)
+        out[j] = dot_f16_lanes(n_kv, v_cache + (int64_t)j * v_stride, probs16, order);
+}
+
 void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
                          int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                          enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,

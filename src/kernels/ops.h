@@ -192,6 +192,42 @@ void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint1
                          enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
                          int64_t out_stride);
 
+/* ---- attention over a Q8_0 K cache (V F16) ------------------------------------------------------------
+ * The reference with type_k = Q8_0 and flash attention off: each K row is Q8_0 (set_rows' from_float,
+ * quantize_row_q8_0), the query row is quantized to Q8_0 (Q8_0's vec_dot_type) and each score is a Q8_0 x
+ * Q8_0 dot. One token runs ggml_vec_dot_q8_0_q8_0, a batch tinyBLAS_Q0_AVX (llamafile/sgemm.cpp); both keep
+ * 8 float lanes, lane l = fma(d_k * d_q, exact integer sum of elements 4l..4l+3 of the block, lane l) per
+ * block, then hsum_float_8: one order, loom_q8_0_vec_dot's, whatever `order` says. Softmax and the F16 V
+ * part are loom_ops_attn_head's (`order` picks the V part's). */
+
+/* The reference's Hadamard rotation of Q and K rows before a quantized K cache (llama-kv-cache.cpp attn_rot_k:
+ * type_k quantized and head dimension % 64 == 0; llama_mul_mat_hadamard, computed on the CPU by
+ * ggml_compute_forward_fwht): x[n] (n a power of two) in place, first x[j] * (1 / sqrtf(n)), then the
+ * butterflies (u, v) -> (u + v, u - v) at distance 1, 2, 4, ..., n / 2. Every step is one rounding of its own,
+ * so the result has one order. */
+void loom_ops_fwht(int n, float *x);
+
+/* The part of loom_ops_attn_head after the scores: softmax of scores[n_kv] (in place) with scale,
+ * probabilities rounded to probs16[n_kv], out[head_dim_v] = V . probs in the given order. */
+void loom_ops_attn_softmax_v(int64_t n_kv, float *scores, float scale, uint16_t *probs16, const uint16_t *v_cache,
+                             int64_t v_stride, int head_dim_v, enum loom_attn_order order, float *out);
+
+/* As loom_ops_attn_heads over a Q8_0 K cache: q8 holds n_q query rows of head_dim / 32 Q8_0 blocks each
+ * (struct loom_block_q8_0, loom_q8_0_from_float of the F32 rows), K row p at k_cache + p * k_stride bytes
+ * (head_dim / 32 blocks); head_dim a multiple of 32. Every variant is bitwise the scalar one. */
+void loom_ops_attn_heads_q8(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                            int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                            enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
+                            int64_t out_stride);
+void loom_ops_attn_heads_q8_avx2(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                                 int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                 float scale, enum loom_attn_order order, float *scores, uint16_t *probs16,
+                                 int64_t stride, float *out, int64_t out_stride);
+void loom_ops_attn_heads_q8_avx512(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                                   int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                   float scale, enum loom_attn_order order, float *scores, uint16_t *probs16,
+                                   int64_t stride, float *out, int64_t out_stride);
+
 /* ---- variants ----------------------------------------------------------------------------------
  * The per-head kernels that dominate the time, one implementation per kernel set (the `ops` of struct
  * loom_kernel_set, kernels.h). Every variant computes bitwise the same results as the scalar one (same
@@ -218,6 +254,10 @@ struct loom_ops_kernels {
                        int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                        enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
                        int64_t out_stride);
+    void (*attn_heads_q8)(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                          int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                          enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
+                          int64_t out_stride);
 };
 
 /* AVX2 variants (src/kernels/x86/ops_avx2.c); call only where the CPU has AVX2, FMA and F16C. */

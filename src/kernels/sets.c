@@ -60,7 +60,7 @@
         .delta_rule_step = loom_ops_delta_rule_step##sfx, .conv1d_chunk = loom_ops_conv1d_chunk##sfx,                 \
         .delta_rule_chunk = loom_ops_delta_rule_chunk##sfx, .rmsnorm_rows = loom_ops_rmsnorm_rows##sfx,               \
         .l2norm_rows = loom_ops_l2norm_rows##sfx, .attn_head = loom_ops_attn_head##sfx,                               \
-        .attn_heads = loom_ops_attn_heads##sfx,                                                                       \
+        .attn_heads = loom_ops_attn_heads##sfx, .attn_heads_q8 = loom_ops_attn_heads_q8##sfx,                         \
     }
 
 static const struct loom_kernel_set set_scalar = {

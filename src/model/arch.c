@@ -76,6 +76,29 @@ int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_h
     return ovf;
 }
 
+uint64_t loom_geometry_k_bytes(const struct loom_geometry *geo, enum loom_kv_type type)
+{
+    const struct loom_owner_shape *k = &geo->owner[LOOM_OWNER_K];
+    int64_t heads = k->shape[1], dim = k->shape[2];
+    if (type == LOOM_KV_F16)
+        return k->bytes;
+    if (type != LOOM_KV_Q8_0 || dim % 32 != 0)
+        return 0;
+    return (uint64_t)heads * (uint64_t)(dim / 32) * 34u;
+}
+
+uint64_t loom_geometry_k_bytes_per_token(const struct loom_arch *arch, const struct loom_hparams *hp,
+                                         const struct loom_geometry *geo, enum loom_kv_type type)
+{
+    uint64_t total = 0, one = loom_geometry_k_bytes(geo, type);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        enum loom_layer_kind kind = arch->layer_kind(hp, il);
+        for (int i = 0; i < arch->owners[kind].n; i++)
+            total += arch->owners[kind].kinds[i] == LOOM_OWNER_K ? one : 0;
+    }
+    return total;
+}
+
 int loom_arch_check_tensor(const struct loom_gguf_tensor *t, const char *name, uint64_t ne0, uint64_t ne1,
                            uint64_t ne2, int f32, loom_error *err)
 {

@@ -114,6 +114,15 @@ int loom_arch_admit(const struct loom_gguf *g, const struct loom_arch **arch, st
 int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_hparams *hp,
                                struct loom_geometry *geo);
 
+/* Bytes one position of one layer's K owner takes in a K cache of element type `type` (F16: geo's K owner;
+ * Q8_0: 34-byte blocks of 32 values per head row), or 0 when the type cannot hold the rows (Q8_0 needs a
+ * head dimension that is a multiple of 32). Every K size (a session's owners, loom_model_describe) comes from
+ * here. */
+uint64_t loom_geometry_k_bytes(const struct loom_geometry *geo, enum loom_kv_type type);
+/* loom_geometry_k_bytes summed over the layers whose kind keeps a K owner: one position of one sequence. */
+uint64_t loom_geometry_k_bytes_per_token(const struct loom_arch *arch, const struct loom_hparams *hp,
+                                         const struct loom_geometry *geo, enum loom_kv_type type);
+
 /* Admission steps the instances share. A tensor of shape [ne0, ne1, ne2] (ne2 = 1: a matrix or vector; else
  * an expert tensor, whose error names the row width, rows per expert and expert_count), and type F32 when f32,
  * named in errors as name; expect_tensor also requires it to be present ("missing tensor 'NAME'"). */

@@ -120,6 +120,8 @@ int loom_model_describe(const loom_gguf *g, loom_model_desc *out, loom_error *er
     out->n_nextn = hp.n_nextn;
     out->n_tokens = tokens ? tokens->arr_n : 0;
     out->kv_bytes_per_token = geo.kv_bytes_per_token;
+    for (int t = 0; t < LOOM_KV_TYPES; t++)
+        out->k_bytes_per_token[t] = loom_geometry_k_bytes_per_token(arch, &hp, &geo, (enum loom_kv_type)t);
     out->recurrent_state_bytes = geo.recurrent_state_bytes;
     desc_hparams(&hp, out);
     desc_layers(arch, &hp, &geo, out);

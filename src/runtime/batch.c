@@ -21,6 +21,9 @@ static int check_rows(loom_session *const *ss, const int32_t *tokens, int n, str
         if (s->numerics != LOOM_NUMERICS_CANONICAL)
             return loom_errorf(err, LOOM_E_ARG, "decode session %d: expected CANONICAL numerics, found %d", i,
                                (int)s->numerics);
+        if (s->k_type != ss[0]->k_type) /* one step runs one attention kernel for every row */
+            return loom_errorf(err, LOOM_E_ARG, "decode session %d: expected the first one's K cache type %s, found %s",
+                               i, loom_kv_type_name(ss[0]->k_type), loom_kv_type_name(s->k_type));
         if (s->pos >= s->n_ctx)
             return loom_errorf(err, LOOM_E_RANGE, "decode session %d: position %d is at the end of its context of %d",
                                i, s->pos, s->n_ctx);

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/blocks.h"
+#include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "runtime/edges.h"
@@ -397,6 +399,28 @@ static int64_t attn_items(const struct chunk *c, struct attn_plan p)
     return (int64_t)((c->n + p.tokens - 1) / p.tokens) * (c->hp->n_head / p.heads);
 }
 
+/* Bytes of one head's K row in a Q8_0 K cache (head_dim / 32 blocks), 0 for an F16 one. */
+static int64_t k_q8_row(const struct loom_session *s)
+{
+    return s->k_type == LOOM_KV_Q8_0
+               ? (int64_t)s->model->hp.head_dim_k / LOOM_QK8_0 * (int64_t)sizeof(struct loom_block_q8_0)
+               : 0;
+}
+
+/* The row x[hd] (a RoPEd query or K row) as a Q8_0 K cache takes it into dst: rotated first, in a copy at tmp,
+ * where the reference rotates (session k_rot, loom_ops_fwht), then quantized by from_float. */
+static void q8_row_from(const struct loom_session *s, loom_from_float_fn from_float, const float *x, float *tmp,
+                        void *dst, int64_t hd)
+{
+    if (s->k_rot) {
+        memcpy(tmp, x, (size_t)hd * sizeof(float));
+        for (int64_t i = 0; i < hd; i += s->k_rot)
+            loom_ops_fwht(s->k_rot, tmp + i);
+        x = tmp;
+    }
+    from_float(x, dst, hd);
+}
+
 /* One item of the plan per index: causal attention over positions 0..pos of each row's token, times the
  * output gate. */
 static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
@@ -416,6 +440,8 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
                                      ? LOOM_ATTN_ORDER_BATCH
                                      : LOOM_ATTN_ORDER_SINGLE;
     float scale = 1.0f / sqrtf((float)hdv);
+    int64_t q8_row = k_q8_row(c->s); /* 0: F16 K cache */
+    loom_from_float_fn q8_from_float = c->s->model->kernels->types[LOOM_TYPE_Q8_0].from_float;
     for (int64_t item = begin; item < end; item++) {
         int t0 = (int)(item / head_groups) * p.tokens, h0 = (int)(item % head_groups) * p.heads;
         int n_t = c->n - t0 < p.tokens ? c->n - t0 : p.tokens, n_q = n_t * p.heads;
@@ -427,15 +453,23 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
             int t = t0 + g % n_t, h = h0 + g / n_t;
             qg[g] = sc->a + (int64_t)t * 2 * H * hd + (int64_t)h * 2 * hd;
             og[g] = sc->o + (int64_t)t * H * hdv + (int64_t)h * hdv;
-            for (int i = 0; i < hd; i++)
-                q16[g * hd + i] = loom_f32_to_f16(qg[g][i]);
+            if (q8_row)
+                q8_row_from(c->s, q8_from_float, qg[g], sc->qrot + (int64_t)thread * hd, (char *)q16 + g * q8_row, hd);
+            else
+                for (int i = 0; i < hd; i++)
+                    q16[g * hd + i] = loom_f32_to_f16(qg[g][i]);
             n_kv[g] = row_at(c, t).pos + 1;
         }
         struct row_state r = row_at(c, t0);
         int kvh = h0 / (H / Hkv);
-        c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
-                              r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
-                              n_ctx, out, hdv);
+        if (q8_row) /* Q8_0 K cache: the query rows in Q8_0, K rows of Hkv * q8_row bytes per position */
+            c->s->ops->attn_heads_q8(n_q, n_kv, hd, q16, (const char *)r.ls->k + kvh * q8_row, Hkv * q8_row,
+                                     r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores,
+                                     probs16, n_ctx, out, hdv);
+        else
+            c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
+                                  r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
+                                  n_ctx, out, hdv);
         /* output gate: attn * sigmoid(gate), the gate row following each query row */
         for (int g = 0; g < n_q; g++)
             for (int j = 0; j < hdv; j++)
@@ -443,16 +477,19 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* Per token: q/k RMSNorm, partial NEOX RoPE, and the token's K/V rows appended to the F16 cache. */
+/* Per token: q/k RMSNorm, partial NEOX RoPE, and the token's K/V rows appended to the cache (K in F16, or
+ * for a Q8_0 K cache each head's RoPEd row, rotated where the reference rotates it, quantized as its set_rows
+ * does, from_float of Q8_0). */
 static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    (void)thread;
     const struct chunk *c = ctx;
     const struct loom_hparams *hp = c->hp;
     const struct loom_layer *L = c->L;
     const struct loom_scratch *sc = &c->s->sc;
     int64_t hd = hp->head_dim_k, hdv = hp->head_dim_v, H = hp->n_head, Hkv = hp->n_head_kv;
     int n_rot = (int)hp->n_rot;
+    int64_t q8_row = k_q8_row(c->s); /* 0: F16 K cache */
+    loom_from_float_fn q8_from_float = c->s->model->kernels->types[LOOM_TYPE_Q8_0].from_float;
     for (int t = (int)begin; t < end; t++) {
         float *cache = sc->rope + (int64_t)t * n_rot;
         struct row_state r = row_at(c, t);
@@ -467,9 +504,14 @@ static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
             float *k = kt + h * hd;
             const float *v = sc->c + t * Hkv * hdv + h * hdv;
             loom_ops_rope_neox(k, n_rot, cache);
-            uint16_t *kc = r.ls->k + (p * Hkv + h) * hd;
-            for (int64_t i = 0; i < hd; i++)
-                kc[i] = loom_f32_to_f16(k[i]);
+            if (q8_row) {
+                char *kc = (char *)r.ls->k + (p * Hkv + h) * q8_row;
+                q8_row_from(c->s, q8_from_float, k, sc->qrot + (int64_t)thread * hd, kc, hd);
+            } else {
+                uint16_t *kc = r.ls->k + (p * Hkv + h) * hd;
+                for (int64_t i = 0; i < hd; i++)
+                    kc[i] = loom_f32_to_f16(k[i]);
+            }
             uint16_t *vc = r.ls->v + h * hdv * n_ctx + p;
             for (int64_t j = 0; j < hdv; j++)
                 vc[j * n_ctx] = loom_f32_to_f16(v[j]);

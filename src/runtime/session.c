@@ -118,7 +118,21 @@ static size_t plan_arena(struct loom_session *s, char *base)
     sc->probs16 = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * ctx * sizeof(uint16_t));
     sc->q16 = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * w->head_dim * sizeof(uint16_t));
     sc->attn_out = carve(base, &cur, nt * LOOM_OPS_ATTN_ROWS * w->head_dim_v * sizeof(float));
+    sc->qrot = carve(base, &cur, s->k_rot ? nt * w->head_dim * sizeof(float) : 0);
     return cur;
+}
+
+/* The reference rotates Q and K rows for a quantized K cache when the head dimension is a multiple of 64
+ * (llama-kv-cache.cpp attn_rot_k), by a Hadamard matrix of the largest power of two size >= 64 dividing it
+ * (build_input_k_rot), applied to each run of that many values. 0: no rotation. */
+static int k_rot_size(const struct loom_model *m, enum loom_kv_type k_type)
+{
+    int64_t hd = m->hp.head_dim_k, n = 64;
+    if (k_type == LOOM_KV_F16 || hd <= 0 || hd % 64 != 0)
+        return 0;
+    while (hd % (2 * n) == 0)
+        n *= 2;
+    return (int)n;
 }
 
 loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err)
@@ -130,6 +144,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     int n_ctx = params ? params->n_ctx : 0, n_threads = params ? params->n_threads : 0;
     int n_ubatch = params ? params->n_ubatch : 0;
     enum loom_numerics numerics = params ? params->numerics : LOOM_NUMERICS_CANONICAL;
+    enum loom_kv_type k_type = params ? params->k_type : LOOM_KV_F16;
     if (n_ctx < 0 || n_threads < 0 || n_ubatch < 0) {
         loom_errorf(err, LOOM_E_ARG, "session params: expected n_ctx >= 0, n_threads >= 0 and n_ubatch >= 0, found "
                     "%d, %d and %d", n_ctx, n_threads, n_ubatch);
@@ -138,6 +153,16 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     if (numerics != LOOM_NUMERICS_CANONICAL && numerics != LOOM_NUMERICS_REFERENCE_BATCH) {
         loom_errorf(err, LOOM_E_ARG, "session params numerics: expected CANONICAL (0) or REFERENCE_BATCH (1), found %d",
                     (int)numerics);
+        return NULL;
+    }
+    if (k_type != LOOM_KV_F16 && k_type != LOOM_KV_Q8_0) {
+        loom_errorf(err, LOOM_E_ARG, "session params k_type: expected LOOM_KV_F16 (0) or LOOM_KV_Q8_0 (1), found %d",
+                    (int)k_type);
+        return NULL;
+    }
+    if (loom_geometry_k_bytes(&model->geo, k_type) == 0) {
+        loom_errorf(err, LOOM_E_ARG, "session params k_type: a q8_0 K cache needs a head dimension that is a "
+                    "multiple of 32, found %lld", (long long)model->geo.owner[LOOM_OWNER_K].shape[2]);
         return NULL;
     }
     if (n_ctx == 0)
@@ -156,7 +181,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         loom_errorf(err, LOOM_E_FORMAT, "session: architecture '%s' has no circuits", model->arch->name);
         return NULL;
     }
-    int n_owners = loom_state_owners_list(model, n_ctx, NULL, 0);
+    int n_owners = loom_state_owners_list(model, n_ctx, k_type, NULL, 0);
     struct loom_session *s = calloc(1, sizeof *s);
     struct loom_layer_state *layers = calloc(model->hp.n_layer ? model->hp.n_layer : 1, sizeof *layers);
     struct loom_state_owner *owners = calloc(n_owners ? (size_t)n_owners : 1, sizeof *owners);
@@ -172,7 +197,11 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
     s->model = model;
     s->circuits = circuits;
     s->owners = owners;
-    s->n_owners = loom_state_owners_list(model, n_ctx, owners, n_owners);
+    s->n_owners = loom_state_owners_list(model, n_ctx, k_type, owners, n_owners);
+    s->k_type = k_type;
+    s->k_rot = k_rot_size(model, k_type);
+    for (int i = 0; i < s->n_owners; i++)
+        s->kv_bytes_per_token += owners[i].bytes_per_pos;
     s->ops = &model->kernels->ops;
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
@@ -406,7 +435,7 @@ static int save_kv_rows(struct loom_session *s, int lo, int hi, uint16_t **saved
     *saved = NULL;
     if (lo >= hi)
         return LOOM_OK;
-    uint64_t bytes = (uint64_t)(hi - lo) * s->model->geo.kv_bytes_per_token;
+    uint64_t bytes = (uint64_t)(hi - lo) * s->kv_bytes_per_token;
     int rc = s->hook ? s->hook(s->hook_ctx, -1, "alloc", NULL, 0) : 0;
     if (rc || !(*saved = malloc(bytes ? bytes : 1)))
         return loom_errorf(err, LOOM_E_NOMEM, "eval: allocating %llu bytes to keep the K/V rows of positions "

@@ -32,7 +32,8 @@
 struct loom_layer_state {
     float *conv[2]; /* recurrent: [channels][conv_kernel - 1], the last inputs of each channel, oldest first */
     float *rec[2];  /* recurrent: [n_v_heads][d][d], M[h][j][i] = S_h[i][j] (value index j, key index i) */
-    uint16_t *k;    /* attention: [n_ctx][n_head_kv][head_dim_k] F16 */
+    uint16_t *k;    /* attention: [n_ctx][n_head_kv][head_dim_k] F16, or for a Q8_0 K cache (session k_type)
+                     * [n_ctx][n_head_kv][head_dim_k / 32] struct loom_block_q8_0 (bytes, read through a cast) */
     uint16_t *v;    /* attention: [n_head_kv][head_dim_v][n_ctx] F16 (transposed, as the reference stores V) */
 };
 
@@ -52,7 +53,8 @@ struct loom_state_owner {
 
 /* Fill owners[0..cap) with the state owners of model m's layers at context n_ctx, in layer order (owners
  * may be NULL to count them); returns how many there are. */
-int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, struct loom_state_owner *owners, int cap);
+int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, enum loom_kv_type k_type,
+                           struct loom_state_owner *owners, int cap);
 /* Fill owners[0..cap) with the session's state owners in layer order; returns how many there are. */
 int loom_session_state_owners(const struct loom_session *s, struct loom_state_owner *owners, int cap);
 /* The buffer of owner o in s: copy `copy` of a fixed-size owner, the one buffer of a K/V owner. */
@@ -137,8 +139,10 @@ struct loom_scratch {
     /* per worker thread */
     float *scores;     /* [n_threads][LOOM_OPS_ATTN_ROWS][n_ctx] */
     uint16_t *probs16; /* [n_threads][LOOM_OPS_ATTN_ROWS][n_ctx] */
-    uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_ROWS][head_dim_k] */
+    uint16_t *q16;     /* [n_threads][LOOM_OPS_ATTN_ROWS][head_dim_k]; a Q8_0 K cache's query rows in
+                        * Q8_0 blocks (head_dim_k / 32 * 34 bytes each) use the same room */
     float *attn_out;   /* [n_threads][LOOM_OPS_ATTN_ROWS][head_dim_v] one item's rows before the output gate */
+    float *qrot;       /* [n_threads][head_dim_k] a Q or K row being rotated (Q8_0 K cache, session k_rot) */
 };
 
 struct loom_circuits;
@@ -151,6 +155,10 @@ struct loom_session {
     int n_threads;
     int n_ctx;
     enum loom_numerics numerics;
+    enum loom_kv_type k_type;    /* K cache element type (V is F16) */
+    uint64_t kv_bytes_per_token; /* K and V rows of every attention layer at one position, in this cache */
+    int k_rot;                   /* Q8_0 K: the Hadamard rotation's size the reference applies to Q and K rows
+                                  * (loom_ops_fwht over each k_rot values), 0 = none */
     int n_logits;
     /* public state: the frontier, the recurrent owners [cur], K/V rows below pos, the last logits */
     int pos;

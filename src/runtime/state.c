@@ -5,6 +5,7 @@
  * of positions (a request that rewrites public rows saves them first). */
 #define XXH_STATIC_LINKING_ONLY
 #include <string.h>
+#include <strings.h>
 #include <xxhash.h>
 
 #include "kernels/types.h"
@@ -12,14 +13,43 @@
 
 static const char *const owner_names[LOOM_OWNER_KINDS] = {"conv", "recurrent", "k", "v"};
 
-int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, struct loom_state_owner *owners, int cap)
+const char *loom_kv_type_name(enum loom_kv_type type)
+{
+    return type == LOOM_KV_F16 ? "f16" : type == LOOM_KV_Q8_0 ? "q8_0" : NULL;
+}
+
+int loom_kv_type_parse(const char *name, enum loom_kv_type *type, loom_error *err)
+{
+    for (int t = 0; name && t < LOOM_KV_TYPES; t++)
+        if (strcasecmp(name, loom_kv_type_name((enum loom_kv_type)t)) == 0) {
+            *type = (enum loom_kv_type)t;
+            return LOOM_OK;
+        }
+    return loom_errorf(err, LOOM_E_ARG, "K cache type: expected f16 or q8_0 (V stays f16), found '%s'",
+                       name ? name : "(none)");
+}
+
+/* The K owner of one layer in a cache of element type k_type: F16 as the geometry has it, Q8_0 the same
+ * [pos][heads][dim] in blocks (loom_geometry_k_bytes). */
+static struct loom_owner_shape k_shape(const struct loom_model *m, enum loom_kv_type k_type)
+{
+    struct loom_owner_shape sh = m->geo.owner[LOOM_OWNER_K];
+    if (k_type == LOOM_KV_Q8_0)
+        sh.dtype = LOOM_TYPE_Q8_0;
+    sh.bytes = loom_geometry_k_bytes(&m->geo, k_type);
+    return sh;
+}
+
+int loom_state_owners_list(const struct loom_model *m, int64_t n_ctx, enum loom_kv_type k_type,
+                           struct loom_state_owner *owners, int cap)
 {
     int n = 0;
+    struct loom_owner_shape k = k_shape(m, k_type);
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         enum loom_layer_kind kind = m->layers[il].kind;
         for (int i = 0; i < m->arch->owners[kind].n; i++, n++) {
             enum loom_owner_kind ok = m->arch->owners[kind].kinds[i];
-            const struct loom_owner_shape *sh = &m->geo.owner[ok];
+            const struct loom_owner_shape *sh = ok == LOOM_OWNER_K ? &k : &m->geo.owner[ok];
             if (!owners || n >= cap)
                 continue;
             struct loom_state_owner *o = &owners[n];
@@ -57,17 +87,14 @@ void *loom_owner_data(const struct loom_session *s, const struct loom_state_owne
 }
 
 /* A K/V owner is stored [outer][n_ctx][inner] (outer = the axes before the position axis, inner those
- * after): positions [lo, hi) are one run per outer index. */
+ * after, in elements or, for Q8_0 K, blocks): positions [lo, hi) are one run per outer index. */
 void loom_owner_runs(const struct loom_session *s, const struct loom_state_owner *o, int lo, int hi,
                      void (*fn)(void *ctx, void *at, size_t bytes), void *ctx)
 {
-    int64_t outer = 1, inner = 1;
-    for (int a = 0; a < 3; a++)
-        if (a < o->pos_axis)
-            outer *= o->shape[a];
-        else if (a > o->pos_axis)
-            inner *= o->shape[a];
-    size_t el = o->bytes_per_pos / (size_t)(outer * inner), row = (size_t)inner * el;
+    int64_t outer = 1;
+    for (int a = 0; a < o->pos_axis; a++)
+        outer *= o->shape[a];
+    size_t row = o->bytes_per_pos / (size_t)outer;
     char *base = loom_owner_data(s, o, 0);
     for (int64_t r = 0; r < outer; r++)
         fn(ctx, base + ((size_t)r * (size_t)s->n_ctx + (size_t)lo) * row, (size_t)(hi - lo) * row);
@@ -99,6 +126,8 @@ void loom_session_copy_kv_rows(struct loom_session *s, int lo, int hi, uint16_t 
 int loom_session_n_ctx(const loom_session *session) { return session->n_ctx; }
 
 uint64_t loom_session_arena_bytes(const loom_session *session) { return session->arena_bytes; }
+
+enum loom_kv_type loom_session_k_type(const loom_session *session) { return session->k_type; }
 
 uint64_t loom_session_state_bytes(const loom_session *session)
 {

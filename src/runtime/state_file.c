@@ -2,9 +2,9 @@
  * the position, the token history, every state owner (loom_session_state_owners order) and the last logits,
  * closed by an XXH3 checksum. Written to a temporary file, fsynced and renamed into place; a restore checks
  * everything before changing the session. Layout (host byte order, x86-64): struct file_header, then
- * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K rows 0..pos-1; V as
- * [heads][dim] slices of pos values), then float logits[n_logits] when has_logits, then uint64 checksum of
- * all that precedes it. */
+ * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K rows 0..pos-1, in the K cache
+ * type the header names; V as [heads][dim] slices of pos values), then float logits[n_logits] when has_logits,
+ * then uint64 checksum of all that precedes it. */
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +30,7 @@ struct file_header {
     int32_t pos;
     int32_t has_logits;
     int32_t n_logits;
-    int32_t reserved;
+    int32_t k_type; /* enum loom_kv_type of the K rows (0 = F16: the field was reserved, 0, before Q8_0 K) */
     uint64_t payload_bytes; /* everything between the header and the checksum */
 };
 
@@ -195,7 +195,7 @@ int loom_session_save(const loom_session *session, const char *path, loom_error 
 {
     struct loom_session *s = (struct loom_session *)session; /* visit_payload only reads here */
     struct file_header h = {STATE_MAGIC, STATE_VERSION, s->model->hp.n_layer, model_identity(s->model), s->pos,
-                            s->has_logits, s->n_logits, 0, 0};
+                            s->has_logits, s->n_logits, (int32_t)s->k_type, 0};
     h.payload_bytes = visit_payload(s, s->pos, s->has_logits, count_piece, NULL);
     size_t len = strlen(path);
     char *tmp = malloc(len + 16);
@@ -289,6 +289,13 @@ static int check_image(struct loom_session *s, const char *path, const char *buf
     if (h.model_id != id || h.n_layer != s->model->hp.n_layer || h.n_logits != s->n_logits)
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved from another model (identity %016llx, this model "
                            "%016llx)", path, (unsigned long long)h.model_id, (unsigned long long)id);
+    if (h.k_type != (int32_t)s->k_type) {
+        const char *saved = loom_kv_type_name((enum loom_kv_type)h.k_type);
+        char num[32];
+        snprintf(num, sizeof num, "%d (unknown)", h.k_type);
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved with K cache type %s, this session's is %s "
+                           "(--cache-type-k)", path, saved ? saved : num, loom_kv_type_name(s->k_type));
+    }
     if (h.pos < 0 || h.pos > s->n_ctx || (h.has_logits != 0 && h.has_logits != 1))
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: position %d does not fit this session's context of %d",
                            path, h.pos, s->n_ctx);

@@ -90,7 +90,7 @@ static void test_eval(const struct loom_ref *r, const char *model)
     if (!m)
         return;
     CHECK(r->model_size(m) > 0 && r->model_n_params(m) > 0, "model size/params are zero");
-    struct loom_ref_context *ctx = loom_ref_context_new(r, m, 64, 16, 1, &err);
+    struct loom_ref_context *ctx = loom_ref_context_new(r, m, 64, 16, 1, -1, LOOM_KV_F16, &err);
     CHECK(ctx != NULL, "%s", err.msg);
     if (ctx) {
         int32_t ids[16];
