@@ -439,11 +439,18 @@ void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, co
                              int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                              enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
 {
-    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
     for (int64_t p = 0; p < n_kv; p++) /* a single row's K dot has a scalar double tail past the last 64 */
         scores[p] = order == LOOM_ATTN_ORDER_SINGLE && head_dim % 64
                         ? loom_ops_dot_f16(head_dim, k_cache + p * k_stride, q16, order)
                         : dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
+    loom_ops_attn_softmax_v_avx2(n_kv, scores, scale, probs16, v_cache, v_stride, head_dim_v, order, out);
+}
+
+void loom_ops_attn_softmax_v_avx2(int64_t n_kv, float *scores, float scale, uint16_t *probs16,
+                                  const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                  enum loom_attn_order order, float *out)
+{
+    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
     softmax(n_kv, scores, scale);
     round_probs(n_kv, scores);
     for (int j = 0; j < head_dim_v; j++)

@@ -793,9 +793,23 @@ void loom_ops_attn_heads_avx512(int n_q, const int64_t *n_kv, int head_dim, cons
         attn_scores(4, SINGLE_R, SINGLE_P, n_rows, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
     else
         attn_scores(1, BATCH_R, BATCH_P, n_rows, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
-    for (int g = 0; g < n_rows; g++)
+    loom_ops_attn_softmax_v_rows_avx512(n_rows, n_kv, scores, stride, scale, v_cache, v_stride, head_dim_v, order, out,
+                                        out_stride);
+}
+
+void loom_ops_attn_softmax_v_rows_avx512(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
+                                         const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                         enum loom_attn_order order, float *out, int64_t out_stride)
+{
+    for (int g = 0; g < n_q; g++)
         scale_round(n_kv[g], scores + g * stride, softmax_sum(n_kv[g], scores + g * stride, scale));
-    if (single)
+    int n_rows = n_q / ATTN_G * ATTN_G; /* the rest one at a time */
+    for (int g = n_rows; g < n_q; g++)
+        for (int j = 0; j < head_dim_v; j++)
+            out[g * out_stride + j] = dot_v_probs(n_kv[g], v_cache + (int64_t)j * v_stride, scores + g * stride, order);
+    if (!n_rows)
+        return;
+    if (order == LOOM_ATTN_ORDER_SINGLE)
         attn_values(4, SINGLE_R, SINGLE_J, n_rows, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out,
                     out_stride);
     else
