@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,7 +127,7 @@ static int bench_parse_fa(const char *s, int *out)
 {
     static const char *const names[] = {"off", "on", "auto"};
     for (int i = 0; s && i < 3; i++)
-        if (!strcmp(s, names[i])) {
+        if (!strcasecmp(s, names[i])) {
             *out = i == 2 ? -1 : i;
             return 0;
         }
@@ -630,11 +631,11 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
 }
 
 /* The reference's settings and CPU build, for the report's first line. */
-static void bench_print_ref(const struct loom_ref *ref, int fa)
+static void bench_print_ref(const struct loom_ref *ref, int fa, enum loom_kv_type k_type)
 {
-    printf("reference llama.cpp v0.5.0 at its defaults but for --ref-fa (flash attention %s, F16 K/V, repacking %s), "
-           "CPU build %s", fa < 0 ? "auto" : fa ? "on" : "off", ref->repack ? "on" : "off: LOOM_REF_REPACK=0",
-           ref->cpu[0] ? ref->cpu : "the best for this CPU");
+    printf("reference llama.cpp v0.5.0 at its defaults but for --ref-fa and -ctk (flash attention %s, %s K, F16 V, "
+           "repacking %s), CPU build %s", fa < 0 ? "auto" : fa ? "on" : "off", k_type == LOOM_KV_Q8_0 ? "Q8_0" : "F16",
+           ref->repack ? "on" : "off: LOOM_REF_REPACK=0", ref->cpu[0] ? ref->cpu : "the best for this CPU");
 }
 
 /* Everything after loom's session exists (or, --ref-only, the file's tensor table and tokenizer are open):
@@ -676,11 +677,12 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     double load1 = bench_load_average();
     printf("loom bench: %s, %d threads, %d repetitions", o->model, o->n_threads, o->reps);
     if (!o->ref_only)
-        printf(", loom kernels %s, numerics %s", loom_kernels_name(),
-               o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical");
+        printf(", loom kernels %s, numerics %s, %s K cache", loom_kernels_name(),
+               o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical",
+               o->mo.k_type == LOOM_KV_Q8_0 ? "Q8_0" : "F16");
     if (o->ref || o->ref_only) {
         printf("; ");
-        bench_print_ref(ref, o->ref_fa);
+        bench_print_ref(ref, o->ref_fa, o->mo.k_type);
     }
     printf("\n\n");
     bench_print_table(&w, run, n_run, &t, o->n_threads);

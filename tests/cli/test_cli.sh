@@ -153,7 +153,7 @@ for cmd in "run -p hi -n 2" chat "bench -p 8 -n 4 -r 1"; do
 done
 for n in canonical reference; do
     "$loom" bench -m "$model" -p 8 -n 4 -r 1 -t 2 --numerics $n >"$out" 2>"$err"; rc=$?
-    check "bench --numerics $n says so" '[ $rc -eq 0 ] && grep -q "^loom bench: .*, numerics $n$" "$out"'
+    check "bench --numerics $n says so" '[ $rc -eq 0 ] && grep -q "^loom bench: .*, numerics $n, F16 K cache$" "$out"'
 done
 "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref-only --numerics reference >"$out" 2>"$err"; rc=$?
 check "bench --ref-only refuses --numerics (a loom option)" '[ $rc -eq 2 ] && grep -q -- "--numerics) do not apply" "$err"'
