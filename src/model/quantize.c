@@ -864,11 +864,8 @@ static int quant_weights_for(const struct loom_quant_extra *x, const struct loom
 {
     *out = NULL;
     const struct loom_imatrix_entry *e = loom_imatrix_find(x->imatrix, d->name);
-    if (!e) { /* the reference's "did not find weights for" */
-        quant_notice(x, "tensor '%s': the importance matrix has no entry for it, quantized to %s without one",
-                     d->name, loom_type_traits(type)->name);
+    if (!e) /* the reference's "did not find weights for": the caller says so once the tensor is taken */
         return LOOM_OK;
-    }
     uint64_t want = d->ne[0] * (d->n_dims > 2 ? d->ne[2] : 1), have = e->n_per_row * e->n_mat;
     if (have != want) {
         if (!strcmp(d->name, "token_embd.weight") || !strcmp(d->name, "per_layer_token_embd.weight")) {
@@ -938,12 +935,17 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
                 return rc;
             if (!weights[i] && quant_requires_imatrix(d[i].name, types[i], r->ftype))
                 return loom_errorf(err, LOOM_E_ARG, "recipe %s: tensor '%s' goes to %s, which needs an importance "
-                                   "matrix, found %s (pass --imatrix FILE; llama_model_quantize refuses it too)",
-                                   r->name, d[i].name, tr->name, m ? "no entry for this tensor in it" : "none");
+                                   "matrix, found %s; llama_model_quantize refuses it too", r->name, d[i].name,
+                                   tr->name, m ? "no entry for this tensor in the --imatrix file (made for another "
+                                   "model?)" : "none (pass --imatrix FILE)");
             if (!weights[i] && !tr->quantize && !quant_is_float(types[i])) /* IQ2_XXS, IQ2_XS, IQ1_S */
                 return loom_errorf(err, LOOM_E_ARG, "tensor '%s': type %s needs importance weights, found %s "
                                    "(llama.cpp's ggml_quantize_chunk aborts without them)", d[i].name, tr->name,
-                                   m ? "no imatrix entry for this tensor" : "no --imatrix");
+                                   m ? "no entry for this tensor in the --imatrix file (made for another model?)"
+                                     : "no --imatrix");
+            if (m && !weights[i] && !loom_imatrix_find(m, d[i].name))
+                quant_notice(x, "tensor '%s': the importance matrix has no entry for it, quantized to %s without one",
+                             d[i].name, tr->name);
             *max_row = (int64_t)d[i].ne[0] > *max_row ? (int64_t)d[i].ne[0] : *max_row;
         }
         if (loom_gguf_writer_add_tensor(w, d[i].name, types[i], d[i].n_dims, d[i].ne))
