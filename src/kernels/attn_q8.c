@@ -30,6 +30,11 @@ void loom_ops_fwht(int n, float *x)
     float scale = 1.0f / sqrtf((float)n);
     for (int j = 0; j < n; j++)
         x[j] *= scale;
+    loom_ops_hadamard(n, x);
+}
+
+void loom_ops_hadamard(int n, float *x)
+{
     for (int len = 1; len < n; len <<= 1)
         for (int i = 0; i < n; i += 2 * len)
             for (int j = i; j < i + len; j++) {

@@ -206,6 +206,8 @@ void loom_ops_attn_heads(int n_q, const int64_t *n_kv, int head_dim, const uint1
  * butterflies (u, v) -> (u + v, u - v) at distance 1, 2, 4, ..., n / 2. Every step is one rounding of its own,
  * so the result has one order. */
 void loom_ops_fwht(int n, float *x);
+/* loom_ops_fwht's butterflies alone (the unnormalized transform: x = H x in place, n a power of two). */
+void loom_ops_hadamard(int n, float *x);
 
 /* The part of loom_ops_attn_head after the scores: softmax of scores[n_kv] (in place) with scale,
  * probabilities rounded to probs16[n_kv], out[head_dim_v] = V . probs in the given order. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/ops.h"
 #include "kernels/types.h"
 #include "model/quantize.h"
 #include "util/error.h"
@@ -154,18 +155,6 @@ static void synth_rng_choose(struct synth_rng *r, uint32_t *perm, uint32_t n, ui
  * B = H D3 H D2 H D1 / E^(3/2) with H the Walsh-Hadamard matrix and Di random sign diagonals: an orthogonal,
  * well-mixing rotation applied in O(E log E) instead of a dense E x E product. */
 
-/* In-place unnormalized fast Walsh-Hadamard transform, n a power of two. */
-static void synth_fwht(float *x, uint32_t n)
-{
-    for (uint32_t h = 1; h < n; h <<= 1)
-        for (uint32_t i = 0; i < n; i += 2 * h)
-            for (uint32_t j = i; j < i + h; j++) {
-                float a = x[j], b = x[j + h];
-                x[j] = a + b;
-                x[j + h] = a - b;
-            }
-}
-
 static void synth_scale(float *x, size_t n, float a)
 {
     for (size_t i = 0; i < n; i++)
@@ -217,7 +206,7 @@ static void synth_basis_apply(const struct synth *s, float *x)
         for (uint32_t i = 0; i < s->E; i++)
             x[i] *= d[i];
         for (uint32_t b = 0; b < s->E; b += s->blk)
-            synth_fwht(x + b, s->blk);
+            loom_ops_hadamard((int)s->blk, x + b);
         if (s->blk == s->E)
             continue;
         const uint32_t *m = s->mix + (size_t)r * s->E;
