@@ -9,6 +9,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_avx512.h"
+#include "kernels/prefetch.h"
 #include "kernels/protos.h"
 
 #define GROUP_BLOCK_BYTES (16 * sizeof(struct loom_block_mxfp4))
@@ -48,6 +49,7 @@ static inline __attribute__((always_inline)) void dot(int64_t n, float *y, size_
         acc[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++, g += GROUP_BLOCK_BYTES) {
         __m512i u[8];
+        loom_prefetch_ahead(g, GROUP_BLOCK_BYTES);
         for (int j = 0; j < 4; j++) {
             __m512i q = _mm512_loadu_si512((const void *)(g + 16 + 64 * j));
             u[j] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));

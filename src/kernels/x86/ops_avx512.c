@@ -7,6 +7,7 @@
 
 #include "kernels/helpers_avx2.h"
 #include "kernels/ops.h"
+#include "kernels/prefetch.h"
 
 /* loom_ops_dot_f32 with zmm accumulators; _mm512_reduce_add_ps is the R16 tree. */
 static float dot_f32(int64_t n, const float *x, const float *y)
@@ -148,6 +149,8 @@ ALWAYS_INLINE void conv_groups(int K, int64_t channels, float *state, const floa
 {
     for (int64_t c0 = 0; c0 < channels; c0 += 16) {
         __mmask16 m = channels - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (channels - c0)) - 1);
+        loom_prefetch_ahead(state + c0 * (K - 1), 16 * (size_t)(K - 1) * sizeof(float));
+        loom_prefetch_ahead(w + c0 * K, 16 * (size_t)K * sizeof(float));
         conv_group(K, m, state + c0 * (K - 1), w + c0 * K, n, x + c0, x_stride, y + c0, y_stride);
     }
 }
@@ -220,6 +223,7 @@ ALWAYS_INLINE void delta_rows(int nv, int R, const float *M_src, float *M, int j
 {
     int d = 16 * nv;
     __m512 r[2][16];
+    loom_prefetch_ahead(M_src + (int64_t)j0 * d, (size_t)R * (size_t)d * sizeof(float));
 #pragma GCC unroll 2
     for (int rr = 0; rr < R; rr++)
 #pragma GCC unroll 16

@@ -7,6 +7,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_avx2.h"
+#include "kernels/prefetch.h"
 #include "kernels/protos.h"
 
 /* One 8-row half of a group block's scales: sc[j] (j < 8) as the int16 pair (sc[j], sc[j]) per row lane,
@@ -121,6 +122,8 @@ static inline __attribute__((always_inline)) void dot_tile(int64_t n, float *out
         struct x16_half_scales u[2];
         const struct loom_block_q8_k *y[4];
         __m256i isum[4];
+        if (h0 == 0) /* the first pass over the group */
+            loom_prefetch_ahead(&g[i], sizeof g[i]);
 #pragma GCC unroll 2
         for (int h = 0; h < nh; h++)
             unpack_half_scales(&g[i], h0 + h, &u[h]);

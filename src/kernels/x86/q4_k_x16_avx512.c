@@ -7,6 +7,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_avx512.h"
+#include "kernels/prefetch.h"
 #include "kernels/protos.h"
 
 /* A group block's scales as int32 per row lane (sc[j], j < 8) and its mins as int16 pairs (m[2k],
@@ -115,6 +116,7 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
         acc[t] = accm[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         struct x16_scales u;
+        loom_prefetch_ahead(&g[i], sizeof g[i]);
         unpack_scales(&g[i], &u);
         const struct loom_block_q8_k *y[4];
 #pragma GCC unroll 4

@@ -8,6 +8,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_avx2.h"
+#include "kernels/prefetch.h"
 #include "kernels/protos.h"
 
 /* One 8-row half of a group block's scales per row lane: sc[j] (j < 16) the int16 pair (scales[j],
@@ -104,6 +105,7 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
                 acc[t][rh][l] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         const struct loom_block_q8_k *y[8];
+        loom_prefetch_ahead(&g[i], sizeof g[i]);
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
             y[t] = (const struct loom_block_q8_k *)((const char *)a + t * a_stride) + i;

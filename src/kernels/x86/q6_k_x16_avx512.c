@@ -6,6 +6,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/helpers_avx512.h"
+#include "kernels/prefetch.h"
 #include "kernels/protos.h"
 
 /* A group block's scales per row lane: sp[q][s] holds the int16 pair (scales[4q + s], scales[4q + 2 + s])
@@ -97,6 +98,7 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
             acc[t][l] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         struct x16_scales u;
+        loom_prefetch_ahead(&g[i], sizeof g[i]);
         unpack_scales(&g[i], &u);
         const struct loom_block_q8_k *y[8];
         __m512 dd[8];
