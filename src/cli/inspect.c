@@ -13,9 +13,13 @@
 
 #define INSPECT_CTX 4096 /* the context length the memory is given for without --ctx (a session's default) */
 
+/* bytes, and in MiB (KiB under one MiB, where 0.01 MiB would say little) */
 static void print_bytes(const char *label, uint64_t bytes)
 {
-    printf("  %-34s %14" PRIu64 " B  (%.2f MiB)\n", label, bytes, (double)bytes / (1024.0 * 1024.0));
+    if (bytes < 1024 * 1024)
+        printf("  %-34s %14" PRIu64 " B  (%.2f KiB)\n", label, bytes, (double)bytes / 1024.0);
+    else
+        printf("  %-34s %14" PRIu64 " B  (%.2f MiB)\n", label, bytes, (double)bytes / (1024.0 * 1024.0));
 }
 
 static void print_layer_plan(const loom_model_desc *d)

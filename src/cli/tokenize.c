@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "cli/cli.h"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
           "  'id<TAB>piece' line per token (--pieces; bytes that are not whole UTF-8 are escaped as \\xNN).\n"
           "  --special  spellings of control tokens in the text become those tokens (trusted text only)\n"
           "  --bos      prepend the vocabulary's beginning-of-sequence token when it adds one\n"
-          "  --decode   read whitespace-separated ids on stdin and print their text instead\n"
+          "  --decode   read whitespace-separated ids on stdin and print their text instead (byte for byte;\n"
+          "             a newline added only on a terminal)\n"
           "  -m FILE    any GGUF with tokenizer.ggml.* metadata (default: the qwen35 test vocabulary)\n",
           f);
 }
@@ -197,6 +199,8 @@ static int run_decode(const loom_tokenizer *tok, const char *text)
     if (out) {
         loom_tokenizer_detokenize(tok, ids, n, out, (size_t)len);
         fwrite(out, 1, (size_t)len, stdout);
+        if (isatty(STDOUT_FILENO) && (len == 0 || out[len - 1] != '\n'))
+            putchar('\n'); /* for the prompt's sake; a pipe or file gets the text byte for byte */
     } else if (rc == 0) {
         fprintf(stderr, "loom tokenize --decode: cannot decode %zu ids\n", n);
         rc = 1;

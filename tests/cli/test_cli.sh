@@ -74,6 +74,9 @@ check "run -t CPUs+1 warns" 'grep -q "is more than the $cpus online CPUs" "$err"
 "$loom" run -m "$model" -p hi -n 1 --temp 0 -t 1 >"$out" 2>"$err"
 check "run -t 1 does not warn" '! grep -q "online CPUs" "$err"'
 
+# tokenize --decode: into a pipe or file the text byte for byte (no newline added: only a terminal gets one)
+echo "9707 11" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+check "tokenize --decode writes the text byte for byte" '[ $rc -eq 0 ] && [ "$(od -An -c "$out" | tr -d " ")" = "Hello," ]'
 # tokenize --decode: a token that is not a number is named alone, without the separator after it
 echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
@@ -126,6 +129,9 @@ check "bench --ref with a missing LOOM_REF_CPU build fails naming it" '[ $rc -eq
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
 check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
+# the tiny file's peak RSS: within a bound that allows a small file's fixed costs (64 MiB, said), not OVER
+check "bench on a small file: peak RSS within file + state + the fixed costs" \
+    'grep -q "+ 64 MiB (fixed costs: tokenizer, libraries; more than 10% of a small file) = .* MiB: within" "$out"'
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 -t 1 --ref --ref-fa off >"$out" 2>"$err"; rc=$?
 check "bench --ref -d: the reference back at the depth from its saved state, flash attention off said" \
     '[ $rc -eq 0 ] && [ $(grep -c "reference .*@ d40" "$out") -eq 2 ] && grep -q "flash attention off" "$out"'
