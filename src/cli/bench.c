@@ -556,9 +556,9 @@ static void bench_print_work(const struct bench_work *w, const struct bench_engi
     }
 }
 
-/* What the bound allows beyond file + state: 10% of them, and at least the fixed costs a small file cannot
- * cover (the tokenizer's tables, the libraries, the repacked copies' 2 MiB huge-page rounding: 33-39 MiB
- * measured on the tiny and 0.8b files). */
+/* What the bound allows beyond file + state: 10% of them, and at least the process's fixed costs, which 10% of a
+ * small file cannot cover (the tokenizer's tables, the libraries: 33-39 MiB over file + state measured on the tiny
+ * and 0.8b files). */
 #define RSS_FIXED_MIB 64.0
 
 /* Peak RSS of loom alone (the whole run; with the reference, up to the end of loom's warm-up, which runs every
