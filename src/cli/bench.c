@@ -491,7 +491,8 @@ static void bench_print_table(const struct bench_work *w, const struct bench_eng
 /* loom/ref per repetition pair; prints the median and range. */
 static void bench_print_ratios(const struct bench_engine *eng, const struct bench_tests *t)
 {
-    printf("loom/ref, median of %d A/B pairs (min - max):", eng[0].n_runs[t->n[TEST_PP] > 0 ? TEST_PP : TEST_TG]);
+    int pairs = eng[0].n_runs[t->n[TEST_PP] > 0 ? TEST_PP : TEST_TG];
+    printf("loom/ref, median of %d A/B pair%s (min - max):", pairs, pairs == 1 ? "" : "s");
     for (int test = TEST_PP; test <= TEST_TG; test++) {
         double q[BENCH_MAX_REPS];
         int m = eng[0].n_runs[test];
@@ -582,7 +583,7 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
     double bound = held + (fixed ? RSS_FIXED_MIB * mib : 0.1 * held);
     char extra[96] = "10%";
     if (fixed)
-        snprintf(extra, sizeof extra, "%.0f MiB (fixed costs: tokenizer, libraries; more than 10%% of a small file)",
+        snprintf(extra, sizeof extra, "%.0f MiB (the process's fixed costs: tokenizer, libraries; more than 10%% here)",
                  RSS_FIXED_MIB);
     printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena %.1f); bound file %.1f + "
            "state %.1f MiB%s + %s = %.1f MiB: %s",
@@ -688,7 +689,8 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     if (!o->ref)
         rss_loom = loom_cli_peak_rss();
     double load1 = bench_load_average();
-    printf("loom bench: %s, %d threads, %d repetitions", o->model, o->n_threads, o->reps);
+    printf("loom bench: %s, %d thread%s, %d repetition%s", o->model, o->n_threads, o->n_threads == 1 ? "" : "s",
+           o->reps, o->reps == 1 ? "" : "s");
     if (!o->ref_only)
         printf(", loom kernels %s, numerics %s, %s K cache", loom_kernels_name(),
                o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical",

@@ -22,13 +22,17 @@ static void print_bytes(const char *label, uint64_t bytes)
         printf("  %-34s %14" PRIu64 " B  (%.2f MiB)\n", label, bytes, (double)bytes / (1024.0 * 1024.0));
 }
 
-static void print_layer_plan(const loom_model_desc *d)
+/* The layers as the model describes them (KV rows in the default F16); with another K type a line says so. */
+static void print_layer_plan(const loom_model_desc *d, enum loom_kv_type k_type)
 {
     printf("\nlayer plan: %s\n", d->plan);
     for (uint32_t il = 0; il < d->n_layer; il++) {
         const loom_desc_item *kind = &d->kinds[d->layer_kind[il]];
         printf("  %3u %-10s %s\n", il, kind->name, kind->value);
     }
+    if (k_type != LOOM_KV_F16)
+        printf("  (KV rows above in F16; with the %s K cache the K rows are %s: the memory below counts them)\n",
+               loom_kv_type_name(k_type), loom_kv_type_name(k_type));
 }
 
 /* Routed experts per layer, used per token, bytes per expert, the shared expert, and what one token reads of the
@@ -174,7 +178,7 @@ static void print_model(const char *path, const loom_gguf *g, const loom_model_d
     printf("hyper-parameters:\n");
     for (int i = 0; i < d->n_hparams; i++)
         printf("  %-34s %s\n", d->hparams[i].name, d->hparams[i].value);
-    print_layer_plan(d);
+    print_layer_plan(d, k_type);
     print_expert_plan(d);
     print_parts(g);
     uint64_t weights = print_tensors(g, f.n_tensors);

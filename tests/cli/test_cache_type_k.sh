@@ -44,7 +44,7 @@ check "inspect F16 K: 1024 B per token" \
     '[ $rc -eq 0 ] && grep -Eq "KV cache per token \(F16 K and V\) +1024 B" "$out" && grep -Eq "attention layer +1024000 B" "$out"'
 "$loom" inspect --ctx 1000 --cache-type-k q8_0 "$model" >"$out" 2>"$err"; rc=$?
 check "inspect Q8_0 K: 784 B per token" \
-    '[ $rc -eq 0 ] && grep -Eq "KV cache per token \(Q8_0 K, F16 V\) +784 B" "$out" && grep -Eq "attention layer +784000 B" "$out"'
+    '[ $rc -eq 0 ] && grep -Eq "KV cache per token \(Q8_0 K, F16 V\) +784 B" "$out" && grep -q "KV rows above in F16; with the q8_0 K cache the K rows are q8_0" "$out" && grep -Eq "attention layer +784000 B" "$out"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
