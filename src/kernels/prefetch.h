@@ -1,17 +1,19 @@
 /* prefetch.h — software prefetch of the bytes a streaming kernel reads next (weights, recurrent state). With one
- * or two threads a core's demand misses and its hardware prefetcher (which stops at each 4 KiB page) keep too few
- * lines in flight to stream a matrix-vector product at the memory's speed: asking for the bytes a few KiB ahead in
- * the x16 group kernels took the 0.8b Q4_K_M decode from 53-55 to 93 tok/s (2 threads, a 68 GB/s VM). The same in
- * the row kernels' driver, over weights read from the file map (Q8_0, Q5_K, F16 rows), measured no faster, and is
- * not done. */
+ * or two threads a core's demand misses and its hardware prefetcher keep too few lines in flight to stream a
+ * matrix-vector product at the memory's speed (hardware prefetchers generally stop at 4 KiB page boundaries: our
+ * explanation, not checked with counters, which this VM does not expose): asking for the bytes a few KiB ahead in
+ * the x16 group kernels took the 0.8b Q4_K_M decode from 53-58 to 93 tok/s (2 threads, a 68 GB/s VM, quiet). Not
+ * done where it measured no faster: the row kernels' driver over weights read from the file map (Q8_0, Q5_K, F16
+ * rows), and the AVX2 set's delta rule and conv (slower in 3 of 4 A/B pairs). */
 #ifndef LOOM_KERNELS_PREFETCH_H
 #define LOOM_KERNELS_PREFETCH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* How far ahead of the bytes being read the prefetches run: measured on the 0.8b Q4_K_M decode (2-core
- * Zen4, 2 threads): 53 tok/s without prefetch, 78-80 at 1 KiB, 79-83 at 2 and 4 KiB, 74-81 at 8 KiB. */
+/* How far ahead of the bytes being read the prefetches run: measured on the 0.8b Q4_K_M decode (2-core Zen4,
+ * 2 threads, tg64, not quiet: load 1.7-2.1 at the ends, builds running): without prefetch 48-55 tok/s, 1 KiB 78-80,
+ * 2 KiB 79-83, 4 KiB 75-84, 8 KiB 74-81, 16 KiB 71-78. */
 #define LOOM_PREFETCH_AHEAD 4096
 
 /* Prefetch (into L1, for reading) the cache lines of [p + LOOM_PREFETCH_AHEAD, p + LOOM_PREFETCH_AHEAD + bytes):

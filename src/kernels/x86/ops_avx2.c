@@ -8,7 +8,6 @@
 
 #include "kernels/helpers_avx2.h"
 #include "kernels/ops.h"
-#include "kernels/prefetch.h"
 #include "util/fp16.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -179,12 +178,9 @@ ALWAYS_INLINE void conv_group(int K, int nc, float *s, const float *wc, int n, c
 ALWAYS_INLINE void conv_groups(int K, int64_t channels, float *state, const float *w, int n, const float *x,
                                int64_t x_stride, float *y, int64_t y_stride)
 {
-    for (int64_t c0 = 0; c0 < channels; c0 += 8) {
-        loom_prefetch_ahead(state + c0 * (K - 1), 8 * (size_t)(K - 1) * sizeof(float));
-        loom_prefetch_ahead(w + c0 * K, 8 * (size_t)K * sizeof(float));
+    for (int64_t c0 = 0; c0 < channels; c0 += 8)
         conv_group(K, channels - c0 >= 8 ? 8 : (int)(channels - c0), state + c0 * (K - 1), w + c0 * K, n, x + c0,
                    x_stride, y + c0, y_stride);
-    }
 }
 
 void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
@@ -316,12 +312,10 @@ void loom_ops_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, 
             bt[t] = beta[(t0 + t) * gb_stride];
         }
         const float *src = t0 == 0 ? M_src : M; /* the first block reads the source, later ones M */
-        for (int j = 0; j < d; j++) {
-            loom_prefetch_ahead(src + (int64_t)j * d, (size_t)d * sizeof(float));
+        for (int j = 0; j < d; j++)
             delta_row(d, src + (int64_t)j * d, M + (int64_t)j * d, j, nb, q + t0 * qkv_stride,
                       k + t0 * qkv_stride, v + t0 * qkv_stride, qkv_stride, decay, bt, scale, out + t0 * out_stride,
                       out_stride);
-        }
     }
 }
 
