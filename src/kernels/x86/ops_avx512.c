@@ -108,9 +108,54 @@ void loom_ops_l2norm_rows_avx512(int64_t n_rows, int64_t n, const float *x, int6
 /* ---- causal conv1d ---------------------------------------------------------------------------------
  * 16 channels at a time for kernels shorter than 8 taps (a chain of fused multiply-adds per channel, as
  * the scalar tail order gives for n < 8); longer kernels take the scalar path. The group's K taps and
- * K-1 state columns are gathered into registers once, the tokens stream through (one load, K fused
- * multiply-adds, one store each, the state columns shifting by one register), and the state is
- * scattered back once. m selects the channels present (a tail group has fewer than 16). */
+ * K-1 state columns are transposed into registers once (per channel rows -> per tap columns), the tokens
+ * stream through (one load, K fused multiply-adds, one store each, the state columns shifting by one
+ * register), and the state is transposed back once. A full group moves its rows with register permutes
+ * (gathers and scatters cost several times more here); a tail group (fewer than 16 channels, mask m) uses
+ * masked gathers and scatters. */
+
+/* Which register and lane of a row-major table every lane takes: lane c of the result is element g(c) of the
+ * nr registers R, table lane idx = g % 32 (vpermt2ps's two-register index), pair = g / 32. */
+struct conv_pick {
+    __m512i idx, pair;
+};
+
+/* The pick of element c * stride + j for lane c (column j of a row-major [16][stride] table). */
+ALWAYS_INLINE struct conv_pick conv_column(int stride, int j)
+{
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i g = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(stride)), _mm512_set1_epi32(j));
+    return (struct conv_pick){_mm512_and_si512(g, _mm512_set1_epi32(31)), _mm512_srli_epi32(g, 5)};
+}
+
+/* Lane c of the result = element p.idx + 32 * p.pair of the nr registers R (permutes; no memory). */
+ALWAYS_INLINE __m512 conv_select(int nr, const __m512 *R, struct conv_pick p)
+{
+    __m512 res = _mm512_permutex2var_ps(R[0], p.idx, nr > 1 ? R[1] : R[0]);
+#pragma GCC unroll 4
+    for (int q = 1; 2 * q < nr; q++)
+        res = _mm512_mask_mov_ps(res, _mm512_cmpeq_epi32_mask(p.pair, _mm512_set1_epi32(q)),
+                                 _mm512_permutex2var_ps(R[2 * q], p.idx, 2 * q + 1 < nr ? R[2 * q + 1] : R[2 * q]));
+    return res;
+}
+
+/* The state columns sv[0..K-2] back into the row-major [16][K-1] layout: lane i of output register r is
+ * element g = 16r + i, channel g / (K-1), column g % (K-1) (picked from sv as a table of pairs of columns). */
+ALWAYS_INLINE void conv_state_store(int K, float *s, const __m512 *sv)
+{
+#pragma GCC unroll 8
+    for (int r = 0; r < K - 1; r++) {
+        int32_t idx[16], pair[16];
+        for (int i = 0; i < 16; i++) {
+            int g = 16 * r + i, c = g / (K - 1), j = g % (K - 1);
+            idx[i] = c + 16 * (j & 1);
+            pair[i] = j >> 1;
+        }
+        struct conv_pick p = {_mm512_loadu_si512(idx), _mm512_loadu_si512(pair)};
+        _mm512_storeu_ps(s + 16 * r, conv_select(K - 1, sv, p));
+    }
+}
+
 ALWAYS_INLINE void conv_group(int K, __mmask16 m, float *s, const float *wc, int n, const float *x, int64_t x_stride,
                               float *y, int64_t y_stride)
 {
@@ -119,12 +164,28 @@ ALWAYS_INLINE void conv_group(int K, __mmask16 m, float *s, const float *wc, int
     const __m512i w_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(K));
     const __m512 zero = _mm512_setzero_ps();
     __m512 wv[8], sv[8];
+    if (m == 0xffff) {
+        __m512 rows[8];
 #pragma GCC unroll 8
-    for (int j = 0; j < K; j++)
-        wv[j] = _mm512_mask_i32gather_ps(zero, m, w_idx, wc + j, 4);
+        for (int j = 0; j < K; j++)
+            rows[j] = _mm512_loadu_ps(wc + 16 * j);
 #pragma GCC unroll 8
-    for (int j = 0; j < K - 1; j++)
-        sv[j] = _mm512_mask_i32gather_ps(zero, m, s_idx, s + j, 4);
+        for (int j = 0; j < K; j++)
+            wv[j] = conv_select(K, rows, conv_column(K, j));
+#pragma GCC unroll 8
+        for (int j = 0; j < K - 1; j++)
+            rows[j] = _mm512_loadu_ps(s + 16 * j);
+#pragma GCC unroll 8
+        for (int j = 0; j < K - 1; j++)
+            sv[j] = conv_select(K - 1, rows, conv_column(K - 1, j));
+    } else {
+#pragma GCC unroll 8
+        for (int j = 0; j < K; j++)
+            wv[j] = _mm512_mask_i32gather_ps(zero, m, w_idx, wc + j, 4);
+#pragma GCC unroll 8
+        for (int j = 0; j < K - 1; j++)
+            sv[j] = _mm512_mask_i32gather_ps(zero, m, s_idx, s + j, 4);
+    }
     for (int t = 0; t < n; t++) {
         __m512 xv = _mm512_maskz_loadu_ps(m, x + t * x_stride);
         __m512 acc = zero;
@@ -137,6 +198,10 @@ ALWAYS_INLINE void conv_group(int K, __mmask16 m, float *s, const float *wc, int
             sv[j] = sv[j + 1];
         if (K > 1)
             sv[K - 2] = xv;
+    }
+    if (m == 0xffff) {
+        conv_state_store(K, s, sv);
+        return;
     }
 #pragma GCC unroll 8
     for (int j = 0; j < K - 1; j++)
