@@ -156,7 +156,11 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             fputs(BENCH_USAGE, stdout);
             return 1;
         }
-        if (!strcmp(a, "-m") && v)
+        if (!strcmp(a, "-m") && !v) {
+            fprintf(stderr, "loom bench: -m expects a GGUF file, found the end of the command line\n");
+            return -1;
+        }
+        if (!strcmp(a, "-m"))
             o->model = v;
         else if (!strcmp(a, "-p"))
             rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_prompt);
@@ -176,7 +180,7 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
             rc = rc < 0 ? -1 : 0;
         else {
-            fprintf(stderr, "loom bench: unknown option or missing value: '%s'\n%s", a, BENCH_USAGE);
+            fprintf(stderr, "loom bench: unknown option '%s'\n%s", a, BENCH_USAGE);
             return -1;
         }
         if (rc)
@@ -266,8 +270,8 @@ static int bench_mem(int n_threads, loom_machine_probe *m)
         fprintf(stderr, "loom bench --mem: %s\n", err.msg);
         return -1;
     }
-    printf("machine: %d threads, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
-           n_threads, m->isa, m->read_best, m->read_median, m->read_seconds);
+    printf("machine: %d thread%s, %s: streaming read %.1f GB/s best, %.1f median (1 GiB buffer, %.0f s of passes)",
+           n_threads, n_threads == 1 ? "" : "s", m->isa, m->read_best, m->read_median, m->read_seconds);
     if (m->fma_peak > 0)
         printf("; FP32 FMA peak %.0f GFLOP/s", m->fma_peak);
     if (m->dot_i8_peak > 0)
@@ -637,8 +641,8 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
     int runs = eng[0].n_runs[TEST_PP] + eng[0].n_runs[TEST_TG] + eng[1].n_runs[TEST_PP] + eng[1].n_runs[TEST_TG];
     if (runs == 0)
         return;
-    printf("loom bench: %s, %d threads, stopped by %s after %d runs (rows show the repetitions completed)\n\n",
-           o->model, o->n_threads, loom_cli_signal_name(), runs);
+    printf("loom bench: %s, %d thread%s, stopped by %s after %d run%s (rows show the repetitions completed)\n\n",
+           o->model, o->n_threads, o->n_threads == 1 ? "" : "s", loom_cli_signal_name(), runs, runs == 1 ? "" : "s");
     int n;
     const struct bench_engine *run = bench_engines(o, eng, &n);
     bench_print_table(w, run, n, t, o->n_threads);

@@ -65,6 +65,9 @@ struct certify_run {
     int32_t *ids;       /* [n_prompt + n_gen] */
 };
 
+/* The options certify_set takes (besides the model options), for loom_cli_parse_pairs. */
+static const char *const CERTIFY_OPTIONS[] = {"-m", "--prompts", "-o", "-n", "-t", NULL};
+
 static int certify_set(void *opts, const char *opt, const char *val)
 {
     struct certify_opts *o = opts;
@@ -559,7 +562,7 @@ int loom_cli_certify(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct certify_opts o = {.n_gen = 256, .n_threads = cpus > 0 ? (int)cpus : 1, .out = "loom-certificate"};
-    int rc = loom_cli_parse_pairs("certify", argc, argv, &o.mo, certify_set, &o);
+    int rc = loom_cli_parse_pairs("certify", argc, argv, &o.mo, CERTIFY_OPTIONS, certify_set, &o);
     if (rc)
         return rc > 0 ? (certify_usage(stdout), 0) : (certify_usage(stderr), 2);
     loom_cli_check_threads("certify", o.n_threads);

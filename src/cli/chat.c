@@ -82,6 +82,9 @@ static void chat_usage(FILE *f)
 }
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message. */
+/* The options chat_set_option takes (besides the model options), for loom_cli_parse_pairs. */
+static const char *const CHAT_OPTIONS[] = {"-m", "-n", "-t", "-c", "--numerics", "--seed", "--temp", NULL};
+
 static int chat_set_option(void *opts, const char *opt, const char *val)
 {
     struct chat_opts *o = opts;
@@ -465,7 +468,7 @@ static void chat_teardown(struct chat *c)
 int loom_cli_chat(int argc, char **argv)
 {
     struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .sp = {.temp = 0.7f, .top_k = 20, .top_p = 0.8f}};
-    int a = loom_cli_parse_pairs("chat", argc, argv, &o.mo, chat_set_option, &o);
+    int a = loom_cli_parse_pairs("chat", argc, argv, &o.mo, CHAT_OPTIONS, chat_set_option, &o);
     if (a != 0) {
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
         return a > 0 ? 0 : 2;

@@ -93,9 +93,11 @@ int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);
 /* Parse argv[1..argc) as `-X VALUE` pairs: the model options go to mo (a flag takes one slot), the others to
  * set(o, opt, val), which applies one (printing its own message and returning nonzero when it is invalid).
- * Returns 0, 1 when -h or --help was given, -1 on bad arguments (message printed as `loom CMD: ...`). */
+ * options: the command's own options (NULL-terminated), so that an option of neither kind is named as unknown
+ * (not as one missing its value) before anything is applied. Returns 0, 1 when -h or --help was given, -1 on bad
+ * arguments (message printed as `loom CMD: ...`). */
 int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
-                         int (*set)(void *o, const char *opt, const char *val), void *o);
+                         const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o);
 /* The expert cache's figures after the prompt and after each decoded token (run --stats): at[0] at the start,
  * then one per loom_cli_expert_trace_add. */
 struct loom_cli_expert_trace {

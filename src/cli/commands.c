@@ -205,8 +205,27 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
     return model_option(cmd, mo, opt, loom_cli_model_flag(opt) ? NULL : val);
 }
 
+/* 1 when opt is a model option (model_option's): every command that parses pairs takes them. */
+static int is_model_option(const char *opt)
+{
+    static const char *const names[] = {"--check-tensors", "--stats", "--read-ahead", "--cache-type-k", "-ctk",
+                                        "--mem-budget"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(opt, names[i]))
+            return 1;
+    return 0;
+}
+
+static int is_listed(const char *const *options, const char *opt)
+{
+    for (; *options; options++)
+        if (!strcmp(opt, *options))
+            return 1;
+    return 0;
+}
+
 int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
-                         int (*set)(void *o, const char *opt, const char *val), void *o)
+                         const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o)
 {
     for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
@@ -220,9 +239,13 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
             fprintf(stderr, "loom %s: unexpected argument '%s' (options are -X VALUE pairs)\n", cmd, argv[i]);
             return -1;
         }
+        if (!is_model_option(argv[i]) && !is_listed(options, argv[i])) {
+            fprintf(stderr, "loom %s: unknown option '%s' (loom %s --help lists its options)\n", cmd, argv[i], cmd);
+            return -1;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "loom %s: option '%s' has no value (or is not an option of loom %s)\n", cmd, argv[i],
-                    cmd);
+            fprintf(stderr, "loom %s: option '%s' expects a value, found the end of the command line\n", cmd,
+                    argv[i]);
             return -1;
         }
         int taken = model_option(cmd, mo, argv[i], argv[i + 1]);

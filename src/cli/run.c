@@ -104,6 +104,11 @@ static const struct run_float_opt {
 };
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
+/* The options run_set_option takes (besides the model options), for loom_cli_parse_pairs. */
+static const char *const RUN_OPTIONS[] = {"-m", "-p", "-n", "-t", "-c", "--numerics", "--top-k", "--repeat-last-n",
+    "--seed", "--temp", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
+    "--stop", NULL};
+
 static int run_set_option(void *opts, const char *opt, const char *val)
 {
     struct run_opts *o = opts;
@@ -167,7 +172,7 @@ static int run_set_option(void *opts, const char *opt, const char *val)
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
-    int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, run_set_option, o);
+    int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, RUN_OPTIONS, run_set_option, o);
     if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
         fprintf(stderr, "loom run: -p TEXT and -n N are required\n");
         return -1;

@@ -80,6 +80,10 @@ static void serve_usage(FILE *f)
             SERVE_SYNOPSIS);
 }
 
+/* The options serve_set_option takes (besides the model options), for loom_cli_parse_pairs. */
+static const char *const SERVE_OPTIONS[] = {"-m", "--host", "--port", "--api-key", "--chat-template-file",
+    "--parallel", "-c", "-t", "--queue", "--prefill-chunk", "--drain-timeout", "--timeout", "--max-body", NULL};
+
 static int serve_set_option(void *opts, const char *opt, const char *val)
 {
     struct serve_opts *o = opts;
@@ -794,7 +798,7 @@ int loom_cli_serve(int argc, char **argv)
 {
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .n_parallel = 1, .n_ctx = 0, .queue_max = 64,
                            .prefill_chunk = 256, .drain_s = 30, .timeout_s = 600, .max_body = 8 << 20};
-    int a = loom_cli_parse_pairs("serve", argc, argv, &o.mo, serve_set_option, &o);
+    int a = loom_cli_parse_pairs("serve", argc, argv, &o.mo, SERVE_OPTIONS, serve_set_option, &o);
     if (a != 0) {
         a > 0 ? serve_usage(stdout) : (void)fprintf(stderr, "%s(loom serve --help for details)\n", SERVE_SYNOPSIS);
         return a > 0 ? 0 : 2;

@@ -43,6 +43,10 @@ static void xray_usage(FILE *f)
             "  --list               print the model's edges (name, shape per token or per step) and exit\n");
 }
 
+/* The options xray_set takes (besides the model options), for loom_cli_parse_pairs. */
+static const char *const XRAY_OPTIONS[] = {"-m", "-p", "--layers", "--edges", "--perturb", "--numerics", "-n", "-t",
+    NULL};
+
 static int xray_set(void *opts, const char *opt, const char *val)
 {
     struct xray_opts *o = opts;
@@ -117,7 +121,7 @@ static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb,
         else
             argv[n++] = argv[i];
     }
-    int rc = loom_cli_parse_pairs("xray", n, argv, &o->mo, xray_set, o);
+    int rc = loom_cli_parse_pairs("xray", n, argv, &o->mo, XRAY_OPTIONS, xray_set, o);
     o->req.k_type = o->mo.k_type;
     if (rc == 0 && o->layers)
         rc = parse_layers(o->layers, &o->req.layer_lo, &o->req.layer_hi);

@@ -214,6 +214,20 @@ check "--version prints the version" '[ $rc -eq 0 ] && grep -qE "^loom [0-9]+\.[
 check "--help points at each command's --help" 'grep -q "loom COMMAND --help" "$out"'
 "$loom" inspect -m "$model" >"$out" 2>"$err"; rc=$?
 check "inspect -m FILE names the option it does not take" '[ $rc -eq 2 ] && grep -q "unknown option .-m." "$err"'
+# an option a command does not take is named as unknown wherever it stands (the last one too: not as an option
+# missing its value), before the model loads; a known option at the end is named as missing its value
+for c in run chat serve certify xray; do
+    "$loom" $c -m "$model" -t 1 --check-tensor >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c names an unknown last option" '[ $rc -ne 0 ] && grep -q "loom $c: unknown option .--check-tensor." "$err"'
+    "$loom" $c --bogus 1 -m "$model" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c names an unknown option before the others" '[ $rc -ne 0 ] && grep -q "loom $c: unknown option .--bogus." "$err"'
+    "$loom" $c -m "$model" -t >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c names a last option without its value" '[ $rc -ne 0 ] && grep -q "loom $c: option .-t. expects a value" "$err"'
+done
+"$loom" bench -m "$model" --check-tensor >"$out" 2>"$err"; rc=$?
+check "bench names an unknown option" '[ $rc -ne 0 ] && grep -q "loom bench: unknown option .--check-tensor." "$err"'
+"$loom" bench -m >"$out" 2>"$err"; rc=$?
+check "bench names -m without its file" '[ $rc -ne 0 ] && grep -q "loom bench: -m expects a GGUF file" "$err"'
 "$loom" quantize /nonexistent/in.gguf "$out.gguf" Q4_K_M >"$out" 2>"$err"; rc=$?
 check "quantize names an input it cannot open" '[ $rc -eq 1 ] && grep -q "/nonexistent/in.gguf: open: No such file" "$err"'
 
