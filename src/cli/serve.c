@@ -593,8 +593,19 @@ static void on_request(struct evhttp_request *h, void *arg)
         }
     if (s->draining)
         return send_errorf(h, 503, NULL, "shutting_down", "the server is shutting down");
-    if (!path_known)
-        return send_errorf(h, 404, NULL, "not_found", "no such endpoint");
+    if (!path_known) {
+        char shown[128]; /* the path as printable ASCII (others as '?'), cut to fit */
+        size_t n = 0;
+        for (const char *c = path ? path : ""; *c && n + 1 < sizeof shown; c++)
+            shown[n++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
+        shown[n] = 0;
+        struct serve_err e = {0};
+        serve_fail(&e, 404, NULL, "not_found",
+                   "no endpoint '%s%s' (loom serves /v1/chat/completions, /v1/completions, /v1/models, /health, "
+                   "/tokenize, /detokenize and the web page at /)",
+                   shown, path && strlen(path) >= sizeof shown ? "..." : "");
+        return send_error(h, &e);
+    }
     if (!rt)
         return send_errorf(h, 405, NULL, "method_not_allowed", "this endpoint does not take that method");
     if (rt->fn != handle_health && rt->fn != handle_page && !authorized(s, h))

@@ -345,8 +345,8 @@ for what, key in (("no API key", None), ("a wrong API key", "wrong")):
     st, e = err_of(a.request("POST", "/v1/completions", comp, key=key))
     check(f"{what}: 401", st == 401 and e.get("code") == "invalid_api_key", f"{st} {e}")
 check("401: the server keeps serving", a.healthy())
-st, _ = a.request("GET", "/v1/nothing")
-check("an unknown path: 404", st == 404)
+st, e = err_of(a.request("GET", "/v1/nothing"))
+check("an unknown path: 404 naming it", st == 404 and "'/v1/nothing'" in e.get("message", ""), f"{st} {e}")
 st, _ = a.request("GET", "/v1/chat/completions")
 check("GET on a POST endpoint: 405", st == 405)
 check("the unknown fields of a request are ignored", a.request(
