@@ -4,6 +4,7 @@
  * the frontier and the logits together, or nothing (the request core that rewind and the prompt cache
  * share). */
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -135,6 +136,20 @@ static int k_rot_size(const struct loom_model *m, enum loom_kv_type k_type)
     return (int)n;
 }
 
+/* The session arena (bytes of state, KV cache and scratch): from 2 MiB on in 2 MiB-aligned huge pages where the
+ * kernel grants them (advice only): the recurrent state and the KV rows are read every token, and the V rows of
+ * a head lie n_ctx positions apart, one TLB entry per 4 KiB page otherwise. */
+static void *arena_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge)
+        return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    void *p = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (p)
+        madvise(p, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    return p;
+}
+
 loom_session *loom_session_new(const loom_model *model, const loom_session_params *params, loom_error *err)
 {
     if (!model) {
@@ -226,7 +241,7 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
         }
         s->reserved = s->arena_bytes + s->checkpoint_budget;
     }
-    s->arena = aligned_alloc(64, (s->arena_bytes + 63) & ~(size_t)63);
+    s->arena = arena_alloc(s->arena_bytes);
     s->pool = s->arena ? loom_pool_new(n_threads) : NULL;
     if (!s->arena || !s->pool) {
         loom_errorf(err, LOOM_E_NOMEM, "session: allocating %zu bytes of state and scratch (n_ctx %d) failed",
