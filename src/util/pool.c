@@ -1,7 +1,7 @@
 /* pool.c — the persistent worker pool behind loom_pool_parallel_for: workers sleep on a futex between
- * jobs (after a short spin), join the open job, take chunks of the index range from a shared atomic
- * counter, and the calling thread works alongside them. A worker that wakes too late to help never
- * delays the caller. One job at a time; nested calls from a task run inline. */
+ * jobs (after a short spin), join the open job, work through their own contiguous share of the index range
+ * and then steal from the back of the others' shares; the calling thread works alongside them. A worker that
+ * wakes too late to help never delays the caller. One job at a time; nested calls from a task run inline. */
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,8 +15,9 @@
 /* Spin iterations (each one pause instruction) before a waiting thread sleeps in the kernel. Short: the
  * machine is small and shared, and a decode step's matmuls come back to back within microseconds. */
 #define SPIN_ITERS 4096
-/* A chunk is 1 / (CHUNK_SHARE * threads) of the items not yet handed out (guided scheduling). */
-#define CHUNK_SHARE 2
+/* A thread takes 1 / OWN_SHARE of what is left of its own share at a time (so that a thief finds the rest),
+ * and a thief half of what is left of another's. */
+#define OWN_SHARE 4
 
 /* Job state word: the job sequence number in the high 32 bits (odd while a job is open to joiners, even
  * once the caller closed it) and the number of workers inside the job in the low 32 bits. */
@@ -24,14 +25,20 @@
 #define INSIDE(s) ((uint32_t)(s))
 #define STATE(seq, inside) (((uint64_t)(seq) << 32) | (inside))
 
+/* Thread t's share of the open job, in grain blocks: the blocks [front, back) not yet taken, packed as
+ * front | back << 32. Its owner takes from the front, thieves from the back; one cache line each. */
+struct share {
+    _Alignas(64) _Atomic uint64_t fb;
+};
+
 struct loom_pool {
     int n_threads;
     pthread_t *threads;
+    struct share *shares; /* [n_threads] */
     /* the open job; written by the caller before it opens the job, read by workers that joined it */
     loom_task_fn fn;
     void *ctx;
-    int64_t n, chunk; /* items, and the smallest chunk (the grain) */
-    atomic_int_fast64_t next;    /* first index not yet handed out */
+    int64_t n, chunk; /* items, and the grain: the shares count blocks of `chunk` items (the last may be short) */
     _Atomic uint64_t state;      /* SEQ | INSIDE, see above */
     _Atomic uint32_t wake_seq;   /* bumped when a job opens (and at shutdown); workers sleep on it */
     _Atomic uint32_t left_seq;   /* bumped when the last worker leaves a job; the caller sleeps on it */
@@ -80,20 +87,47 @@ static void wake(struct loom_pool *pool, _Atomic uint32_t *addr)
         futex_wake_all(addr);
 }
 
-/* Take chunks until the range is exhausted: each a share of what is left (guided), at least the grain, so
- * that the threads finish together (the last chunks are small) without an atomic per item. */
+#define FRONT(fb) ((uint32_t)(fb))
+#define BACK(fb) ((uint32_t)((fb) >> 32))
+
+/* Take blocks of share t: from the front (the owner) or the back (a thief), `part` of what is left (at least
+ * one block). 1 with [*b0, *b1) taken, 0 when the share is empty. */
+static int take(struct share *sh, int from_front, uint32_t part, uint32_t *b0, uint32_t *b1)
+{
+    uint64_t fb = atomic_load_explicit(&sh->fb, memory_order_relaxed);
+    for (;;) {
+        uint32_t front = FRONT(fb), back = BACK(fb);
+        if (front >= back)
+            return 0;
+        uint32_t size = (back - front) / part;
+        size = size ? size : 1;
+        uint64_t next = from_front ? fb + size : fb - ((uint64_t)size << 32);
+        if (atomic_compare_exchange_weak_explicit(&sh->fb, &fb, next, memory_order_relaxed, memory_order_relaxed)) {
+            *b0 = from_front ? front : back - size;
+            *b1 = from_front ? front + size : back;
+            return 1;
+        }
+    }
+}
+
+static void run_blocks(struct loom_pool *pool, uint32_t b0, uint32_t b1, int thread)
+{
+    int64_t end = (int64_t)b1 * pool->chunk;
+    pool->fn(pool->ctx, (int64_t)b0 * pool->chunk, end < pool->n ? end : pool->n, thread);
+}
+
+/* Work through the thread's own share front to back (each thread streams one contiguous stretch of the items),
+ * then steal from the back of the others' until every share is empty, so that the threads finish together. */
 static void run_chunks(struct loom_pool *pool, int thread)
 {
     in_task = 1;
-    int64_t begin = atomic_load_explicit(&pool->next, memory_order_relaxed);
-    while (begin < pool->n) {
-        int64_t size = (pool->n - begin) / (CHUNK_SHARE * pool->n_threads);
-        size = size > pool->chunk ? size : pool->chunk;
-        if (!atomic_compare_exchange_weak_explicit(&pool->next, &begin, begin + size, memory_order_relaxed,
-                                                   memory_order_relaxed))
-            continue; /* begin now holds the counter's value */
-        pool->fn(pool->ctx, begin, begin + size < pool->n ? begin + size : pool->n, thread);
-        begin = atomic_load_explicit(&pool->next, memory_order_relaxed);
+    uint32_t b0, b1;
+    while (take(&pool->shares[thread], 1, OWN_SHARE, &b0, &b1))
+        run_blocks(pool, b0, b1, thread);
+    for (int k = 1; k < pool->n_threads; k++) {
+        struct share *victim = &pool->shares[(thread + k) % pool->n_threads];
+        while (take(victim, 0, 2, &b0, &b1))
+            run_blocks(pool, b0, b1, thread);
     }
     in_task = 0;
 }
@@ -149,7 +183,10 @@ struct loom_pool *loom_pool_new(int n_threads)
         return NULL;
     pool->n_threads = n_threads;
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
-    if (!pool->threads) {
+    pool->shares = aligned_alloc(_Alignof(struct share), (size_t)n_threads * sizeof *pool->shares);
+    if (!pool->threads || !pool->shares) {
+        free(pool->threads);
+        free(pool->shares);
         free(pool);
         return NULL;
     }
@@ -189,6 +226,7 @@ void loom_pool_free(struct loom_pool *pool)
     for (int i = 1; i < pool->n_threads; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
+    free(pool->shares);
     free(pool);
 }
 
@@ -219,11 +257,16 @@ void loom_pool_parallel_for(struct loom_pool *pool, int64_t n, int64_t grain, lo
         fn(ctx, 0, n, 0);
         return;
     }
+    if ((n - 1) / grain >= UINT32_MAX) /* blocks are counted in 32 bits */
+        grain = (n - 1) / (UINT32_MAX - 1) + 1;
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n = n;
     pool->chunk = grain;
-    atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
+    uint64_t blocks = (uint64_t)((n - 1) / grain + 1), T = (uint64_t)pool->n_threads;
+    for (uint64_t t = 0; t < T; t++) /* contiguous shares of the blocks */
+        atomic_store_explicit(&pool->shares[t].fb, (t * blocks / T) | ((t + 1) * blocks / T) << 32,
+                              memory_order_relaxed);
     uint32_t seq = SEQ(atomic_load(&pool->state)) + 1; /* odd: open */
     atomic_store(&pool->state, STATE(seq, 0));          /* publishes the job fields above */
     atomic_fetch_add(&pool->wake_seq, 1);

@@ -16,8 +16,9 @@ struct loom_pool *loom_pool_new(int n_threads);
 void loom_pool_free(struct loom_pool *pool);
 int loom_pool_n_threads(const struct loom_pool *pool);
 
-/* Run fn over [0, n) in chunks of at least `grain` items, handed out dynamically (work stealing from a
- * shared counter), and return when all are done. pool may be NULL (runs inline on the caller). */
+/* Run fn over [0, n) in chunks of at least `grain` items (only the range's last may be shorter) and return when
+ * all are done: each thread starts on its own contiguous share of the range, front to back, then steals from
+ * the back of the others' shares. pool may be NULL (runs inline on the caller). */
 void loom_pool_parallel_for(struct loom_pool *pool, int64_t n, int64_t grain, loom_task_fn fn, void *ctx);
 
 #endif
