@@ -4,8 +4,8 @@
  * the frontier and the logits together, or nothing (the request core that rewind and the prompt cache
  * share). */
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kernels/matmul.h"

@@ -90,8 +90,8 @@ static void wake(struct loom_pool *pool, _Atomic uint32_t *addr)
 #define FRONT(fb) ((uint32_t)(fb))
 #define BACK(fb) ((uint32_t)((fb) >> 32))
 
-/* Take blocks of share t: from the front (the owner) or the back (a thief), `part` of what is left (at least
- * one block). 1 with [*b0, *b1) taken, 0 when the share is empty. */
+/* Take blocks of the share sh: from the front (its owner) or the back (a thief), 1 / part of what is left (at
+ * least one block). 1 with the blocks [*b0, *b1) taken, 0 when the share is empty. */
 static int take(struct share *sh, int from_front, uint32_t part, uint32_t *b0, uint32_t *b1)
 {
     uint64_t fb = atomic_load_explicit(&sh->fb, memory_order_relaxed);
