@@ -81,10 +81,10 @@ static void chat_usage(FILE *f)
             CHAT_SYNOPSIS);
 }
 
-/* Apply one option that takes a value. Returns 0, or -1 with a message. */
 /* The options chat_set_option takes (besides the model options), for loom_cli_parse_pairs. */
 static const char *const CHAT_OPTIONS[] = {"-m", "-n", "-t", "-c", "--numerics", "--seed", "--temp", NULL};
 
+/* Apply one option that takes a value. Returns 0, or -1 with a message. */
 static int chat_set_option(void *opts, const char *opt, const char *val)
 {
     struct chat_opts *o = opts;

@@ -103,12 +103,12 @@ static const struct run_float_opt {
     {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 0, 100},
 };
 
-/* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
 /* The options run_set_option takes (besides the model options), for loom_cli_parse_pairs. */
 static const char *const RUN_OPTIONS[] = {"-m", "-p", "-n", "-t", "-c", "--numerics", "--top-k", "--repeat-last-n",
     "--seed", "--temp", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
     "--stop", NULL};
 
+/* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
 static int run_set_option(void *opts, const char *opt, const char *val)
 {
     struct run_opts *o = opts;
