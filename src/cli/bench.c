@@ -131,8 +131,7 @@ static int bench_parse_fa(const char *s, int *out)
             *out = i == 2 ? -1 : i;
             return 0;
         }
-    fprintf(stderr, "loom bench: --ref-fa expects auto, on or off, found %s%s%s\n", s ? "'" : "", s ? s : "nothing",
-            s ? "'" : "");
+    fprintf(stderr, "loom bench: --ref-fa expects auto, on or off, found %s%s%s\n", LOOM_CLI_FOUND(s));
     return -1;
 }
 

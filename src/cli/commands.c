@@ -43,8 +43,8 @@ int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
 {
     const char *name = val ? loom_cli_listed(val, numerics_name) : NULL;
     if (!name) {
-        fprintf(stderr, "loom %s: --numerics expects reference or canonical, found '%s'\n", cmd,
-                val ? val : "nothing");
+        fprintf(stderr, "loom %s: --numerics expects reference or canonical, found %s%s%s\n", cmd,
+                LOOM_CLI_FOUND(val));
         return -1;
     }
     *out = name == NUMERICS[1] ? LOOM_NUMERICS_REFERENCE_BATCH : LOOM_NUMERICS_CANONICAL;
@@ -175,16 +175,16 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
                 mo->params.read_ahead = (enum loom_read_ahead)i;
                 return 1;
             }
-        fprintf(stderr, "loom %s: --read-ahead expects none, predicted, history or all, found '%s'\n", cmd,
-                val ? val : "nothing");
+        fprintf(stderr, "loom %s: --read-ahead expects none, predicted, history or all, found %s%s%s\n", cmd,
+                LOOM_CLI_FOUND(val));
         return -1;
     }
     if (!strcmp(opt, "--cache-type-k") || !strcmp(opt, "-ctk")) {
         loom_error err = {0};
         if (loom_kv_type_parse(val, &mo->k_type, &err) == LOOM_OK)
             return 1;
-        fprintf(stderr, "loom %s: %s expects f16 or q8_0 (the K cache; V stays f16), found '%s'\n", cmd, opt,
-                val ? val : "nothing");
+        fprintf(stderr, "loom %s: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", cmd, opt,
+                LOOM_CLI_FOUND(val));
         return -1;
     }
     if (strcmp(opt, "--mem-budget"))
@@ -194,7 +194,7 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
     const char *why = !val || !*val ? "" : val[0] == '-' || strspn(val, "0") == strlen(val) ? " (it must be above 0)"
                     : val[0] >= '0' && val[0] <= '9' && strspn(val, "0123456789") >= 15 ? " (too large)" : "";
     fprintf(stderr, "loom %s: --mem-budget expects a whole byte count above 0 such as 6G, 800M or 123456789 (K, M, "
-            "G, T: powers of 1024), found '%s'%s\n", cmd, val ? val : "nothing", why);
+            "G, T: powers of 1024), found %s%s%s%s\n", cmd, LOOM_CLI_FOUND(val), why);
     return -1;
 }
 

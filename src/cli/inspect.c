@@ -227,20 +227,22 @@ int loom_cli_inspect(int argc, char **argv)
         if (!strcmp(argv[i], "--check-tensors")) {
             check = 1;
         } else if (!strcmp(argv[i], "--ctx")) {
-            if (!(n_ctx = ctx_given = inspect_ctx(i + 1 < argc ? argv[++i] : NULL))) {
-                fprintf(stderr, "loom inspect: --ctx '%s', expected a context length in [1, %u]\n",
-                        i < argc ? argv[i] : "", UINT32_MAX);
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            if (!(n_ctx = ctx_given = inspect_ctx(v))) {
+                fprintf(stderr, "loom inspect: --ctx expects a context length in [1, %u], found %s%s%s\n", UINT32_MAX,
+                        LOOM_CLI_FOUND(v));
                 return 2;
             }
         } else if (!strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk")) {
             const char *opt = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
             if (loom_kv_type_parse(v, &k_type, &err) != LOOM_OK) {
-                fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found '%s'\n", opt,
-                        v ? v : "nothing");
+                fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
+                        LOOM_CLI_FOUND(v));
                 return 2;
             }
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "loom inspect: unknown option '%s' (the file comes without -m)\n", argv[i]);
+            fprintf(stderr, "loom inspect: unknown option '%s'%s\n", argv[i],
+                    strcmp(argv[i], "-m") ? "" : " (the file comes without -m)");
             fputs(INSPECT_USAGE, stderr);
             return 2;
         } else if (path) {

@@ -224,6 +224,15 @@ for c in run chat serve certify xray; do
     "$loom" $c -m "$model" -t >"$out" 2>"$err" </dev/null; rc=$?
     check "$c names a last option without its value" '[ $rc -ne 0 ] && grep -q "loom $c: option .-t. expects a value" "$err"'
 done
+# an option with a value, last without one, says so (not "found 'nothing'", not its own name as the value)
+"$loom" inspect "$model" --ctx >"$out" 2>"$err"; rc=$?
+check "inspect --ctx last: found the end of the command line" '[ $rc -eq 2 ] && grep -q "loom inspect: --ctx expects a context length in \[1, [0-9]*\], found the end of the command line" "$err"'
+"$loom" inspect "$model" -ctk >"$out" 2>"$err"; rc=$?
+check "inspect -ctk last: found the end of the command line" '[ $rc -eq 2 ] && grep -q "found the end of the command line" "$err"'
+"$loom" inspect "$model" --bogus >"$out" 2>"$err"; rc=$?
+check "inspect --bogus: unknown, no word about -m" '[ $rc -eq 2 ] && grep -q "unknown option .--bogus.$" "$err"'
+"$loom" bench -m "$model" --ref-fa >"$out" 2>"$err"; rc=$?
+check "bench --ref-fa last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "found the end of the command line" "$err"'
 "$loom" bench -m "$model" --check-tensor >"$out" 2>"$err"; rc=$?
 check "bench names an unknown option" '[ $rc -ne 0 ] && grep -q "loom bench: unknown option .--check-tensor." "$err"'
 "$loom" bench -m >"$out" 2>"$err"; rc=$?
