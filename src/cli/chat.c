@@ -257,7 +257,7 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
     fputc('\n', stdout);
     fflush(stdout);
     if (cut)
-        fprintf(stderr, "loom chat: the answer was cut where the context of %d positions ends (use /reset, or a "
+        fprintf(stderr, "loom chat: the answer was cut where the context ends (-c %d positions; use /reset, or a "
                         "larger -c)\n", c->o->n_ctx);
     if (rc == LOOM_OK && !*ans)
         rc = chat_answer_put(ans, ans_len, &cap, "", 0);
@@ -328,10 +328,11 @@ static void chat_print_history(const struct chat *c)
 
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
 {
-    fprintf(stderr, "%s: prefill %d tokens in %.3f s (%.2f tok/s), %d reused from the session, %d cache restore(s) | "
-                    "decode %d tokens in %.3f s (%.2f tok/s)\n",
-            what, t->n_prefill, t->t_prefill, t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0, t->n_reused,
-            t->reset, t->n_generated, t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
+    fprintf(stderr, "%s: prefill %d token%s in %.3f s (%.2f tok/s), %d reused from the session, %d cache restore(s) | "
+                    "decode %d token%s in %.3f s (%.2f tok/s)\n",
+            what, t->n_prefill, t->n_prefill == 1 ? "" : "s", t->t_prefill,
+            t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0, t->n_reused, t->reset, t->n_generated,
+            t->n_generated == 1 ? "" : "s", t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
 }
 
 /* Run a /command. Returns 1 to quit, 0 otherwise. */

@@ -288,10 +288,11 @@ static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_samp
 
 static void run_print_stats(const struct run_stats *st)
 {
-    fprintf(stderr, "loom run: prompt %d tokens, %.2f tok/s | decode %d tokens, %.2f tok/s (%d generated) | "
+    fprintf(stderr, "loom run: prompt %d token%s, %.2f tok/s | decode %d token%s, %.2f tok/s (%d generated) | "
                     "peak RSS %.1f MiB\n",
-            st->n_prompt, st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0, st->n_decoded,
-            st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0, st->n_generated, loom_cli_peak_rss() / (1024.0 * 1024.0));
+            st->n_prompt, st->n_prompt == 1 ? "" : "s", st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0,
+            st->n_decoded, st->n_decoded == 1 ? "" : "s", st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0,
+            st->n_generated, loom_cli_peak_rss() / (1024.0 * 1024.0));
 }
 
 /* Tokenize, prefill, generate. Returns LOOM_OK or a negative code with err filled. */

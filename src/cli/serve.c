@@ -562,6 +562,23 @@ static const struct route {
     {"/detokenize", EVHTTP_REQ_POST, handle_detokenize},
 };
 
+/* An HTTP method's name. */
+static const char *method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return "another method";
+    }
+}
+
 /* With --api-key: "Authorization: Bearer KEY", compared in time independent of where it differs. */
 static int authorized(const struct server *s, struct evhttp_request *h)
 {
@@ -583,17 +600,16 @@ static void on_request(struct evhttp_request *h, void *arg)
     struct server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(h);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    const struct route *rt = NULL;
-    int path_known = 0;
+    const struct route *rt = NULL, *known = NULL;
     for (size_t i = 0; path && i < sizeof ROUTES / sizeof ROUTES[0]; i++)
         if (!strcmp(path, ROUTES[i].path)) {
-            path_known = 1;
+            known = &ROUTES[i];
             if (evhttp_request_get_command(h) == ROUTES[i].method)
                 rt = &ROUTES[i];
         }
     if (s->draining)
         return send_errorf(h, 503, NULL, "shutting_down", "the server is shutting down");
-    if (!path_known) {
+    if (!known) {
         char shown[128]; /* the path as printable ASCII (others as '?'), cut to fit */
         size_t n = 0;
         for (const char *c = path ? path : ""; *c && n + 1 < sizeof shown; c++)
@@ -606,8 +622,12 @@ static void on_request(struct evhttp_request *h, void *arg)
                    shown, path && strlen(path) >= sizeof shown ? "..." : "");
         return send_error(h, &e);
     }
-    if (!rt)
-        return send_errorf(h, 405, NULL, "method_not_allowed", "this endpoint does not take that method");
+    if (!rt) {
+        struct serve_err e = {0};
+        serve_fail(&e, 405, NULL, "method_not_allowed", "%s takes %s, found %s", known->path,
+                   method_name(known->method), method_name(evhttp_request_get_command(h)));
+        return send_error(h, &e);
+    }
     if (rt->fn != handle_health && rt->fn != handle_page && !authorized(s, h))
         return send_errorf(h, 401, NULL, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
     struct evbuffer *in = evhttp_request_get_input_buffer(h);

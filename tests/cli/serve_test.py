@@ -347,8 +347,9 @@ for what, key in (("no API key", None), ("a wrong API key", "wrong")):
 check("401: the server keeps serving", a.healthy())
 st, e = err_of(a.request("GET", "/v1/nothing"))
 check("an unknown path: 404 naming it", st == 404 and "'/v1/nothing'" in e.get("message", ""), f"{st} {e}")
-st, _ = a.request("GET", "/v1/chat/completions")
-check("GET on a POST endpoint: 405", st == 405)
+st, e = err_of(a.request("GET", "/v1/chat/completions"))
+check("GET on a POST endpoint: 405 naming both methods", st == 405 and
+      e.get("message") == "/v1/chat/completions takes POST, found GET", f"{st} {e}")
 check("the unknown fields of a request are ignored", a.request(
     "POST", "/v1/completions", dict(comp, max_tokens=2, user="u", frobnicate={"x": 1}))[0] == 200)
 

@@ -118,7 +118,7 @@ check "run's peak RSS is its own after an exec" '[ $rc -eq 0 ] && [ -n "$rss" ] 
 echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
 check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
-check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context of 40 positions ends" "$err"'
+check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context ends (-c 40 positions" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
 check "bench -n beyond context_length names -d + -p + -n" '[ $rc -ne 0 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
 # bench --ref with one CPU build of the reference (LOOM_REF_CPU), named in the header; a missing one refused
