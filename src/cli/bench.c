@@ -155,8 +155,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             fputs(BENCH_USAGE, stdout);
             return 1;
         }
-        if (!strcmp(a, "-m") && !v) {
-            fprintf(stderr, "loom bench: -m expects a GGUF file, found the end of the command line\n");
+        if (!strcmp(a, "-m") && (!v || !v[0])) {
+            fprintf(stderr, "loom bench: -m expects a GGUF file, found %s%s%s\n", LOOM_CLI_FOUND(v));
             return -1;
         }
         if (!strcmp(a, "-m"))
@@ -179,7 +179,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
             rc = rc < 0 ? -1 : 0;
         else {
-            fprintf(stderr, "loom bench: unknown option '%s'\n%s", a, BENCH_USAGE);
+            fprintf(stderr, "loom bench: %s '%s'\n%s", a[0] == '-' ? "unknown option" : "unexpected argument", a,
+                    BENCH_USAGE);
             return -1;
         }
         if (rc)

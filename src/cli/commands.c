@@ -248,6 +248,10 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
                     argv[i]);
             return -1;
         }
+        if (!strcmp(argv[i], "-m") && !argv[i + 1][0]) {
+            fprintf(stderr, "loom %s: -m expects a GGUF file, found ''\n", cmd);
+            return -1;
+        }
         int taken = model_option(cmd, mo, argv[i], argv[i + 1]);
         if (taken < 0 || (!taken && set(o, argv[i], argv[i + 1]) != 0))
             return -1;

@@ -36,9 +36,14 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
     int ids = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) && i + 1 < argc)
+        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "loom tokenize: %s expects a GGUF file, found %s%s%s\n", a,
+                        LOOM_CLI_FOUND(i + 1 < argc ? argv[i + 1] : NULL));
+                return -1;
+            }
             o->model = argv[++i];
-        else if (strcmp(a, "--ids") == 0)
+        } else if (strcmp(a, "--ids") == 0)
             ids = 1;
         else if (strcmp(a, "--pieces") == 0)
             o->pieces = 1;
@@ -51,7 +56,8 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
             return 1;
         else {
-            fprintf(stderr, "loom tokenize: unknown or incomplete option '%s'\n", a);
+            fprintf(stderr, "loom tokenize: %s '%s'%s\n", a[0] == '-' ? "unknown option" : "unexpected argument", a,
+                    a[0] == '-' ? "" : " (the text comes on stdin)");
             return -1;
         }
     }

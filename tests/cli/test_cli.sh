@@ -233,6 +233,14 @@ check "inspect -ctk last: found the end of the command line" '[ $rc -eq 2 ] && g
 check "inspect --bogus: unknown, no word about -m" '[ $rc -eq 2 ] && grep -q "unknown option .--bogus.$" "$err"'
 "$loom" bench -m "$model" --ref-fa >"$out" 2>"$err"; rc=$?
 check "bench --ref-fa last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "found the end of the command line" "$err"'
+"$loom" run -m "" -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "run -m '': an empty file name named" '[ $rc -eq 2 ] && grep -q "loom run: -m expects a GGUF file, found ..$" "$err"'
+"$loom" tokenize -m >"$out" 2>"$err" </dev/null; rc=$?
+check "tokenize -m last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "loom tokenize: -m expects a GGUF file, found the end of the command line" "$err"'
+"$loom" tokenize hello >"$out" 2>"$err" </dev/null; rc=$?
+check "tokenize with a word: the text comes on stdin" '[ $rc -ne 0 ] && grep -q "unexpected argument .hello. (the text comes on stdin)" "$err"'
+"$loom" bench -m "$model" stray >"$out" 2>"$err"; rc=$?
+check "bench with a word: an unexpected argument, not an option" '[ $rc -ne 0 ] && grep -q "loom bench: unexpected argument .stray." "$err"'
 "$loom" bench -m "$model" --check-tensor >"$out" 2>"$err"; rc=$?
 check "bench names an unknown option" '[ $rc -ne 0 ] && grep -q "loom bench: unknown option .--check-tensor." "$err"'
 "$loom" bench -m >"$out" 2>"$err"; rc=$?
