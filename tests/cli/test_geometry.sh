@@ -53,7 +53,7 @@ check "synth --split beyond the tensor count says synth once" \
 "$loom" inspect --ctx 262145 "$dir/27b.gguf" >"$out" 2>"$err"; rc=$?
 check "inspect --ctx beyond context_length exits 1 naming it" '[ $rc -eq 1 ] && grep -q "context_length 262144" "$err"'
 "$loom" inspect --ctx 0 "$dir/27b.gguf" >"$out" 2>"$err"; rc=$?
-check "inspect --ctx 0 is a usage error" '[ $rc -eq 2 ] && grep -q -- "--ctx .0." "$err"'
+check "inspect --ctx 0 is a usage error" '[ $rc -eq 2 ] && grep -q -- "--ctx expects a context length in .*found .0." "$err"'
 
 "$loom" synth --preset 397b-a17b --type Q4_K_M --sparse --split 4 -o "$dir/397b.gguf" >"$out" 2>"$err"; rc=$?
 check "synth --sparse --split 4 writes the 397b parts" '[ $rc -eq 0 ] && [ -e "$dir/397b-00004-of-00004.gguf" ]'
