@@ -155,10 +155,8 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
             fputs(BENCH_USAGE, stdout);
             return 1;
         }
-        if (!strcmp(a, "-m") && (!v || !v[0])) {
-            fprintf(stderr, "loom bench: -m expects a GGUF file, found %s%s%s\n", LOOM_CLI_FOUND(v));
+        if (!strcmp(a, "-m") && loom_cli_model_file("bench", a, v))
             return -1;
-        }
         if (!strcmp(a, "-m"))
             o->model = v;
         else if (!strcmp(a, "-p"))

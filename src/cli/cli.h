@@ -88,6 +88,9 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
 /* The printf arguments of "found %s%s%s" for an option's value v: 'v' quoted, or the end of the command line when
  * the option came last without one (v NULL). */
 #define LOOM_CLI_FOUND(v) (v) ? "'" : "", (v) ? (v) : "the end of the command line", (v) ? "'" : ""
+/* A model option's file name (-m FILE): 0 when val names one, -1 with `loom CMD: OPT expects a GGUF file, found
+ * ...` printed when it is missing (NULL) or empty. commands.c. */
+int loom_cli_model_file(const char *cmd, const char *opt, const char *val);
 /* --numerics VALUE: canonical or reference (any case) into *out. 0, or -1 with the message printed as
  * `loom CMD: ...`. commands.c. */
 int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out);

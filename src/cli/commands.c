@@ -205,6 +205,14 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
     return model_option(cmd, mo, opt, loom_cli_model_flag(opt) ? NULL : val);
 }
 
+int loom_cli_model_file(const char *cmd, const char *opt, const char *val)
+{
+    if (val && *val)
+        return 0;
+    fprintf(stderr, "loom %s: %s expects a GGUF file, found %s%s%s\n", cmd, opt, LOOM_CLI_FOUND(val));
+    return -1;
+}
+
 /* 1 when opt is a model option (model_option's): every command that parses pairs takes them. */
 static int is_model_option(const char *opt)
 {
@@ -248,10 +256,8 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
                     argv[i]);
             return -1;
         }
-        if (!strcmp(argv[i], "-m") && !argv[i + 1][0]) {
-            fprintf(stderr, "loom %s: -m expects a GGUF file, found ''\n", cmd);
+        if (!strcmp(argv[i], "-m") && loom_cli_model_file(cmd, argv[i], argv[i + 1]))
             return -1;
-        }
         int taken = model_option(cmd, mo, argv[i], argv[i + 1]);
         if (taken < 0 || (!taken && set(o, argv[i], argv[i + 1]) != 0))
             return -1;

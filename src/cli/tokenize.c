@@ -37,11 +37,8 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "loom tokenize: %s expects a GGUF file, found %s%s%s\n", a,
-                        LOOM_CLI_FOUND(i + 1 < argc ? argv[i + 1] : NULL));
+            if (loom_cli_model_file("tokenize", a, i + 1 < argc ? argv[i + 1] : NULL))
                 return -1;
-            }
             o->model = argv[++i];
         } else if (strcmp(a, "--ids") == 0)
             ids = 1;
