@@ -239,6 +239,41 @@ static void test_cases(const char *dir)
     }
 }
 
+/* A file shorter than a GGUF header is named by its magic when it has 4 bytes that are not 'GGUF' (a short text
+ * file is not a GGUF file, not a truncated one), and as a truncated header otherwise; by path and from memory. */
+static void test_short_files(const char *dir)
+{
+    static const struct {
+        const char *bytes, *says;
+    } cases[] = {
+        {"hello this is a text\n", "magic: expected 'GGUF', found bytes 68 65 6c 6c ('hell'): not a GGUF file"},
+        {"GGUF\3\0\0\0", "truncated header: the file has 8 bytes, a GGUF header needs 24"},
+        {"GG", "truncated header: the file has 2 bytes"},
+        {"", "truncated header: the file has 0 bytes"},
+        {"\x01\x02\x7f\xff", "found bytes 01 02 7f ff ('....')"},
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/short.gguf", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n = strlen(cases[i].bytes) + (i == 1 ? 3 : 0); /* case 1 holds NULs: GGUF, then version 3 */
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(cases[i].bytes, 1, n, f) == n && fclose(f) == 0, "writing %s", path);
+        struct loom_gguf *g = NULL;
+        loom_error e = {0};
+        int rc = loom_gguf_open(path, &g, &e);
+        CHECK(rc == LOOM_E_FORMAT && strstr(e.msg, cases[i].says), "short file %zu: expected '%s', found rc %d '%s'", i,
+              cases[i].says, rc, e.msg);
+        loom_gguf_close(g);
+        g = NULL;
+        e = (loom_error){0};
+        rc = loom_gguf_open_buffer(cases[i].bytes, n, &g, &e);
+        CHECK(rc == LOOM_E_FORMAT && strstr(e.msg, cases[i].says), "short buffer %zu: expected '%s', found rc %d '%s'", i,
+              cases[i].says, rc, e.msg);
+        loom_gguf_close(g);
+        unlink(path);
+    }
+}
+
 /* Open a catalogue case from memory (it must have no hole); NULL with err filled when refused. */
 static struct loom_gguf *open_case(void (*build)(struct gb *b), struct gb *b, loom_error *err)
 {
@@ -635,6 +670,7 @@ int main(void)
     test_malformed();
     test_malformed_kv();
     test_cases(dir);
+    test_short_files(dir);
     test_case_details();
     test_writer_refusals();
     test_admission_keys();

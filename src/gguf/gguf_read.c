@@ -469,14 +469,29 @@ static int check_extents(struct loom_gguf *g, loom_error *err)
     return LOOM_OK;
 }
 
+/* The header's first check on a file of size bytes starting with p[min(size, 4)]: the magic when the file has
+ * its 4 bytes (a short text file is named as not GGUF, not as a truncated one), then the header's length. */
+static int check_magic(const uint8_t *p, uint64_t size, loom_error *err)
+{
+    if (size >= 4 && memcmp(p, "GGUF", 4)) {
+        char text[5] = {0};
+        for (int i = 0; i < 4; i++)
+            text[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '.';
+        return loom_errorf(err, LOOM_E_FORMAT,
+                           "magic: expected 'GGUF', found bytes %02x %02x %02x %02x ('%s'): not a GGUF file", p[0], p[1],
+                           p[2], p[3], text);
+    }
+    if (size < GGUF_HEADER_BYTES)
+        return loom_errorf(err, LOOM_E_FORMAT, "truncated header: the file has %llu bytes, a GGUF header needs %d",
+                           (unsigned long long)size, GGUF_HEADER_BYTES);
+    return LOOM_OK;
+}
+
 static int parse_header(struct cursor *c, struct loom_gguf *g)
 {
-    if (c->size < GGUF_HEADER_BYTES)
-        return loom_errorf(c->err, LOOM_E_FORMAT, "truncated header: the file has %zu bytes, a GGUF header needs %d",
-                           c->size, GGUF_HEADER_BYTES);
-    if (memcmp(c->p, "GGUF", 4))
-        return loom_errorf(c->err, LOOM_E_FORMAT, "magic: expected 'GGUF', found bytes %02x %02x %02x %02x", c->p[0],
-                           c->p[1], c->p[2], c->p[3]);
+    int rc = check_magic(c->p, c->size, c->err);
+    if (rc != LOOM_OK)
+        return rc;
     c->pos = 4;
     cur_u32(c, &g->version, "version", no_name);
     if (g->version && !(g->version & 0xffff))
@@ -584,9 +599,13 @@ int loom_gguf_open(const char *path, struct loom_gguf **out, loom_error *err)
         return loom_errorf(err, LOOM_E_IO, "not a regular file");
     }
     if (st.st_size < GGUF_HEADER_BYTES) {
+        uint8_t head[4] = {0};
+        ssize_t want = st.st_size < 4 ? (ssize_t)st.st_size : 4, got = pread(fd, head, (size_t)want, 0);
+        int e = errno;
         close(fd);
-        return loom_errorf(err, LOOM_E_FORMAT, "truncated header: the file has %lld bytes, a GGUF header needs %d",
-                           (long long)st.st_size, GGUF_HEADER_BYTES);
+        if (got != want)
+            return loom_errorf(err, LOOM_E_IO, "read of the first %zd bytes: %s", want, got < 0 ? strerror(e) : "short");
+        return check_magic(head, (uint64_t)st.st_size, err);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
