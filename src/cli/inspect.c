@@ -245,6 +245,10 @@ int loom_cli_inspect(int argc, char **argv)
                     strcmp(argv[i], "-m") ? "" : " (the file comes without -m)");
             fputs(INSPECT_USAGE, stderr);
             return 2;
+        } else if (!*argv[i]) {
+            fputs("loom inspect: expected a GGUF file, found ''\n", stderr);
+            fputs(INSPECT_USAGE, stderr);
+            return 2;
         } else if (path) {
             fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", path, argv[i]);
             fputs(INSPECT_USAGE, stderr);

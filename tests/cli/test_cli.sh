@@ -235,6 +235,12 @@ check "inspect --bogus: unknown, no word about -m" '[ $rc -eq 2 ] && grep -q "un
 check "bench --ref-fa last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "found the end of the command line" "$err"'
 "$loom" run -m "" -p hi -n 1 >"$out" 2>"$err"; rc=$?
 check "run -m '': an empty file name named" '[ $rc -eq 2 ] && grep -q "loom run: -m expects a GGUF file, found ..$" "$err"'
+"$loom" inspect "" >"$out" 2>"$err"; rc=$?
+check "inspect '': an empty file name named, a usage error" '[ $rc -eq 2 ] && grep -q "loom inspect: expected a GGUF file, found ..$" "$err"'
+printf 'hello this is a text\n' >"$edited"
+"$loom" inspect "$edited" >"$out" 2>"$err"; rc=$?
+check "inspect of a short text file: not a GGUF file (its magic), not a truncated one" \
+    '[ $rc -eq 1 ] && grep -q "magic: expected .GGUF., found bytes 68 65 6c 6c (.hell.): not a GGUF file" "$err"'
 "$loom" tokenize -m >"$out" 2>"$err" </dev/null; rc=$?
 check "tokenize -m last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "loom tokenize: -m expects a GGUF file, found the end of the command line" "$err"'
 "$loom" tokenize hello >"$out" 2>"$err" </dev/null; rc=$?
