@@ -24,8 +24,8 @@ static void usage(FILE *f)
           "  'id<TAB>piece' line per token (--pieces; bytes that are not whole UTF-8 are escaped as \\xNN).\n"
           "  --special  spellings of control tokens in the text become those tokens (trusted text only)\n"
           "  --bos      prepend the vocabulary's beginning-of-sequence token when it adds one\n"
-          "  --decode   read whitespace-separated ids on stdin and print their text instead (byte for byte;\n"
-          "             a newline added only on a terminal)\n"
+          "  --decode   read ids on stdin (separated by whitespace or commas) and print their text instead\n"
+          "             (byte for byte; a newline added only on a terminal)\n"
           "  -m FILE    any GGUF with tokenizer.ggml.* metadata (default: the qwen35 test vocabulary)\n",
           f);
 }
@@ -178,7 +178,8 @@ static int run_decode(const loom_tokenizer *tok, const char *text)
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || (uint64_t)v >= loom_tokenizer_n_vocab(tok)) {
+        if (end == p || errno || v < 0 || (uint64_t)v >= loom_tokenizer_n_vocab(tok) ||
+            (*end && !strchr(" \t\r\n,", *end))) {
             int len = (int)strcspn(p, " \t\r\n,");
             fprintf(stderr, "loom tokenize --decode: expected a token id (an integer in [0, %u)), found '%.*s'\n",
                     loom_tokenizer_n_vocab(tok), len < 40 ? len : 40, p);

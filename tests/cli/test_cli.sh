@@ -81,6 +81,11 @@ check "tokenize --decode writes the text byte for byte" '[ $rc -eq 0 ] && [ "$(o
 echo "1 2 x 3" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode of a non-number fails" '[ $rc -ne 0 ]'
 check "tokenize --decode names the bad token" 'grep -q "expected a token id (an integer in \[0, [0-9]*)), found .x.$" "$err"'
+echo "9707,11 12abc" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+check "tokenize --decode: commas separate, a word that starts with digits is named whole" \
+    '[ $rc -ne 0 ] && grep -q "found .12abc.$" "$err"'
+echo "9707,11" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+check "tokenize --decode reads comma-separated ids (as its help says)" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "Hello," ]'
 # synth's option values are checked before anything is written; quantize never overwrites its input
 for o in "--router bogus:--router .bogus., expected uniform or skewed" "--seed -1:--seed .-1., expected an integer"; do
     "$loom" synth --preset tiny-moe ${o%%:*} -o "$edited" >"$out" 2>"$err"; rc=$?
