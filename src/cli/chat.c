@@ -257,8 +257,8 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
     fputc('\n', stdout);
     fflush(stdout);
     if (cut)
-        fprintf(stderr, "loom chat: the answer was cut where the context ends (-c %d positions; use /reset, or a "
-                        "larger -c)\n", c->o->n_ctx);
+        fprintf(stderr, "loom chat: the answer was cut where the context ends (-c %d position%s; %s)\n", c->o->n_ctx,
+                c->o->n_ctx == 1 ? "" : "s", c->interactive ? "use /reset, or a larger -c" : "give a larger -c");
     if (rc == LOOM_OK && !*ans)
         rc = chat_answer_put(ans, ans_len, &cap, "", 0);
     return rc;

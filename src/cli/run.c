@@ -323,8 +323,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     int n_gen = o->n_gen;
     if (rc >= 0 && n_gen > n_ctx - st.n_prompt + 1) {
         n_gen = n_ctx - st.n_prompt + 1; /* the last generated token is never evaluated */
-        fprintf(stderr, "loom run: the context of %d positions limits generation to %d token%s\n", n_ctx, n_gen,
-                n_gen == 1 ? "" : "s");
+        fprintf(stderr, "loom run: the context of %d position%s limits generation to %d token%s\n", n_ctx,
+                n_ctx == 1 ? "" : "s", n_gen, n_gen == 1 ? "" : "s");
     }
     if (rc >= 0 && !logits)
         rc = loom_errorf(err, LOOM_E_NOMEM, "logits: could not allocate %d floats", n_rows);
@@ -336,8 +336,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         s = loom_session_new(m, &sp, err);
         rc = s ? LOOM_OK : (err->code ? err->code : LOOM_E_NOMEM);
         if (s)
-            fprintf(stderr, "loom run: context %d positions, sequence state %.1f MiB (recurrent + KV)\n",
-                    loom_session_n_ctx(s), (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
+            fprintf(stderr, "loom run: context %d position%s, sequence state %.1f MiB (recurrent + KV)\n",
+                    loom_session_n_ctx(s), loom_session_n_ctx(s) == 1 ? "" : "s", (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
     }
     if (rc >= 0) {
         smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(tok), err);

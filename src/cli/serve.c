@@ -717,9 +717,9 @@ static void serve_announce(const struct server *s)
         port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     int v6 = strchr(s->o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
-    fprintf(stderr, "loom serve: listening on http://%s%s%s:%d (model %s, %d slot%s of %d positions)\n", v6 ? "[" : "",
-            s->o->host, v6 ? "]" : "", port, s->model_id, s->o->n_parallel, s->o->n_parallel == 1 ? "" : "s",
-            s->ctx.n_ctx);
+    fprintf(stderr, "loom serve: listening on http://%s%s%s:%d (model %s, %d slot%s of %d position%s)\n",
+            v6 ? "[" : "", s->o->host, v6 ? "]" : "", port, s->model_id, s->o->n_parallel,
+            s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx, s->ctx.n_ctx == 1 ? "" : "s");
 }
 
 /* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement. */

@@ -497,8 +497,8 @@ int xray_compare(const loom_model *m, const struct loom_ref *r, struct loom_ref_
         rc = run_steps(&x, m, r, rctx, s, err);
     }
     if (rc == LOOM_OK && req->perturb && !x.perturbed)
-        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s: the edge was never evaluated at position %d (%d positions)",
-                         req->perturb, req->perturb_pos, n_ctx);
+        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s: the edge was never evaluated at position %d (%d position%s)",
+                         req->perturb, req->perturb_pos, n_ctx, n_ctx == 1 ? "" : "s");
     if (rc == LOOM_OK)
         summarize(&x);
     drop_captures(&x);

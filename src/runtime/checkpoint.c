@@ -157,7 +157,8 @@ int loom_session_prefill_cached(loom_session *s, const int32_t *tokens, int n, f
     if (n < 1 || !tokens)
         return loom_errorf(err, LOOM_E_ARG, "prefill: expected at least one token, found %d", n);
     if (n > s->n_ctx)
-        return loom_errorf(err, LOOM_E_RANGE, "prefill: %d tokens exceed the context of %d positions", n, s->n_ctx);
+        return loom_errorf(err, LOOM_E_RANGE, "prefill: %d tokens exceed the context of %d position%s", n, s->n_ctx,
+                           s->n_ctx == 1 ? "" : "s");
     for (int i = 0; i < n; i++) /* check before rewinding anything */
         if (tokens[i] < 0 || tokens[i] >= s->model->tok_embd.n_out)
             return loom_errorf(err, LOOM_E_ARG, "prefill token %d: expected an id in [0, %lld), found %d", i,

@@ -431,8 +431,9 @@ int loom_session_eval(loom_session *session, const int32_t *tokens, int n_tokens
     if (mode != LOOM_LOGITS_LAST && mode != LOOM_LOGITS_ALL)
         return loom_errorf(err, LOOM_E_ARG, "eval logits mode: expected LAST or ALL, found %d", (int)mode);
     if (n_tokens > session->n_ctx - session->pos)
-        return loom_errorf(err, LOOM_E_RANGE, "eval: %d tokens at position %d exceed the context of %d positions",
-                           n_tokens, session->pos, session->n_ctx);
+        return loom_errorf(err, LOOM_E_RANGE, "eval: %d token%s at position %d exceed%s the context of %d position%s",
+                           n_tokens, n_tokens == 1 ? "" : "s", session->pos, n_tokens == 1 ? "s" : "", session->n_ctx,
+                           session->n_ctx == 1 ? "" : "s");
     int64_t n_rows = session->model->tok_embd.n_out;
     for (int i = 0; i < n_tokens; i++)
         if (tokens[i] < 0 || tokens[i] >= n_rows)
