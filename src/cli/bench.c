@@ -111,7 +111,8 @@ static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int
     errno = 0;
     long v = s && *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
     if (!s) {
-        fprintf(stderr, "loom bench: %s needs a value, an integer in [%ld, %ld]\n", opt, lo, hi);
+        fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found the end of the command line\n", opt,
+                lo, hi);
         return -1;
     }
     if (v < 0 || errno || *end || v < lo || v > hi) {

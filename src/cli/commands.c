@@ -248,7 +248,7 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
             return -1;
         }
         if (!is_model_option(argv[i]) && !is_listed(options, argv[i])) {
-            fprintf(stderr, "loom %s: unknown option '%s' (loom %s --help lists its options)\n", cmd, argv[i], cmd);
+            fprintf(stderr, "loom %s: unknown option '%s'\n", cmd, argv[i]);
             return -1;
         }
         if (i + 1 >= argc) {

@@ -66,7 +66,7 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--imatrix") || !strcmp(argv[i], "--tensor-type")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "loom quantize: %s needs a value (%s)\n", argv[i],
+                fprintf(stderr, "loom quantize: %s expects %s, found the end of the command line\n", argv[i],
                         argv[i][2] == 'i' ? "an imatrix GGUF file" : "PATTERN=TYPE");
                 return 2;
             }

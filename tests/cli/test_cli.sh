@@ -225,7 +225,8 @@ for c in run chat serve certify xray; do
     "$loom" $c -m "$model" -t 1 --check-tensor >"$out" 2>"$err" </dev/null; rc=$?
     check "$c names an unknown last option" '[ $rc -ne 0 ] && grep -q "loom $c: unknown option .--check-tensor." "$err"'
     "$loom" $c --bogus 1 -m "$model" >"$out" 2>"$err" </dev/null; rc=$?
-    check "$c names an unknown option before the others" '[ $rc -ne 0 ] && grep -q "loom $c: unknown option .--bogus." "$err"'
+    check "$c names an unknown option before the others" '[ $rc -ne 0 ] && grep -q "loom $c: unknown option .--bogus.$" "$err"'
+    check "$c points to --help at most once after an unknown option" '[ "$(grep -c -- "--help" "$err")" -le 1 ]'
     "$loom" $c -m "$model" -t >"$out" 2>"$err" </dev/null; rc=$?
     check "$c names a last option without its value" '[ $rc -ne 0 ] && grep -q "loom $c: option .-t. expects a value" "$err"'
 done
