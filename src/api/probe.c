@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "api/probe.h"
+#include "kernels/kernels.h"
 #include "util/pool.h"
-#include "util/cpu.h"
 #include "util/error.h"
 
 #define PROBE_READ_BYTES ((size_t)1 << 30) /* the streaming-read buffer */
@@ -114,19 +114,20 @@ static double probe_peak(struct loom_pool *pool, struct probe *p, double ops_per
     return best;
 }
 
-/* The probes of the widest set the CPU runs (they are built with the kernel sets' flags: they need those sets);
- * returns the FMA vector width in floats, 0 without FMA probes. */
+/* The probes of the kernel set loom runs (the widest the CPU runs, or the one LOOM_KERNELS chose: the peaks
+ * a forced AVX2 set is measured against are AVX2's); they are built with the kernel sets' flags. Returns the
+ * FMA vector width in floats, 0 without FMA probes. */
 static int probe_choose(struct probe *p, loom_machine_probe *m)
 {
-    unsigned cpu = loom_cpu_features();
+    enum loom_kernel_mode mode = loom_kernels_active()->mode;
     p->read = probe_read_scalar;
     m->isa = "scalar";
-    if ((cpu & LOOM_CPU_AVX512_SET) == LOOM_CPU_AVX512_SET) {
+    if (mode == LOOM_KERNELS_AVX512) {
         m->isa = "AVX-512";
         p->read = loom_probe_read_avx512, p->fma = loom_probe_fma_avx512, p->dot_i8 = loom_probe_dot_i8_avx512;
         return 16;
     }
-    if ((cpu & LOOM_CPU_AVX2_SET) == LOOM_CPU_AVX2_SET) {
+    if (mode == LOOM_KERNELS_AVX2) {
         m->isa = "AVX2";
         p->read = loom_probe_read_avx2, p->fma = loom_probe_fma_avx2;
         return 8;

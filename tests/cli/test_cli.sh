@@ -25,6 +25,10 @@ check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
 LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
+# the machine probe measures the kernel set loom runs: a forced scalar set has no FMA peak to compare with
+LOOM_KERNELS=scalar "$loom" bench --mem -t 1 >"$out" 2>"$err"; rc=$?
+check "bench --mem under LOOM_KERNELS=scalar probes the scalar set" \
+    '[ $rc -eq 0 ] && grep -q "^machine: 1 thread, scalar: streaming read" "$out" && ! grep -q "FMA peak" "$out"'
 
 # every kernel set the CPU runs gives the same greedy text (Q4_K is repacked at load only for avx512)
 ref_text=
