@@ -167,7 +167,7 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         else if (!strcmp(a, "-d"))
             rc = bench_parse_int(a, v, 0, 1 << 20, &o->depth);
         else if (!strcmp(a, "-t"))
-            rc = bench_parse_int(a, v, 1, 1024, &o->n_threads);
+            rc = bench_parse_int(a, v, 1, LOOM_CLI_THREADS_MAX, &o->n_threads);
         else if (!strcmp(a, "-r"))
             rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
         else if (!strcmp(a, "--ref-fa"))

@@ -84,9 +84,9 @@ static int certify_set(void *opts, const char *opt, const char *val)
     }
     char *end;
     long v = strtol(val, &end, 10);
-    if (*end || end == val || v < (dst == &o->n_threads) || v > 4096) {
-        fprintf(stderr, "loom certify: %s expects an integer in [%d, 4096], found '%s'\n", opt,
-                dst == &o->n_threads, val);
+    int is_t = dst == &o->n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
+    if (*end || end == val || v < is_t || v > hi) {
+        fprintf(stderr, "loom certify: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }
     *dst = (int)v;

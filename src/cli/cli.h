@@ -85,6 +85,8 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
  * not one loom renders, message printed (`loom CMD: --chat-template-file FILE: ...`). commands.c. */
 loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
+/* The largest -t every command takes (threads of the one pool). */
+#define LOOM_CLI_THREADS_MAX 1024
 /* The printf arguments of "found %s%s%s" for an option's value v: 'v' quoted, or the end of the command line when
  * the option came last without one (v NULL). */
 #define LOOM_CLI_FOUND(v) (v) ? "'" : "", (v) ? (v) : "the end of the command line", (v) ? "'" : ""

@@ -66,9 +66,9 @@ static int xray_set(void *opts, const char *opt, const char *val)
         fprintf(stderr, "loom xray: unknown option %s (loom xray --help)\n", opt);
         return -1;
     }
-    if (*end || end == val || v < (dst == &o->req.n_threads) || v > 4096) {
-        fprintf(stderr, "loom xray: %s expects an integer in [%d, 4096], found '%s'\n", opt,
-                dst == &o->req.n_threads, val);
+    int is_t = dst == &o->req.n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
+    if (*end || end == val || v < is_t || v > hi) {
+        fprintf(stderr, "loom xray: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }
     *dst = (int)v;

@@ -25,6 +25,11 @@ check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
 LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
+# -t has one bound in every command
+for c in run chat serve bench certify xray; do
+    "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c -t 2000 names the bound every command has" '[ $rc -ne 0 ] && grep -q -- "-t expects an integer in \[1, 1024\], found .2000." "$err"'
+done
 # the machine probe measures the kernel set loom runs: a forced scalar set has no FMA peak to compare with
 LOOM_KERNELS=scalar "$loom" bench --mem -t 1 >"$out" 2>"$err"; rc=$?
 check "bench --mem under LOOM_KERNELS=scalar probes the scalar set" \
