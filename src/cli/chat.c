@@ -113,7 +113,8 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
         return 0;
     }
     long long v = strtoll(val, &end, 10);
-    long long lo = is_seed ? 0 : 1, hi = is_seed ? INT64_MAX : dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
+    long long lo = is_seed ? 0 : 1;
+    long long hi = is_seed ? INT64_MAX : dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
     if (errno || end == val || *end || v < lo || v > hi) {
         fprintf(stderr, "loom chat: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
         return -1;

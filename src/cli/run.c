@@ -126,7 +126,9 @@ static int run_set_option(void *opts, const char *opt, const char *val)
                  : !strcmp(opt, "--repeat-last-n") ? &o->sp.repeat_last_n : NULL;
     if (dst_int) {
         long long lo = dst_int == &o->n_threads || dst_int == &o->n_ctx ? 1 : 0;
-        long long hi = dst_int == &o->n_threads ? LOOM_CLI_THREADS_MAX : dst_int == &o->sp.repeat_last_n ? 1 << 20 : 1 << 24;
+        long long hi = dst_int == &o->n_threads           ? LOOM_CLI_THREADS_MAX
+                       : dst_int == &o->sp.repeat_last_n ? 1 << 20
+                                                         : 1 << 24;
         if (run_parse_long(val, lo, hi, &v) != 0) {
             fprintf(stderr, "loom run: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
             return -1;
