@@ -828,6 +828,16 @@ int loom_cli_bench(int argc, char **argv)
         return rc < 0 ? 2 : 0;
     loom_cli_check_threads("bench", o.n_threads);
     loom_cli_signals_install();
+    if (o.mem && o.model) { /* a file that does not open is named before the seconds of probing */
+        loom_error err = {0};
+        loom_gguf *g = NULL;
+        rc = loom_gguf_open_model(o.model, &g, &err);
+        loom_gguf_close(g);
+        if (rc) {
+            fprintf(stderr, "loom bench: %s: %s\n", o.model, err.msg);
+            return 1;
+        }
+    }
     rc = o.mem ? bench_mem_forked(o.n_threads, &m) : 0;
     if (rc)
         return rc > 0 ? loom_cli_stopped_status() : 1;

@@ -25,6 +25,10 @@ check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
 LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
+# bench --mem -m FILE names a file that does not open before probing the machine (seconds)
+"$loom" bench --mem -m /nonexistent/x.gguf >"$out" 2>"$err"; rc=$?
+check "bench --mem names a missing model before the probe" \
+    '[ $rc -eq 1 ] && grep -q "/nonexistent/x.gguf: open: No such file" "$err" && ! grep -q "^machine:" "$out"'
 # -t has one bound in every command
 for c in run chat serve bench certify xray; do
     "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
