@@ -114,6 +114,10 @@ static int run_set_option(void *opts, const char *opt, const char *val)
     struct run_opts *o = opts;
     long long v;
     if (!strcmp(opt, "-m") || !strcmp(opt, "-p")) {
+        if (opt[1] == 'p' && !*val) {
+            fputs("loom run: -p expects a prompt of at least one token, found ''\n", stderr);
+            return -1;
+        }
         *(opt[1] == 'm' ? &o->model : &o->prompt) = val;
         return 0;
     }

@@ -524,7 +524,10 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
     json_t *msgs = json_object_get(o, "messages"), *kw;
     char buf[40];
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return serve_fail(e, 400, "messages", msgs ? "invalid_type" : "missing_required_parameter",
+        return serve_fail(e, 400, "messages",
+                          !msgs                 ? "missing_required_parameter"
+                          : json_is_array(msgs) ? "invalid_value"
+                                                : "invalid_type",
                           "messages: expected a non-empty array of messages, found %s",
                           !msgs                 ? "nothing"
                           : json_is_array(msgs) ? "an empty array"

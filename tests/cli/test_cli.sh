@@ -29,6 +29,8 @@ check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
 "$loom" bench --mem -m /nonexistent/x.gguf >"$out" 2>"$err"; rc=$?
 check "bench --mem names a missing model before the probe" \
     '[ $rc -eq 1 ] && grep -q "/nonexistent/x.gguf: open: No such file" "$err" && ! grep -q "^machine:" "$out"'
+"$loom" run -m "$model" -p "" -n 2 >"$out" 2>"$err"; rc=$?
+check "run -p '': a usage error, before the model loads" '[ $rc -eq 2 ] && grep -q -- "-p expects a prompt of at least one token, found ..$" "$err"'
 # -t has one bound in every command
 for c in run chat serve bench certify xray; do
     "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
