@@ -650,9 +650,10 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
 /* The reference's settings and CPU build, for the report's first line. */
 static void bench_print_ref(const struct loom_ref *ref, int fa, enum loom_kv_type k_type)
 {
+    char build[96];
     printf("reference llama.cpp v0.5.0 at its defaults but for --ref-fa and -ctk (flash attention %s, %s K, F16 V, "
            "repacking %s), CPU build %s", fa < 0 ? "auto" : fa ? "on" : "off", k_type == LOOM_KV_Q8_0 ? "Q8_0" : "F16",
-           ref->repack ? "on" : "off: LOOM_REF_REPACK=0", ref->cpu[0] ? ref->cpu : "the best for this CPU");
+           ref->repack ? "on" : "off: LOOM_REF_REPACK=0", loom_ref_cpu_build(ref, build, sizeof build));
 }
 
 /* Everything after loom's session exists (or, --ref-only, the file's tensor table and tokenizer are open):

@@ -346,7 +346,7 @@ static json_t *identity(const struct certify_run *c)
                      "date", date, "model", "path", c->o->model, "xxh3_128", digest, "arch", loom_model_arch(c->m),
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
-                     "cpu_build", c->r->cpu[0] ? c->r->cpu : "the best for this CPU", "system_info", sys,
+                     "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "system_info", sys,
                      "repack", c->r->repack != 0, "flash_attention", "off", "kv_type",
                      c->o->mo.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16", "n_ubatch",
                      "the prompt's tokens, at most 512",

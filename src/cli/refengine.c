@@ -55,6 +55,32 @@ const char *loom_ref_bins_dir(char *buf, size_t cap)
     return buf;
 }
 
+/* The CPU build the reference picked (its libggml-cpu-NAME.so mapped in this process) into r->best: "zen4" (or
+ * "?" when none is found). */
+static void ref_best_cpu(struct loom_ref *r)
+{
+    snprintf(r->best, sizeof r->best, "?");
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "/libggml-cpu-"), *end = at ? strstr(at, ".so") : NULL;
+        if (at && end && end - at - 13 < (ptrdiff_t)sizeof r->best) {
+            snprintf(r->best, sizeof r->best, "%.*s", (int)(end - at - 13), at + 13);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap)
+{
+    if (r->cpu[0])
+        return r->cpu;
+    snprintf(buf, cap, "%s, the best for this CPU", r->best);
+    return buf;
+}
+
 /* The reference's log sink: errors only (its loader is chatty at INFO); level 5 (CONT) continues the last. */
 static void ref_log(int level, const char *text, void *user)
 {
@@ -100,6 +126,7 @@ int loom_ref_open(struct loom_ref *r, loom_error *err)
                                "or it needs instructions this CPU lacks)", cpu, path);
     } else {
         r->load_all_from_path(r->bins);
+        ref_best_cpu(r);
     }
     r->backend_init();
     return LOOM_OK;

@@ -114,9 +114,10 @@ struct loom_ref {
     char bins[1024];
     void (*load_all_from_path)(const char *dir); /* ggml_backend_load_all_from_path (libggml) */
     void *(*backend_load)(const char *path);     /* ggml_backend_load (libggml): one backend library */
-    char cpu[64]; /* LOOM_REF_CPU: the one CPU build loaded (haswell, zen4, ...); empty: the best for the CPU */
-    int repack;   /* LOOM_REF_REPACK: 1 (unset, its default) repacks weights into its CPU_REPACK buffer (anonymous
-                   * memory) at load; 0 leaves them in the file map (use_extra_bufts off) */
+    char cpu[64];  /* LOOM_REF_CPU: the one CPU build loaded (haswell, zen4, ...); empty: the best for the CPU */
+    char best[64]; /* without LOOM_REF_CPU, the build the reference picked as the best (from /proc/self/maps) */
+    int repack;    /* LOOM_REF_REPACK: 1 (unset, its default) repacks weights into its CPU_REPACK buffer (anonymous
+                    * memory) at load; 0 leaves them in the file map (use_extra_bufts off) */
     void (*backend_init)(void);
     void (*backend_free)(void);
     void (*log_set)(void (*cb)(int level, const char *text, void *user), void *user);
@@ -152,6 +153,9 @@ const char *loom_ref_bins_dir(char *buf, size_t cap);
  * same folder and initialise it. Once per process. Returns LOOM_OK, or LOOM_E_IO naming the library or the
  * missing symbol. */
 int loom_ref_open(struct loom_ref *r, loom_error *err);
+/* The CPU build the reference runs, for a report: LOOM_REF_CPU's NAME, or "NAME, the best for this CPU" in buf
+ * (cap bytes) when it picked the best itself. */
+const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap);
 /* llama_backend_free. The library stays mapped (the reference keeps process-wide state). */
 void loom_ref_close(struct loom_ref *r);
 

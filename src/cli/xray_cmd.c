@@ -189,7 +189,7 @@ static const char *numerics_name(const struct xray_opts *o)
 /* What was compared, before the text report. */
 static void print_header(const struct xray_opts *o, int n_prompt, const struct loom_ref *ref)
 {
-    char steps[64];
+    char steps[64], build[96];
     if (o->req.per_token)
         snprintf(steps, sizeof steps, "one per step");
     else if (n_prompt > 512)
@@ -198,7 +198,7 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
         snprintf(steps, sizeof steps, "one batch");
     printf("%s: %d prompt tokens (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
            "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, steps, o->req.n_decode,
-           numerics_name(o), loom_kernels_name(), ref->cpu[0] ? ref->cpu : "the best for this CPU",
+           numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
            o->req.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16 K/V");
 }
 
@@ -230,7 +230,7 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
     json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:o, s:o, s:o, s:i}", "model", o->model,
                             strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
                             "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
-                            loom_kernels_name(), "reference_cpu_build", ref->cpu[0] ? ref->cpu : "best", "rows", rows,
+                            loom_kernels_name(), "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best, "rows", rows,
                             "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),
                             "not_in_reference", r->n_missing);
     int rc = doc && json_dumpf(doc, stdout, JSON_PRESERVE_ORDER) == 0

@@ -38,6 +38,8 @@ for f in qwen35-tiny-F32 qwen35-tiny-F16 qwen35-tiny-Q4_K_M qwen35moe-tiny-F32 q
             '[ $rc -eq 0 ] && grep -qE "^all [0-9]+ compared rows bitwise equal$" "$out" && ! grep -q "not in the reference" "$out"'
     done
 done
+check "the header names the reference's CPU build it picked (LOOM_REF_CPU unset)" \
+    '[ -n "${LOOM_REF_CPU:-}" ] || grep -qE "\(CPU build [a-z0-9_]+, the best for this CPU\)" "$out"'
 n_edges=$(($(wc -l <"$dir/dense.list") - 1))
 "$loom" xray -m "$dense" -p "$prompt" -n 2 --per-token >"$out" 2>"$err"
 rows=$(sed -n 's/^all \([0-9]*\) compared rows.*/\1/p' "$out")
