@@ -450,8 +450,13 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
                           json_is_string(role) ? "\"" : role ? jfound(role, buf, sizeof buf) : "nothing",
                           json_is_string(role) ? json_string_value(role) : "", json_is_string(role) ? "\"" : ""), -1;
     char *own = NULL;
-    if (message_content(json_object_get(m, "content"), i, &msg->content, &own, e) != 0)
+    json_t *content = json_object_get(m, "content");
+    if (message_content(content, i, &msg->content, &own, e) != 0)
         return -1;
+    if (!msg->content && strcmp(msg->role, "assistant")) /* OpenAI: only an assistant's (tool calls) may be null */
+        return serve_fail(e, 400, "messages", content ? "invalid_type" : "missing_required_parameter",
+                          "messages[%zu].content: expected a string or an array of text parts (only an assistant "
+                          "message may leave it out), found %s", i, content ? "null" : "nothing"), -1;
     if (own) {
         char **v = realloc(*owned, (*n_owned + 1) * sizeof *v);
         if (!v) {
