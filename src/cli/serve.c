@@ -453,8 +453,9 @@ static void handle_generate(struct server *s, struct evhttp_request *h, enum ser
     }
     if (serve_engine_submit(s->eng, r) != 0) {
         char msg[160];
-        snprintf(msg, sizeof msg, "the server is busy: all %d slots are generating and %d requests are waiting",
-                 s->o->n_parallel, s->o->queue_max);
+        int n = s->o->n_parallel, q = s->o->queue_max;
+        snprintf(msg, sizeof msg, "the server is busy: %s %d slot%s generating and %d request%s waiting",
+                 n == 1 ? "its" : "all", n, n == 1 ? " is" : "s are", q, q == 1 ? " is" : "s are");
         send_errorf(h, 503, NULL, "server_busy", msg);
         req_unlink_free(s, r);
         return;

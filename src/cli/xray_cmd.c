@@ -290,8 +290,9 @@ static int xray_run(const loom_model *m, struct xray_opts *o, loom_error *err)
     o->req.tokens = ids;
     o->req.n_prompt = n;
     if (rc == LOOM_OK && o->req.perturb && o->req.perturb_pos >= n + o->req.n_decode)
-        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s@%d: expected a position below %d (%d prompt tokens + -n %d)",
-                         o->req.perturb, o->req.perturb_pos, n + o->req.n_decode, n, o->req.n_decode);
+        rc = loom_errorf(err, LOOM_E_ARG, "--perturb %s@%d: expected a position below %d (%d prompt token%s + -n %d)",
+                         o->req.perturb, o->req.perturb_pos, n + o->req.n_decode, n, n == 1 ? "" : "s",
+                         o->req.n_decode);
     if (rc == LOOM_OK && !(rm = loom_ref_model_load(&ref, o->model, err)))
         rc = err->code;
     struct xray_result res = {0};
