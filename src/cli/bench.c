@@ -574,9 +574,9 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
 {
     double mib = 1024.0 * 1024;
     if (budget) { /* --mem-budget: the budget is the bound (RSS; the page cache it causes is dropped) */
-        printf("peak RSS: loom %.1f MiB %s (session arena: state and scratch, %.1f); bound: --mem-budget %.1f MiB: %s\n", rss_loom / mib,
-               ref ? "after its warm-up" : "over the run", (double)loom_session_arena_bytes(ls) / mib,
-               (double)budget / mib, rss_loom <= (double)budget ? "within" : "OVER");
+        printf("peak RSS: loom %.1f MiB %s (session arena: state and scratch, %.1f); bound: --mem-budget %.1f MiB: "
+               "%s\n", rss_loom / mib, ref ? "after its warm-up" : "over the run",
+               (double)loom_session_arena_bytes(ls) / mib, (double)budget / mib, rss_loom <= (double)budget ? "within" : "OVER");
         return;
     }
     /* -d keeps a checkpoint of the recurrent state at the depth (bench_loom_depth_setup): part of the state */
@@ -588,8 +588,8 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
     if (fixed)
         snprintf(extra, sizeof extra, "%.0f MiB (the process's fixed costs: tokenizer, libraries; more than 10%% here)",
                  RSS_FIXED_MIB);
-    printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena: state and scratch, %.1f); bound file %.1f + "
-           "state %.1f MiB%s + %s = %.1f MiB: %s",
+    printf("peak RSS: loom %.1f MiB %s (%.1f before loading; session arena: state and scratch, %.1f); bound "
+           "file %.1f + state %.1f MiB%s + %s = %.1f MiB: %s",
            rss_loom / mib, ref ? "after its warm-up" : "over the run", rss_start / mib,
            (double)loom_session_arena_bytes(ls) / mib, (double)w->file_bytes / mib, state / mib,
            checkpoints > 0 ? " (a checkpoint included)" : "", extra, bound / mib, rss_loom <= bound ? "within" : "OVER");

@@ -60,12 +60,14 @@ const char *loom_ref_bins_dir(char *buf, size_t cap)
 static void ref_best_cpu(struct loom_ref *r)
 {
     snprintf(r->best, sizeof r->best, "?");
+    static const char prefix[] = "/libggml-cpu-";
+    const ptrdiff_t skip = sizeof prefix - 1;
     FILE *f = fopen("/proc/self/maps", "r");
     char line[1024];
     while (f && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "/libggml-cpu-"), *end = at ? strstr(at, ".so") : NULL;
-        if (at && end && end - at - 13 < (ptrdiff_t)sizeof r->best) {
-            snprintf(r->best, sizeof r->best, "%.*s", (int)(end - at - 13), at + 13);
+        const char *at = strstr(line, prefix), *end = at ? strstr(at, ".so") : NULL;
+        if (at && end && end - at - skip < (ptrdiff_t)sizeof r->best) {
+            snprintf(r->best, sizeof r->best, "%.*s", (int)(end - at - skip), at + skip);
             break;
         }
     }

@@ -343,7 +343,8 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         rc = s ? LOOM_OK : (err->code ? err->code : LOOM_E_NOMEM);
         if (s)
             fprintf(stderr, "loom run: context %d position%s, sequence state %.1f MiB (recurrent + KV)\n",
-                    loom_session_n_ctx(s), loom_session_n_ctx(s) == 1 ? "" : "s", (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
+                    loom_session_n_ctx(s), loom_session_n_ctx(s) == 1 ? "" : "s",
+                    (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
     }
     if (rc >= 0) {
         smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(tok), err);
