@@ -104,18 +104,16 @@ static const char BENCH_USAGE[] =
 
 /* ---- options ---------------------------------------------------------------------------------------- */
 
-/* A decimal integer in [lo, hi] (lo >= 0): digits only, no sign or blanks; a missing value is named as such. */
+/* A decimal integer in [lo, hi] (loom_cli_parse_int); a missing value is named as such. */
 static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int *out)
 {
-    char *end = NULL; /* set by strtol whenever v >= 0 */
-    errno = 0;
-    long v = s && *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+    long long v;
     if (!s) {
         fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found the end of the command line\n", opt,
                 lo, hi);
         return -1;
     }
-    if (v < 0 || errno || *end || v < lo || v > hi) {
+    if (loom_cli_parse_int(s, lo, hi, &v)) {
         fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found '%s'\n", opt, lo, hi, s);
         return -1;
     }
@@ -746,7 +744,7 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
     loom_cli_model_warnings("bench", o->model, model);
     int n_train = loom_model_n_ctx_train(model);
     if (n_train > 0 && o->depth + o->n_prompt + o->n_gen > n_train) {
-        loom_errorf(&err, LOOM_E_RANGE, "-d + -p + -n: expected at most the model's context_length %d, found %d",
+        loom_errorf(&err, LOOM_CLI_E_USAGE, "-d + -p + -n: expected at most the model's context_length %d, found %d",
                     n_train, o->depth + o->n_prompt + o->n_gen);
         goto done;
     }
@@ -768,6 +766,7 @@ done:
         rc = loom_cli_stopped_status();
     } else if (rc) {
         fprintf(stderr, "loom bench: %s: %s\n", o->model, err.msg);
+        rc = err.code == LOOM_CLI_E_USAGE ? 2 : rc;
     }
     if (eng[1].rc)
         ref.free(eng[1].rc);

@@ -82,10 +82,9 @@ static int certify_set(void *opts, const char *opt, const char *val)
         fprintf(stderr, "loom certify: unknown option %s (loom certify --help)\n", opt);
         return -1;
     }
-    char *end;
-    long v = strtol(val, &end, 10);
+    long long v;
     int is_t = dst == &o->n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
-    if (*end || end == val || v < is_t || v > hi) {
+    if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom certify: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }

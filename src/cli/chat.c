@@ -6,7 +6,6 @@
  * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
  * conversation; a turn stopped before its answer began is dropped) and returns to the prompt; a second Ctrl+C,
  * one at the prompt, or SIGTERM ends the chat. */
-#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,21 +100,19 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
         fprintf(stderr, "loom chat: unknown option '%s'\n", opt);
         return -1;
     }
-    char *end;
-    errno = 0;
     if (is_temp) {
-        double v = strtod(val, &end);
-        if (errno || end == val || *end || !(v >= 0 && v <= 100)) {
+        double v;
+        if (loom_cli_parse_real(val, 0, 100, &v)) {
             fprintf(stderr, "loom chat: %s expects a number in [0, 100], found '%s'\n", opt, val);
             return -1;
         }
         o->sp.temp = (float)v;
         return 0;
     }
-    long long v = strtoll(val, &end, 10);
+    long long v;
     long long lo = is_seed ? 0 : 1;
     long long hi = is_seed ? INT64_MAX : dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
-    if (errno || end == val || *end || v < lo || v > hi) {
+    if (loom_cli_parse_int(val, lo, hi, &v)) {
         fprintf(stderr, "loom chat: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
         return -1;
     }
@@ -437,7 +434,7 @@ static int chat_setup(struct chat *c, loom_error *err)
 {
     int n_rows = loom_model_n_logits(c->m), n_train = loom_model_n_ctx_train(c->m);
     if (n_train > 0 && c->o->n_ctx > n_train)
-        return loom_errorf(err, LOOM_E_RANGE, "-c: expected at most the model's context_length %d, found %d",
+        return loom_errorf(err, LOOM_CLI_E_USAGE, "-c: expected at most the model's context_length %d, found %d",
                            n_train, c->o->n_ctx);
     loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads, .numerics = c->o->numerics,
                               .k_type = c->o->mo.k_type};

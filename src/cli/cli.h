@@ -85,6 +85,15 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
  * not one loom renders, message printed (`loom CMD: --chat-template-file FILE: ...`). commands.c. */
 loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
+/* The command line's numbers, one syntax for every option (commands.c). loom_cli_parse_int: the whole string as a
+ * decimal integer in [lo, hi], an optional '-' then digits and nothing else (" 2", "+5", "0x10" and "2k" are
+ * refused; "010" is ten). loom_cli_parse_u64: digits only, any value below 2^64 (seeds). loom_cli_parse_real: a
+ * finite decimal number in [lo, hi] (strtod's decimal form: "0.5", ".5", "-1", "1e-3"; no blanks, '+', hex, inf
+ * or nan). Each returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out
+ * untouched; the caller prints the message. */
+int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+int loom_cli_parse_u64(const char *s, uint64_t *out);
+int loom_cli_parse_real(const char *s, double lo, double hi, double *out);
 /* The largest -t every command takes (threads of the one pool). */
 #define LOOM_CLI_THREADS_MAX 1024
 /* The printf arguments of "found %s%s%s" for an option's value v: 'v' quoted, or the end of the command line when
@@ -124,8 +133,13 @@ void loom_cli_expert_trace_add(struct loom_cli_expert_trace *t);
 void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens,
                            const struct loom_cli_expert_trace *trace);
 
+/* The error code of an option whose value conflicts with the model loaded (-c beyond its context_length, a prompt
+ * longer than -c): a usage error found after the load, so the command exits 2 as for any bad option. */
+#define LOOM_CLI_E_USAGE (-100)
+
 /* Report a subcommand's failure rc (LOOM_OK excluded): `loom CMD: interrupted (SIGINT)` for LOOM_E_CANCELLED
- * (returns loom_cli_stopped_status()), else `loom CMD: MSG` with err's message (returns 1). commands.c. */
+ * (returns loom_cli_stopped_status()), else `loom CMD: MSG` with err's message (returns 2 for LOOM_CLI_E_USAGE,
+ * else 1). commands.c. */
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
 
 /* Apply $LOOM_KERNELS (auto, scalar, avx2 or avx512) if set: the kernel set for every model loaded after.

@@ -132,6 +132,48 @@ loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, s
     return m;
 }
 
+int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    if (!s || (s[*s == '-'] < '0' || s[*s == '-'] > '9'))
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int loom_cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int loom_cli_parse_real(const char *s, double lo, double hi, double *out)
+{
+    if (!s)
+        return -1;
+    const char *d = s + (*s == '-');
+    if (!((*d >= '0' && *d <= '9') || *d == '.') || (d[0] == '0' && (d[1] == 'x' || d[1] == 'X')))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 /* Parse a byte count: digits with an optional suffix K, M, G or T (powers of 1024; KiB/KB and B spellings
  * too). Returns 0 on success. */
 static int parse_bytes(const char *s, uint64_t *out)
@@ -316,7 +358,7 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
         return loom_cli_stopped_status();
     }
     fprintf(stderr, "loom %s: %s\n", cmd, err->msg);
-    return 1;
+    return rc == LOOM_CLI_E_USAGE ? 2 : 1;
 }
 
 const char *loom_cli_listed(const char *name, const char *(*list)(int i))

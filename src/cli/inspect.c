@@ -3,7 +3,6 @@
  * execution plan (which state each layer owns), the expert plan of a MoE model, the parts of a split model, the
  * tensor table with file offsets, totals by type and the memory the model needs at a context length. A bad
  * file exits 1 with "loom inspect: FILE: reason". */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,10 +205,8 @@ static uint32_t inspect_ctx_train(const loom_gguf *g, const loom_model_desc *d)
 /* --ctx's value: a positive integer that fits in 32 bits, else 0. */
 static uint32_t inspect_ctx(const char *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long long n = v ? strtoull(v, &end, 10) : 0;
-    return v && *v && !*end && !errno && !strchr(v, '-') && n >= 1 && n <= UINT32_MAX ? (uint32_t)n : 0;
+    long long n;
+    return loom_cli_parse_int(v, 1, UINT32_MAX, &n) ? 0 : (uint32_t)n;
 }
 
 int loom_cli_inspect(int argc, char **argv)
@@ -272,10 +269,10 @@ int loom_cli_inspect(int argc, char **argv)
         rc = loom_gguf_check_tensors(g, &err);
     uint32_t n_train = rc ? 0 : inspect_ctx_train(g, &desc);
     if (!rc && ctx_given && n_ctx > n_train)
-        rc = loom_errorf(&err, LOOM_E_RANGE, "--ctx %u: expected at most the model's context_length %u", n_ctx,
-                         n_train);
+        rc = loom_errorf(&err, LOOM_CLI_E_USAGE, "--ctx: expected at most the model's context_length %u, found %u",
+                         n_train, n_ctx);
     if (!rc && !desc.k_bytes_per_token[k_type])
-        rc = loom_errorf(&err, LOOM_E_ARG, "--cache-type-k %s: a q8_0 K cache needs a head dimension that is a "
+        rc = loom_errorf(&err, LOOM_CLI_E_USAGE, "--cache-type-k %s: a q8_0 K cache needs a head dimension that is a "
                          "multiple of 32", loom_kv_type_name(k_type));
     if (!rc && !ctx_given && n_ctx > n_train) /* the default, as a session's: at most context_length */
         n_ctx = n_train;
@@ -283,7 +280,7 @@ int loom_cli_inspect(int argc, char **argv)
         fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
         loom_model_desc_free(&desc);
         loom_gguf_close(g);
-        return 1;
+        return rc == LOOM_CLI_E_USAGE ? 2 : 1;
     }
     print_model(path, g, &desc, n_ctx, k_type);
     loom_model_desc_free(&desc);

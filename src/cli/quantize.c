@@ -88,13 +88,17 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
             quantize_usage(stdout);
             return -1;
         } else if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) {
-            char *end = 0;
-            long t = i + 1 < argc ? strtol(argv[++i], &end, 10) : 0;
-            if (!end || *end || t < 1 || t > 1024) {
-                fprintf(stderr, "loom quantize: -t '%s', expected a thread count in 1..1024\n", end ? argv[i] : "");
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            long long t;
+            if (loom_cli_parse_int(v, 1, LOOM_CLI_THREADS_MAX, &t)) {
+                fprintf(stderr, "loom quantize: %s expects an integer in [1, %d], found %s%s%s\n", argv[i - (v != NULL)],
+                        LOOM_CLI_THREADS_MAX, LOOM_CLI_FOUND(v));
                 return 2;
             }
             *threads = (int)t;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "loom quantize: unknown option '%s' (loom quantize --help lists its options)\n", argv[i]);
+            return 2;
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];
         } else {
@@ -104,6 +108,8 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
         }
     }
     if (n_pos != 3) {
+        static const char *const missing[3] = {"IN.gguf, OUT.gguf and TYPE are", "OUT.gguf and TYPE are", "TYPE is"};
+        fprintf(stderr, "loom quantize: %s missing (expected IN.gguf OUT.gguf TYPE)\n", missing[n_pos]);
         quantize_usage(stderr);
         return 2;
     }
@@ -131,7 +137,7 @@ static int quantize_run(const char *pos[3], int threads, loom_quantize_options *
     int rc;
     const char *recipe = loom_cli_listed(pos[2], loom_quantize_recipe);
     if (!recipe) {
-        fprintf(stderr, "loom quantize: type '%s' is not supported\n", pos[2]);
+        fprintf(stderr, "loom quantize: TYPE expects one of the types listed below, found '%s'\n", pos[2]);
         quantize_usage(stderr);
         return 2;
     }

@@ -2,7 +2,6 @@
  * (no special tokens), prefilled in one batch; then tokens are sampled and decoded one by one, streamed as text,
  * until N tokens, an end-of-generation token, a stop string or the end of the context. Timing and peak RSS go
  * to stderr. Ctrl+C or SIGTERM stops it at the next layer: the text so far, the timing line, status 130 / 143. */
-#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,25 +62,11 @@ static void run_usage(FILE *f)
             RUN_SYNOPSIS);
 }
 
-/* Parse a whole string as an integer in [lo, hi]. Returns 0 on success. */
-static int run_parse_long(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Parse a whole string as a finite number in [lo, hi] ((lo, hi] when lo_open). Returns 0 on success. */
+/* Parse a whole string as a finite number in [lo, hi] ((lo, hi] when lo_open) into a float. Returns 0 on success. */
 static int run_parse_float(const char *s, double lo, int lo_open, double hi, float *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi) || (lo_open && v == lo))
+    double v;
+    if (loom_cli_parse_real(s, lo, hi, &v) || (lo_open && v == lo))
         return -1;
     *out = (float)v;
     return 0;
@@ -133,7 +118,7 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         long long hi = dst_int == &o->n_threads           ? LOOM_CLI_THREADS_MAX
                        : dst_int == &o->sp.repeat_last_n ? 1 << 20
                                                          : 1 << 24;
-        if (run_parse_long(val, lo, hi, &v) != 0) {
+        if (loom_cli_parse_int(val, lo, hi, &v) != 0) {
             fprintf(stderr, "loom run: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
             return -1;
         }
@@ -141,7 +126,7 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         return 0;
     }
     if (!strcmp(opt, "--seed")) {
-        if (run_parse_long(val, 0, INT64_MAX, &v) != 0) {
+        if (loom_cli_parse_int(val, 0, INT64_MAX, &v) != 0) {
             fprintf(stderr, "loom run: --seed expects an integer in [0, %lld], found '%s'\n", (long long)INT64_MAX, val);
             return -1;
         }
@@ -322,10 +307,11 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     if (!o->n_ctx && n_train > 0 && n_ctx > n_train) /* without -c, the model's context length bounds it */
         n_ctx = st.n_prompt > n_train ? st.n_prompt : n_train;
     if (rc >= 0 && n_train > 0 && n_ctx > n_train)
-        rc = loom_errorf(err, LOOM_E_RANGE, "%s: expected at most the model's context_length %d, found %d",
+        rc = loom_errorf(err, LOOM_CLI_E_USAGE, "%s: expected at most the model's context_length %d, found %d",
                          o->n_ctx ? "-c" : "-p", n_train, n_ctx);
     if (rc >= 0 && st.n_prompt > n_ctx)
-        rc = loom_errorf(err, LOOM_E_RANGE, "-c: the prompt has %d tokens, the context only %d", st.n_prompt, n_ctx);
+        rc = loom_errorf(err, LOOM_CLI_E_USAGE, "-c: expected at least the prompt's %d tokens, found %d", st.n_prompt,
+                         n_ctx);
     int n_gen = o->n_gen;
     if (rc >= 0 && n_gen > n_ctx - st.n_prompt + 1) {
         n_gen = n_ctx - st.n_prompt + 1; /* the last generated token is never evaluated */

@@ -125,12 +125,9 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
         {"--drain-timeout", offsetof(struct serve_opts, drain_s), 0, 3600},
         {"--timeout", offsetof(struct serve_opts, timeout_s), 0, 1 << 24},
     };
-    char *end;
-    errno = 0;
-    long long v = strtoll(val, &end, 10);
-    int bad = errno || end == val || *end;
+    long long v;
     if (!strcmp(opt, "--max-body")) {
-        if (bad || v < 1024 || v > (1ll << 32)) {
+        if (loom_cli_parse_int(val, 1024, 1ll << 32, &v)) {
             fprintf(stderr, "loom serve: --max-body expects an integer in [1024, %lld], found '%s'\n", 1ll << 32, val);
             return -1;
         }
@@ -140,7 +137,7 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(opt, ints[i].name))
             continue;
-        if (bad || v < ints[i].lo || v > ints[i].hi) {
+        if (loom_cli_parse_int(val, ints[i].lo, ints[i].hi, &v)) {
             fprintf(stderr, "loom serve: %s expects an integer in [%lld, %lld], found '%s'\n", opt, ints[i].lo,
                     ints[i].hi, val);
             return -1;
@@ -792,7 +789,7 @@ static int serve_run(struct server *s, const loom_model *m, const char *path)
     if (n_train > 0 && o->n_ctx > n_train) {
         fprintf(stderr, "loom serve: -c: expected at most the model's context_length %d, found %d\n", n_train,
                 o->n_ctx);
-        return 1;
+        return 2; /* a usage error, as the other commands' */
     }
     serve_model_id(s, path);
     s->started = (long long)time(NULL);

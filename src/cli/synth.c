@@ -1,7 +1,6 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 / qwen35moe GGUF model of a preset geometry
  * (test models; loom_synthesize), or with --sparse only its metadata and tensor table (split with --split),
  * printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing written. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,19 +102,14 @@ int loom_cli_synth(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--split")) {
-            char *end;
-            errno = 0;
-            unsigned long n = strtoul(v, &end, 10);
-            if (!*v || *end || errno || strchr(v, '-') || n < 1 || n > 65535) {
+            long long n;
+            if (loom_cli_parse_int(v, 1, 65535, &n)) {
                 fprintf(stderr, "loom synth: --split '%s', expected a part count in [1, 65535]\n", v);
                 return 2;
             }
             par.n_split = (uint32_t)n;
         } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            par.seed = strtoull(v, &end, 0);
-            if (!*v || *end || errno || strchr(v, '-')) { /* strtoull wraps "-1" and saturates on overflow */
+            if (loom_cli_parse_u64(v, &par.seed)) {
                 fprintf(stderr, "loom synth: --seed '%s', expected an integer in [0, 2^64)\n", v);
                 return 2;
             }

@@ -1,7 +1,6 @@
 /* tokenize.c — `loom tokenize [-m FILE] [--ids|--pieces] [--special] [--bos] [--decode]`: text on stdin to
  * token ids (one line, space separated) or pieces (one per line), or with --decode ids on stdin back to text.
  * Only the GGUF's tokenizer is loaded (loom_tokenizer_open), so vocabulary-only files (no tensors) work too. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,18 +170,22 @@ static int run_decode(const loom_tokenizer *tok, const char *text)
     const char *p = text;
     int rc = ids ? 0 : 1;
     while (rc == 0) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',')
-            p++;
-        if (!*p)
+        int comma = p != text && *p == ','; /* a field must follow the comma after an id */
+        p += comma;
+        p += strspn(p, " \t\r\n");
+        if (!*p && !comma)
             break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || (uint64_t)v >= loom_tokenizer_n_vocab(tok) ||
-            (*end && !strchr(" \t\r\n,", *end))) {
-            int len = (int)strcspn(p, " \t\r\n,");
-            fprintf(stderr, "loom tokenize --decode: expected a token id (an integer in [0, %u)), found '%.*s'\n",
-                    loom_tokenizer_n_vocab(tok), len < 40 ? len : 40, p);
+        int len = (int)strcspn(p, " \t\r\n,");
+        char field[24];
+        long long v;
+        snprintf(field, sizeof field, "%.*s", len < (int)sizeof field ? len : 0, p);
+        if (loom_cli_parse_int(field, 0, (long long)loom_tokenizer_n_vocab(tok) - 1, &v)) {
+            if (len)
+                fprintf(stderr, "loom tokenize --decode: expected a token id (an integer in [0, %u)), found '%.*s'\n",
+                        loom_tokenizer_n_vocab(tok), len < 40 ? len : 40, p);
+            else
+                fprintf(stderr, "loom tokenize --decode: expected a token id (an integer in [0, %u)), found an empty "
+                                "field (commas separate ids)\n", loom_tokenizer_n_vocab(tok));
             rc = 1;
             break;
         }
@@ -196,7 +199,8 @@ static int run_decode(const loom_tokenizer *tok, const char *text)
             cap *= 2;
         }
         ids[n++] = (int32_t)v;
-        p = end;
+        p += len;
+        p += strspn(p, " \t\r\n");
     }
     int len = rc == 0 ? loom_tokenizer_detokenize(tok, ids, n, NULL, 0) : -1;
     char *out = len >= 0 ? malloc((size_t)len + 1) : NULL;

@@ -60,14 +60,13 @@ static int xray_set(void *opts, const char *opt, const char *val)
     if (!strcmp(opt, "--numerics"))
         return loom_cli_numerics("xray", val, &o->req.numerics);
     int *dst = !strcmp(opt, "-n") ? &o->req.n_decode : !strcmp(opt, "-t") ? &o->req.n_threads : NULL;
-    char *end;
-    long v = dst ? strtol(val, &end, 10) : 0;
+    long long v;
     if (!dst) {
         fprintf(stderr, "loom xray: unknown option %s (loom xray --help)\n", opt);
         return -1;
     }
     int is_t = dst == &o->req.n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
-    if (*end || end == val || v < is_t || v > hi) {
+    if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom xray: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }
@@ -78,11 +77,12 @@ static int xray_set(void *opts, const char *opt, const char *val)
 /* "A-B" or "A" into [lo, hi]; 0 or -1 with the message printed. */
 static int parse_layers(const char *s, int *lo, int *hi)
 {
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (*end == '-')
-        b = strtol(end + 1, &end, 10);
-    if (*end || end == s || a < 0 || b < a || b > 100000) {
+    char first[24]; /* A, the text before the '-' */
+    const char *dash = strchr(s, '-');
+    size_t n = dash ? (size_t)(dash - s) : strlen(s);
+    long long a, b;
+    snprintf(first, sizeof first, "%.*s", n < sizeof first ? (int)n : 0, s);
+    if (loom_cli_parse_int(first, 0, 100000, &a) || loom_cli_parse_int(dash ? dash + 1 : first, a, 100000, &b)) {
         fprintf(stderr, "loom xray: --layers expects A-B or A (layer numbers, A <= B), found '%s'\n", s);
         return -1;
     }
@@ -96,12 +96,12 @@ static int parse_perturb(const char *s, char *buf, size_t cap, struct xray_reque
     snprintf(buf, cap, "%s", s);
     q->perturb = buf;
     q->perturb_pos = -1;
-    char *at = strchr(buf, '@'), *end;
+    char *at = strchr(buf, '@');
     if (!at)
         return 0;
     *at = 0;
-    long p = strtol(at + 1, &end, 10);
-    if (*end || end == at + 1 || p < 0 || p > (1 << 24)) {
+    long long p;
+    if (loom_cli_parse_int(at + 1, 0, 1 << 24, &p)) {
         fprintf(stderr, "loom xray: --perturb expects EDGE or EDGE@POS (a position >= 0), found '%s'\n", s);
         return -1;
     }

@@ -5,7 +5,8 @@
 # first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
 # output that cannot be written (status 1), a chat answer cut at the context's end (said), a peak RSS that
-# is loom's own, and --numerics (both values taken, a bad one named, bench saying which it used).
+# is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
+# every option (no blanks, "+", hex, inf or nan), and an option that conflicts with the model exiting 2.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -71,9 +72,50 @@ check "chat --temp -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--temp expe
 "$loom" run -m "$model" -p hi -n 16000000 -c 1 >"$out" 2>"$err"; rc=$?
 check "run -c 1 limits generation to 1 token" '[ $rc -eq 0 ] && grep -q "limits generation to 1 token$" "$err"'
 "$loom" run -m "$model" -p hi -n 2 -c 16000000 >"$out" 2>"$err"; rc=$?
-check "run -c beyond context_length names -c" '[ $rc -ne 0 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
+check "run -c beyond context_length: a usage error naming -c" '[ $rc -eq 2 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
 "$loom" chat -m "$model" -c 16000000 </dev/null >"$out" 2>"$err"; rc=$?
-check "chat -c beyond context_length names -c" '[ $rc -ne 0 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
+check "chat -c beyond context_length: a usage error naming -c" '[ $rc -eq 2 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
+"$loom" serve -m "$model" -c 16000000 --port 0 </dev/null >"$out" 2>"$err"; rc=$?
+check "serve -c beyond context_length: a usage error naming -c" '[ $rc -eq 2 ] && grep -q -- "-c: expected at most the model.s context_length" "$err"'
+"$loom" run -m "$model" -p "one two three four" -n 2 -c 2 >"$out" 2>"$err"; rc=$?
+check "run -c below the prompt: a usage error naming both" \
+    '[ $rc -eq 2 ] && grep -q -- "-c: expected at least the prompt.s [0-9]* tokens, found 2$" "$err"'
+# one number syntax everywhere (loom_cli_parse_int/_real): no blanks, '+', base prefix, suffix, inf or nan
+for v in "' 2'" "+2" "0x2" "2k" "''"; do
+    for c in "run -p hi -n 2" "chat" "serve" "bench" "xray" "certify"; do
+        eval "\"\$loom\" $c -m \"\$model\" -t $v" >"$out" 2>"$err" </dev/null; rc=$?
+        check "$c -t $v is refused" '[ $rc -eq 2 ] && grep -q -- "-t expects an integer in \[1, 1024\], found" "$err"'
+    done
+done
+for v in "+0.5" "' 0.5'" "inf" "nan" "0x1p-1"; do
+    eval "\"\$loom\" run -m \"\$model\" -p hi -n 2 --temp $v" >"$out" 2>"$err"; rc=$?
+    check "run --temp $v is refused" '[ $rc -eq 2 ] && grep -q -- "--temp expects a number in \[0, 100\], found" "$err"'
+done
+"$loom" run -m "$model" -p hi -n 1 --temp .5 -n 010 >"$out" 2>"$err"; rc=$?
+check "run takes --temp .5 and -n 010 (ten)" '[ $rc -eq 0 ] && grep -q "(10 generated)" "$err"'
+"$loom" quantize -t +2 a b Q4_K_M >"$out" 2>"$err"; rc=$?
+check "quantize -t +2 is refused as the others" '[ $rc -eq 2 ] && grep -q -- "-t expects an integer in \[1, 1024\], found .+2.$" "$err"'
+"$loom" quantize -t >"$out" 2>"$err"; rc=$?
+check "quantize -t without its value" '[ $rc -eq 2 ] && grep -q -- "-t expects .*found the end of the command line$" "$err"'
+"$loom" quantize a.gguf b.gguf >"$out" 2>"$err"; rc=$?
+check "quantize without TYPE names it" '[ $rc -eq 2 ] && grep -q "^loom quantize: TYPE is missing (expected IN.gguf OUT.gguf TYPE)$" "$err"'
+"$loom" quantize --bogus a.gguf b.gguf Q4_K_M >"$out" 2>"$err"; rc=$?
+check "quantize names an unknown option" '[ $rc -eq 2 ] && grep -q "^loom quantize: unknown option .--bogus." "$err"'
+"$loom" quantize a.gguf b.gguf Q9_K >"$out" 2>"$err"; rc=$?
+check "quantize names an unknown TYPE and lists the types" \
+    '[ $rc -eq 2 ] && grep -q "TYPE expects one of the types listed below, found .Q9_K." "$err" && grep -q "TYPE:.* Q4_K_M" "$err"'
+"$loom" synth --preset tiny --seed 0x10 -o /dev/null >"$out" 2>"$err"; rc=$?
+check "synth --seed takes decimal only" '[ $rc -eq 2 ] && grep -q -- "--seed .0x10." "$err"'
+"$loom" xray -m "$model" -p hi --layers 1-+2 >"$out" 2>"$err"; rc=$?
+check "xray --layers 1-+2 is refused" '[ $rc -eq 2 ] && grep -q -- "--layers expects A-B or A" "$err"'
+"$loom" xray -m "$model" -p hi --layers 3-1 >"$out" 2>"$err"; rc=$?
+check "xray --layers 3-1 is refused" '[ $rc -eq 2 ] && grep -q -- "--layers expects A-B or A" "$err"'
+for ids in "12,,34" "12," ",12" "+12" "12abc"; do
+    eval "printf %s $ids" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+    check "tokenize --decode refuses $ids" '[ $rc -eq 1 ] && grep -q "expected a token id" "$err"'
+done
+printf '12, 34\n 56 ,78\n' | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
+check "tokenize --decode takes commas and blanks around ids" '[ $rc -eq 0 ]'
 
 # chat: the second turn reuses the tokens the session holds from the first (through its prompt cache)
 printf 'Hello there\nTell me more\n/timing\n' | "$loom" chat -m "$model" --temp 0 -n 8 -t 2 >"$out" 2>"$err"; rc=$?
@@ -140,7 +182,7 @@ check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
 check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context ends (-c 40 positions" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
-check "bench -n beyond context_length names -d + -p + -n" '[ $rc -ne 0 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
+check "bench -n beyond context_length: a usage error naming -d + -p + -n" '[ $rc -eq 2 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
 # bench --ref with one CPU build of the reference (LOOM_REF_CPU), named in the header; a missing one refused
 LOOM_REF_CPU=haswell "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
 check "bench --ref with LOOM_REF_CPU=haswell runs that build" '[ $rc -eq 0 ] && grep -q "CPU build haswell" "$out" && grep -q "reference" "$out"'

@@ -51,7 +51,8 @@ check "inspect --ctx 8: an 8-token context, 1 attention layer (singular)" \
 check "synth --split beyond the tensor count says synth once" \
     '[ $rc -eq 2 ] && grep -q "^loom synth: 100 split parts" "$err" && ! grep -q "synth: synth:" "$err"'
 "$loom" inspect --ctx 262145 "$dir/27b.gguf" >"$out" 2>"$err"; rc=$?
-check "inspect --ctx beyond context_length exits 1 naming it" '[ $rc -eq 1 ] && grep -q "context_length 262144" "$err"'
+check "inspect --ctx beyond context_length: a usage error naming it" \
+    '[ $rc -eq 2 ] && grep -q -- "--ctx: expected at most the model.s context_length 262144, found 262145" "$err"'
 "$loom" inspect --ctx 0 "$dir/27b.gguf" >"$out" 2>"$err"; rc=$?
 check "inspect --ctx 0 is a usage error" '[ $rc -eq 2 ] && grep -q -- "--ctx expects a context length in .*found .0." "$err"'
 
