@@ -258,9 +258,14 @@ static int refuse(const struct loom_expert_cache *c, const char *when, uint64_t 
     double mb = 1048576.0, sessions = ((double)c->reserved + (double)extra) / mb;
     double need = (double)c->dense / mb + (double)LOOM_MEM_RESERVE / mb + sessions +
                   c->n_used * (double)c->slot_bytes / mb;
-    double up = ceil(need * 10) / 10, found = floor((double)c->budget / mb * 10) / 10;
+    double up = ceil(need * 10) / 10;
+    char found[32]; /* under 1 MiB in bytes: 0.0 MiB would hide what was given */
+    if (c->budget < 1048576)
+        snprintf(found, sizeof found, "%llu bytes", (unsigned long long)c->budget);
+    else
+        snprintf(found, sizeof found, "%.1f MiB", floor((double)c->budget / mb * 10) / 10);
     return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %.1f MiB (dense part %.1f MiB + process "
-                       "reserve %.0f MiB + sessions %.1f MiB + one step's %u experts of %.2f MiB each), found %.1f MiB"
+                       "reserve %.0f MiB + sessions %.1f MiB + one step's %u experts of %.2f MiB each), found %s"
                        "%s", when, up, (double)c->dense / mb, (double)LOOM_MEM_RESERVE / mb, sessions, c->n_used,
                        (double)c->slot_bytes / mb, found,
                        extra || c->reserved ? "" : "; every session then adds its arena and checkpoint budget");

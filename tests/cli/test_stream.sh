@@ -48,6 +48,8 @@ check "--stats without a budget is a usage error" '[ $rc -eq 2 ] && grep -q "sta
 check "a budget below the dense part fails" '[ $rc -eq 1 ]'
 check "the refusal gives the numbers" \
     'grep -qE "memory budget at load: expected at least [0-9.]+ MiB \(dense part [0-9.]+ MiB.*found 40.0 MiB" "$err"'
+"$loom" run -m "$model" "${args[@]}" --mem-budget 1K >"$out" 2>"$err"; rc=$?
+check "a budget under 1 MiB is said in bytes" '[ $rc -eq 1 ] && grep -q "found 1024 bytes;" "$err"'
 "$loom" run -m "$model" "${args[@]}" --mem-budget 12X >"$out" 2>"$err"; rc=$?
 check "a malformed budget is a usage error naming the value" '[ $rc -eq 2 ] && grep -q "mem-budget expects.*12X" "$err"'
 "$loom" run -m "${model/qwen35moe/qwen35}" "${args[@]}" --mem-budget "$budget" >"$out" 2>"$err"; rc=$?
