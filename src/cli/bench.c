@@ -75,11 +75,13 @@ struct bench_engine {
     int n_runs[2];
 };
 
-static const char BENCH_USAGE[] =
-    "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"
-    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--ref-fa MODE]\n"
-    "                  [--numerics MODE] [--cache-type-k TYPE]\n"
+#define BENCH_SYNOPSIS                                                                                        \
+    "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"     \
+    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--ref-fa MODE]\n"         \
+    "                  [--numerics MODE] [--cache-type-k TYPE]\n"                                                 \
     "       loom bench --mem [-t N]\n"
+static const char BENCH_USAGE[] =
+    BENCH_SYNOPSIS
     "  -m FILE   GGUF model\n"
     "  -p N      prompt tokens of the prefill test ppN, 0 = none (default 512)\n"
     "  -n N      tokens of the decode test tgN, 0 = none (default 128)\n"
@@ -176,8 +178,7 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
             rc = rc < 0 ? -1 : 0;
         else {
-            fprintf(stderr, "loom bench: %s '%s'\n%s", a[0] == '-' ? "unknown option" : "unexpected argument", a,
-                    BENCH_USAGE);
+            fprintf(stderr, "loom bench: %s '%s'\n", a[0] == '-' ? "unknown option" : "unexpected argument", a);
             return -1;
         }
         if (rc)
@@ -187,7 +188,7 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
     if (loom_cli_model_check("bench", &o->mo) != 0)
         return -1;
     if (!o->model && !o->mem) {
-        fprintf(stderr, "loom bench: give a model with -m FILE, or --mem\n%s", BENCH_USAGE);
+        fprintf(stderr, "loom bench: give a model with -m FILE, or --mem\n");
         return -1;
     }
     if (o->model && o->n_prompt == 0 && o->n_gen == 0) {
@@ -824,6 +825,8 @@ int loom_cli_bench(int argc, char **argv)
     struct bench_opts o;
     loom_machine_probe m = {0};
     int rc = bench_parse_opts(argc, argv, &o);
+    if (rc < 0)
+        fputs(BENCH_SYNOPSIS "(loom bench --help for details)\n", stderr);
     if (rc)
         return rc < 0 ? 2 : 0;
     loom_cli_check_threads("bench", o.n_threads);

@@ -94,8 +94,9 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
 int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int loom_cli_parse_u64(const char *s, uint64_t *out);
 int loom_cli_parse_real(const char *s, double lo, double hi, double *out);
-/* The largest -t every command takes (threads of the one pool). */
+/* The largest -t every command takes (threads of the one pool), and the largest context (-c, inspect --ctx). */
 #define LOOM_CLI_THREADS_MAX 1024
+#define LOOM_CLI_CTX_MAX (1 << 24)
 /* The printf arguments of "found %s%s%s" for an option's value v: 'v' quoted, or the end of the command line when
  * the option came last without one (v NULL). */
 #define LOOM_CLI_FOUND(v) (v) ? "'" : "", (v) ? (v) : "the end of the command line", (v) ? "'" : ""

@@ -202,13 +202,6 @@ static uint32_t inspect_ctx_train(const loom_gguf *g, const loom_model_desc *d)
     return i >= 0 && loom_gguf_kv_at(g, (uint64_t)i, &kv, NULL) == LOOM_OK ? (uint32_t)kv.u64 : 0;
 }
 
-/* --ctx's value: a positive integer that fits in 32 bits, else 0. */
-static uint32_t inspect_ctx(const char *v)
-{
-    long long n;
-    return loom_cli_parse_int(v, 1, UINT32_MAX, &n) ? 0 : (uint32_t)n;
-}
-
 int loom_cli_inspect(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -220,41 +213,39 @@ int loom_cli_inspect(int argc, char **argv)
     enum loom_kv_type k_type = LOOM_KV_F16;
     loom_error err = {0};
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) { /* name what is wrong: an option inspect does not take, or a second file */
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) { /* name what is wrong: an option inspect does not take, or a second file */
         if (!strcmp(argv[i], "--check-tensors")) {
             check = 1;
         } else if (!strcmp(argv[i], "--ctx")) {
             const char *v = i + 1 < argc ? argv[++i] : NULL;
-            if (!(n_ctx = ctx_given = inspect_ctx(v))) {
-                fprintf(stderr, "loom inspect: --ctx expects a context length in [1, %u], found %s%s%s\n", UINT32_MAX,
-                        LOOM_CLI_FOUND(v));
-                return 2;
-            }
+            long long n;
+            bad = loom_cli_parse_int(v, 1, LOOM_CLI_CTX_MAX, &n) != 0;
+            if (bad)
+                fprintf(stderr, "loom inspect: --ctx expects a context length in [1, %d], found %s%s%s\n",
+                        LOOM_CLI_CTX_MAX, LOOM_CLI_FOUND(v));
+            else
+                n_ctx = ctx_given = (uint32_t)n;
         } else if (!strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk")) {
             const char *opt = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
-            if (loom_kv_type_parse(v, &k_type, &err) != LOOM_OK) {
+            bad = loom_kv_type_parse(v, &k_type, &err) != LOOM_OK;
+            if (bad)
                 fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
                         LOOM_CLI_FOUND(v));
-                return 2;
-            }
-        } else if (argv[i][0] == '-') {
+        } else if ((bad = argv[i][0] == '-')) {
             fprintf(stderr, "loom inspect: unknown option '%s'%s\n", argv[i],
                     strcmp(argv[i], "-m") ? "" : " (the file comes without -m)");
-            fputs(INSPECT_USAGE, stderr);
-            return 2;
-        } else if (!*argv[i]) {
+        } else if ((bad = !*argv[i])) {
             fputs("loom inspect: expected a GGUF file, found ''\n", stderr);
-            fputs(INSPECT_USAGE, stderr);
-            return 2;
-        } else if (path) {
+        } else if ((bad = path != NULL)) {
             fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", path, argv[i]);
-            fputs(INSPECT_USAGE, stderr);
-            return 2;
         } else {
             path = argv[i];
         }
     }
-    if (!path) {
+    if (!bad && !path)
+        fputs("loom inspect: expected a GGUF FILE, found none\n", stderr);
+    if (bad || !path) {
         fputs(INSPECT_USAGE, stderr);
         return 2;
     }

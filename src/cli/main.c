@@ -48,7 +48,8 @@ int main(int argc, char **argv)
             return loom_cli_select_kernels()
                        ? 2
                        : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1), c->trouble));
-    fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
+    fprintf(stderr, "loom: unknown %s '%s'%s\n", argv[1][0] == '-' ? "option" : "command", argv[1],
+            argv[1][0] == '-' ? " (options come after the command: loom COMMAND --help lists them)" : "");
     usage(stderr);
     return 2;
 }

@@ -32,6 +32,15 @@ check "bench --mem names a missing model before the probe" \
     '[ $rc -eq 1 ] && grep -q "/nonexistent/x.gguf: open: No such file" "$err" && ! grep -q "^machine:" "$out"'
 "$loom" run -m "$model" -p "" -n 2 >"$out" 2>"$err"; rc=$?
 check "run -p '': a usage error, before the model loads" '[ $rc -eq 2 ] && grep -q -- "-p expects a prompt of at least one token, found ..$" "$err"'
+# a bad option value shows the command's synopsis everywhere; an option before the command is named as one
+"$loom" bench -m "$model" -t 0 >"$out" 2>"$err"; rc=$?
+check "bench -t 0 shows bench's synopsis" '[ $rc -eq 2 ] && grep -q "^usage: loom bench -m FILE" "$err" && grep -q "loom bench --help for details" "$err"'
+"$loom" --bogus >"$out" 2>"$err"; rc=$?
+check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--bogus. (options come after the command" "$err"'
+"$loom" inspect >"$out" 2>"$err"; rc=$?
+check "inspect without FILE says so" '[ $rc -eq 2 ] && grep -q "^loom inspect: expected a GGUF FILE, found none$" "$err" && grep -q "^usage: loom inspect" "$err"'
+"$loom" inspect --ctx 16777217 "$model" >"$out" 2>"$err"; rc=$?
+check "inspect --ctx has -c's bound" '[ $rc -eq 2 ] && grep -q -- "--ctx expects a context length in \[1, 16777216\], found .16777217.$" "$err"'
 # -t has one bound in every command
 for c in run chat serve bench certify xray; do
     "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
