@@ -127,6 +127,13 @@ static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb,
         rc = parse_layers(o->layers, &o->req.layer_lo, &o->req.layer_hi);
     if (rc == 0 && o->perturb)
         rc = parse_perturb(o->perturb, perturb, cap, &o->req);
+    const char *unused = !o->list ? NULL : o->prompt ? "-p" : o->req.n_decode ? "-n" : o->perturb ? "--perturb"
+                       : o->req.per_token ? "--per-token" : o->json ? "--json" : NULL;
+    if (rc == 0 && unused) {
+        fprintf(stderr, "loom xray: --list prints the model's edges only: %s does not apply (-m, --layers and --edges "
+                        "do)\n", unused);
+        rc = -1;
+    }
     if (rc == 0 && !o->list && !o->prompt) {
         fprintf(stderr, "loom xray: -p TEXT is required (or --list)\n");
         rc = -1;

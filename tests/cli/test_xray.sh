@@ -92,6 +92,8 @@ check "--edges matching nothing: exit 2, said" '[ $rc -eq 2 ] && grep -q "no edg
 check "--layers past the model's layers: exit 2, naming the count" '[ $rc -eq 2 ] && grep -q "the model has 4" "$err"'
 "$loom" xray --list -m "$dense" --layers 3 --edges '*.attn.*' >"$out" 2>"$err"; rc=$?
 check "--list shows what --layers and --edges select" '[ $rc -eq 0 ] && [ $(grep -c "^blk\.3\.attn\." "$out") -eq 7 ] && [ $(wc -l <"$out") -eq 8 ]'
+"$loom" xray --list -m "$dense" -p hi >"$out" 2>"$err"; rc=$?
+check "--list with -p: a usage error saying -p does not apply" '[ $rc -eq 2 ] && grep -q -- "--list prints the model.s edges only: -p does not apply" "$err"'
 "$loom" xray -m "$dense" -p "$prompt" --perturb embed@1 --edges logits >"$out" 2>"$err"; rc=$?
 check "--perturb of an edge --edges leaves out is still compared and named first" \
     '[ $rc -eq 1 ] && grep -qE "^first divergent: embed pos 1: 1 of 256 differ" "$out"'
