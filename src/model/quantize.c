@@ -353,6 +353,39 @@ static void quant_notice(const struct loom_quant_extra *x, const char *fmt, ...)
     x->notice(x->notice_ctx, line);
 }
 
+/* Notices held back while the types are chosen and checked, so that a refusal (a type that needs an importance
+ * matrix, none given) comes alone, not after a screen of fallback notices; replayed in order once both pass. */
+struct quant_held {
+    char *text; /* the lines, each ended by '\0' */
+    size_t len, cap;
+    int lost; /* a line could not be kept (out of memory) */
+};
+
+static void quant_hold(void *ctx, const char *line)
+{
+    struct quant_held *h = ctx;
+    size_t n = strlen(line) + 1;
+    if (h->len + n > h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 4096;
+        char *t = realloc(h->text, cap >= h->len + n ? cap : h->len + n);
+        if (!t) {
+            h->lost++;
+            return;
+        }
+        h->text = t, h->cap = cap >= h->len + n ? cap : h->len + n;
+    }
+    memcpy(h->text + h->len, line, n);
+    h->len += n;
+}
+
+static void quant_replay(const struct quant_held *h, const struct loom_quant_extra *x)
+{
+    for (size_t i = 0; i < h->len; i += strlen(h->text + i) + 1)
+        x->notice(x->notice_ctx, h->text + i);
+    if (h->lost)
+        quant_notice(x, "%d notices lost (out of memory)", h->lost);
+}
+
 /* The first override whose pattern matches name (NULL: none). */
 static const struct loom_quant_override *quant_override_find(const struct loom_quant_overrides *o, const char *name)
 {
@@ -982,6 +1015,9 @@ int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_reci
     if (rc)
         return rc;
     const struct loom_imatrix *im = x ? x->imatrix : NULL;
+    struct quant_held held = {0};
+    struct loom_quant_extra held_x = x ? *x : (struct loom_quant_extra){0};
+    held_x.notice = quant_hold, held_x.notice_ctx = &held;
     size_t n = (size_t)in->n_tensors;
     struct loom_quant_tensor *d = malloc((n ? n : 1) * sizeof *d);
     uint32_t *types = malloc((n ? n : 1) * sizeof *types);
@@ -997,11 +1033,14 @@ int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_reci
     if (!rc)
         rc = quant_describe(in, d, &names, err);
     if (!rc)
-        rc = loom_quant_choose_types_ex(&m, d, n, r, x, types, err);
+        rc = loom_quant_choose_types_ex(&m, d, n, r, x && x->notice ? &held_x : x, types, err);
     if (!rc)
         rc = loom_quant_file_order(d, n, order, err);
     if (!rc)
-        rc = quant_build_writer(in, d, types, order, r, x, w, &job.row_cap, weights, err);
+        rc = quant_build_writer(in, d, types, order, r, x && x->notice ? &held_x : x, w, &job.row_cap, weights, err);
+    if (!rc && x && x->notice)
+        quant_replay(&held, x);
+    free(held.text);
     if (!rc) {
         for (size_t i = 0; i < n; i++)
             job.total += loom_type_row_bytes(types[i], (int64_t)d[i].ne[0]) * (in->tensors[i].nbytes /

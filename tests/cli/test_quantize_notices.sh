@@ -3,9 +3,10 @@
 # tensor the --imatrix file has no entry for is named (llama-quantize's "did not find weights for"), an entry of
 # another size is refused naming the tensor, and the end says how many tensors took importance weights; a
 # --tensor-type pattern that chooses no tensor's type is named; each block-size fallback is named with its
-# replacement, and counted at the end (as tensor_type_fallback warns); a malformed --tensor-type (no '=', unknown
-# type, bad regular expression) is refused with exit status 2 before the input is read (a missing input is not
-# even opened). The written bytes are unchanged by any of it (tests/parity/test_ref_quantize compares them with
+# replacement, and counted at the end (as tensor_type_fallback warns), but held back when the types are refused
+# (a recipe that needs an importance matrix, none given: the refusal comes alone); a malformed --tensor-type (no
+# '=', unknown type, bad regular expression) is refused with exit status 2 before the input is read (a missing
+# input is not even opened). The written bytes are unchanged by any of it (tests/parity/test_ref_quantize compares them with
 # the reference). Needs the cached tiny models (scripts/run-tests.sh prepares them). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -66,6 +67,9 @@ check "each fallback is named with the type used instead" \
 check "the overridden tensor (Q8_0 fits) does not fall back" '! grep -q "tensor .blk.0.attn_qkv.weight.: row length" "$err"'
 check "the fallbacks are counted at the end" \
     'grep -q "^loom quantize: 12 of 27 tensors fell back to another type" "$err"'
+"$loom" quantize -t 2 "$dir/micro.gguf" "$dir/f.gguf" IQ2_XXS >/dev/null 2>"$err"; rc=$?
+check "a recipe that needs an imatrix, none given: the refusal alone, no fallback notices before it" \
+    '[ $rc -eq 1 ] && [ "$(wc -l <"$err")" -eq 1 ] && grep -q "recipe IQ2_XXS: tensor .blk.0.ffn_down.weight. goes to IQ2_XXS, which needs an importance matrix, found none" "$err"'
 
 # A malformed --tensor-type: exit 2 before the input is read (the input here does not exist).
 for spec in 'attn_q' '=q8_0' 'attn_q=' 'attn_q=q9_9' 'attn[=q8_0' 'attn(=q8_0'; do
