@@ -783,8 +783,9 @@ done:
 }
 
 /* bench_mem in a child process, so that its 1 GiB buffer does not count in this process's peak RSS; the
- * child prints its line and sends *m back through a pipe. Returns 0, -1 when it failed, 1 when a signal stopped
- * it (passed on to the child, which SIGTERM need not reach as Ctrl+C does). */
+ * child prints its line and sends *m back through a pipe. Returns 0, -1 when it failed (or its line could not be
+ * written to stdout: said), 1 when a signal stopped it (passed on to the child, which SIGTERM need not reach as
+ * Ctrl+C does). */
 static int bench_mem_forked(int n_threads, loom_machine_probe *m)
 {
     int fd[2];
@@ -797,8 +798,11 @@ static int bench_mem_forked(int n_threads, loom_machine_probe *m)
     if (pid == 0) {
         close(fd[0]);
         int ok = bench_mem(n_threads, m) == 0 && write(fd[1], m, sizeof *m) == (ssize_t)sizeof *m;
-        fflush(stdout);
-        _exit(ok ? 0 : 1); /* the child ends here: it owns nothing the parent must release */
+        errno = 0;
+        int delivered = fflush(stdout) == 0 && !ferror(stdout); /* its line, as main's check of the parent's */
+        if (!delivered)
+            fprintf(stderr, "loom bench: writing standard output: %s\n", errno ? strerror(errno) : "write error");
+        _exit(!delivered ? 2 : ok ? 0 : 1); /* the child ends here: it owns nothing the parent must release */
     }
     close(fd[1]);
     int status = 0, sig = pid > 0 ? loom_cli_wait_readable(fd[0]) : 0;
@@ -813,6 +817,8 @@ static int bench_mem_forked(int n_threads, loom_machine_probe *m)
         ;
     if (loom_cli_signal())
         return 1;
+    if (pid > 0 && w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 2)
+        return -1; /* its line was not delivered, said */
     if (pid < 0 || w != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof *m) {
         fprintf(stderr, "loom bench --mem: the measuring process failed\n");
         return -1;

@@ -188,6 +188,9 @@ rss=$(sed -n 's/.*peak RSS \([0-9]*\)\..*/\1/p' "$err")
 check "run's peak RSS is its own after an exec" '[ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -lt 250 ]'
 echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
 check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+"$loom" bench --mem -t 1 >/dev/full 2>"$err"; rc=$?
+check "bench --mem to a full disk fails, naming stdout (its line comes from a child process)" \
+    '[ $rc -eq 1 ] && grep -q "^loom bench: writing standard output" "$err"'
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
 check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context ends (-c 40 positions" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
