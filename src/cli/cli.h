@@ -170,4 +170,39 @@ int loom_cli_wait_readable(int fd);
  * flushing), so a calling shell sees it and stops a script too; otherwise return status. */
 int loom_cli_signal_exit(int status);
 
+
+/* The sampler options `loom run` and `loom chat` share, with one set of names, ranges, messages and defaults:
+ * --temp, --seed, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+ * --frequency-penalty, and --stop STRING (repeatable: the output ends before the first one, which is not
+ * printed; loom_stop). */
+#define LOOM_CLI_STOPS_MAX 16     /* --stop given at most this often */
+#define LOOM_CLI_STOP_MAX_LEN 256 /* bytes in one stop string */
+struct loom_cli_sampler_opts {
+    struct loom_sampler_params sp;
+    const char *stops[LOOM_CLI_STOPS_MAX]; /* --stop, in the order given */
+    int n_stops;
+};
+/* The defaults: llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties off, a window of 64). */
+#define LOOM_CLI_SAMPLER_DEFAULTS                                                                                 \
+    {.sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1, .repeat_last_n = 64}}
+/* Their names, for a command's list of options (loom_cli_parse_pairs). */
+#define LOOM_CLI_SAMPLER_OPTIONS                                                                                  \
+    "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",                   \
+        "--presence-penalty", "--frequency-penalty", "--stop"
+#define LOOM_CLI_SAMPLER_USAGE                                                                                    \
+    "  --temp T               temperature, 0 = greedy (default 0.8)\n"                                            \
+    "  --seed S               sampler seed (default 0)\n"                                                         \
+    "  --top-k K              keep the K most likely tokens, 0 = all (default 40)\n"                              \
+    "  --top-p P              keep the smallest set with probability >= P, 1 = all (default 0.95)\n"              \
+    "  --min-p P              keep tokens with probability >= P x the top one's, 0 = all (default 0.05)\n"        \
+    "  --repeat-penalty R     divide positive / multiply negative logits of recent tokens, 1 = off\n"             \
+    "                         (default 1)\n"                                                                      \
+    "  --repeat-last-n N      the penalties look at the last N tokens, 0 = off (default 64)\n"                    \
+    "  --presence-penalty A   subtract A from the logit of a recent token (default 0)\n"                          \
+    "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"                        \
+    "  --stop STRING          stop before STRING, which is not printed (repeatable, up to 16)\n"
+/* Apply one sampler option: 1 when taken, 0 when opt is not a sampler option, -1 on a bad value (message printed
+ * as `loom CMD: OPT expects ..., found '...'`). commands.c. */
+int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, const char *opt, const char *val);
+
 #endif

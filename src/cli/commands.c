@@ -1,6 +1,6 @@
 /* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check,
- * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, and the kernel
- * choice from the environment. */
+ * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, the sampler
+ * options of run and chat, and the kernel choice from the environment. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -390,4 +390,76 @@ int loom_cli_select_kernels(void)
     }
     fprintf(stderr, "loom: LOOM_KERNELS: expected auto, scalar, avx2 or avx512, found '%s'\n", v);
     return -1;
+}
+
+/* The float-valued sampler options, their fields and ranges: [lo, hi], or (lo, hi] when lo_open. */
+static const struct sampler_float_opt {
+    const char *name;
+    size_t off; /* in struct loom_sampler_params */
+    double lo;
+    int lo_open; /* lo itself excluded */
+    double hi;
+} SAMPLER_FLOAT_OPTS[] = {
+    {"--temp", offsetof(struct loom_sampler_params, temp), 0, 0, 100},
+    {"--top-p", offsetof(struct loom_sampler_params, top_p), 0, 0, 1},
+    {"--min-p", offsetof(struct loom_sampler_params, min_p), 0, 0, 1},
+    {"--repeat-penalty", offsetof(struct loom_sampler_params, repeat_penalty), 0, 1, 100}, /* a divisor */
+    {"--presence-penalty", offsetof(struct loom_sampler_params, presence_penalty), -100, 0, 100},
+    {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 0, 100},
+};
+
+/* --stop STRING: one more stop string. 1, or -1 with the message printed. */
+static int sampler_stop(const char *cmd, struct loom_cli_sampler_opts *so, const char *val)
+{
+    if (so->n_stops == LOOM_CLI_STOPS_MAX) {
+        fprintf(stderr, "loom %s: at most %d --stop strings\n", cmd, LOOM_CLI_STOPS_MAX);
+        return -1;
+    }
+    if (!val[0] || strlen(val) > LOOM_CLI_STOP_MAX_LEN) {
+        fprintf(stderr, "loom %s: --stop expects a string of 1 to %d bytes, found %zu bytes\n", cmd,
+                LOOM_CLI_STOP_MAX_LEN, strlen(val));
+        return -1;
+    }
+    so->stops[so->n_stops++] = val;
+    return 1;
+}
+
+/* --seed, --top-k, --repeat-last-n: 1, 0 when opt is none of them, -1 with the message printed. */
+static int sampler_int(const char *cmd, struct loom_cli_sampler_opts *so, const char *opt, const char *val)
+{
+    int is_seed = !strcmp(opt, "--seed");
+    int *dst = !strcmp(opt, "--top-k") ? &so->sp.top_k : !strcmp(opt, "--repeat-last-n") ? &so->sp.repeat_last_n
+                                                                                          : NULL;
+    if (!dst && !is_seed)
+        return 0;
+    long long hi = is_seed ? INT64_MAX : dst == &so->sp.top_k ? 1 << 24 : 1 << 20, v;
+    if (loom_cli_parse_int(val, 0, hi, &v) != 0) {
+        fprintf(stderr, "loom %s: %s expects an integer in [0, %lld], found '%s'\n", cmd, opt, hi, val);
+        return -1;
+    }
+    if (is_seed)
+        so->sp.seed = (uint64_t)v;
+    else
+        *dst = (int)v;
+    return 1;
+}
+
+int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, const char *opt, const char *val)
+{
+    if (!strcmp(opt, "--stop"))
+        return sampler_stop(cmd, so, val);
+    for (size_t i = 0; i < sizeof SAMPLER_FLOAT_OPTS / sizeof SAMPLER_FLOAT_OPTS[0]; i++) {
+        const struct sampler_float_opt *f = &SAMPLER_FLOAT_OPTS[i];
+        double v;
+        if (strcmp(opt, f->name))
+            continue;
+        if (loom_cli_parse_real(val, f->lo, f->hi, &v) == 0 && !(f->lo_open && v == f->lo)) {
+            *(float *)((char *)&so->sp + f->off) = (float)v;
+            return 1;
+        }
+        fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s'\n", cmd, opt, f->lo_open ? '(' : '[',
+                f->lo, f->hi, val);
+        return -1;
+    }
+    return sampler_int(cmd, so, opt, val);
 }

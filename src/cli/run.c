@@ -11,9 +11,7 @@
 #include "cli/cli.h"
 #include "loom.h"
 
-#define RUN_MAX_STOPS 16      /* --stop given at most this often */
-#define RUN_STOP_MAX_LEN 256  /* bytes in one stop string */
-#define RUN_TEXT_MAX 4096     /* bytes of decoded text per token */
+#define RUN_TEXT_MAX 4096 /* bytes of decoded text per token */
 
 struct run_opts {
     const char *model;  /* -m; NULL = the default model */
@@ -21,9 +19,7 @@ struct run_opts {
     int n_gen;          /* -n: tokens to generate at most; -1 until given */
     int n_threads;      /* -t; 0 = all online CPUs */
     int n_ctx;          /* -c; 0 = prompt + n_gen */
-    struct loom_sampler_params sp;
-    const char *stops[RUN_MAX_STOPS]; /* --stop */
-    int n_stops;
+    struct loom_cli_sampler_opts so; /* --temp, --seed, --top-k, ..., --stop */
     enum loom_numerics numerics;   /* --numerics; 0 = canonical */
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
@@ -41,18 +37,8 @@ static void run_usage(FILE *f)
                "  -p TEXT     prompt (plain text: special-token spellings stay text)\n"
                "  -n N        generate at most N tokens (stops early at end-of-generation)\n"
                "  -t THREADS  worker threads (default: all online CPUs)\n"
-               "  --temp T    temperature, 0 = greedy (default 0.8)\n"
-               "  --seed S    sampler seed (default 0)\n"
-               "  --top-k K   keep the K most likely tokens, 0 = all (default 40)\n"
-               "  --top-p P   keep the smallest set with probability >= P, 1 = all (default 0.95)\n"
-               "  --min-p P   keep tokens with probability >= P x the top one's, 0 = all (default 0.05)\n"
-               "  --repeat-penalty R     divide positive / multiply negative logits of recent tokens, 1 = off\n"
-               "                         (default 1)\n"
-               "  --repeat-last-n N      the penalties look at the last N tokens, 0 = off (default 64)\n"
-               "  --presence-penalty A   subtract A from the logit of a recent token (default 0)\n"
-               "  --frequency-penalty A  subtract A per occurrence among recent tokens (default 0)\n"
-               "  --stop STRING          stop before STRING in the output (repeatable, up to 16)\n"
                "  -c CTX      context positions (default: prompt tokens + N)\n"
+               LOOM_CLI_SAMPLER_USAGE
                "  --numerics MODE        float order: canonical (default: every token in the one-token order,\n"
                "                         however the prompt is split) or reference (llama.cpp's batch orders in\n"
                "                         micro-batches of 512: greedy text equal to llama.cpp's with flash\n"
@@ -62,36 +48,9 @@ static void run_usage(FILE *f)
             RUN_SYNOPSIS);
 }
 
-/* Parse a whole string as a finite number in [lo, hi] ((lo, hi] when lo_open) into a float. Returns 0 on success. */
-static int run_parse_float(const char *s, double lo, int lo_open, double hi, float *out)
-{
-    double v;
-    if (loom_cli_parse_real(s, lo, hi, &v) || (lo_open && v == lo))
-        return -1;
-    *out = (float)v;
-    return 0;
-}
-
-/* The float-valued sampler options, their fields and ranges. */
-static const struct run_float_opt {
-    const char *name;
-    size_t off; /* in struct loom_sampler_params */
-    double lo;
-    int lo_open; /* lo itself excluded */
-    double hi;
-} RUN_FLOAT_OPTS[] = {
-    {"--temp", offsetof(struct loom_sampler_params, temp), 0, 0, 100},
-    {"--top-p", offsetof(struct loom_sampler_params, top_p), 0, 0, 1},
-    {"--min-p", offsetof(struct loom_sampler_params, min_p), 0, 0, 1},
-    {"--repeat-penalty", offsetof(struct loom_sampler_params, repeat_penalty), 0, 1, 100}, /* a divisor */
-    {"--presence-penalty", offsetof(struct loom_sampler_params, presence_penalty), -100, 0, 100},
-    {"--frequency-penalty", offsetof(struct loom_sampler_params, frequency_penalty), -100, 0, 100},
-};
-
 /* The options run_set_option takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const RUN_OPTIONS[] = {"-m", "-p", "-n", "-t", "-c", "--numerics", "--top-k", "--repeat-last-n",
-    "--seed", "--temp", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
-    "--stop", NULL};
+static const char *const RUN_OPTIONS[] = {"-m", "-p", "-n", "-t", "-c", "--numerics", LOOM_CLI_SAMPLER_OPTIONS,
+                                         NULL};
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
 static int run_set_option(void *opts, const char *opt, const char *val)
@@ -108,16 +67,11 @@ static int run_set_option(void *opts, const char *opt, const char *val)
     }
     if (!strcmp(opt, "--numerics"))
         return loom_cli_numerics("run", val, &o->numerics);
-    int *dst_int = !strcmp(opt, "-n") ? &o->n_gen
-                 : !strcmp(opt, "-t") ? &o->n_threads
-                 : !strcmp(opt, "-c") ? &o->n_ctx
-                 : !strcmp(opt, "--top-k") ? &o->sp.top_k
-                 : !strcmp(opt, "--repeat-last-n") ? &o->sp.repeat_last_n : NULL;
+    int *dst_int = !strcmp(opt, "-n") ? &o->n_gen : !strcmp(opt, "-t") ? &o->n_threads
+                 : !strcmp(opt, "-c") ? &o->n_ctx : NULL;
     if (dst_int) {
-        long long lo = dst_int == &o->n_threads || dst_int == &o->n_ctx ? 1 : 0;
-        long long hi = dst_int == &o->n_threads           ? LOOM_CLI_THREADS_MAX
-                       : dst_int == &o->sp.repeat_last_n ? 1 << 20
-                                                         : 1 << 24;
+        long long lo = dst_int == &o->n_gen ? 0 : 1;
+        long long hi = dst_int == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
         if (loom_cli_parse_int(val, lo, hi, &v) != 0) {
             fprintf(stderr, "loom run: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
             return -1;
@@ -125,37 +79,9 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         *dst_int = (int)v;
         return 0;
     }
-    if (!strcmp(opt, "--seed")) {
-        if (loom_cli_parse_int(val, 0, INT64_MAX, &v) != 0) {
-            fprintf(stderr, "loom run: --seed expects an integer in [0, %lld], found '%s'\n", (long long)INT64_MAX, val);
-            return -1;
-        }
-        o->sp.seed = (uint64_t)v;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof RUN_FLOAT_OPTS / sizeof RUN_FLOAT_OPTS[0]; i++) {
-        const struct run_float_opt *f = &RUN_FLOAT_OPTS[i];
-        if (strcmp(opt, f->name))
-            continue;
-        if (run_parse_float(val, f->lo, f->lo_open, f->hi, (float *)((char *)&o->sp + f->off)) == 0)
-            return 0;
-        fprintf(stderr, "loom run: %s expects a number in %c%g, %g], found '%s'\n", opt, f->lo_open ? '(' : '[',
-                f->lo, f->hi, val);
-        return -1;
-    }
-    if (!strcmp(opt, "--stop")) {
-        if (o->n_stops == RUN_MAX_STOPS) {
-            fprintf(stderr, "loom run: at most %d --stop strings\n", RUN_MAX_STOPS);
-            return -1;
-        }
-        if (!val[0] || strlen(val) > RUN_STOP_MAX_LEN) {
-            fprintf(stderr, "loom run: --stop expects a string of 1 to %d bytes, found %zu bytes\n", RUN_STOP_MAX_LEN,
-                    strlen(val));
-            return -1;
-        }
-        o->stops[o->n_stops++] = val;
-        return 0;
-    }
+    int taken = loom_cli_sampler_option("run", &o->so, opt, val);
+    if (taken)
+        return taken < 0 ? -1 : 0;
     fprintf(stderr, "loom run: unknown option '%s'\n", opt);
     return -1;
 }
@@ -203,7 +129,7 @@ struct run_stats {
  * Returns 1 when a stop string completed, 0, or a negative code. */
 static int run_emit(loom_stop *stop, const char *text, int len, loom_error *err)
 {
-    char out[RUN_TEXT_MAX + RUN_STOP_MAX_LEN];
+    char out[RUN_TEXT_MAX + LOOM_CLI_STOP_MAX_LEN];
     int stopped;
     int k = loom_stop_feed(stop, text, (size_t)len, out, sizeof out, &stopped, err);
     if (k < 0)
@@ -296,7 +222,7 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
     loom_sampler *smp = NULL;
     int n_rows = loom_model_n_logits(m);
     float *logits = malloc((size_t)n_rows * sizeof(float));
-    loom_stop *stop = loom_stop_new(o->stops, o->n_stops, err);
+    loom_stop *stop = loom_stop_new(o->so.stops, o->so.n_stops, err);
     int rc = stop ? LOOM_OK : err->code;
     if (rc >= 0)
         rc = st.n_prompt = run_tokenize(tok, o->prompt, &prompt, err);
@@ -333,7 +259,7 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
                     (double)loom_session_state_bytes(s) / (1024.0 * 1024.0));
     }
     if (rc >= 0) {
-        smp = loom_sampler_new(&o->sp, n_rows, loom_tokenizer_sampleable(tok), err);
+        smp = loom_sampler_new(&o->so.sp, n_rows, loom_tokenizer_sampleable(tok), err);
         rc = smp ? LOOM_OK : err->code;
         for (int i = 0; smp && i < st.n_prompt; i++)
             loom_sampler_accept(smp, prompt[i]); /* the prompt is in the penalty window, as in llama-completion */
@@ -367,9 +293,7 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
 
 int loom_cli_run(int argc, char **argv)
 {
-    struct run_opts o = {.n_gen = -1,
-                         .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0, .min_p = 0.05f,
-                                .repeat_penalty = 1, .repeat_last_n = 64}};
+    struct run_opts o = {.n_gen = -1, .so = LOOM_CLI_SAMPLER_DEFAULTS};
     int a = run_parse_args(argc, argv, &o);
     if (a > 0) {
         run_usage(stdout);
