@@ -1,8 +1,9 @@
 /* chat.c — `loom chat`: an interactive terminal chat. Keeps the conversation, renders it with the file's chat
- * template and provenance (loom_chat_template: the built-in Qwen3.5 renderer or the Jinja interpreter), brings the session to the render through its prompt cache (which
- * evaluates only the tokens its history lacks, restoring the checkpoint kept at the last answer's start where
- * the render diverges), samples and streams the answer through the streaming detokenizer until an
- * end-of-generation token. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
+ * template or --chat-template-file's and provenance (loom_chat_template: the built-in Qwen3.5 renderer or the
+ * Jinja interpreter), brings the session to the render through its prompt cache (which evaluates only the tokens
+ * its history lacks, restoring the checkpoint kept at the last answer's start where the render diverges), samples
+ * (run's sampler options) and streams the answer through the streaming detokenizer until an end-of-generation
+ * token or a --stop string. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
  * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
  * conversation; a turn stopped before its answer began is dropped) and returns to the prompt; a second Ctrl+C,
  * one at the prompt, or SIGTERM ends the chat. */
@@ -23,7 +24,8 @@ struct chat_opts {
     int n_threads;     /* -t; 0 = all online CPUs */
     int n_ctx;         /* -c */
     int n_max;         /* -n: tokens per answer at most */
-    struct loom_sampler_params sp;
+    struct loom_cli_sampler_opts so; /* --temp, --seed, --top-k, ..., --stop */
+    const char *template_file;       /* --chat-template-file; NULL = the model file's own template */
     enum loom_numerics numerics;   /* --numerics; 0 = canonical */
     struct loom_cli_model_opts mo; /* --check-tensors, --mem-budget, --stats */
 };
@@ -38,9 +40,10 @@ struct chat {
     const struct chat_opts *o;
     loom_model *m;
     const loom_tokenizer *tok;
-    loom_chat_template *tmpl; /* the file's own template, or the built-in Qwen3.5 format when it cannot load */
+    loom_chat_template *tmpl; /* --chat-template-file's, the file's own, or the built-in Qwen3.5 format */
     loom_session *s;
     loom_sampler *smp;
+    loom_stop *stop; /* the --stop strings (none: every answer's text passes through) */
     float *logits;
     char *system;                  /* NULL = none */
     enum loom_chat_think think;
@@ -53,22 +56,27 @@ struct chat {
 };
 
 static const char CHAT_SYNOPSIS[] =
-    "usage: loom chat [-m FILE] [-t N] [--temp T] [--seed S] [-n MAX] [-c CTX] [--check-tensors]\n"
-    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE]\n"
-    "                 [--cache-type-k TYPE]\n";
+    "usage: loom chat [-m FILE] [-t N] [-n MAX] [-c CTX] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
+    "                 [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
+    "                 [--frequency-penalty A] [--stop STRING]... [--chat-template-file FILE] [--check-tensors]\n"
+    "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE] [--cache-type-k TYPE]\n";
 
 static void chat_usage(FILE *f)
 {
     fprintf(f, "%s"
                "  -m FILE    GGUF model (default: the synthetic default model, prepared on first use)\n"
                "  -t N       worker threads (default: all online CPUs)\n"
-               "  --temp T   temperature, 0 = greedy (default 0.7)\n"
-               "  --seed S   sampler seed (default 0)\n"
                "  -n MAX     tokens per answer at most (default 1024)\n"
                "  -c CTX     context positions for the whole conversation (default 4096)\n"
+               LOOM_CLI_SAMPLER_USAGE
+               "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
+               "                         (any Jinja chat template: the official Qwen3.5 one renders built in,\n"
+               "                         others through loom's Jinja interpreter)\n"
                "  --numerics MODE        float order: canonical (default: every token in the one-token order)\n"
                "                         or reference (llama.cpp's batch orders in micro-batches of 512)\n"
                LOOM_CLI_MODEL_USAGE
+               "An answer ends at the template's end of turn, or before the first --stop string (not printed and\n"
+               "not kept); the penalties' recent tokens are the rendered conversation's, then the answer's.\n"
                "Commands: /reset (forget the conversation), /system TEXT (set the system prompt; empty TEXT\n"
                "removes it), /think on|off (thinking in answers), /timing (last and total timing), /history\n"
                "(the conversation so far, on stderr), /quit.\n"
@@ -81,45 +89,52 @@ static void chat_usage(FILE *f)
 }
 
 /* The options chat_set_option takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const CHAT_OPTIONS[] = {"-m", "-n", "-t", "-c", "--numerics", "--seed", "--temp", NULL};
+static const char *const CHAT_OPTIONS[] = {"-m", "-n", "-t", "-c", "--numerics", "--chat-template-file",
+                                          LOOM_CLI_SAMPLER_OPTIONS, NULL};
+
+/* --chat-template-file FILE: once, a non-empty name (the file is read once the model's tokenizer is there). */
+static int chat_template_file(struct chat_opts *o, const char *val)
+{
+    if (!*val) {
+        fputs("loom chat: --chat-template-file expects a template file, found ''\n", stderr);
+        return -1;
+    }
+    if (o->template_file) {
+        fprintf(stderr, "loom chat: --chat-template-file given twice ('%s', then '%s'), expected one template\n",
+                o->template_file, val);
+        return -1;
+    }
+    o->template_file = val;
+    return 0;
+}
 
 /* Apply one option that takes a value. Returns 0, or -1 with a message. */
 static int chat_set_option(void *opts, const char *opt, const char *val)
 {
     struct chat_opts *o = opts;
-    int is_seed = !strcmp(opt, "--seed"), is_temp = !strcmp(opt, "--temp");
-    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
-                                                                                                          : NULL;
     if (!strcmp(opt, "-m")) {
         o->model = val;
         return 0;
     }
     if (!strcmp(opt, "--numerics"))
         return loom_cli_numerics("chat", val, &o->numerics);
-    if (!dst && !is_seed && !is_temp) {
+    if (!strcmp(opt, "--chat-template-file"))
+        return chat_template_file(o, val);
+    int taken = loom_cli_sampler_option("chat", &o->so, opt, val);
+    if (taken)
+        return taken < 0 ? -1 : 0;
+    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
+                                                                                                          : NULL;
+    if (!dst) {
         fprintf(stderr, "loom chat: unknown option '%s'\n", opt);
         return -1;
     }
-    if (is_temp) {
-        double v;
-        if (loom_cli_parse_real(val, 0, 100, &v)) {
-            fprintf(stderr, "loom chat: %s expects a number in [0, 100], found '%s'\n", opt, val);
-            return -1;
-        }
-        o->sp.temp = (float)v;
-        return 0;
-    }
-    long long v;
-    long long lo = is_seed ? 0 : 1;
-    long long hi = is_seed ? INT64_MAX : dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
-    if (loom_cli_parse_int(val, lo, hi, &v)) {
-        fprintf(stderr, "loom chat: %s expects an integer in [%lld, %lld], found '%s'\n", opt, lo, hi, val);
+    long long v, hi = dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
+    if (loom_cli_parse_int(val, 1, hi, &v)) {
+        fprintf(stderr, "loom chat: %s expects an integer in [1, %lld], found '%s'\n", opt, hi, val);
         return -1;
     }
-    if (is_seed)
-        o->sp.seed = (uint64_t)v;
-    else
-        *dst = (int)v;
+    *dst = (int)v;
     return 0;
 }
 
@@ -194,34 +209,74 @@ static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *e
     return rc;
 }
 
-static int chat_answer_put(char **ans, size_t *len, size_t *cap, const char *s, size_t n)
+/* An answer as it is printed: text[len] (NUL-terminated once anything was added; NULL before). */
+struct chat_answer {
+    char *text;
+    size_t len, cap;
+};
+
+static int chat_answer_put(struct chat_answer *a, const char *s, size_t n)
 {
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 1024;
-        while (nc < *len + n + 1)
+    if (a->len + n + 1 > a->cap) {
+        size_t nc = a->cap ? a->cap : 1024;
+        while (nc < a->len + n + 1)
             nc *= 2;
-        char *v = realloc(*ans, nc);
+        char *v = realloc(a->text, nc);
         if (!v)
             return LOOM_E_NOMEM;
-        *ans = v;
-        *cap = nc;
+        a->text = v;
+        a->cap = nc;
     }
-    memcpy(*ans + *len, s, n);
-    *len += n;
-    (*ans)[*len] = '\0';
+    memcpy(a->text + a->len, s, n);
+    a->len += n;
+    a->text[a->len] = '\0';
     return LOOM_OK;
 }
 
-/* Sample and stream up to -n tokens (until an end-of-generation token or the end of the context); the answer
- * text goes to *ans (fresh, caller frees). A signal stops it with LOOM_E_CANCELLED: *ans then holds what was
- * printed (whole UTF-8 characters: an incomplete tail is dropped). */
-static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error *err)
+/* Print decoded text[len] and add it to the answer, through the stop strings: they hold back what may begin one.
+ * Returns 1 when one completed (it and what follows are dropped), 0, or a negative code with err filled. */
+static int chat_emit(struct chat *c, struct chat_answer *a, const char *text, size_t len, loom_error *err)
+{
+    char out[CHAT_TEXT_MAX + LOOM_CLI_STOP_MAX_LEN];
+    int stopped;
+    int k = loom_stop_feed(c->stop, text, len, out, sizeof out, &stopped, err);
+    if (k < 0)
+        return k;
+    fwrite(out, 1, (size_t)k, stdout);
+    fflush(stdout);
+    if (chat_answer_put(a, out, (size_t)k) != LOOM_OK)
+        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+    return stopped;
+}
+
+/* The end of an answer no stop string ended: the detokenizer's held bytes (dt NULL after a signal: an incomplete
+ * character is dropped), then the text the stop strings held back. Returns LOOM_OK or a negative code. */
+static int chat_flush(struct chat *c, struct chat_answer *a, loom_detok *dt, loom_error *err)
+{
+    char text[CHAT_TEXT_MAX];
+    int k = dt ? loom_detok_flush(dt, text, (int)sizeof text) : 0;
+    int rc = k > 0 ? chat_emit(c, a, text, (size_t)k, err) : LOOM_OK;
+    if (rc != LOOM_OK) /* 1: a stop string completed in the flushed bytes */
+        return rc < 0 ? rc : LOOM_OK;
+    k = loom_stop_flush(c->stop, text, sizeof text, err);
+    if (k <= 0)
+        return k;
+    fwrite(text, 1, (size_t)k, stdout);
+    if (chat_answer_put(a, text, (size_t)k) != LOOM_OK)
+        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+    return LOOM_OK;
+}
+
+/* Sample and stream up to -n tokens (until an end-of-generation token, a stop string or the end of the context)
+ * into the answer a (empty on entry; freed by the caller). A signal stops it with LOOM_E_CANCELLED: a then holds
+ * what was printed (whole UTF-8 characters: an incomplete tail is dropped). */
+static int chat_generate(struct chat *c, struct chat_answer *a, loom_error *err)
 {
     loom_detok dt;
     char text[CHAT_TEXT_MAX];
-    size_t cap = 0;
     int rc = LOOM_OK, cut = 0;
     loom_detok_init(&dt, c->tok);
+    loom_stop_reset(c->stop);
     double t0 = loom_cli_now();
     for (int g = 0; g < c->o->n_max && rc == LOOM_OK; g++) {
         if (loom_cli_signal()) {
@@ -234,32 +289,28 @@ static int chat_generate(struct chat *c, char **ans, size_t *ans_len, loom_error
         if (rc != LOOM_OK || loom_tokenizer_is_eog(c->tok, id))
             break;
         int k = loom_detok_push(&dt, id, text, (int)sizeof text);
-        if (k < 0)
-            rc = loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)id);
-        else if (chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
-            rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
-        fwrite(text, 1, k > 0 ? (size_t)k : 0, stdout);
-        fflush(stdout);
+        loom_sampler_accept(c->smp, id);
         c->last.n_generated++;
+        rc = k < 0 ? loom_errorf(err, k, "detokenizer: token %d could not be decoded", (int)id)
+                   : chat_emit(c, a, text, (size_t)k, err); /* 1: a stop string completed */
         cut = rc == LOOM_OK && g + 1 < c->o->n_max && loom_session_pos(c->s) >= c->o->n_ctx;
         if (rc != LOOM_OK || g + 1 == c->o->n_max || cut)
             break;
         rc = loom_session_eval(c->s, &id, 1, c->logits, LOOM_LOGITS_LAST, err);
     }
     c->last.t_decode = loom_cli_now() - t0;
-    int k = rc == LOOM_E_CANCELLED ? 0 : loom_detok_flush(&dt, text, (int)sizeof text);
-    if (k > 0 && rc == LOOM_OK && chat_answer_put(ans, ans_len, &cap, text, (size_t)k) != LOOM_OK)
-        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
-    if (k > 0)
-        fwrite(text, 1, (size_t)k, stdout);
+    if (rc == LOOM_OK)
+        rc = chat_flush(c, a, &dt, err);
+    else if (rc == LOOM_E_CANCELLED)
+        chat_flush(c, a, NULL, err);
     fputc('\n', stdout);
     fflush(stdout);
     if (cut)
         fprintf(stderr, "loom chat: the answer was cut where the context ends (-c %d position%s; %s)\n", c->o->n_ctx,
                 c->o->n_ctx == 1 ? "" : "s", c->interactive ? "use /reset, or a larger -c" : "give a larger -c");
-    if (rc == LOOM_OK && !*ans)
-        rc = chat_answer_put(ans, ans_len, &cap, "", 0);
-    return rc;
+    if (rc >= 0 && !a->text && chat_answer_put(a, "", 0) != LOOM_OK)
+        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+    return rc < 0 ? rc : LOOM_OK;
 }
 
 static void chat_add_stats(struct chat_turn_stats *t, const struct chat_turn_stats *s)
@@ -279,8 +330,7 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
 {
     int32_t *ids = NULL;
     int n = 0;
-    char *ans = NULL;
-    size_t ans_len = 0;
+    struct chat_answer ans = {0};
     c->last = (struct chat_turn_stats){0};
     c->answer_begun = c->turn_kept = 0;
     int rc = chat_push_message(c, "user", line, len);
@@ -296,10 +346,13 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
         rc = chat_prefill(c, ids, n, err);
     if (rc == LOOM_OK) {
         c->answer_begun = 1;
-        rc = chat_generate(c, &ans, &ans_len, err);
+        loom_sampler_reset(c->smp); /* the penalties' window: the render, as run's prompt, then the answer */
+        for (int i = 0; i < n; i++)
+            loom_sampler_accept(c->smp, ids[i]);
+        rc = chat_generate(c, &ans, err);
     }
-    int keep = rc == LOOM_OK || (rc == LOOM_E_CANCELLED && ans_len > 0);
-    if (keep && chat_push_message(c, "assistant", ans, ans_len) != LOOM_OK) {
+    int keep = rc == LOOM_OK || (rc == LOOM_E_CANCELLED && ans.len > 0);
+    if (keep && chat_push_message(c, "assistant", ans.text, ans.len) != LOOM_OK) {
         rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
         keep = 0;
     }
@@ -308,7 +361,7 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
     else
         chat_add_stats(&c->total, &c->last);
     c->turn_kept = keep; /* the session keeps what it evaluated: the next turn's prompt cache sorts it out */
-    free(ans);
+    free(ans.text);
     free(ids);
     return rc;
 }
@@ -436,6 +489,12 @@ static int chat_setup(struct chat *c, loom_error *err)
     if (n_train > 0 && c->o->n_ctx > n_train)
         return loom_errorf(err, LOOM_CLI_E_USAGE, "-c: expected at most the model's context_length %d, found %d",
                            n_train, c->o->n_ctx);
+    c->tmpl = loom_cli_chat_template("chat", c->tok, c->o->template_file); /* FILE, the file's own, or built in */
+    if (!c->tmpl) /* a template file's failure is printed, err left empty; the built-in format's is memory */
+        return c->o->template_file ? LOOM_E_ARG : loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
+    c->stop = loom_stop_new(c->o->so.stops, c->o->so.n_stops, err);
+    if (!c->stop)
+        return err->code;
     loom_session_params sp = {.n_ctx = c->o->n_ctx, .n_threads = c->o->n_threads, .numerics = c->o->numerics,
                               .k_type = c->o->mo.k_type};
     c->logits = malloc((size_t)n_rows * sizeof(float));
@@ -445,11 +504,8 @@ static int chat_setup(struct chat *c, loom_error *err)
     if (!c->s)
         return err->code ? err->code : LOOM_E_NOMEM;
     loom_session_set_abort(c->s, loom_cli_abort, NULL);
-    c->smp = loom_sampler_new(&c->o->sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
-    if (!c->smp)
-        return err->code;
-    c->tmpl = loom_cli_chat_template("chat", c->tok, NULL); /* the file's own, or the built-in one with a warning */
-    return c->tmpl ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
+    c->smp = loom_sampler_new(&c->o->so.sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
+    return c->smp ? LOOM_OK : err->code;
 }
 
 static void chat_teardown(struct chat *c)
@@ -460,13 +516,14 @@ static void chat_teardown(struct chat *c)
     free(c->system);
     free(c->logits);
     loom_sampler_free(c->smp);
+    loom_stop_free(c->stop);
     loom_chat_template_free(c->tmpl);
     loom_session_free(c->s);
 }
 
 int loom_cli_chat(int argc, char **argv)
 {
-    struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .sp = {.temp = 0.7f, .top_k = 20, .top_p = 0.8f}};
+    struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .so = LOOM_CLI_SAMPLER_DEFAULTS};
     int a = loom_cli_parse_pairs("chat", argc, argv, &o.mo, CHAT_OPTIONS, chat_set_option, &o);
     if (a != 0) {
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
@@ -484,7 +541,7 @@ int loom_cli_chat(int argc, char **argv)
     c.tok = loom_model_tokenizer(c.m);
     loom_error err = {0};
     if (chat_setup(&c, &err) != LOOM_OK) {
-        status = loom_cli_fail("chat", err.code, &err);
+        status = err.code ? loom_cli_fail("chat", err.code, &err) : 1; /* 0: a template file's, printed */
     } else {
         if (c.interactive)
             fprintf(stderr, "loom chat: %s (Ctrl+C stops an answer; /quit or Ctrl+C at the prompt leaves; /reset, "

@@ -6,7 +6,8 @@
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
 # output that cannot be written (status 1), a chat answer cut at the context's end (said), a peak RSS that
 # is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
-# every option (no blanks, "+", hex, inf or nan), and an option that conflicts with the model exiting 2.
+# every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
+# sampler options (run's names, messages and defaults), --stop and --chat-template-file.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -131,6 +132,44 @@ printf 'Hello there\nTell me more\n/timing\n' | "$loom" chat -m "$model" --temp 
 check "chat of two turns runs" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 2 ]'
 reuse='^last turn: prefill [0-9]* tokens .*, [1-9][0-9]* reused from the session'
 check "chat's second turn reuses the first" 'grep -q "$reuse" "$err"'
+
+# chat takes run's sampler options (one table: the same names, ranges, messages and defaults), --stop and
+# --chat-template-file
+echo hi | "$loom" chat -m "$model" -n 8 -t 1 --temp 0.5 --seed 7 --top-k 5 --top-p 0.9 --min-p 0.1 \
+    --repeat-penalty 1.3 --repeat-last-n 32 --presence-penalty 0.5 --frequency-penalty 0.5 --stop zzz --stop yyy \
+    >"$out" 2>"$err"; rc=$?
+check "chat takes every sampler option and --stop twice" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 1 ]'
+for a in "--temp -1" "--top-k -1" "--top-p 1.5" "--min-p x" "--repeat-penalty 0" "--repeat-last-n 2000000" \
+    "--presence-penalty 101" "--frequency-penalty nan" "--seed -1" "--stop ''"; do
+    eval "\"\$loom\" run -m \"\$model\" -p hi -n 1 $a" >"$out" 2>"$err"
+    want=$(head -n 1 "$err" | sed 's/^loom run: /loom chat: /')
+    eval "\"\$loom\" chat -m \"\$model\" $a" </dev/null >"$out" 2>"$err"; rc=$?
+    check "chat $a: exit 2, run's message" '[ $rc -eq 2 ] && [ -n "$want" ] && [ "$(head -n 1 "$err")" = "$want" ]'
+done
+sampler_help='^  --\(temp\|seed\|top-k\|top-p\|min-p\|repeat-\|presence-\|frequency-\|stop\) '
+check "chat's sampler options and defaults read as run's (temperature 0.8)" \
+    '[ "$("$loom" chat --help | grep -- "$sampler_help")" = "$("$loom" run --help | grep -- "$sampler_help")" ] &&
+     "$loom" chat --help | grep -q -- "--temp T .*(default 0.8)$"'
+# --stop: the greedy answer ends before the first occurrence of a piece of it, which is not printed
+echo hi | "$loom" chat -m "$model" -n 12 -t 1 --temp 0 >"$out" 2>"$err"
+full=$(cat "$out") stop=${full:5:3}
+printf 'hi\n/history\n' | "$loom" chat -m "$model" -n 12 -t 1 --temp 0 --stop "$stop" >"$out" 2>"$err"; rc=$?
+check "chat --stop '$stop' cuts the answer '${full:0:24}...' before it" \
+    '[ $rc -eq 0 ] && [ ${#stop} -eq 3 ] && [ "$(cat "$out")" = "${full%%"$stop"*}" ] && [ ${#full} -gt 8 ]'
+check "chat --stop: the conversation keeps the answer as printed" 'grep -qx "\[assistant\] ${full%%"$stop"*}" "$err"'
+# --chat-template-file: the file renders the chat (a ChatML one answers; one that raises names the message)
+printf '%s\n' "{%- for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endfor %}" \
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}" >"$edited"
+echo hi | "$loom" chat -m "$model" -n 4 -t 1 --temp 0 --chat-template-file "$edited" >"$out" 2>"$err"; rc=$?
+check "chat --chat-template-file with a ChatML file answers" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 1 ] && [ ! -s "$err" ]'
+printf '{{ raise_exception("the file renders: " + messages[0].content) }}' >"$edited"
+echo hi | "$loom" chat -m "$model" -n 4 -t 1 --chat-template-file "$edited" >"$out" 2>"$err"; rc=$?
+check "chat --chat-template-file renders with the file" '[ $rc -eq 1 ] && grep -q "^loom chat: the file renders: hi$" "$err"'
+"$loom" chat -m "$model" --chat-template-file /nonexistent/t.jinja </dev/null >"$out" 2>"$err"; rc=$?
+check "chat --chat-template-file names a file it cannot read" \
+    '[ $rc -eq 1 ] && grep -q "^loom chat: --chat-template-file /nonexistent/t.jinja: No such file" "$err"'
+"$loom" chat -m "$model" --chat-template-file "$edited" --chat-template-file "$edited" </dev/null >"$out" 2>"$err"; rc=$?
+check "chat --chat-template-file given twice: exit 2" '[ $rc -eq 2 ] && grep -q "chat-template-file given twice" "$err"'
 
 # more threads than CPUs: allowed, with a warning
 cpus=$(getconf _NPROCESSORS_ONLN)
