@@ -25,7 +25,7 @@ struct run_opts {
 };
 
 static const char RUN_SYNOPSIS[] =
-    "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [--temp T] [--seed S] [--top-k K] [--top-p P] [-c CTX]\n"
+    "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [-c CTX] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
     "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n"
     "                [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE] [--cache-type-k TYPE]\n";
@@ -91,7 +91,8 @@ static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
     int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, RUN_OPTIONS, run_set_option, o);
     if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
-        fprintf(stderr, "loom run: -p TEXT and -n N are required\n");
+        fprintf(stderr, "loom run: %s required (the prompt, and how many tokens to generate)\n",
+                !o->prompt && o->n_gen < 0 ? "-p TEXT and -n N are" : !o->prompt ? "-p TEXT is" : "-n N is");
         return -1;
     }
     return rc;

@@ -42,6 +42,10 @@ check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep 
 check "inspect without FILE says so" '[ $rc -eq 2 ] && grep -q "^loom inspect: expected a GGUF FILE, found none$" "$err" && grep -q "^usage: loom inspect" "$err"'
 "$loom" inspect --ctx 16777217 "$model" >"$out" 2>"$err"; rc=$?
 check "inspect --ctx has -c's bound" '[ $rc -eq 2 ] && grep -q -- "--ctx expects a context length in \[1, 16777216\], found .16777217.$" "$err"'
+"$loom" run -m "$model" -n 2 >"$out" 2>"$err"; rc=$?
+check "run without -p names -p alone" '[ $rc -eq 2 ] && grep -q "^loom run: -p TEXT is required" "$err"'
+"$loom" run -m "$model" -p hi >"$out" 2>"$err"; rc=$?
+check "run without -n names -n alone" '[ $rc -eq 2 ] && grep -q "^loom run: -n N is required" "$err"'
 # -t has one bound in every command
 for c in run chat serve bench certify xray; do
     "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
