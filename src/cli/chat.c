@@ -490,8 +490,8 @@ static int chat_setup(struct chat *c, loom_error *err)
         return loom_errorf(err, LOOM_CLI_E_USAGE, "-c: expected at most the model's context_length %d, found %d",
                            n_train, c->o->n_ctx);
     c->tmpl = loom_cli_chat_template("chat", c->tok, c->o->template_file); /* FILE, the file's own, or built in */
-    if (!c->tmpl) /* a template file's failure is printed, err left empty; the built-in format's is memory */
-        return c->o->template_file ? LOOM_E_ARG : loom_errorf(err, LOOM_E_NOMEM, "chat template: cannot allocate");
+    if (!c->tmpl) /* the failure is printed, err left empty */
+        return LOOM_E_ARG;
     c->stop = loom_stop_new(c->o->so.stops, c->o->so.n_stops, err);
     if (!c->stop)
         return err->code;
@@ -541,7 +541,7 @@ int loom_cli_chat(int argc, char **argv)
     c.tok = loom_model_tokenizer(c.m);
     loom_error err = {0};
     if (chat_setup(&c, &err) != LOOM_OK) {
-        status = err.code ? loom_cli_fail("chat", err.code, &err) : 1; /* 0: a template file's, printed */
+        status = err.code ? loom_cli_fail("chat", err.code, &err) : 1; /* 0: the chat template's, printed */
     } else {
         if (c.interactive)
             fprintf(stderr, "loom chat: %s (Ctrl+C stops an answer; /quit or Ctrl+C at the prompt leaves; /reset, "

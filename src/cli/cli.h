@@ -83,7 +83,8 @@ int loom_cli_model_flag(const char *opt);
 int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val);
 /* The chat template of `loom CMD`: FILE's (--chat-template-file) when given, else the model file's own, else (with
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
- * not one loom renders, message printed (`loom CMD: --chat-template-file FILE: ...`). commands.c. */
+ * not one loom renders (`loom CMD: --chat-template-file FILE: ...`) or the built-in format cannot be made (out of
+ * memory), the message printed. commands.c. */
 loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
 /* The command line's numbers, one syntax for every option (commands.c). loom_cli_parse_int: the whole string as a
  * decimal integer in [lo, hi], an optional '-' then digits and nothing else (" 2", "+5", "0x10" and "2k" are

@@ -326,7 +326,9 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
         if (t)
             return t;
         fprintf(stderr, "loom %s: warning: %s; rendering chats in the built-in Qwen3.5 format\n", cmd, err.msg);
-        return loom_chat_template_new(tok, "qwen35", &err);
+        if (!(t = loom_chat_template_new(tok, "qwen35", &err)))
+            fprintf(stderr, "loom %s: the built-in Qwen3.5 format: %s\n", cmd, err.msg);
+        return t;
     }
     enum { MAX_TEMPLATE = 1 << 20 };
     FILE *f = fopen(file, "rb");
