@@ -593,9 +593,232 @@ static int authorized(const struct server *s, struct evhttp_request *h)
     return diff == 0;
 }
 
+/* ---- the body limit: a JSON 413 ---- */
+
+/* evhttp (libevent 2.1) answers a body over its limit with an HTML page of its own, and gives a server no hook
+ * between a request's head and its body. So each connection's bytes pass a filter, the gate, that reads every
+ * request head before evhttp does: a Content-Length over --max-body reaches evhttp as a GATE_HEADER line holding
+ * it instead, so that evhttp reads no body and on_request answers with a JSON 413; the body is dropped as it
+ * comes, never held, and the connection goes on. A head the gate cannot frame as evhttp does (Transfer-Encoding,
+ * as chunked bodies, whose size is known only at their end; a Content-Length that is not plain digits, or given
+ * twice; a folded line; over GATE_HEAD_MAX bytes) ends its work on that connection: the bytes pass as they are,
+ * and evhttp's own limit (also --max-body) answers a chunked body over it with its HTML 413. */
+#define GATE_HEADER "X-Loom-Body-Too-Large"
+#define GATE_HEAD_MAX 65536
+
+struct gate {
+    unsigned long long max_body;
+    unsigned long long left; /* body bytes still to pass (GATE_BODY) or to drop (GATE_DROP) */
+    enum { GATE_HEAD, GATE_BODY, GATE_DROP, GATE_PASS } mode;
+    struct event_base *base;
+    struct bufferevent *sock; /* the socket's bufferevent, under the filter */
+    struct event *kick;       /* made active when a reply is added: gate_write's turn */
+    struct event *wake;       /* the socket takes more: likewise */
+    int writing;              /* in gate_kick: gate_write may write */
+};
+
+/* The length of the head at src's start, through the empty line that ends it; 0 while it is not all in. */
+static size_t gate_head_len(struct evbuffer *src)
+{
+    struct evbuffer_ptr p, eol;
+    size_t n_eol;
+    if (evbuffer_ptr_set(src, &p, 0, EVBUFFER_PTR_SET) != 0)
+        return 0;
+    for (int line = 0;; line++) {
+        eol = evbuffer_search_eol(src, &p, &n_eol, EVBUFFER_EOL_CRLF);
+        if (eol.pos < 0)
+            return 0;
+        if (eol.pos == p.pos && line > 0)
+            return (size_t)eol.pos + n_eol;
+        if (evbuffer_ptr_set(src, &p, (size_t)eol.pos + n_eol, EVBUFFER_PTR_SET) != 0)
+            return 0;
+    }
+}
+
+/* Whether the header line l[n] is named name (in any case), as evhttp_find_header matches it. */
+static int gate_is(const char *l, size_t n, const char *name)
+{
+    size_t k = strlen(name);
+    return n > k && l[k] == ':' && !evutil_ascii_strncasecmp(l, name, k);
+}
+
+/* The body length of the head h[n] (NUL-ended) as evhttp frames it (0 without one: no Content-Length, or a method
+ * evhttp reads no body for) into *length; -1 when the gate cannot tell (above). */
+static int gate_frame(const char *h, size_t n, unsigned long long *length)
+{
+    static const char *const with_body[] = {"POST ", "PUT ", "PATCH ", "GET ", "DELETE ", "OPTIONS ", "CONNECT "};
+    int body = 0, seen = 0;
+    for (size_t i = 0; i < sizeof with_body / sizeof with_body[0]; i++)
+        body |= !strncmp(h, with_body[i], strlen(with_body[i]));
+    *length = 0;
+    for (const char *l = (const char *)memchr(h, '\n', n) + 1, *nl; l < h + n; l = nl + 1) {
+        nl = memchr(l, '\n', (size_t)(h + n - l));
+        size_t k = (size_t)(nl - l), d;
+        if (*l == ' ' || *l == '\t' || gate_is(l, k, "Transfer-Encoding"))
+            return -1;
+        if (!gate_is(l, k, "Content-Length"))
+            continue;
+        const char *v = l + strlen("Content-Length:");
+        v += strspn(v, " \t");
+        d = strspn(v, "0123456789");
+        if (seen++ || d == 0 || d > 18 || v + d + strspn(v + d, " \t\r") != nl)
+            return -1;
+        *length = body ? strtoull(v, NULL, 10) : 0;
+    }
+    return 0;
+}
+
+/* The head h[n] into dst, without the client's own GATE_HEADER lines; with too_large, its Content-Length line as a
+ * GATE_HEADER line holding length. */
+static void gate_emit(const char *h, size_t n, int too_large, unsigned long long length, struct evbuffer *dst)
+{
+    for (const char *l = h, *nl; l < h + n; l = nl + 1) {
+        nl = memchr(l, '\n', (size_t)(h + n - l));
+        size_t k = (size_t)(nl - l);
+        if (too_large && gate_is(l, k, "Content-Length"))
+            evbuffer_add_printf(dst, GATE_HEADER ": %llu\r\n", length);
+        else if (!gate_is(l, k, GATE_HEADER))
+            evbuffer_add(dst, l, k + 1);
+    }
+}
+
+/* One head from src into dst: 1, or 0 while it is not all in. */
+static int gate_head(struct gate *g, struct evbuffer *src, struct evbuffer *dst)
+{
+    size_t n = gate_head_len(src);
+    unsigned long long length;
+    if (!n && evbuffer_get_length(src) <= GATE_HEAD_MAX)
+        return 0;
+    char *h = n && n <= GATE_HEAD_MAX ? malloc(n + 1) : NULL;
+    if (!h || evbuffer_remove(src, h, n) != (int)n) {
+        g->mode = GATE_PASS; /* evhttp reads it as it is */
+        free(h);
+        return 1;
+    }
+    h[n] = 0;
+    if (gate_frame(h, n, &length) != 0) {
+        evbuffer_add(dst, h, n);
+        g->mode = GATE_PASS;
+    } else {
+        gate_emit(h, n, length > g->max_body, length, dst);
+        g->left = length;
+        g->mode = length == 0 ? GATE_HEAD : length > g->max_body ? GATE_DROP : GATE_BODY;
+    }
+    free(h);
+    return 1;
+}
+
+/* The gate's input filter: the connection's bytes (src) to what evhttp reads (dst). */
+static enum bufferevent_filter_result gate_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
+                                              enum bufferevent_flush_mode mode, void *ctx)
+{
+    (void)lim, (void)mode;
+    struct gate *g = ctx;
+    size_t before = evbuffer_get_length(dst), n;
+    while ((n = evbuffer_get_length(src)) > 0) {
+        if (g->mode == GATE_PASS)
+            evbuffer_add_buffer(dst, src);
+        else if (g->mode == GATE_HEAD) {
+            if (!gate_head(g, src, dst))
+                break;
+        } else {
+            n = n < g->left ? n : (size_t)g->left;
+            if (g->mode == GATE_BODY)
+                evbuffer_remove_buffer(src, dst, n);
+            else
+                evbuffer_drain(src, n);
+            g->left -= n;
+            g->mode = g->left ? g->mode : GATE_HEAD;
+        }
+    }
+    return evbuffer_get_length(dst) > before ? BEV_OK : BEV_NEED_MORE;
+}
+
+/* A reply was added, or the socket takes more: the gate's output filter writes (through the socket bufferevent's
+ * write callback, which does nothing once the gate is freed). */
+static void gate_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct gate *g = arg;
+    g->writing = 1;
+    bufferevent_trigger(g->sock, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+    g->writing = 0;
+}
+
+/* The gate's output filter. A reply goes to the socket directly, not into the socket bufferevent's buffer: a
+ * filter tells evhttp that a reply is written once it has passed it on, and evhttp may then close the connection
+ * (Connection: close), losing what that buffer held. It writes only in gate_kick: evhttp expects to hear that a
+ * write is done after it has asked to hear it, never while it adds the data; and it adds a reply's head before it
+ * enables writing, when a filter does not pass data on (libevent 2.1). What the socket does not take yet waits in
+ * the filter's buffer for g->wake. */
+static enum bufferevent_filter_result gate_write(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t lim,
+                                                 enum bufferevent_flush_mode mode, void *ctx)
+{
+    (void)dst, (void)lim, (void)mode;
+    struct gate *g = ctx;
+    evutil_socket_t fd = bufferevent_getfd(g->sock);
+    size_t before = evbuffer_get_length(src);
+    if (!g->writing)
+        return BEV_NEED_MORE;
+    if (evbuffer_write(src, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        evbuffer_drain(src, before); /* the client is gone: the reading side ends the connection */
+    if (evbuffer_get_length(src) && (g->wake || (g->wake = event_new(g->base, fd, EV_WRITE, gate_kick, g))))
+        event_add(g->wake, NULL);
+    return evbuffer_get_length(src) < before ? BEV_OK : BEV_NEED_MORE;
+}
+
+/* Data added to the gate's output: gate_write's turn comes. */
+static void gate_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)b;
+    if (info->n_added)
+        event_active(((struct gate *)arg)->kick, EV_WRITE, 0);
+}
+
+static void gate_free(void *arg)
+{
+    struct gate *g = arg;
+    if (g->wake)
+        event_free(g->wake);
+    if (g->kick)
+        event_free(g->kick);
+    free(g);
+}
+
+/* evhttp's bufferevent for a new connection: its socket's, through a gate. NULL (out of memory): evhttp makes a
+ * plain one. */
+static struct bufferevent *gate_new(struct event_base *base, void *arg)
+{
+    const struct server *s = arg;
+    struct gate *g = calloc(1, sizeof *g);
+    struct bufferevent *sock = g ? bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    struct bufferevent *f = sock ? bufferevent_filter_new(sock, gate_in, gate_write, BEV_OPT_CLOSE_ON_FREE, gate_free,
+                                                          g) : NULL;
+    if (!f) {
+        if (sock)
+            bufferevent_free(sock);
+        free(g);
+        return NULL;
+    }
+    *g = (struct gate){.max_body = (unsigned long long)s->o->max_body, .base = base, .sock = sock};
+    g->kick = event_new(base, -1, 0, gate_kick, g);
+    if (!g->kick || !evbuffer_add_cb(bufferevent_get_output(f), gate_added, g)) {
+        bufferevent_free(f); /* and sock and g */
+        return NULL;
+    }
+    return f;
+}
+
 static void on_request(struct evhttp_request *h, void *arg)
 {
     struct server *s = arg;
+    const char *declared = evhttp_find_header(evhttp_request_get_input_headers(h), GATE_HEADER);
+    if (declared) { /* the gate dropped the body */
+        struct serve_err e = {0};
+        serve_fail(&e, 413, NULL, "body_too_large", "request body: expected at most %lld bytes (loom serve "
+                   "--max-body), found %s bytes (its Content-Length)", s->o->max_body, declared);
+        return send_error(h, &e);
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(h);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const struct route *rt = NULL, *known = NULL;
@@ -685,7 +908,8 @@ static int serve_bind(struct server *s)
         fprintf(stderr, "loom serve: could not set up libevent\n");
         return -1;
     }
-    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o->max_body);
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o->max_body); /* chunked bodies (the gate passes them) */
+    evhttp_set_bevcb(s->http, gate_new, s);
     evhttp_set_gencb(s->http, on_request, s);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     int g = getaddrinfo(s->o->host, NULL, &hints, &ai); /* named here: libevent's own message is a bare warning */
