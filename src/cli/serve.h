@@ -110,11 +110,12 @@ struct serve_ctx {
     int allow_forced;   /* tests only: requests may give "forced_output" (LOOM_SERVE_FORCED_OUTPUT=1) */
 };
 
-/* An HTTP error to send: status, OpenAI error type, the field it concerns (or NULL), a code and a message. */
+/* An HTTP error to send: status, OpenAI error type, the field it concerns (its path, as messages[2].content; empty
+ * when none), a code and a message. */
 struct serve_err {
     int status;
     const char *type;
-    const char *param;
+    char param[96];
     const char *code;
     char msg[600];
 };

@@ -19,7 +19,7 @@ void *serve_fail(struct serve_err *e, int status, const char *param, const char 
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
     e->status = status;
-    e->param = param;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     e->code = code;
     e->type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
     return NULL;
@@ -72,7 +72,7 @@ char *serve_error_body(const struct serve_err *e)
 {
     json_t *o = json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jtext(e->msg, strlen(e->msg)), "type",
                           e->type ? e->type : "invalid_request_error", "param",
-                          e->param ? json_string(e->param) : json_null(), "code",
+                          e->param[0] ? json_string(e->param) : json_null(), "code",
                           e->code ? json_string(e->code) : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -163,26 +163,73 @@ static int get_object(json_t *o, const char *key, json_t **out, struct serve_err
     return 0;
 }
 
+/* Field `key` of obj, required, of type want (JSON_STRING or JSON_OBJECT), obj being at path `at` ("messages[2]";
+ * "" for the body): 0, or -1 with e naming the path (missing_required_parameter when absent, invalid_type when of
+ * another type, null included). */
+static int need_field(json_t *obj, const char *at, const char *key, json_type want, struct serve_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    char path[96], buf[40];
+    if (v && json_typeof(v) == want)
+        return 0;
+    snprintf(path, sizeof path, "%s%s%s", at, *at ? "." : "", key);
+    return serve_fail(e, 400, path, v ? "invalid_type" : "missing_required_parameter", "%s: expected %s, found %s",
+                      path, want == JSON_STRING ? "a string" : "an object", v ? jfound(v, buf, sizeof buf) : "nothing"),
+           -1;
+}
+
 /* ---- sampling, stop strings and the fields loom does not implement ---- */
+
+/* A field that must be 1 if given (n, best_of): a number of another value is unsupported_value, another type
+ * invalid_type. */
+static int only_one(json_t *o, const char *key, const char *what, struct serve_err *e)
+{
+    long long n = 1;
+    char buf[40];
+    json_t *v = json_object_get(o, key);
+    if (get_int(o, key, 1, 1, &n, e) == 0)
+        return 0;
+    if (!json_is_number(v))
+        return -1; /* get_int's invalid_type */
+    return serve_fail(e, 400, key, "unsupported_value", "%s: only 1 %s is implemented, found %s", key, what,
+                      jfound(v, buf, sizeof buf)), -1;
+}
+
+/* response_format: absent, null or {"type": "text"} (no JSON mode or schema yet). */
+static int check_response_format(json_t *o, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "response_format"), *t = json_object_get(v, "type");
+    char buf[40];
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return serve_fail(e, 400, "response_format", "invalid_type", "response_format: expected an object, found %s",
+                          jfound(v, buf, sizeof buf)), -1;
+    if (!json_is_string(t))
+        return serve_fail(e, 400, "response_format.type", t ? "invalid_type" : "missing_required_parameter",
+                          "response_format.type: expected a string, found %s", t ? jfound(t, buf, sizeof buf)
+                                                                                 : "nothing"), -1;
+    if (strcmp(json_string_value(t), "text"))
+        return serve_fail(e, 400, "response_format", "unsupported_value",
+                          "response_format: only {\"type\": \"text\"} is implemented (no JSON mode or schema yet), "
+                          "found type \"%.40s\"", json_string_value(t)), -1;
+    return 0;
+}
 
 /* Fields that would change the answer's meaning and are not implemented: refused rather than ignored. */
 static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_err *e)
 {
-    long long n = 1;
     int flag = 0;
     json_t *v;
     char buf[40];
-    if (get_int(o, "n", 1, 1, &n, e) != 0)
-        return serve_fail(e, 400, "n", "unsupported_value", "n: only 1 choice per request is implemented, found %s",
-                          jfound(json_object_get(o, "n"), buf, sizeof buf)), -1;
-    if ((v = json_object_get(o, "response_format")) && !json_is_null(v)) {
-        json_t *t = json_object_get(v, "type");
-        if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return serve_fail(e, 400, "response_format", "unsupported_parameter",
-                              "response_format: only {\"type\": \"text\"} is implemented (no JSON mode or schema "
-                              "yet)"), -1;
-    }
+    if (only_one(o, "n", "choice per request", e) != 0)
+        return -1;
+    if (check_response_format(o, e) != 0)
+        return -1;
     v = json_object_get(o, "tool_choice");
+    if (v && !json_is_null(v) && !json_is_string(v) && !json_is_object(v))
+        return serve_fail(e, 400, "tool_choice", "invalid_type",
+                          "tool_choice: expected a string or an object, found %s", jfound(v, buf, sizeof buf)), -1;
     if (v && !json_is_null(v) && !(json_is_string(v) && (!strcmp(json_string_value(v), "none") ||
                                                         !strcmp(json_string_value(v), "auto"))))
         return serve_fail(e, 400, "tool_choice", "unsupported_value",
@@ -197,13 +244,24 @@ static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_er
             return flag ? serve_fail(e, 400, "echo", "unsupported_parameter", "echo: not implemented yet"), -1 : -1;
         if ((v = json_object_get(o, "suffix")) && !json_is_null(v))
             return serve_fail(e, 400, "suffix", "unsupported_parameter", "suffix: not implemented"), -1;
-        if (get_int(o, "best_of", 1, 1, &n, e) != 0)
-            return serve_fail(e, 400, "best_of", "unsupported_value", "best_of: only 1 is implemented"), -1;
+        if (only_one(o, "best_of", "candidate", e) != 0)
+            return -1;
     }
     return 0;
 }
 
-/* logit_bias: {"TOKEN_ID": BIAS, ...}, ids in [0, n_rows), biases in [-100, 100]. */
+/* A logit_bias key as a token id: decimal digits only, no sign, space or leading zero ("0" itself excepted), below
+ * n_rows; -1 when it is not one. */
+static long bias_key(const char *key, int n_rows)
+{
+    size_t n = strlen(key);
+    if (n == 0 || n > 10 || strspn(key, "0123456789") != n || (key[0] == '0' && n > 1))
+        return -1;
+    long id = strtol(key, NULL, 10);
+    return id < n_rows ? id : -1;
+}
+
+/* logit_bias: {"TOKEN_ID": BIAS, ...}, ids in [0, n_rows), biases numbers in [-100, 100]. */
 static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, struct serve_err *e)
 {
     json_t *lb, *v;
@@ -218,17 +276,16 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
         return serve_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: expected at most %d entries, found %zu",
                           SERVE_MAX_BIAS, json_object_size(lb)), -1;
     json_object_foreach(lb, key, v) {
-        char *end;
-        long id = strtol(key, &end, 10);
-        if (!*key || *end || id < 0 || id >= n_rows)
+        long id = bias_key(key, n_rows);
+        if (id < 0)
             return serve_fail(e, 400, "logit_bias", "invalid_value",
-                              "logit_bias: expected token ids in [0, %d] as keys, found \"%.40s\"", n_rows - 1,
-                              key), -1;
+                              "logit_bias: expected token ids in [0, %d] written in decimal digits as keys, found "
+                              "\"%.40s\"", n_rows - 1, key), -1;
         double d = json_number_value(v);
         if (!json_is_number(v) || !(d >= -100 && d <= 100))
-            return serve_fail(e, 400, "logit_bias", "invalid_value",
-                              "logit_bias: expected biases in [-100, 100], found %s for token %ld",
-                              jfound(v, buf, sizeof buf), id), -1;
+            return serve_fail(e, 400, "logit_bias", json_is_number(v) ? "invalid_value" : "invalid_type",
+                              "logit_bias: expected a number in [-100, 100] for token %ld, found %s", id,
+                              jfound(v, buf, sizeof buf)), -1;
         bias[(*n_bias)++] = (loom_logit_bias){.id = (int32_t)id, .bias = (float)d};
     }
     return 0;
@@ -346,11 +403,38 @@ out:
 
 /* ---- chat messages ---- */
 
-/* The text of a message's content: a string, null, or an array of {"type": "text", "text": ...} parts (joined).
+/* Field `key` of obj (at path `at`), optional: absent, null or a string (*out its value, else NULL). */
+static int opt_string(json_t *obj, const char *at, const char *key, const char **out, struct serve_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = json_string_value(v);
+    return !v || json_is_null(v) ? 0 : need_field(obj, at, key, JSON_STRING, e);
+}
+
+/* One part of a message's content array, messages[i].content[j]: {"type": "text", "text": STRING}. */
+static int message_part(json_t *part, size_t i, size_t j, struct serve_err *e)
+{
+    char at[80], buf[40];
+    int n = snprintf(at, sizeof at, "messages[%zu].content[%zu]", i, j);
+    if (!json_is_object(part))
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected {\"type\": \"text\", \"text\": STRING}, found %s",
+                          at, jfound(part, buf, sizeof buf)), -1;
+    if (need_field(part, at, "type", JSON_STRING, e) != 0)
+        return -1;
+    const char *type = json_string_value(json_object_get(part, "type"));
+    if (strcmp(type, "text")) {
+        snprintf(at + n, sizeof at - (size_t)n, ".type");
+        return serve_fail(e, 400, at, "unsupported_value", "%s: expected \"text\" (images and other parts are not "
+                          "supported), found \"%.40s\"", at, type), -1;
+    }
+    return need_field(part, at, "text", JSON_STRING, e);
+}
+
+/* The text of messages[i].content: a string, null, or an array of {"type": "text", "text": ...} parts (joined).
  * *owned is set when the text was built (caller frees). */
 static int message_content(json_t *v, size_t i, const char **out, char **owned, struct serve_err *e)
 {
-    char buf[40];
+    char buf[40], at[48];
     json_t *part;
     size_t j;
     *out = NULL;
@@ -360,24 +444,17 @@ static int message_content(json_t *v, size_t i, const char **out, char **owned, 
         *out = json_string_value(v);
         return 0;
     }
+    snprintf(at, sizeof at, "messages[%zu].content", i);
     if (!json_is_array(v))
-        return serve_fail(e, 400, "messages", "invalid_type",
-                          "messages[%zu].content: expected a string or an array of text parts, found %s", i,
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected a string or an array of text parts, found %s", at,
                           jfound(v, buf, sizeof buf)), -1;
     struct serve_buf b = {0};
     serve_buf_put(&b, "", 0);
     json_array_foreach(v, j, part) {
-        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
-            !json_is_string(text)) {
+        json_t *text = json_object_get(part, "text");
+        if (message_part(part, i, j, e) != 0) {
             serve_buf_free(&b);
-            if (json_is_string(type) && strcmp(json_string_value(type), "text"))
-                return serve_fail(e, 400, "messages", "unsupported_value",
-                                  "messages[%zu].content[%zu].type: expected \"text\" (images and other parts are not "
-                                  "supported), found \"%.40s\"", i, j, json_string_value(type)), -1;
-            return serve_fail(e, 400, "messages", "invalid_value",
-                              "messages[%zu].content[%zu]: expected {\"type\": \"text\", \"text\": STRING}, found %s",
-                              i, j, jfound(part, buf, sizeof buf)), -1;
+            return -1;
         }
         if (serve_buf_put(&b, json_string_value(text), json_string_length(text)) != LOOM_OK) {
             serve_buf_free(&b);
@@ -388,18 +465,43 @@ static int message_content(json_t *v, size_t i, const char **out, char **owned, 
     return 0;
 }
 
-/* An assistant message's tool_calls: [{"function": {"name": ..., "arguments": STRING or OBJECT}}, ...]. */
+/* One of an assistant message's tool calls, messages[i].tool_calls[j]: {"function": {"name": STRING, "arguments":
+ * STRING, OBJECT or null}}; *name and *args set. */
+static int message_tool_call(json_t *call, size_t i, size_t j, json_t **name, json_t **args, struct serve_err *e)
+{
+    char at[96], buf[40];
+    int n = snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, j);
+    if (!json_is_object(call))
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected {\"function\": {\"name\": STRING, \"arguments\": "
+                          "STRING or OBJECT}}, found %s", at, jfound(call, buf, sizeof buf)), -1;
+    if (need_field(call, at, "function", JSON_OBJECT, e) != 0)
+        return -1;
+    json_t *f = json_object_get(call, "function");
+    snprintf(at + n, sizeof at - (size_t)n, ".function");
+    if (need_field(f, at, "name", JSON_STRING, e) != 0)
+        return -1;
+    *name = json_object_get(f, "name");
+    *args = json_object_get(f, "arguments");
+    if (!*args || json_is_string(*args) || json_is_object(*args) || json_is_null(*args))
+        return 0;
+    snprintf(at + strlen(at), sizeof at - strlen(at), ".arguments");
+    return serve_fail(e, 400, at, "invalid_type", "%s: expected a string or an object, found %s", at,
+                      jfound(*args, buf, sizeof buf)), -1;
+}
+
+/* An assistant message's tool_calls (messages[i].tool_calls): an array of calls (message_tool_call). */
 static int message_tool_calls(json_t *v, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
                               struct serve_err *e)
 {
-    char buf[40];
-    json_t *call;
+    char buf[40], at[48];
+    json_t *call, *name, *args;
     size_t j;
     if (!v || json_is_null(v))
         return 0;
+    snprintf(at, sizeof at, "messages[%zu].tool_calls", i);
     if (!json_is_array(v))
-        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu].tool_calls: expected an array, found %s",
-                          i, jfound(v, buf, sizeof buf)), -1;
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected an array, found %s", at,
+                          jfound(v, buf, sizeof buf)), -1;
     loom_chat_tool_call *calls = calloc(json_array_size(v) + 1, sizeof *calls);
     char **own = realloc(*owned, (*n_owned + json_array_size(v) + 1) * sizeof *own);
     if (own)
@@ -410,12 +512,8 @@ static int message_tool_calls(json_t *v, size_t i, loom_chat_message *msg, char 
     }
     own[(*n_owned)++] = (char *)calls;
     json_array_foreach(v, j, call) {
-        json_t *f = json_object_get(call, "function"), *name = json_object_get(f, "name");
-        json_t *args = json_object_get(f, "arguments");
-        if (!json_is_string(name) || (args && !json_is_string(args) && !json_is_object(args) && !json_is_null(args)))
-            return serve_fail(e, 400, "messages", "invalid_value",
-                              "messages[%zu].tool_calls[%zu]: expected {\"function\": {\"name\": STRING, "
-                              "\"arguments\": STRING or OBJECT}}", i, j), -1;
+        if (message_tool_call(call, i, j, &name, &args, e) != 0)
+            return -1;
         calls[j].name = json_string_value(name);
         if (json_is_object(args)) {
             char *s = json_dumps(args, JSON_COMPACT);
@@ -431,32 +529,43 @@ static int message_tool_calls(json_t *v, size_t i, loom_chat_message *msg, char 
     return 0;
 }
 
+/* messages[i]'s role: system, developer (OpenAI's name for the system prompt), user, assistant or tool. */
+static int message_role(json_t *m, const char *at, loom_chat_message *msg, struct serve_err *e)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    if (need_field(m, at, "role", JSON_STRING, e) != 0)
+        return -1;
+    const char *role = json_string_value(json_object_get(m, "role"));
+    for (size_t k = 0; k < 5; k++)
+        if (!strcmp(role, roles[k]))
+            msg->role = k == 4 ? "system" : roles[k];
+    if (msg->role)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof path, "%s.role", at);
+    return serve_fail(e, 400, path, "invalid_value", "%s: expected \"system\", \"developer\", \"user\", \"assistant\" "
+                      "or \"tool\", found \"%.40s\"", path, role), -1;
+}
+
 static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
                          struct serve_err *e)
 {
-    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
-    char buf[40];
-    json_t *role = json_object_get(m, "role"), *rc = json_object_get(m, "reasoning_content");
+    char buf[40], at[40], path[64];
+    snprintf(at, sizeof at, "messages[%zu]", i);
     if (!json_is_object(m))
-        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu]: expected an object, found %s", i,
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected an object, found %s", at,
                           jfound(m, buf, sizeof buf)), -1;
-    for (size_t k = 0; json_is_string(role) && k < 5; k++)
-        if (!strcmp(json_string_value(role), roles[k]))
-            msg->role = k == 4 ? "system" : roles[k]; /* OpenAI's developer messages are the system prompt */
-    if (!msg->role)
-        return serve_fail(e, 400, "messages", "invalid_value",
-                          "messages[%zu].role: expected \"system\", \"developer\", \"user\", \"assistant\" or "
-                          "\"tool\", found %s%.40s%s", i,
-                          json_is_string(role) ? "\"" : role ? jfound(role, buf, sizeof buf) : "nothing",
-                          json_is_string(role) ? json_string_value(role) : "", json_is_string(role) ? "\"" : ""), -1;
+    if (message_role(m, at, msg, e) != 0)
+        return -1;
     char *own = NULL;
     json_t *content = json_object_get(m, "content");
     if (message_content(content, i, &msg->content, &own, e) != 0)
         return -1;
+    snprintf(path, sizeof path, "%s.content", at);
     if (!msg->content && strcmp(msg->role, "assistant")) /* OpenAI: only an assistant's (tool calls) may be null */
-        return serve_fail(e, 400, "messages", content ? "invalid_type" : "missing_required_parameter",
-                          "messages[%zu].content: expected a string or an array of text parts (only an assistant "
-                          "message may leave it out), found %s", i, content ? "null" : "nothing"), -1;
+        return serve_fail(e, 400, path, content ? "invalid_type" : "missing_required_parameter",
+                          "%s: expected a string or an array of text parts (only an assistant message may leave it "
+                          "out), found %s", path, content ? "null" : "nothing"), -1;
     if (own) {
         char **v = realloc(*owned, (*n_owned + 1) * sizeof *v);
         if (!v) {
@@ -466,17 +575,37 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
         *owned = v;
         v[(*n_owned)++] = own;
     }
-    if (rc && !json_is_null(rc) && !json_is_string(rc))
-        return serve_fail(e, 400, "messages", "invalid_type",
-                          "messages[%zu].reasoning_content: expected a string, found %s", i,
-                          jfound(rc, buf, sizeof buf)), -1;
-    msg->reasoning_content = json_string_value(rc);
-    json_t *name = json_object_get(m, "name"); /* a speaker or tool name: the template may print it */
-    if (name && !json_is_null(name) && !json_is_string(name))
-        return serve_fail(e, 400, "messages", "invalid_type", "messages[%zu].name: expected a string, found %s", i,
-                          jfound(name, buf, sizeof buf)), -1;
-    msg->name = json_string_value(name);
+    /* name: a speaker or tool name, which the template may print */
+    if (opt_string(m, at, "reasoning_content", &msg->reasoning_content, e) != 0 ||
+        opt_string(m, at, "name", &msg->name, e) != 0)
+        return -1;
     return message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e);
+}
+
+/* tools[i]: {"type": "function" (or left out), "function": {"name": STRING, "parameters": SCHEMA (optional)}}. */
+static int check_tool(json_t *t, size_t i, struct serve_err *e)
+{
+    char at[64], buf[40];
+    int n = snprintf(at, sizeof at, "tools[%zu]", i);
+    json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
+    if (!json_is_object(t))
+        return serve_fail(e, 400, at, "invalid_type", "%s: expected {\"type\": \"function\", \"function\": {\"name\": "
+                          "STRING, \"parameters\": SCHEMA}}, found %s", at, jfound(t, buf, sizeof buf)), -1;
+    if (type && need_field(t, at, "type", JSON_STRING, e) != 0)
+        return -1;
+    if (type && strcmp(json_string_value(type), "function"))
+        return serve_fail(e, 400, strcat(at, ".type"), "unsupported_value", "%s: expected \"function\" (the only "
+                          "kind of tool loom calls), found \"%.40s\"", at, json_string_value(type)), -1;
+    if (need_field(t, at, "function", JSON_OBJECT, e) != 0)
+        return -1;
+    snprintf(at + n, sizeof at - (size_t)n, ".function");
+    json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+    if (need_field(fn, at, "name", JSON_STRING, e) != 0)
+        return -1;
+    if (!json_string_length(name))
+        return serve_fail(e, 400, strcat(at, ".name"), "invalid_value", "%s: expected a function name, found an "
+                          "empty string", at), -1;
+    return params && !json_is_object(params) ? need_field(fn, at, "parameters", JSON_OBJECT, e) : 0;
 }
 
 /* tools (OpenAI's [{"type": "function", "function": {"name": STRING, ...}}]), tool_choice and
@@ -496,14 +625,9 @@ static int parse_tools(const struct serve_ctx *c, json_t *o, struct serve_req *r
     if (!json_is_array(v))
         return serve_fail(e, 400, "tools", "invalid_type", "tools: expected an array of tools, found %s",
                           jfound(v, buf, sizeof buf)), -1;
-    json_array_foreach(v, i, t) {
-        json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
-        json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
-        if (!json_is_object(t) || (type && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) ||
-            !json_is_string(name) || !json_string_length(name) || (params && !json_is_object(params)))
-            return serve_fail(e, 400, "tools", "invalid_value", "tools[%zu]: expected {\"type\": \"function\", "
-                              "\"function\": {\"name\": STRING, \"parameters\": SCHEMA}}", i), -1;
-    }
+    json_array_foreach(v, i, t)
+        if (check_tool(t, i, e) != 0)
+            return -1;
     if (json_array_size(v) == 0 || (json_is_string(choice) && !strcmp(json_string_value(choice), "none")))
         return 0; /* no tools offered: the model is not told of any, and its answer is all content */
     loom_error err = {0};
@@ -741,18 +865,15 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
 {
     json_t *o = parse_body(body, len, e), *v;
     int add_special = 0, parse_special = 0, with_pieces = 0;
-    char buf[40];
     if (!o)
         return NULL;
     v = json_object_get(o, "content");
     json_t *tokens = json_array();
     int32_t *ids = NULL;
-    if (v && !json_is_string(v))
-        serve_fail(e, 400, "content", "invalid_type", "content: expected a string, found %s",
-                   jfound(v, buf, sizeof buf));
-    else if (get_bool(o, "add_special", "add_special", &add_special, e) == 0 &&
-             get_bool(o, "parse_special", "parse_special", &parse_special, e) == 0 &&
-             get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0 && v) {
+    if (need_field(o, "", "content", JSON_STRING, e) == 0 &&
+        get_bool(o, "add_special", "add_special", &add_special, e) == 0 &&
+        get_bool(o, "parse_special", "parse_special", &parse_special, e) == 0 &&
+        get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0) {
         int32_t bos = add_special ? loom_tokenizer_bos(c->tok) : -1;
         int mode = parse_special ? LOOM_SPECIAL_ALL : LOOM_SPECIAL_DATA;
         int n = loom_tokenizer_encode(c->tok, json_string_value(v), json_string_length(v), mode, NULL, 0, NULL);
@@ -766,7 +887,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
         else
             serve_fail(e, 500, NULL, NULL, "content: could not tokenize");
     }
-    int ok = !v || e->status == 0;
+    int ok = e->status == 0;
     free(ids);
     json_decref(o);
     if (!ok) {
@@ -788,14 +909,15 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
     size_t n = json_is_array(v) ? json_array_size(v) : 0;
     int32_t *ids = malloc((n + 1) * sizeof *ids);
     int n_vocab = (int)loom_tokenizer_n_vocab(c->tok), ok = ids != NULL;
-    if (v && !json_is_array(v))
-        ok = !!serve_fail(e, 400, "tokens", "invalid_type", "tokens: expected an array of token ids, found %s",
-                          jfound(v, buf, sizeof buf));
+    if (!json_is_array(v))
+        ok = !!serve_fail(e, 400, "tokens", v ? "invalid_type" : "missing_required_parameter",
+                          "tokens: expected an array of token ids, found %s", v ? jfound(v, buf, sizeof buf)
+                                                                                  : "nothing");
     json_array_foreach(v, i, t) {
         if (!ok)
             break;
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
-            ok = !!serve_fail(e, 400, "tokens", "invalid_value",
+            ok = !!serve_fail(e, 400, "tokens", json_is_number(t) ? "invalid_value" : "invalid_type",
                               "tokens[%zu]: expected a token id in [0, %d], found %s", i, n_vocab - 1,
                               jfound(t, buf, sizeof buf));
         else
