@@ -380,6 +380,12 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
         (so && get_bool(so, "include_usage", "stream_options.include_usage", &r->include_usage, e)) ||
         get_bool(o, "return_prompt_tokens", "return_prompt_tokens", &r->return_prompt_tokens, e))
         goto out;
+    if (max_tokens && max_completion && max_tokens != max_completion) {
+        serve_fail(e, 400, "max_tokens", "invalid_value", "max_tokens: expected the value of max_completion_tokens "
+                   "(its newer name) when both are given, found max_tokens %lld and max_completion_tokens %lld",
+                   max_tokens, max_completion);
+        goto out;
+    }
     sp.top_k = (int)top_k;
     sp.seed = seed >= 0 ? (uint64_t)seed : fresh_seed();
     sp.bias = sp.n_bias ? bias : bias_none;
@@ -785,7 +791,16 @@ void serve_req_free_fields(struct serve_req *r)
 static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
 {
     json_error_t je;
+    const char *nul = memchr(body, 0, len);
+    if (nul) /* Jansson's own words for it depend on where it is ("end of file expected near end of file") */
+        return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: it holds a NUL byte at "
+                          "offset %zu (JSON text has none; a string would write it \\u0000, which loom refuses too)",
+                          (size_t)(nul - body));
     json_t *o = json_loadb(body, len, 0, &je);
+    if (!o && json_error_code(&je) == json_error_null_character) /* its text names its JSON_ALLOW_NUL flag */
+        return serve_fail(e, 400, NULL, "invalid_value", "the body's JSON is refused: a string holds a NUL character "
+                          "(\\u0000), which loom does not take (the string ends at line %d, column %d)", je.line,
+                          je.column);
     if (!o)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
                           je.text, je.line, je.column);

@@ -295,6 +295,8 @@ bad = [
      "invalid_type"),
     ("response_format without a type", "/v1/chat/completions", chat_body("hi", response_format={}), 400,
      "response_format.type", "missing_required_parameter"),
+    ("max_tokens and max_completion_tokens differing", "/v1/chat/completions",
+     chat_body("hi", max_tokens=4, max_completion_tokens=8), 400, "max_tokens", "invalid_value"),
     ("top_logprobs without logprobs", "/v1/chat/completions", chat_body("hi", top_logprobs=2), 400, "top_logprobs",
      None),
     ("top_logprobs 21", "/v1/chat/completions", chat_body("hi", logprobs=True, top_logprobs=21), 400, "top_logprobs",
@@ -390,6 +392,20 @@ for key in (" 12", "+12", "012", "12abc", "", "0x1", "１２"):
           e.get("code") == "invalid_value" and f'found "{key}"' in e.get("message", ""), f"{st} {e}")
 st, body = a.request("POST", "/v1/chat/completions", chat_body("hi", logit_bias={"0": 1, "12": -1}, max_tokens=1))
 check("logit_bias keys 0 and 12 are taken", st == 200, f"{st} {body}")
+st, e = err_of(a.request("POST", "/v1/chat/completions", chat_body("hi", max_tokens=4, max_completion_tokens=8)))
+check("max_tokens and max_completion_tokens differing: both values named",
+      "max_tokens 4" in e.get("message", "") and "max_completion_tokens 8" in e.get("message", ""), str(e))
+st, body = a.request("POST", "/v1/chat/completions", chat_body("hi", max_tokens=3, max_completion_tokens=3))
+check("max_tokens and max_completion_tokens equal: taken", st == 200 and body["usage"]["completion_tokens"] == 3,
+      f"{st} {body}")
+# a NUL in the body is named in the request's terms (not Jansson's JSON_ALLOW_NUL)
+for what, raw, code, want in (("a \\u0000 escape", b'{"content": "a\\u0000b"}', "invalid_value",
+                               "a string holds a NUL character (\\u0000), which loom does not take (the string ends "
+                               "at line 1, column 22)"),
+                              ("a NUL byte", b'{"content": "a\x00b"}', "invalid_json", "a NUL byte at offset 14")):
+    st, e = err_of(a.request("POST", "/tokenize", raw=raw))
+    check(f"{what} in the body: 400 {code} saying so", st == 400 and e.get("code") == code and
+          want in e.get("message", "") and "JSON_ALLOW_NUL" not in e.get("message", ""), f"{st} {e}")
 # a body over --max-body: a JSON 413 naming the limit and the Content-Length, its body never read; the connection
 # goes on (the body is dropped as it comes), also when the next request asks to close it
 big = b'{"prompt": "' + b"a" * 70000 + b'"}'
