@@ -118,7 +118,7 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
     } ints[] = {
         {"--port", offsetof(struct serve_opts, port), 0, 65535},
         {"--parallel", offsetof(struct serve_opts, n_parallel), 1, 512},
-        {"-c", offsetof(struct serve_opts, n_ctx), 1, 1 << 24},
+        {"-c", offsetof(struct serve_opts, n_ctx), 1, LOOM_CLI_CTX_MAX},
         {"-t", offsetof(struct serve_opts, n_threads), 1, LOOM_CLI_THREADS_MAX},
         {"--queue", offsetof(struct serve_opts, queue_max), 0, 1 << 16},
         {"--prefill-chunk", offsetof(struct serve_opts, prefill_chunk), 1, 1 << 16},
