@@ -183,9 +183,11 @@ struct loom_cli_sampler_opts {
     const char *stops[LOOM_CLI_STOPS_MAX]; /* --stop, in the order given */
     int n_stops;
 };
-/* The defaults: llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties off, a window of 64). */
-#define LOOM_CLI_SAMPLER_DEFAULTS                                                                                 \
-    {.sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1, .repeat_last_n = 64}}
+/* The defaults: llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties off, a window of 64),
+ * also serve's for a request's absent fields. */
+#define LOOM_CLI_SAMPLER_PARAMS                                                                                   \
+    {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1, .repeat_last_n = 64}
+#define LOOM_CLI_SAMPLER_DEFAULTS {.sp = LOOM_CLI_SAMPLER_PARAMS}
 /* Their names, for a command's list of options (loom_cli_parse_pairs). */
 #define LOOM_CLI_SAMPLER_OPTIONS                                                                                  \
     "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",                   \

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/cli.h"
 #include "cli/serve.h"
 
 void *serve_fail(struct serve_err *e, int status, const char *param, const char *code, const char *fmt, ...)
@@ -358,8 +359,8 @@ static uint64_t fresh_seed(void)
 /* The sampling fields, max_tokens, stop and stream into r (sampler and stop matcher made). */
 static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
-    /* llama.cpp server's defaults; the penalties look at the last 64 tokens, the prompt's included */
-    loom_sampler_params sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_last_n = 64};
+    /* llama.cpp server's defaults, run's and chat's; the penalties look at the last 64 tokens, the prompt's included */
+    loom_sampler_params sp = LOOM_CLI_SAMPLER_PARAMS;
     long long top_k = sp.top_k, seed = -1, max_tokens = 0, max_completion = 0;
     static loom_logit_bias bias_none[1];
     loom_logit_bias *bias = calloc(SERVE_MAX_BIAS, sizeof *bias);
