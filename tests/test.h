@@ -3,6 +3,7 @@
 #ifndef LOOM_TEST_H
 #define LOOM_TEST_H
 
+#include <glob.h>
 #include <stdio.h>
 
 static int test_passed, test_failed;
@@ -23,6 +24,19 @@ static int test_passed, test_failed;
 /* Read by the UBSan runtime (GCC's and clang's) at start: the first report fails the test. */
 const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
 #endif
+
+/* Whether the GGUF writer left a temporary file for path (its path.<pid>.tmp, or path.<pid>-<n>.tmp). */
+static inline int test_temporary_left(const char *path)
+{
+    char pattern[4200];
+    glob_t g;
+    if (snprintf(pattern, sizeof pattern, "%s.*.tmp", path) >= (int)sizeof pattern)
+        return 1; /* a path this long is not a test's */
+    int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found)
+        globfree(&g);
+    return found;
+}
 
 static inline int test_finish(void)
 {

@@ -437,15 +437,14 @@ static void test_end_to_end(const char *dir)
     unlink(out);
 
     /* failure after all data is written (the destination is a directory): no file, no temporary left */
-    char sub[700], tmp[720];
+    char sub[700];
     snprintf(sub, sizeof sub, "%s/outdir", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", sub);
     mkdir(sub, 0755);
     g = 0;
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s", in);
     rc = loom_quant_write(g, loom_quant_find_recipe("Q8_0"), sub, NULL, NULL, NULL, NULL, NULL, &err);
-    CHECK(rc != LOOM_OK && access(tmp, F_OK) != 0, "rename onto a directory: rc %d, temporary %s", rc,
-          access(tmp, F_OK) == 0 ? "left behind" : "removed");
+    CHECK(rc != LOOM_OK && !test_temporary_left(sub), "rename onto a directory: rc %d, temporary %s", rc,
+          test_temporary_left(sub) ? "left behind" : "removed");
     loom_gguf_close(g);
     rmdir(sub);
 
@@ -502,13 +501,11 @@ static int write_bad(const char *path, float big, float norm7)
 }
 
 /* Quantize in with recipe into out; must fail with a message holding every string of want (NULL ended)
- * and leave neither out nor out.tmp behind. */
+ * and leave neither out nor a temporary file behind. */
 static void expect_refused(const char *in, const char *out, const char *recipe, const char *const *want)
 {
     struct loom_gguf *g = 0;
     loom_error err = {0};
-    char tmp[720];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
     CHECK(loom_gguf_open(in, &g, &err) == LOOM_OK, "open %s: %s", in, err.msg);
     int rc = g ? loom_quant_write(g, loom_quant_find_recipe(recipe), out, NULL, NULL, NULL, NULL, NULL, &err) : LOOM_E_IO;
     CHECK(rc != LOOM_OK, "%s: quantizing must fail", recipe);
@@ -517,7 +514,7 @@ static void expect_refused(const char *in, const char *out, const char *recipe, 
         named = strstr(err.msg, want[i]) != NULL;
     CHECK(named, "%s: message '%s' must name '%s', '%s', '%s'", recipe, rc ? err.msg : "(none)", want[0], want[1],
           want[2]);
-    CHECK(access(out, F_OK) != 0 && access(tmp, F_OK) != 0, "%s: output or temporary left behind", recipe);
+    CHECK(access(out, F_OK) != 0 && !test_temporary_left(out), "%s: output or temporary left behind", recipe);
     loom_gguf_close(g);
     unlink(out);
 }
@@ -579,10 +576,9 @@ static void test_non_finite_source(const char *dir)
  * LOOM_E_CANCELLED, no poll after the one that asked, no temporary file, an existing output untouched. */
 static void test_cancel(const char *dir)
 {
-    char in[600], out[600], tmp[620], old[8] = {0};
+    char in[600], out[600], old[8] = {0};
     snprintf(in, sizeof in, "%s/in.gguf", dir);
     snprintf(out, sizeof out, "%s/out.gguf", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
     struct loom_gguf *g = 0;
     loom_error err = {0};
     FILE *f = fopen(out, "w");
@@ -606,7 +602,7 @@ static void test_cancel(const char *dir)
         }
         CHECK(rc == LOOM_E_CANCELLED && a.polls == k + 1 && strstr(err.msg, "cancelled"),
               "cancel at poll %d: rc %d after %d polls (%s)", k, rc, a.polls, err.msg);
-        CHECK(access(tmp, F_OK) != 0 && got == 3 && !memcmp(old, "old", 3),
+        CHECK(!test_temporary_left(out) && got == 3 && !memcmp(old, "old", 3),
               "cancel at poll %d: a temporary file left or the existing output changed", k);
     }
     loom_gguf_close(g);

@@ -113,6 +113,11 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
         quantize_usage(stderr);
         return 2;
     }
+    for (int k = 0; k < 2; k++)
+        if (!*pos[k]) {
+            fprintf(stderr, "loom quantize: %s expects a file name, found ''\n", k ? "OUT.gguf" : "IN.gguf");
+            return 2;
+        }
     return 0;
 }
 

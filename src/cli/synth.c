@@ -13,7 +13,7 @@
 static void synth_usage(FILE *f)
 {
     fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16|TYPE] [--router uniform|skewed] [--seed N] "
-               "[--vocab PATH] [--sparse [--split N]] -o OUT.gguf\n"
+               "[--vocab FILE] [--sparse [--split N]] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
                "  TYPE: a loom quantize TYPE (Q4_K_M, ...), written directly: the bytes of f32 then loom quantize\n"
                "  --sparse: metadata and tensor table only; the tensor data is a hole that reads as zeros (almost no\n"
@@ -64,59 +64,68 @@ static const char *synth_cli_type(const char *s)
     return loom_cli_listed(s, loom_quantize_recipe);
 }
 
+/* One option with its value v (NULL: the command line ended) into par, *out or *vocab. 0, or -1 with the message
+ * printed. */
+static int synth_option(const char *a, const char *v, loom_synth_options *par, const char **out, const char **vocab)
+{
+    static const char *const takes_value[] = {"--preset", "-o", "--output", "--vocab", "--router", "--type", "--split",
+                                              "--seed"};
+    size_t k = 0;
+    while (k < sizeof takes_value / sizeof takes_value[0] && strcmp(a, takes_value[k]))
+        k++;
+    if (k == sizeof takes_value / sizeof takes_value[0]) {
+        fprintf(stderr, "loom synth: %s '%s'\n", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        return -1;
+    }
+    long long n;
+    const char *expected = NULL;
+    if (!v || (!*v && (a[1] == 'o' || !strcmp(a, "--output") || !strcmp(a, "--vocab"))))
+        expected = !strcmp(a, "--preset") ? "a preset name" : !strcmp(a, "--seed") ? "an integer in [0, 2^64)"
+                 : !strcmp(a, "--split") ? "an integer in [1, 65535]" : !strcmp(a, "--router") ? "uniform or skewed"
+                 : !strcmp(a, "--type") ? "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)" : "a file name";
+    else if (!strcmp(a, "--preset"))
+        par->preset = v;
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+        *out = v;
+    else if (!strcmp(a, "--vocab"))
+        *vocab = v;
+    else if (!strcmp(a, "--router"))
+        expected = strcmp(v, "uniform") && strcmp(v, "skewed") ? "uniform or skewed" : (par->router = v, NULL);
+    else if (!strcmp(a, "--type"))
+        expected = (par->type = synth_cli_type(v)) ? NULL : "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)";
+    else if (!strcmp(a, "--split"))
+        expected = loom_cli_parse_int(v, 1, 65535, &n) ? "an integer in [1, 65535]" : (par->n_split = (uint32_t)n, NULL);
+    else /* --seed */
+        expected = loom_cli_parse_u64(v, &par->seed) ? "an integer in [0, 2^64)" : NULL;
+    if (!expected)
+        return 0;
+    fprintf(stderr, "loom synth: %s expects %s, found %s%s%s\n", a, expected, LOOM_CLI_FOUND(v));
+    return -1;
+}
+
 int loom_cli_synth(int argc, char **argv)
 {
     const char *out = NULL, *vocab = NULL;
     loom_synth_options par = {.type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED};
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
         if (!strcmp(a, "--generator-version")) {
-            printf("%d\n", LOOM_SYNTH_VERSION);
-            return 0;
+            if (argc == 2) {
+                printf("%d\n", LOOM_SYNTH_VERSION);
+                return 0;
+            }
+            fputs("loom synth: --generator-version comes alone (it prints the generator's version)\n", stderr);
+            return 2;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             synth_usage(stdout);
             return 0;
         } else if (!strcmp(a, "--sparse")) { /* the one option without a value */
             par.sparse = 1;
-            i--;
-        } else if (!v) {
-            fprintf(stderr, "loom synth: option '%s' needs a value or is unknown\n", a);
+        } else if (synth_option(a, i + 1 < argc ? argv[i + 1] : NULL, &par, &out, &vocab) != 0) {
             synth_usage(stderr);
             return 2;
-        } else if (!strcmp(a, "--preset")) {
-            par.preset = v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            out = v;
-        } else if (!strcmp(a, "--vocab")) {
-            vocab = v;
-        } else if (!strcmp(a, "--router")) {
-            if (strcmp(v, "uniform") && strcmp(v, "skewed")) {
-                fprintf(stderr, "loom synth: --router '%s', expected uniform or skewed\n", v);
-                return 2;
-            }
-            par.router = v;
-        } else if (!strcmp(a, "--type")) {
-            if (!(par.type = synth_cli_type(v))) {
-                fprintf(stderr, "loom synth: --type '%s', expected f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)\n",
-                        v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--split")) {
-            long long n;
-            if (loom_cli_parse_int(v, 1, 65535, &n)) {
-                fprintf(stderr, "loom synth: --split '%s', expected a part count in [1, 65535]\n", v);
-                return 2;
-            }
-            par.n_split = (uint32_t)n;
-        } else if (!strcmp(a, "--seed")) {
-            if (loom_cli_parse_u64(v, &par.seed)) {
-                fprintf(stderr, "loom synth: --seed '%s', expected an integer in [0, 2^64)\n", v);
-                return 2;
-            }
         } else {
-            fprintf(stderr, "loom synth: unknown option '%s'\n", a);
-            synth_usage(stderr);
-            return 2;
+            i++;
         }
     }
     if (par.n_split > 1 && !par.sparse) {
@@ -125,13 +134,14 @@ int loom_cli_synth(int argc, char **argv)
         return 2;
     }
     if (!par.preset || !out) {
-        fprintf(stderr, "loom synth: --preset and -o are required\n");
+        fprintf(stderr, "loom synth: %s required\n", !par.preset && !out ? "--preset NAME and -o OUT.gguf are"
+                                                   : !out ? "-o OUT.gguf is" : "--preset NAME is");
         synth_usage(stderr);
         return 2;
     }
     const char *preset = loom_cli_listed(par.preset, loom_synth_preset);
     if (!preset) {
-        fprintf(stderr, "loom synth: unknown preset '%s'\n", par.preset);
+        fprintf(stderr, "loom synth: --preset expects one of the presets listed below, found '%s'\n", par.preset);
         synth_usage(stderr);
         return 2;
     }

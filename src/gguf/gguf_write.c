@@ -1,6 +1,7 @@
 /* gguf_write.c — the GGUF writer: collects metadata (serialized as it will appear on disk) and tensor
- * infos, then writes a v3 file with 32-byte alignment to PATH.tmp, streaming each tensor's bytes from a
- * fill callback through one reused buffer, and publishes it with fsync + rename. */
+ * infos, then writes a v3 file with 32-byte alignment to a new temporary file beside PATH (PATH.<pid>.tmp),
+ * streaming each tensor's bytes from a fill callback through one reused buffer, and publishes it with fsync +
+ * rename. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -388,11 +389,36 @@ static void fsync_parent(const char *path)
     }
 }
 
+/* A temporary file beside path that did not exist (O_EXCL: never another's file, nor one of a concurrent writer to
+ * the same path), named path.<pid>.tmp (path.<pid>-<n>.tmp when taken) into tmp[cap]; NULL with errno set. Its mode
+ * is fopen's (0666 less the umask), as the published file's. */
+static FILE *create_temporary(const char *path, char *tmp, size_t cap)
+{
+    for (int n = 0; n < 100; n++) {
+        if (n)
+            snprintf(tmp, cap, "%s.%ld-%d.tmp", path, (long)getpid(), n);
+        else
+            snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            FILE *f = fdopen(fd, "wb");
+            if (!f)
+                close(fd), unlink(tmp);
+            return f;
+        }
+        if (errno != EEXIST)
+            return NULL;
+    }
+    return NULL; /* errno EEXIST */
+}
+
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err)
 {
     if (!w || !path)
         return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer or path");
+    if (!*path)
+        return loom_errorf(err, LOOM_E_ARG, "output: expected a file name, found ''");
     int rc = check_alignment_key(w, err);
     if (rc)
         return rc;
@@ -402,13 +428,11 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
         return loom_errorf(err, LOOM_E_ARG, "output '%s': expected a regular file or a new path, found %s", path,
                            S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
                                                                                        : "a device, FIFO or socket");
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    size_t cap = strlen(path) + 48;
+    char *tmp = malloc(cap);
     if (!tmp)
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    struct out o = {fopen(tmp, "wb"), tmp, 0, err};
+    struct out o = {create_temporary(path, tmp, cap), tmp, 0, err};
     if (!o.f) {
         rc = loom_errorf(err, LOOM_E_IO, "create '%s': %s", tmp, strerror(errno));
         free(tmp);

@@ -118,8 +118,17 @@ check "quantize names an unknown option" '[ $rc -eq 2 ] && grep -q "^loom quanti
 "$loom" quantize a.gguf b.gguf Q9_K >"$out" 2>"$err"; rc=$?
 check "quantize names an unknown TYPE and lists the types" \
     '[ $rc -eq 2 ] && grep -q "TYPE expects one of the types listed below, found .Q9_K." "$err" && grep -q "TYPE:.* Q4_K_M" "$err"'
+"$loom" quantize "${model%-Q4_K_M.gguf}-F16.gguf" "" Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize to '' is refused before any work" '[ $rc -eq 2 ] && grep -q "^loom quantize: OUT.gguf expects a file name, found ..$" "$err"'
+"$loom" synth --preset micro -o "" >"$out" 2>"$err"; rc=$?
+check "synth -o '' is refused before any work" '[ $rc -eq 2 ] && grep -q "^loom synth: -o expects a file name, found ..$" "$err"'
+echo precious >"$edited.gguf.tmp"
+"$loom" synth --preset micro -o "$edited.gguf" >"$out" 2>"$err"; rc=$?
+check "the writer's temporary file never replaces a file of that name" \
+    '[ $rc -eq 0 ] && [ "$(cat "$edited.gguf.tmp")" = precious ] && ! ls "$edited".gguf.*.tmp >/dev/null 2>&1'
+rm -f "$edited.gguf" "$edited.gguf.tmp"
 "$loom" synth --preset tiny --seed 0x10 -o /dev/null >"$out" 2>"$err"; rc=$?
-check "synth --seed takes decimal only" '[ $rc -eq 2 ] && grep -q -- "--seed .0x10." "$err"'
+check "synth --seed takes decimal only" '[ $rc -eq 2 ] && grep -q -- "--seed expects an integer in \[0, 2^64), found .0x10.$" "$err"'
 "$loom" xray -m "$model" -p hi --layers 1-+2 >"$out" 2>"$err"; rc=$?
 check "xray --layers 1-+2 is refused" '[ $rc -eq 2 ] && grep -q -- "--layers expects A-B or A" "$err"'
 "$loom" xray -m "$model" -p hi --layers 3-1 >"$out" 2>"$err"; rc=$?
@@ -196,7 +205,7 @@ check "tokenize --decode: commas separate, a word that starts with digits is nam
 echo "9707,11" | "$loom" tokenize -m "$model" --decode >"$out" 2>"$err"; rc=$?
 check "tokenize --decode reads comma-separated ids (as its help says)" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "Hello," ]'
 # synth's option values are checked before anything is written; quantize never overwrites its input
-for o in "--router bogus:--router .bogus., expected uniform or skewed" "--seed -1:--seed .-1., expected an integer"; do
+for o in "--router bogus:--router expects uniform or skewed, found .bogus." "--seed -1:--seed expects an integer in \[0, 2^64), found .-1."; do
     "$loom" synth --preset tiny-moe ${o%%:*} -o "$edited" >"$out" 2>"$err"; rc=$?
     check "synth ${o%%:*} is refused" '[ $rc -eq 2 ] && grep -q -- "${o#*:}" "$err"'
 done
