@@ -10,6 +10,7 @@
 #include "text/chat.h"
 #include "text/chat_internal.h"
 #include "text/jinja.h"
+#include "text/text_internal.h"
 #include "util/error.h"
 
 /* A built-in format: its name, the XXH3-64 digest of the template text it renders exactly, and its renderer. */
@@ -165,6 +166,29 @@ static int fail_nomem(loom_error *err)
     return loom_errorf(err, LOOM_E_NOMEM, "chat render: out of memory");
 }
 
+/* A JSON string of a message's text s: s itself when it is valid UTF-8; else s as the tokenizer reads it
+ * (loom_utf8_decode_lenient: a byte that starts no sequence, or a sequence cut short, is U+FFFD), surrogates and
+ * code points past U+10FFFF as U+FFFD too (a JSON string holds neither), so that the caller's bad bytes render as
+ * run's prompt takes them. NULL when memory runs out. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    size_t n = strlen(s), o = 0;
+    uint32_t *cps = malloc((n ? n : 1) * sizeof *cps);
+    char *out = malloc(3 * n + 1);
+    size_t k = cps && out ? loom_utf8_decode_lenient(s, n, cps) : 0;
+    for (size_t i = 0; i < k; i++) {
+        uint32_t cp = cps[i] > 0x10FFFF || (cps[i] >= 0xD800 && cps[i] <= 0xDFFF) ? 0xFFFD : cps[i];
+        o += (size_t)loom_utf8_encode(cp, (unsigned char *)out + o);
+    }
+    j = cps && out ? json_stringn(out, o) : NULL;
+    free(cps);
+    free(out);
+    return j;
+}
+
 /* A tool call's arguments: JSON text of an object, or of a string holding an object's JSON. */
 static json_t *call_arguments(const char *text, size_t i, size_t k, loom_error *err)
 {
@@ -184,10 +208,10 @@ static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc
         return NULL;
     }
     json_t *o = json_object();
-    int bad = !o || json_object_set_new(o, "role", json_string(m->role)) ||
-              json_object_set_new(o, "content", m->content ? json_string(m->content) : json_null()) ||
-              (m->reasoning_content && json_object_set_new(o, "reasoning_content", json_string(m->reasoning_content))) ||
-              (m->name && json_object_set_new(o, "name", json_string(m->name)));
+    int bad = !o || json_object_set_new(o, "role", json_text(m->role)) ||
+              json_object_set_new(o, "content", m->content ? json_text(m->content) : json_null()) ||
+              (m->reasoning_content && json_object_set_new(o, "reasoning_content", json_text(m->reasoning_content))) ||
+              (m->name && json_object_set_new(o, "name", json_text(m->name)));
     json_t *calls = m->n_tool_calls ? json_array() : NULL;
     bad |= m->n_tool_calls && (!calls || json_object_set_new(o, "tool_calls", calls));
     for (size_t k = 0; !bad && k < m->n_tool_calls; k++) {
@@ -204,7 +228,7 @@ static json_t *message_json(const struct loom_chat_message *m, size_t i, int *rc
         }
         json_t *fn = json_object(), *call = json_object();
         bad |= !fn || !call || json_array_append_new(calls, call) || json_object_set_new(call, "type", json_string("function")) ||
-               json_object_set_new(call, "function", fn) || json_object_set_new(fn, "name", json_string(tc->name)) ||
+               json_object_set_new(call, "function", fn) || json_object_set_new(fn, "name", json_text(tc->name)) ||
                (args && json_object_set_new(fn, "arguments", args));
     }
     if (bad) {

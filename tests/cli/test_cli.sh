@@ -184,6 +184,12 @@ check "chat --chat-template-file names a file it cannot read" \
 "$loom" chat -m "$model" --chat-template-file "$edited" --chat-template-file "$edited" </dev/null >"$out" 2>"$err"; rc=$?
 check "chat --chat-template-file given twice: exit 2" '[ $rc -eq 2 ] && grep -q "chat-template-file given twice" "$err"'
 
+# a message with bytes that are not UTF-8 renders them as U+FFFD (as run's prompt reads them), not "out of memory"
+printf 'caf\xe9 au lait\n' | "$loom" chat -m "$model" -n 6 -t 1 --temp 0 >"$out" 2>"$err"; rc=$?
+bad=$(cat "$out")
+printf 'caf\xef\xbf\xbd au lait\n' | "$loom" chat -m "$model" -n 6 -t 1 --temp 0 >"$out" 2>>"$err"
+check "chat: a byte that is not UTF-8 is read as U+FFFD" '[ $rc -eq 0 ] && [ -n "$bad" ] && [ "$bad" = "$(cat "$out")" ]'
+
 # more threads than CPUs: allowed, with a warning
 cpus=$(getconf _NPROCESSORS_ONLN)
 "$loom" run -m "$model" -p hi -n 1 --temp 0 -t $((cpus + 1)) >"$out" 2>"$err"; rc=$?
