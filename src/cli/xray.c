@@ -384,9 +384,11 @@ int xray_select(const struct xray_request *q, const loom_edge *edges, int n, cha
     int n_layer = 0;
     for (int i = 0; i < n; i++)
         n_layer = edges[i].layer + 1 > n_layer ? edges[i].layer + 1 : n_layer;
+    char found[32];
+    snprintf(found, sizeof found, q->layer_lo == q->layer_hi ? "%d" : "%d-%d", q->layer_lo, q->layer_hi);
     if (q->layer_lo >= n_layer || (q->layer_hi != XRAY_ALL_LAYERS && q->layer_hi >= n_layer))
-        return loom_errorf(err, LOOM_E_ARG, "--layers: expected layers within 0-%d (the model has %d), found %d-%d",
-                           n_layer - 1, n_layer, q->layer_lo, q->layer_hi);
+        return loom_errorf(err, LOOM_E_ARG, "--layers: expected layers within 0-%d (the model has %d), found %s",
+                           n_layer - 1, n_layer, found);
     int n_selected = 0;
     for (int i = 0; i < n; i++) {
         const loom_edge *e = &edges[i];

@@ -12,6 +12,7 @@
 
 struct xray_opts {
     const char *model, *prompt, *layers, *perturb;
+    const char *evaluating; /* the last option given that only an evaluation uses (-p, -n, -t, --numerics, ...) */
     struct xray_request req;
     int list, json;
     struct loom_cli_model_opts mo;
@@ -50,6 +51,8 @@ static const char *const XRAY_OPTIONS[] = {"-m", "-p", "--layers", "--edges", "-
 static int xray_set(void *opts, const char *opt, const char *val)
 {
     struct xray_opts *o = opts;
+    if (strcmp(opt, "-m") && strcmp(opt, "--layers") && strcmp(opt, "--edges"))
+        o->evaluating = opt;
     const char **str = !strcmp(opt, "-m") ? &o->model : !strcmp(opt, "-p") ? &o->prompt
                      : !strcmp(opt, "--layers") ? &o->layers : !strcmp(opt, "--edges") ? &o->req.pattern
                      : !strcmp(opt, "--perturb") ? &o->perturb : NULL;
@@ -95,17 +98,16 @@ static int parse_perturb(const char *s, char *buf, size_t cap, struct xray_reque
 {
     snprintf(buf, cap, "%s", s);
     q->perturb = buf;
-    q->perturb_pos = -1;
     char *at = strchr(buf, '@');
-    if (!at)
-        return 0;
-    *at = 0;
-    long long p;
-    if (loom_cli_parse_int(at + 1, 0, 1 << 24, &p)) {
-        fprintf(stderr, "loom xray: --perturb expects EDGE or EDGE@POS (a position >= 0), found '%s'\n", s);
+    long long p = 0;
+    if (at)
+        *at = 0;
+    if (!*buf || (at && loom_cli_parse_int(at + 1, 0, LOOM_CLI_CTX_MAX - 1, &p))) {
+        fprintf(stderr, "loom xray: --perturb expects EDGE or EDGE@POS (an edge name, a position in [0, %d]), "
+                        "found '%s'\n", LOOM_CLI_CTX_MAX - 1, s);
         return -1;
     }
-    q->perturb_pos = (int)p;
+    q->perturb_pos = at ? (int)p : -1; /* -1: the edge's first row */
     return 0;
 }
 
@@ -127,11 +129,11 @@ static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb,
         rc = parse_layers(o->layers, &o->req.layer_lo, &o->req.layer_hi);
     if (rc == 0 && o->perturb)
         rc = parse_perturb(o->perturb, perturb, cap, &o->req);
-    const char *unused = !o->list ? NULL : o->prompt ? "-p" : o->req.n_decode ? "-n" : o->perturb ? "--perturb"
-                       : o->req.per_token ? "--per-token" : o->json ? "--json" : NULL;
+    const char *unused = !o->list ? NULL : o->evaluating ? o->evaluating : o->req.per_token ? "--per-token"
+                       : o->json ? "--json" : NULL;
     if (rc == 0 && unused) {
-        fprintf(stderr, "loom xray: --list prints the model's edges only: %s does not apply (-m, --layers and --edges "
-                        "do)\n", unused);
+        fprintf(stderr, "loom xray: --list prints the model's edges only: %s does not apply (-m, --layers, --edges "
+                        "and the model options do)\n", unused);
         rc = -1;
     }
     if (rc == 0 && !o->list && !o->prompt) {

@@ -92,6 +92,15 @@ check "--edges matching nothing: exit 2, said" '[ $rc -eq 2 ] && grep -q "no edg
 check "--layers past the model's layers: exit 2, naming the count" '[ $rc -eq 2 ] && grep -q "the model has 4" "$err"'
 "$loom" xray --list -m "$dense" --layers 3 --edges '*.attn.*' >"$out" 2>"$err"; rc=$?
 check "--list shows what --layers and --edges select" '[ $rc -eq 0 ] && [ $(grep -c "^blk\.3\.attn\." "$out") -eq 7 ] && [ $(wc -l <"$out") -eq 8 ]'
+for a in "-t 2" "--numerics canonical" "-n 1"; do
+    "$loom" xray --list -m "$dense" $a >"$out" 2>"$err"; rc=$?
+    check "--list with ${a% *}: a usage error" '[ $rc -eq 2 ] && grep -q -- "--list prints the model.s edges only: ${a% *} does not apply" "$err"'
+done
+for a in "" "@0" "embed@16777216"; do
+    "$loom" xray -m "$dense" -p "$prompt" --perturb "$a" >"$out" 2>"$err"; rc=$?
+    check "--perturb '$a': a usage error before anything runs" \
+        '[ $rc -eq 2 ] && grep -q -- "--perturb expects EDGE or EDGE@POS (an edge name, a position in \[0, 16777215\]), found .$a.$" "$err"'
+done
 "$loom" xray --list -m "$dense" -p hi >"$out" 2>"$err"; rc=$?
 check "--list with -p: a usage error saying -p does not apply" '[ $rc -eq 2 ] && grep -q -- "--list prints the model.s edges only: -p does not apply" "$err"'
 "$loom" xray -m "$dense" -p "$prompt" --perturb embed@1 --edges logits >"$out" 2>"$err"; rc=$?
