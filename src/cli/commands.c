@@ -286,7 +286,14 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
             continue;
         }
         if (argv[i][0] != '-') {
-            fprintf(stderr, "loom %s: unexpected argument '%s' (options are -X VALUE pairs)\n", cmd, argv[i]);
+            /* the pair before: an option whose value is spelled as an option of the command */
+            const char *prev = i >= 3 ? argv[i - 1] : NULL, *opt = i >= 3 ? argv[i - 2] : NULL;
+            if (prev && (is_listed(options, prev) || is_model_option(prev)) &&
+                (is_listed(options, opt) || (is_model_option(opt) && !loom_cli_model_flag(opt))))
+                fprintf(stderr, "loom %s: unexpected argument '%s' (%s took '%s' as its value: is %s's value "
+                                "missing?)\n", cmd, argv[i], argv[i - 2], prev, argv[i - 2]);
+            else
+                fprintf(stderr, "loom %s: unexpected argument '%s' (options are -X VALUE pairs)\n", cmd, argv[i]);
             return -1;
         }
         if (!is_model_option(argv[i]) && !is_listed(options, argv[i])) {

@@ -42,6 +42,9 @@ check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep 
 check "inspect without FILE says so" '[ $rc -eq 2 ] && grep -q "^loom inspect: expected a GGUF FILE, found none$" "$err" && grep -q "^usage: loom inspect" "$err"'
 "$loom" inspect --ctx 16777217 "$model" >"$out" 2>"$err"; rc=$?
 check "inspect --ctx has -c's bound" '[ $rc -eq 2 ] && grep -q -- "--ctx expects a context length in \[1, 16777216\], found .16777217.$" "$err"'
+"$loom" run -p -n 4 >"$out" 2>"$err"; rc=$?
+check "an option that took the next option as its value is named" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: unexpected argument .4. (-p took .-n. as its value: is -p.s value missing?)" "$err"'
 "$loom" run -m "$model" -n 2 >"$out" 2>"$err"; rc=$?
 check "run without -p names -p alone" '[ $rc -eq 2 ] && grep -q "^loom run: -p TEXT is required" "$err"'
 "$loom" run -m "$model" -p hi >"$out" 2>"$err"; rc=$?
