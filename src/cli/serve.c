@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -577,13 +578,14 @@ static const char *method_name(enum evhttp_cmd_type m)
     }
 }
 
-/* With --api-key: "Authorization: Bearer KEY", compared in time independent of where it differs. */
+/* With --api-key: "Authorization: Bearer KEY" (the scheme's name in any case, as HTTP's are), the key compared in
+ * time independent of where it differs. */
 static int authorized(const struct server *s, struct evhttp_request *h)
 {
     if (!s->o->api_key)
         return 1;
     const char *v = evhttp_find_header(evhttp_request_get_input_headers(h), "Authorization");
-    if (!v || strncmp(v, "Bearer ", 7))
+    if (!v || strncasecmp(v, "Bearer ", 7))
         return 0;
     v += 7;
     size_t n = strlen(v), k = strlen(s->o->api_key);

@@ -554,6 +554,15 @@ static int message_role(json_t *m, const char *at, loom_chat_message *msg, struc
                       "or \"tool\", found \"%.40s\"", path, role), -1;
 }
 
+/* A message's content left out or null where the message needs it (every message but an assistant's with
+ * tool_calls): -1 with e naming its path. */
+static int no_content(const char *path, json_t *content, struct serve_err *e)
+{
+    return serve_fail(e, 400, path, content ? "invalid_type" : "missing_required_parameter",
+                      "%s: expected a string or an array of text parts (only an assistant message with tool_calls "
+                      "may leave it out), found %s", path, content ? "null" : "nothing"), -1;
+}
+
 static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
                          struct serve_err *e)
 {
@@ -570,9 +579,7 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
         return -1;
     snprintf(path, sizeof path, "%s.content", at);
     if (!msg->content && strcmp(msg->role, "assistant")) /* OpenAI: only an assistant's (tool calls) may be null */
-        return serve_fail(e, 400, path, content ? "invalid_type" : "missing_required_parameter",
-                          "%s: expected a string or an array of text parts (only an assistant message may leave it "
-                          "out), found %s", path, content ? "null" : "nothing"), -1;
+        return no_content(path, content, e);
     if (own) {
         char **v = realloc(*owned, (*n_owned + 1) * sizeof *v);
         if (!v) {
@@ -586,7 +593,9 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
     if (opt_string(m, at, "reasoning_content", &msg->reasoning_content, e) != 0 ||
         opt_string(m, at, "name", &msg->name, e) != 0)
         return -1;
-    return message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e);
+    if (message_tool_calls(json_object_get(m, "tool_calls"), i, msg, owned, n_owned, e) != 0)
+        return -1;
+    return msg->content || msg->n_tool_calls ? 0 : no_content(path, content, e);
 }
 
 /* tools[i]: {"type": "function" (or left out), "function": {"name": STRING, "parameters": SCHEMA (optional)}}. */
@@ -797,7 +806,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: it holds a NUL byte at "
                           "offset %zu (JSON text has none; a string would write it \\u0000, which loom refuses too)",
                           (size_t)(nul - body));
-    json_t *o = json_loadb(body, len, 0, &je);
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je); /* a JSON value that is not an object: named below */
     if (!o && json_error_code(&je) == json_error_null_character) /* its text names its JSON_ALLOW_NUL flag */
         return serve_fail(e, 400, NULL, "invalid_value", "the body's JSON is refused: a string holds a NUL character "
                           "(\\u0000), which loom does not take (the string ends at line %d, column %d)", je.line,
@@ -806,8 +815,10 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
                           je.text, je.line, je.column);
     if (!json_is_object(o)) {
+        char buf[40];
+        serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s", jfound(o, buf, sizeof buf));
         json_decref(o);
-        return serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object");
+        return NULL;
     }
     return o;
 }

@@ -284,6 +284,7 @@ check("a user's <|im_start|> never becomes the control token", st == 200 and ids
 bad = [
     ("malformed JSON", "/v1/chat/completions", b'{"messages": [', 400, None, "invalid_json"),
     ("a body that is not an object", "/v1/chat/completions", b'[1, 2]', 400, None, "invalid_json"),
+    ("a body that is JSON null", "/v1/chat/completions", b'null', 400, None, "invalid_json"),
     ("temperature of the wrong type", "/v1/chat/completions", chat_body("hi", temperature="hot"), 400, "temperature",
      "invalid_type"),
     ("temperature out of range", "/v1/chat/completions", chat_body("hi", temperature=5), 400, "temperature", None),
@@ -336,6 +337,12 @@ bad = [
      "messages[0].content", "missing_required_parameter"),
     ("a user message with null content", "/v1/chat/completions", {"messages": [{"role": "user", "content": None}]}, 400,
      "messages[0].content", "invalid_type"),
+    ("an assistant message with null content and no tool_calls", "/v1/chat/completions",
+     {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}]}, 400,
+     "messages[1].content", "invalid_type"),
+    ("an assistant message without content or tool_calls", "/v1/chat/completions",
+     {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}]}, 400,
+     "messages[1].content", "missing_required_parameter"),
     ("content a number", "/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, 400,
      "messages[0].content", "invalid_type"),
     ("the third message's content a number", "/v1/chat/completions",
@@ -382,6 +389,9 @@ for what, path, body, status, param, code in bad:
           e.get("type") == "invalid_request_error" and e.get("message") and (code is None or e.get("code") == code),
           f"{st} {e}")
     check(f"{what}: the server keeps serving", a.healthy())
+st, e = err_of(a.request("POST", "/v1/completions", raw=b"null"))
+check("a body that is JSON null is said to be null, not invalid JSON",
+      e.get("message") == "the body must be a JSON object, found null", str(e))
 st, e = err_of(a.request("POST", "/v1/completions", {"prompt": "word " * 400}))
 check("the long prompt's message has the numbers", re.search(r"\b40\d tokens.*\b256\b", e.get("message", "")),
       e.get("message"))
@@ -425,6 +435,9 @@ for what, key in (("no API key", None), ("a wrong API key", "wrong")):
     st, e = err_of(a.request("POST", "/v1/completions", comp, key=key))
     check(f"{what}: 401", st == 401 and e.get("code") == "invalid_api_key", f"{st} {e}")
 check("401: the server keeps serving", a.healthy())
+st, _ = a.request("POST", "/v1/completions", dict(comp, max_tokens=1), key=None,
+                  headers={"Authorization": "bearer " + KEY})
+check("the Authorization scheme in any case (bearer KEY): taken", st == 200, str(st))
 st, e = err_of(a.request("GET", "/v1/nothing"))
 check("an unknown path: 404 naming it", st == 404 and "'/v1/nothing'" in e.get("message", ""), f"{st} {e}")
 st, e = err_of(a.request("GET", "/v1/chat/completions"))
