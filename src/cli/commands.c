@@ -2,6 +2,8 @@
  * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, the sampler
  * options of run and chat, and the kernel choice from the environment. */
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -463,6 +465,12 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         if (strcmp(opt, f->name))
             continue;
         if (loom_cli_parse_real(val, f->lo, f->hi, &v) == 0 && !(f->lo_open && v == f->lo)) {
+            if (v != 0 && !(fabs(v) >= FLT_MIN)) { /* as a float 0 or subnormal: a divisor of inf, or off */
+                fprintf(stderr, "loom %s: %s expects a number in %c%g, %g] that is 0 or at least %g in magnitude as "
+                                "a float, found '%s'\n", cmd, opt, f->lo_open ? '(' : '[', f->lo, f->hi,
+                        (double)FLT_MIN, val);
+                return -1;
+            }
             *(float *)((char *)&so->sp + f->off) = (float)v;
             return 1;
         }
