@@ -56,7 +56,7 @@ struct chat {
 };
 
 static const char CHAT_SYNOPSIS[] =
-    "usage: loom chat [-m FILE] [-t N] [-n MAX] [-c CTX] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
+    "usage: loom chat [-m FILE] [-t N] [-c CTX] [-n MAX] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                 [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
     "                 [--frequency-penalty A] [--stop STRING]... [--chat-template-file FILE] [--check-tensors]\n"
     "                 [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE] [--cache-type-k TYPE]\n";

@@ -215,7 +215,7 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
     if (!strcmp(opt, "--read-ahead")) {
         static const char *const modes[] = {"default", "none", "predicted", "history", "all"};
         for (int i = 1; val && i <= LOOM_READ_AHEAD_ALL; i++)
-            if (!strcmp(val, modes[i])) {
+            if (!strcasecmp(val, modes[i])) { /* any case, as --numerics and --cache-type-k */
                 mo->params.read_ahead = (enum loom_read_ahead)i;
                 return 1;
             }
@@ -423,7 +423,8 @@ static const struct sampler_float_opt {
 static int sampler_stop(const char *cmd, struct loom_cli_sampler_opts *so, const char *val)
 {
     if (so->n_stops == LOOM_CLI_STOPS_MAX) {
-        fprintf(stderr, "loom %s: at most %d --stop strings\n", cmd, LOOM_CLI_STOPS_MAX);
+        fprintf(stderr, "loom %s: --stop expects at most %d strings, found another: '%s'\n", cmd, LOOM_CLI_STOPS_MAX,
+                val);
         return -1;
     }
     if (!val[0] || strlen(val) > LOOM_CLI_STOP_MAX_LEN) {

@@ -108,6 +108,11 @@ for v in "+0.5" "' 0.5'" "inf" "nan" "0x1p-1"; do
     eval "\"\$loom\" run -m \"\$model\" -p hi -n 2 --temp $v" >"$out" 2>"$err"; rc=$?
     check "run --temp $v is refused" '[ $rc -eq 2 ] && grep -q -- "--temp expects a number in \[0, 100\], found" "$err"'
 done
+stops=$(for i in $(seq 17); do printf -- "--stop s%d " $i; done)
+"$loom" run -m "$model" -p hi -n 1 $stops >"$out" 2>"$err"; rc=$?
+check "a 17th --stop is named" '[ $rc -eq 2 ] && grep -q -- "--stop expects at most 16 strings, found another: .s17.$" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --read-ahead NONE >"$out" 2>"$err"; rc=$?
+check "--read-ahead takes its value in any case (then needs --mem-budget)" '[ $rc -eq 2 ] && grep -q "it needs --mem-budget" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-39 >"$out" 2>"$err"; rc=$?
 check "a value a float holds only as a subnormal is refused" \
     '[ $rc -eq 2 ] && grep -q -- "--repeat-penalty expects a number in (0, 100\] that is 0 or at least 1.17549e-38 in magnitude as a float, found .1e-39.$" "$err"'
