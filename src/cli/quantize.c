@@ -19,6 +19,7 @@ static void quantize_usage(FILE *f)
     for (int i = 0; loom_quantize_recipe(i); i++)
         fprintf(f, " %s", loom_quantize_recipe(i));
     fprintf(f, "\n  per-tensor types as llama.cpp's llama-quantize chooses them, the bytes it writes\n"
+               "  -t THREADS                 worker threads (default: all online CPUs; --threads too)\n"
                "  --imatrix FILE             importance matrix (GGUF from llama-imatrix) steering the quantizers\n"
                "  --tensor-type PATTERN=TYPE tensors whose name matches PATTERN (a POSIX extended regular\n"
                "                             expression, lowercased; \\d is [0-9]) take TYPE (q8_0, q6_k, f16, ...);\n"
