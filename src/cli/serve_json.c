@@ -296,7 +296,7 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
 static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "stop"), *s;
-    char buf[40];
+    char buf[40], at[32];
     size_t i;
     *n_stops = 0;
     if (!v || json_is_null(v))
@@ -305,8 +305,9 @@ static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_e
         stops[(*n_stops)++] = json_string_value(v);
     else if (json_is_array(v) && json_array_size(v) <= SERVE_MAX_STOPS) {
         json_array_foreach(v, i, s) {
+            snprintf(at, sizeof at, "stop[%zu]", i);
             if (!json_is_string(s))
-                return serve_fail(e, 400, "stop", "invalid_type", "stop[%zu]: expected a string, found %s", i,
+                return serve_fail(e, 400, at, "invalid_type", "%s: expected a string, found %s", at,
                                   jfound(s, buf, sizeof buf)), -1;
             stops[(*n_stops)++] = json_string_value(s);
         }
@@ -316,11 +317,15 @@ static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_e
     else
         return serve_fail(e, 400, "stop", "invalid_type", "stop: expected a string or an array of strings, found %s",
                           jfound(v, buf, sizeof buf)), -1;
-    for (int k = 0; k < *n_stops; k++)
+    for (int k = 0; k < *n_stops; k++) {
+        if (json_is_array(v))
+            snprintf(at, sizeof at, "stop[%d]", k);
+        else
+            snprintf(at, sizeof at, "stop");
         if (!stops[k][0] || strlen(stops[k]) > SERVE_STOP_MAX_LEN)
-            return serve_fail(e, 400, "stop", "invalid_value",
-                              "stop: expected strings of 1 to %d bytes, found %zu bytes", SERVE_STOP_MAX_LEN,
-                              strlen(stops[k])), -1;
+            return serve_fail(e, 400, at, "invalid_value", "%s: expected a string of 1 to %d bytes, found %zu bytes",
+                              at, SERVE_STOP_MAX_LEN, strlen(stops[k])), -1;
+    }
     return 0;
 }
 
@@ -928,7 +933,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
 char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, struct serve_err *e)
 {
     json_t *o = parse_body(body, len, e), *v, *t;
-    char buf[40];
+    char buf[40], at[32];
     size_t i;
     if (!o)
         return NULL;
@@ -943,9 +948,10 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
     json_array_foreach(v, i, t) {
         if (!ok)
             break;
+        snprintf(at, sizeof at, "tokens[%zu]", i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
-            ok = !!serve_fail(e, 400, "tokens", json_is_number(t) ? "invalid_value" : "invalid_type",
-                              "tokens[%zu]: expected a token id in [0, %d], found %s", i, n_vocab - 1,
+            ok = !!serve_fail(e, 400, at, json_is_number(t) ? "invalid_value" : "invalid_type",
+                              "%s: expected a token id in [0, %d], found %s", at, n_vocab - 1,
                               jfound(t, buf, sizeof buf));
         else
             ids[i] = (int32_t)json_integer_value(t);
