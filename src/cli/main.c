@@ -40,6 +40,10 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : check_stdout("--help", 0, 1);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        if (argc > 2) {
+            fprintf(stderr, "loom: %s takes no arguments, found '%s'\n", argv[1], argv[2]);
+            return 2;
+        }
         printf("loom %s\n", loom_version());
         return check_stdout("--version", 0, 1);
     }

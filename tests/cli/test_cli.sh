@@ -36,6 +36,8 @@ check "run -p '': a usage error, before the model loads" '[ $rc -eq 2 ] && grep 
 # a bad option value shows the command's synopsis everywhere; an option before the command is named as one
 "$loom" bench -m "$model" -t 0 >"$out" 2>"$err"; rc=$?
 check "bench -t 0 shows bench's synopsis" '[ $rc -eq 2 ] && grep -q "^usage: loom bench -m FILE" "$err" && grep -q "loom bench --help for details" "$err"'
+"$loom" --version extra >"$out" 2>"$err"; rc=$?
+check "loom --version extra is refused" '[ $rc -eq 2 ] && grep -q "^loom: --version takes no arguments, found .extra.$" "$err"'
 "$loom" --bogus >"$out" 2>"$err"; rc=$?
 check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--bogus. (options come after the command" "$err"'
 "$loom" inspect >"$out" 2>"$err"; rc=$?
