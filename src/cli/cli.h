@@ -88,7 +88,8 @@ int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const
 loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer *tok, const char *file);
 /* The command line's numbers, one syntax for every option (commands.c). loom_cli_parse_int: the whole string as a
  * decimal integer in [lo, hi], an optional '-' then digits and nothing else (" 2", "+5", "0x10" and "2k" are
- * refused; "010" is ten). loom_cli_parse_u64: digits only, any value below 2^64 (seeds). loom_cli_parse_real: a
+ * refused; "010" is ten). loom_cli_parse_u64: digits only, any value below 2^64 (synth's seed;
+ * the sampler seeds of run, chat and serve stop at 2^63 - 1, as a JSON integer). loom_cli_parse_real: a
  * finite decimal number in [lo, hi] (strtod's decimal form: "0.5", ".5", "-1", "1e-3"; no blanks, '+', hex, inf
  * or nan). Each returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out
  * untouched; the caller prints the message. */
