@@ -402,8 +402,9 @@ static FILE *create_temporary(const char *path, char *tmp, size_t cap)
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
             FILE *f = fdopen(fd, "wb");
+            int e = errno; /* fdopen's, kept through the clean-up */
             if (!f)
-                close(fd), unlink(tmp);
+                close(fd), unlink(tmp), errno = e;
             return f;
         }
         if (errno != EEXIST)
