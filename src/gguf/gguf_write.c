@@ -425,7 +425,8 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
         return rc;
     /* the rename below replaces the directory entry: never let it replace a device, FIFO or symlink */
     struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    int existed = lstat(path, &st) == 0;
+    if (existed && !S_ISREG(st.st_mode))
         return loom_errorf(err, LOOM_E_ARG, "output '%s': expected a regular file or a new path, found %s", path,
                            S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
                                                                                        : "a device, FIFO or socket");
@@ -434,6 +435,10 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
     if (!tmp)
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory");
     struct out o = {create_temporary(path, tmp, cap), tmp, 0, err};
+    if (o.f && existed && fchmod(fileno(o.f), st.st_mode & 07777) != 0) { /* a replaced file keeps its mode */
+        int e = errno;
+        fclose(o.f), unlink(tmp), errno = e, o.f = NULL;
+    }
     if (!o.f) {
         rc = loom_errorf(err, LOOM_E_IO, "create '%s': %s", tmp, strerror(errno));
         free(tmp);

@@ -823,9 +823,14 @@ static int synth_quant_types(struct synth *s, loom_error *err)
     if (rc == LOOM_OK) /* written where llama_model_quantize writes them in the quantized F32 file */
         rc = loom_quant_file_order(d, s->n_t, s->order, err);
     for (uint32_t i = 0; rc == LOOM_OK && i < s->n_t; i++) {
+        const struct loom_type_traits *tr = loom_type_traits(types[i]);
         if (types[i] != s->t[i].type && synth_kind_direct(s->t[i].kind))
             rc = loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': recipe %s quantizes a tensor generated as F32",
                              s->t[i].name, s->par->recipe->name);
+        else if (tr->block_size > 1 && !tr->quantize) /* IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S: importance weights only */
+            rc = loom_errorf(err, LOOM_E_ARG, "synth: recipe %s: tensor '%s' goes to %s, which needs an importance "
+                             "matrix (loom quantize --imatrix); synth writes without one", s->par->recipe->name,
+                             s->t[i].name, tr->name);
         s->t[i].type = types[i];
     }
     free(d);

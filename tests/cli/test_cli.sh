@@ -140,6 +140,13 @@ echo precious >"$edited.gguf.tmp"
 check "the writer's temporary file never replaces a file of that name" \
     '[ $rc -eq 0 ] && [ "$(cat "$edited.gguf.tmp")" = precious ] && ! ls "$edited".gguf.*.tmp >/dev/null 2>&1'
 rm -f "$edited.gguf" "$edited.gguf.tmp"
+"$loom" synth --preset micro --type IQ2_XXS -o "$edited.gguf" >"$out" 2>"$err"; rc=$?
+check "synth --type IQ2_XXS (importance weights only) is refused, not a crash" \
+    '[ $rc -eq 2 ] && grep -q "goes to IQ2_XXS, which needs an importance matrix" "$err" && ! ls "$edited".gguf* >/dev/null 2>&1'
+printf 'old' >"$edited.gguf" && chmod 600 "$edited.gguf"
+"$loom" synth --preset micro -o "$edited.gguf" >"$out" 2>"$err"; rc=$?
+check "a replaced output keeps its mode" '[ $rc -eq 0 ] && [ "$(stat -c %a "$edited.gguf")" = 600 ]'
+rm -f "$edited.gguf"
 "$loom" synth --preset tiny --seed 0x10 -o /dev/null >"$out" 2>"$err"; rc=$?
 check "synth --seed takes decimal only" '[ $rc -eq 2 ] && grep -q -- "--seed expects an integer in \[0, 2^64), found .0x10.$" "$err"'
 "$loom" xray -m "$model" -p hi --layers 1-+2 >"$out" 2>"$err"; rc=$?
