@@ -467,9 +467,9 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
             continue;
         if (loom_cli_parse_real(val, f->lo, f->hi, &v) == 0 && !(f->lo_open && v == f->lo)) {
             if (v != 0 && !(fabs(v) >= FLT_MIN)) { /* as a float 0 or subnormal: a divisor of inf, or off */
-                fprintf(stderr, "loom %s: %s expects a number in %c%g, %g] that is 0 or at least %g in magnitude as "
-                                "a float, found '%s'\n", cmd, opt, f->lo_open ? '(' : '[', f->lo, f->hi,
-                        (double)FLT_MIN, val);
+                fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s', which a float holds only "
+                                "as a subnormal or 0 (its least normal number is %g)\n", cmd, opt,
+                        f->lo_open ? '(' : '[', f->lo, f->hi, val, (double)FLT_MIN);
                 return -1;
             }
             *(float *)((char *)&so->sp + f->off) = (float)v;

@@ -3,6 +3,7 @@
  * with provenance, prompt tokenized, sampler and stop matcher made); /tokenize and /detokenize; the response
  * and stream-chunk shapes of OpenAI's chat.completion, chat.completion.chunk and text_completion. */
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,6 +108,11 @@ static int get_float(json_t *o, const char *key, double lo, double hi, float *ou
     if (!json_is_number(v) || !(d >= lo && d <= hi)) {
         serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
                    "%s: expected a number in [%g, %g], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
+        return -1;
+    }
+    if (d != 0 && !(fabs(d) >= FLT_MIN)) { /* as run's options: a float holds it only as a subnormal or 0 */
+        serve_fail(e, 400, key, "invalid_value", "%s: expected 0 or a magnitude of at least %g (a float's least "
+                   "normal number), found %s", key, (double)FLT_MIN, jfound(v, buf, sizeof buf));
         return -1;
     }
     *out = (float)d;

@@ -192,8 +192,8 @@ static json_t *json_text(const char *s)
 /* A tool call's arguments: JSON text of an object, or of a string holding an object's JSON. */
 static json_t *call_arguments(const char *text, size_t i, size_t k, loom_error *err)
 {
-    char what[80];
-    snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].arguments", i, k);
+    char what[112];
+    snprintf(what, sizeof what, "messages[%zu].tool_calls[%zu].function.arguments", i, k);
     return loom_chat_json_arguments(text, what, err);
 }
 

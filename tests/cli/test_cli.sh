@@ -117,7 +117,7 @@ check "a 17th --stop is named" '[ $rc -eq 2 ] && grep -q -- "--stop expects at m
 check "--read-ahead takes its value in any case (then needs --mem-budget)" '[ $rc -eq 2 ] && grep -q "it needs --mem-budget" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-39 >"$out" 2>"$err"; rc=$?
 check "a value a float holds only as a subnormal is refused" \
-    '[ $rc -eq 2 ] && grep -q -- "--repeat-penalty expects a number in (0, 100\] that is 0 or at least 1.17549e-38 in magnitude as a float, found .1e-39.$" "$err"'
+    '[ $rc -eq 2 ] && grep -q -- "--repeat-penalty expects a number in (0, 100\], found .1e-39., which a float holds only as a subnormal or 0" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --temp .5 -n 010 >"$out" 2>"$err"; rc=$?
 check "run takes --temp .5 and -n 010 (ten)" '[ $rc -eq 0 ] && grep -q "(10 generated)" "$err"'
 "$loom" quantize -t +2 a b Q4_K_M >"$out" 2>"$err"; rc=$?
