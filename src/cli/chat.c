@@ -337,7 +337,10 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
     if (rc != LOOM_OK)
         return loom_errorf(err, rc, "chat: could not store the message");
     rc = chat_render_ids(c, &ids, &n, err);
-    if (rc == LOOM_OK && (n >= c->o->n_ctx || n < 2))
+    if (rc == LOOM_OK && n < 2) /* chat_prefill: a token at least through the prompt cache, then one at least */
+        rc = loom_errorf(err, LOOM_E_RANGE, "the chat template rendered the conversation as %d token%s, expected at "
+                         "least 2 (a template that prints too little to answer from)", n, n == 1 ? "" : "s");
+    else if (rc == LOOM_OK && n >= c->o->n_ctx)
         rc = loom_errorf(err, LOOM_E_RANGE,
                          "the conversation needs %d tokens plus room to reply, the context holds %d (use /reset, or a "
                          "larger -c)",

@@ -198,6 +198,10 @@ check "chat --chat-template-file with a ChatML file answers" '[ $rc -eq 0 ] && [
 printf '{{ raise_exception("the file renders: " + messages[0].content) }}' >"$edited"
 echo hi | "$loom" chat -m "$model" -n 4 -t 1 --chat-template-file "$edited" >"$out" 2>"$err"; rc=$?
 check "chat --chat-template-file renders with the file" '[ $rc -eq 1 ] && grep -q "^loom chat: the file renders: hi$" "$err"'
+printf '%s' '{% for m in messages %}{{ m.content }}{% endfor %}' >"$edited"
+echo hi | "$loom" chat -m "$model" -n 2 --chat-template-file "$edited" >"$out" 2>"$err"; rc=$?
+check "chat: a template that renders 1 token is named as such, not as a full context" \
+    '[ $rc -eq 1 ] && grep -q "the chat template rendered the conversation as 1 token, expected at least 2" "$err"'
 "$loom" chat -m "$model" --chat-template-file /nonexistent/t.jinja </dev/null >"$out" 2>"$err"; rc=$?
 check "chat --chat-template-file names a file it cannot read" \
     '[ $rc -eq 1 ] && grep -q "^loom chat: --chat-template-file /nonexistent/t.jinja: No such file" "$err"'
