@@ -205,8 +205,9 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
         snprintf(steps, sizeof steps, "one batch, micro-batches of 512");
     else
         snprintf(steps, sizeof steps, "one batch");
-    printf("%s: %d prompt tokens (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
-           "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, steps, o->req.n_decode,
+    printf("%s: %d prompt token%s (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
+           "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, n_prompt == 1 ? "" : "s", steps,
+           o->req.n_decode,
            numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
            o->req.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16 K/V");
 }
