@@ -92,8 +92,8 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
             const char *v = i + 1 < argc ? argv[++i] : NULL;
             long long t;
             if (loom_cli_parse_int(v, 1, LOOM_CLI_THREADS_MAX, &t)) {
-                fprintf(stderr, "loom quantize: %s expects an integer in [1, %d], found %s%s%s\n", argv[i - (v != NULL)],
-                        LOOM_CLI_THREADS_MAX, LOOM_CLI_FOUND(v));
+                fprintf(stderr, "loom quantize: %s expects an integer in [1, %d], found %s%s%s\n",
+                        argv[i - (v != NULL)], LOOM_CLI_THREADS_MAX, LOOM_CLI_FOUND(v));
                 return 2;
             }
             *threads = (int)t;

@@ -827,7 +827,8 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
                           je.text, je.line, je.column);
     if (!json_is_object(o)) {
         char buf[40];
-        serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s", jfound(o, buf, sizeof buf));
+        serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s",
+                   jfound(o, buf, sizeof buf));
         json_decref(o);
         return NULL;
     }

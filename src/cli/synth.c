@@ -94,7 +94,8 @@ static int synth_option(const char *a, const char *v, loom_synth_options *par, c
     else if (!strcmp(a, "--type"))
         expected = (par->type = synth_cli_type(v)) ? NULL : "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)";
     else if (!strcmp(a, "--split"))
-        expected = loom_cli_parse_int(v, 1, 65535, &n) ? "an integer in [1, 65535]" : (par->n_split = (uint32_t)n, NULL);
+        expected = loom_cli_parse_int(v, 1, 65535, &n) ? "an integer in [1, 65535]"
+                                                       : (par->n_split = (uint32_t)n, NULL);
     else /* --seed */
         expected = loom_cli_parse_u64(v, &par->seed) ? "an integer in [0, 2^64)" : NULL;
     if (!expected)
