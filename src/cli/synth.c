@@ -68,39 +68,36 @@ static const char *synth_cli_type(const char *s)
  * printed. */
 static int synth_option(const char *a, const char *v, loom_synth_options *par, const char **out, const char **vocab)
 {
-    static const char *const takes_value[] = {"--preset", "-o", "--output", "--vocab", "--router", "--type", "--split",
-                                              "--seed"};
+    static const struct {
+        const char *name, *expected; /* the option, what its value must be */
+    } opts[] = {{"--preset", "a preset name"}, {"-o", "a file name"}, {"--output", "a file name"},
+                {"--vocab", "a file name"}, {"--router", "uniform or skewed"},
+                {"--type", "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)"}, {"--split", "an integer in [1, 65535]"},
+                {"--seed", "an integer in [0, 2^64)"}};
     size_t k = 0;
-    while (k < sizeof takes_value / sizeof takes_value[0] && strcmp(a, takes_value[k]))
+    while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k].name))
         k++;
-    if (k == sizeof takes_value / sizeof takes_value[0]) {
+    if (k == sizeof opts / sizeof opts[0]) {
         fprintf(stderr, "loom synth: %s '%s'\n", a[0] == '-' ? "unknown option" : "unexpected argument", a);
         return -1;
     }
     long long n;
-    const char *expected = NULL;
-    if (!v || (!*v && (a[1] == 'o' || !strcmp(a, "--output") || !strcmp(a, "--vocab"))))
-        expected = !strcmp(a, "--preset") ? "a preset name" : !strcmp(a, "--seed") ? "an integer in [0, 2^64)"
-                 : !strcmp(a, "--split") ? "an integer in [1, 65535]" : !strcmp(a, "--router") ? "uniform or skewed"
-                 : !strcmp(a, "--type") ? "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)" : "a file name";
-    else if (!strcmp(a, "--preset"))
+    int file = !strcmp(opts[k].expected, "a file name"), ok = v && (*v || !file); /* a file name is never empty */
+    if (ok && !strcmp(a, "--preset"))
         par->preset = v;
-    else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-        *out = v;
-    else if (!strcmp(a, "--vocab"))
-        *vocab = v;
-    else if (!strcmp(a, "--router"))
-        expected = strcmp(v, "uniform") && strcmp(v, "skewed") ? "uniform or skewed" : (par->router = v, NULL);
-    else if (!strcmp(a, "--type"))
-        expected = (par->type = synth_cli_type(v)) ? NULL : "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)";
-    else if (!strcmp(a, "--split"))
-        expected = loom_cli_parse_int(v, 1, 65535, &n) ? "an integer in [1, 65535]"
-                                                       : (par->n_split = (uint32_t)n, NULL);
-    else /* --seed */
-        expected = loom_cli_parse_u64(v, &par->seed) ? "an integer in [0, 2^64)" : NULL;
-    if (!expected)
+    else if (ok && file)
+        *(strcmp(a, "--vocab") ? out : vocab) = v;
+    else if (ok && !strcmp(a, "--router"))
+        ok = (!strcmp(v, "uniform") || !strcmp(v, "skewed")) && (par->router = v);
+    else if (ok && !strcmp(a, "--type"))
+        ok = (par->type = synth_cli_type(v)) != NULL;
+    else if (ok && !strcmp(a, "--split"))
+        ok = !loom_cli_parse_int(v, 1, 65535, &n) && (par->n_split = (uint32_t)n);
+    else if (ok) /* --seed */
+        ok = !loom_cli_parse_u64(v, &par->seed);
+    if (ok)
         return 0;
-    fprintf(stderr, "loom synth: %s expects %s, found %s%s%s\n", a, expected, LOOM_CLI_FOUND(v));
+    fprintf(stderr, "loom synth: %s expects %s, found %s%s%s\n", a, opts[k].expected, LOOM_CLI_FOUND(v));
     return -1;
 }
 
