@@ -79,7 +79,7 @@ int loom_geometry_state_totals(const struct loom_arch *arch, const struct loom_h
 uint64_t loom_geometry_k_bytes(const struct loom_geometry *geo, enum loom_kv_type type)
 {
     const struct loom_owner_shape *k = &geo->owner[LOOM_OWNER_K];
-    int64_t heads = k->shape[1], dim = k->shape[2];
+    int64_t heads = k->shape[0], dim = k->shape[2];
     if (type == LOOM_KV_F16)
         return k->bytes;
     if (type != LOOM_KV_Q8_0 || dim % 32 != 0)

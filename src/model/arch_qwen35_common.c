@@ -443,7 +443,7 @@ static int derive_geometry(const struct loom_arch *arch, const struct loom_hpara
     geo->owner[LOOM_OWNER_RECURRENT] = (struct loom_owner_shape){
         LOOM_TYPE_F32, -1, {(int64_t)Hv, (int64_t)d, (int64_t)d}, mat};
     geo->owner[LOOM_OWNER_K] = (struct loom_owner_shape){
-        LOOM_TYPE_F16, 0, {0, (int64_t)Hkv, hp->head_dim_k}, kv_k * 2};
+        LOOM_TYPE_F16, 1, {(int64_t)Hkv, 0, hp->head_dim_k}, kv_k * 2};
     geo->owner[LOOM_OWNER_V] = (struct loom_owner_shape){
         LOOM_TYPE_F16, 2, {(int64_t)Hkv, hp->head_dim_v, 0}, kv_v * 2};
     geo->scratch = (struct loom_scratch_widths){

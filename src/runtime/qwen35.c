@@ -462,12 +462,12 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int thread)
         }
         struct row_state r = row_at(c, t0);
         int kvh = h0 / (H / Hkv);
-        if (q8_row) /* Q8_0 K cache: the query rows in Q8_0, K rows of Hkv * q8_row bytes per position */
-            c->s->ops->attn_heads_q8(n_q, n_kv, hd, q16, (const char *)r.ls->k + kvh * q8_row, Hkv * q8_row,
+        if (q8_row) /* Q8_0 K cache: the query rows in Q8_0, each KV head's K rows q8_row bytes apart */
+            c->s->ops->attn_heads_q8(n_q, n_kv, hd, q16, (const char *)r.ls->k + kvh * r.n_ctx * q8_row, q8_row,
                                      r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores,
                                      probs16, n_ctx, out, hdv);
         else
-            c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + (int64_t)kvh * hd, (int64_t)Hkv * hd,
+            c->s->ops->attn_heads(n_q, n_kv, hd, q16, r.ls->k + kvh * r.n_ctx * hd, hd,
                                   r.ls->v + (int64_t)kvh * hdv * r.n_ctx, r.n_ctx, hdv, scale, order, scores, probs16,
                                   n_ctx, out, hdv);
         /* output gate: attn * sigmoid(gate), the gate row following each query row */
@@ -505,10 +505,10 @@ static void prepare_task(void *ctx, int64_t begin, int64_t end, int thread)
             const float *v = sc->c + t * Hkv * hdv + h * hdv;
             loom_ops_rope_neox(k, n_rot, cache);
             if (q8_row) {
-                char *kc = (char *)r.ls->k + (p * Hkv + h) * q8_row;
+                char *kc = (char *)r.ls->k + (h * n_ctx + p) * q8_row;
                 q8_row_from(c->s, q8_from_float, k, sc->qrot + (int64_t)thread * hd, kc, hd);
             } else {
-                uint16_t *kc = r.ls->k + (p * Hkv + h) * hd;
+                uint16_t *kc = r.ls->k + (h * n_ctx + p) * hd;
                 for (int64_t i = 0; i < hd; i++)
                     kc[i] = loom_f32_to_f16(k[i]);
             }

@@ -2,8 +2,8 @@
  * the position, the token history, every state owner (loom_session_state_owners order) and the last logits,
  * closed by an XXH3 checksum. Written to a temporary file, fsynced and renamed into place; a restore checks
  * everything before changing the session. Layout (host byte order, x86-64): struct file_header, then
- * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K rows 0..pos-1, in the K cache
- * type the header names; V as [heads][dim] slices of pos values), then float logits[n_logits] when has_logits,
+ * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K per head its rows 0..pos-1, in
+ * the K cache type the header names; V as [heads][dim] slices of pos values), then float logits[n_logits] when has_logits,
  * then uint64 checksum of all that precedes it. */
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
@@ -19,8 +19,8 @@
 #include "util/error.h"
 
 #define STATE_MAGIC "LOOMSEQ\1"
-#define STATE_VERSION 3u /* 2: the identity hashes the hyper-parameters field by field; 3: and the weight table's
-                          * fused attention row (attn_qkv in attention layers) */
+#define STATE_VERSION 4u /* 2: the identity hashes the hyper-parameters field by field; 3: and the weight table's
+                          * fused attention row (attn_qkv in attention layers); 4: K rows per head (session.h) */
 
 struct file_header {
     char magic[8];
