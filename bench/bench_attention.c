@@ -16,7 +16,6 @@
 
 #define ROWS LOOM_OPS_ATTN_ROWS
 #define HD 256
-#define HKV 2 /* KV heads interleaved in the K cache rows, as the model stores them */
 #define CELL_SECONDS 0.3
 
 /* One thread's call: its inputs and scratch. */
@@ -45,14 +44,14 @@ static void call_init(struct call *c, int64_t n)
     for (int g = 0; g < ROWS; g++) /* row g: token g % 4 of head g / 4; the last token sees all n positions */
         c->n_kv[g] = n - 3 + g % 4;
     c->q16 = malloc(sizeof(uint16_t) * ROWS * HD);
-    c->k = malloc(sizeof(uint16_t) * (size_t)n * HKV * HD);
+    c->k = malloc(sizeof(uint16_t) * (size_t)n * HD); /* one KV head's rows, as the K cache holds them */
     c->v = malloc(sizeof(uint16_t) * (size_t)n * HD);
     c->probs16 = malloc(sizeof(uint16_t) * ROWS * (size_t)n);
     c->scores = malloc(sizeof(float) * ROWS * (size_t)n);
     c->out = malloc(sizeof(float) * ROWS * HD);
     for (int i = 0; i < ROWS * HD; i++)
         c->q16[i] = loom_f32_to_f16(frand() * 3.0f);
-    for (int64_t i = 0; i < n * HKV * HD; i++)
+    for (int64_t i = 0; i < n * HD; i++)
         c->k[i] = loom_f32_to_f16(frand() * 3.0f);
     for (int64_t i = 0; i < n * HD; i++)
         c->v[i] = loom_f32_to_f16(frand());
@@ -65,7 +64,7 @@ static void call_free(struct call *c)
 
 static void run_call(const struct run *r, const struct call *c)
 {
-    r->ops->attn_heads(ROWS, c->n_kv, HD, c->q16, c->k, HKV * HD, c->v, c->n_ctx, HD, 0.0625f, r->order, c->scores,
+    r->ops->attn_heads(ROWS, c->n_kv, HD, c->q16, c->k, HD, c->v, c->n_ctx, HD, 0.0625f, r->order, c->scores,
                        c->probs16, c->n_ctx, c->out, HD);
 }
 
