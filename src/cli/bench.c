@@ -2,7 +2,8 @@
  * spread, in a table shaped like llama-bench's; --ref runs the reference engine (loaded at run time, see
  * refengine.h) on the same file in the same process, alternating A/B/B/A, and prints loom/ref ratios; --mem
  * measures the machine's streaming read bandwidth and FP32 FMA and int8 dot peaks, the rooflines the figures are
- * set against. Ctrl+C or SIGTERM stops it: the table of the runs measured so far (nothing during the warm-ups), status 130 / 143. */
+ * set against. Ctrl+C, SIGTERM or SIGHUP stops it: the table of the runs measured so far (nothing during the warm-ups),
+ * status 130 / 143 / 129. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -785,8 +786,8 @@ done:
 
 /* bench_mem in a child process, so that its 1 GiB buffer does not count in this process's peak RSS; the
  * child prints its line and sends *m back through a pipe. Returns 0, -1 when it failed (or its line could not be
- * written to stdout: said), 1 when a signal stopped it (passed on to the child, which SIGTERM need not reach as
- * Ctrl+C does). */
+ * written to stdout: said), 1 when a signal stopped it (passed on to the child, which SIGTERM or SIGHUP need not
+ * reach as Ctrl+C does). */
 static int bench_mem_forked(int n_threads, loom_machine_probe *m)
 {
     int fd[2];

@@ -6,7 +6,7 @@
  * token or a --stop string. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
  * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
  * conversation; a turn stopped before its answer began is dropped) and returns to the prompt; a second Ctrl+C,
- * one at the prompt, or SIGTERM ends the chat. */
+ * one at the prompt, SIGTERM or SIGHUP ends the chat. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,8 +81,8 @@ static void chat_usage(FILE *f)
                "removes it), /think on|off (thinking in answers), /timing (last and total timing), /history\n"
                "(the conversation so far, on stderr), /quit.\n"
                "Ctrl+C stops an answer: the text printed so far stays in the conversation (a turn stopped before\n"
-               "its answer began is dropped) and the prompt returns; Ctrl+C at the prompt, a second Ctrl+C or\n"
-               "SIGTERM ends the chat (status 130 / 143).\n"
+               "its answer began is dropped) and the prompt returns; Ctrl+C at the prompt, a second Ctrl+C,\n"
+               "SIGTERM or SIGHUP ends the chat (status 130 / 143 / 129).\n"
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
                "answer is printed per line.\n",
             CHAT_SYNOPSIS);
@@ -426,7 +426,7 @@ static int chat_command(struct chat *c, const char *line)
 }
 
 /* After a turn: a failure's message, or what a signal stopped. Returns 1 when the chat is to end: a second
- * signal during the turn or SIGTERM (one Ctrl+C only ends the turn, even one that came as it finished). */
+ * signal during the turn, or any but SIGINT (one Ctrl+C only ends the turn, even one that came as it finished). */
 static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
 {
     if (rc == LOOM_E_CANCELLED)
@@ -436,7 +436,7 @@ static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
         loom_cli_fail("chat", rc, err);
     if (!loom_cli_signal())
         return 0;
-    if (loom_cli_signal() == SIGTERM || loom_cli_signal_count() > 1)
+    if (loom_cli_signal() != SIGINT || loom_cli_signal_count() > 1)
         return 1;
     loom_cli_signals_clear();
     return 0;

@@ -149,23 +149,30 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
  * Returns 0, or -1 with a message on stderr for an unknown value or one the CPU cannot run. commands.c. */
 int loom_cli_select_kernels(void);
 
-/* Ctrl+C and SIGTERM (signals.c). The long-running subcommands (run, chat, bench, quantize, synth) install
- * handlers that only count the signals; their work polls them, stops at the next step, cleans up (no temporary
- * or half-written file stays) and returns loom_cli_stopped_status(). A signal ignored on entry stays ignored. */
+/* Ctrl+C (SIGINT), SIGTERM and SIGHUP (signals.c). The long-running subcommands (run, chat, bench, quantize,
+ * synth) install handlers that only count the signals; their work polls them, stops at the next step, cleans up
+ * (no temporary or half-written file stays) and returns loom_cli_stopped_status(). A signal ignored on entry
+ * (nohup's SIGHUP, a script's background job's SIGINT) stays ignored. */
 void loom_cli_signals_install(void);
-/* SIGTERM once one came since the last clear, else SIGINT once one came, else 0. */
+/* Whether sig is ignored now (SIG_IGN): for a handled signal after loom_cli_signals_install, ignored on entry. */
+int loom_cli_signal_ignored(int sig);
+/* The signal that stops the work: SIGTERM once one came since the last clear, else SIGHUP once one came, else
+ * SIGINT once one came, else 0. */
 int loom_cli_signal(void);
-/* Signals (SIGINT and SIGTERM) since the last clear. */
+/* Signals (SIGINT, SIGTERM and SIGHUP) since the last clear. */
 int loom_cli_signal_count(void);
 void loom_cli_signals_clear(void);
-/* "SIGTERM" or "SIGINT", for messages. */
+/* "SIGTERM", "SIGHUP" or "SIGINT" for one of the handled signals, else NULL. */
+const char *loom_cli_handled_signal_name(int sig);
+/* The name of the signal that stopped the work (loom_cli_stopped_status's), for messages. */
 const char *loom_cli_signal_name(void);
 /* A loom_abort_fn for the library: nonzero once a signal came. ctx unused. */
 int loom_cli_abort(void *ctx);
-/* The exit status of a subcommand stopped by a signal: 128 + the signal; 130 when only a child process got one. */
+/* The exit status of a subcommand stopped by a signal: 128 + the signal (130, 143, 129); 130 when only a child
+ * process got one. */
 int loom_cli_stopped_status(void);
 /* Wait until fd is readable (data, end of input, or a pidfd's process ended) or a signal comes, with no window
- * for a signal to slip in unnoticed before the wait. Returns 0 when readable, else the signal (SIGINT or SIGTERM),
+ * for a signal to slip in unnoticed before the wait. Returns 0 when readable, else the signal (loom_cli_signal's),
  * also when one came before the call. */
 int loom_cli_wait_readable(int fd);
 /* For main(): when status is 128 + a signal that came, end the process by that signal (default action, after

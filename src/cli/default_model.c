@@ -144,7 +144,7 @@ static int default_prepare(const char *path, const char *dir, loom_error *err)
     return LOOM_OK;
 }
 
-/* Wait for the child pid; a signal to this process (SIGTERM need not reach the child as Ctrl+C does) is
+/* Wait for the child pid; a signal to this process (SIGTERM or SIGHUP need not reach the child as Ctrl+C does) is
  * passed on to it, which then stops and removes its temporary files. */
 static int default_wait(pid_t pid, int *status, loom_error *err)
 {
@@ -185,9 +185,10 @@ static int default_prepare_forked(const char *path, const char *dir, loom_error 
         return rc;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return LOOM_OK;
-    if (WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM))
+    const char *stopped_by = WIFEXITED(status) ? loom_cli_handled_signal_name(WEXITSTATUS(status) - 128) : NULL;
+    if (stopped_by)
         return loom_errorf(err, LOOM_E_CANCELLED, "preparing %s was interrupted (%s); its temporary files were removed",
-                           path, WEXITSTATUS(status) == 128 + SIGINT ? "SIGINT" : "SIGTERM");
+                           path, stopped_by);
     if (WIFSIGNALED(status))
         return loom_errorf(err, LOOM_E_IO, "preparing the default model %s: its process ended by signal %d", path,
                            WTERMSIG(status));

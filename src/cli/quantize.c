@@ -1,8 +1,8 @@
 /* quantize.c — `loom quantize [-t N] [--imatrix FILE] [--tensor-type PATTERN=TYPE]... IN.gguf OUT.gguf TYPE`:
  * convert an F32/F16/BF16 model with one of llama.cpp's recipes (loom_quantize), optionally steered by an
  * importance matrix and per-tensor type overrides as llama-quantize takes them, with a progress bar on stderr;
- * the output appears atomically (temporary file, fsync, rename). Ctrl+C or SIGTERM stops it with nothing
- * written. */
+ * the output appears atomically (temporary file, fsync, rename). Ctrl+C, SIGTERM or SIGHUP stops it with
+ * nothing written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

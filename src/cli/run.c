@@ -1,7 +1,8 @@
 /* run.c — `loom run`: generate text from a prompt with one model and one session. The prompt is user data
  * (no special tokens), prefilled in one batch; then tokens are sampled and decoded one by one, streamed as text,
  * until N tokens, an end-of-generation token, a stop string or the end of the context. Timing and peak RSS go
- * to stderr. Ctrl+C or SIGTERM stops it at the next layer: the text so far, the timing line, status 130 / 143. */
+ * to stderr. Ctrl+C, SIGTERM or SIGHUP stops it at the next layer: the text so far, the timing line, status
+ * 130 / 143 / 129. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

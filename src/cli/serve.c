@@ -1,6 +1,7 @@
 /* serve.c — `loom serve`: the command line, and the HTTP side on libevent's evhttp (main thread): routes, API
  * key, body limit, handing generation requests to the engine thread (serve_engine.c) and their text back to the
- * client as one JSON reply or as server-sent events, client disconnects, and the drain on SIGTERM / SIGINT. */
+ * client as one JSON reply or as server-sent events, client disconnects, and the drain on SIGTERM / SIGINT /
+ * SIGHUP. */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -34,7 +35,7 @@ struct server {
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
-    struct event *ev_int, *ev_term, *ev_drain, *ev_watch;
+    struct event *ev_int, *ev_term, *ev_hup, *ev_drain, *ev_watch;
     struct serve_engine *eng;
     struct serve_ctx ctx;
     char model_id[256];
@@ -71,7 +72,8 @@ static void serve_usage(FILE *f)
                "  --prefill-chunk N  prompt tokens per prefill step between decode steps (default 256)\n"
                "  --timeout S        seconds a request may take from its arrival, waiting included; then it ends\n"
                "                     as at max_tokens (finish_reason length; default 600, 0 = no limit)\n"
-               "  --drain-timeout S  on SIGTERM / SIGINT, seconds running requests may take to finish (default 30)\n"
+               "  --drain-timeout S  on SIGTERM / SIGINT / SIGHUP, seconds running requests may take to finish\n"
+               "                     (default 30)\n"
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
                "                     (any Jinja chat template: the official Qwen3.5 one renders built in, others\n"
                "                     through loom's Jinja interpreter; tool calls need the official Qwen3.5 one)\n"
@@ -638,7 +640,7 @@ static void on_request(struct evhttp_request *h, void *arg)
     rt->fn(s, h, body, len);
 }
 
-/* ---- shutdown: SIGTERM / SIGINT drain ---- */
+/* ---- shutdown: SIGTERM / SIGINT / SIGHUP drain ---- */
 
 static double now_s(void) { return loom_cli_now(); }
 
@@ -672,7 +674,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         evhttp_del_accept_socket(s->http, s->sock);
     s->sock = NULL;
     fprintf(stderr, "loom serve: %s: no new requests; waiting for %d running (at most %d s)\n",
-            sig == SIGTERM ? "SIGTERM" : "SIGINT", s->n_live, s->o->drain_s);
+            loom_cli_handled_signal_name((int)sig), s->n_live, s->o->drain_s);
     struct timeval tv = {0, 20000};
     event_add(s->ev_drain, &tv);
 }
@@ -722,16 +724,20 @@ static void serve_announce(const struct server *s)
             s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx, s->ctx.n_ctx == 1 ? "" : "s");
 }
 
-/* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement. */
+/* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement.
+ * A SIGHUP ignored on entry (nohup) stays ignored: its event is never added. */
 static int serve_setup_events(struct server *s)
 {
+    int hup_ignored = loom_cli_signal_ignored(SIGHUP);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->ev_hup = evsignal_new(s->base, SIGHUP, on_signal, s);
     s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
     s->ev_watch = event_new(s->base, -1, EV_PERSIST, on_watch_tick, s);
     struct timeval watch = {0, 100000};
-    if (!s->ev_int || !s->ev_term || !s->ev_drain || !s->ev_watch || event_add(s->ev_int, NULL) ||
-        event_add(s->ev_term, NULL) || event_add(s->ev_watch, &watch)) {
+    if (!s->ev_int || !s->ev_term || !s->ev_hup || !s->ev_drain || !s->ev_watch || event_add(s->ev_int, NULL) ||
+        event_add(s->ev_term, NULL) || (!hup_ignored && event_add(s->ev_hup, NULL)) ||
+        event_add(s->ev_watch, &watch)) {
         fprintf(stderr, "loom serve: could not set up the signal events\n");
         return -1;
     }
@@ -758,6 +764,8 @@ static void serve_teardown(struct server *s)
         event_free(s->ev_int);
     if (s->ev_term)
         event_free(s->ev_term);
+    if (s->ev_hup)
+        event_free(s->ev_hup);
     if (s->ev_drain)
         event_free(s->ev_drain);
     if (s->ev_watch)

@@ -558,6 +558,7 @@ int serve_engine_start(struct serve_engine **out, const loom_model *m, const str
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old); /* the engine (and its sessions' workers) never take a signal */
     rc = pthread_create(&e->thread, NULL, engine_main, e);

@@ -1,6 +1,7 @@
-/* signals.c — Ctrl+C (SIGINT) and SIGTERM in the long-running subcommands: the handlers only count the
- * signals; the work polls them (the library through loom_cli_abort), stops at its next step, cleans up and
- * returns loom_cli_stopped_status(), and main() then ends the process by that signal (loom_cli_signal_exit). */
+/* signals.c — Ctrl+C (SIGINT), SIGTERM and SIGHUP (a closed terminal, a dropped ssh connection) in the
+ * long-running subcommands: the handlers only count the signals; the work polls them (the library through
+ * loom_cli_abort), stops at its next step, cleans up and returns loom_cli_stopped_status(), and main() then ends
+ * the process by that signal (loom_cli_signal_exit). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -10,39 +11,62 @@
 
 #include "cli/cli.h"
 
-/* Lock-free atomics: safe in a handler (C11 7.14.1.1) and between threads, as a handler may run on any thread
- * that does not block the signals (loom's workers block them; the reference engine's threads need not). */
-static atomic_int n_sigint;  /* SIGINTs since the last loom_cli_signals_clear */
-static atomic_int n_sigterm; /* SIGTERMs since then */
+/* The signals handled, in the order loom_cli_signal ranks them: the first that came stops the work. */
+static const struct {
+    int sig;
+    const char *name;
+} handled[] = {{SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"}};
+#define N_HANDLED (sizeof handled / sizeof handled[0])
+
+/* Each one's count since the last loom_cli_signals_clear. Lock-free atomics: safe in a handler (C11 7.14.1.1)
+ * and between threads, as a handler may run on any thread that does not block the signals (loom's workers block
+ * them; the reference engine's threads need not). */
+static atomic_int n_caught[N_HANDLED];
 
 static void on_signal(int sig)
 {
-    atomic_fetch_add(sig == SIGTERM ? &n_sigterm : &n_sigint, 1);
+    for (size_t i = 0; i < N_HANDLED; i++)
+        if (handled[i].sig == sig)
+            atomic_fetch_add(&n_caught[i], 1);
+}
+
+int loom_cli_signal_ignored(int sig)
+{
+    struct sigaction old;
+    return sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
 }
 
 void loom_cli_signals_install(void)
 {
-    static const int sigs[] = {SIGINT, SIGTERM};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa = {.sa_handler = on_signal}; /* no SA_RESTART: a blocking call returns EINTR */
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+    for (size_t i = 0; i < N_HANDLED; i++) {
+        if (loom_cli_signal_ignored(handled[i].sig))
             continue; /* ignored on entry (a script's background job, nohup): stays ignored */
-        sigaction(sigs[i], &sa, NULL);
+        struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: a blocking call returns EINTR */
+        sigemptyset(&sa.sa_mask);
+        sigaction(handled[i].sig, &sa, NULL);
     }
 }
 
 int loom_cli_signal(void)
 {
-    return atomic_load(&n_sigterm) ? SIGTERM : atomic_load(&n_sigint) ? SIGINT : 0;
+    for (size_t i = 0; i < N_HANDLED; i++)
+        if (atomic_load(&n_caught[i]))
+            return handled[i].sig;
+    return 0;
 }
 
-int loom_cli_signal_count(void) { return atomic_load(&n_sigint) + atomic_load(&n_sigterm); }
+int loom_cli_signal_count(void)
+{
+    int n = 0;
+    for (size_t i = 0; i < N_HANDLED; i++)
+        n += atomic_load(&n_caught[i]);
+    return n;
+}
 
 void loom_cli_signals_clear(void)
 {
-    atomic_store(&n_sigint, 0);
-    atomic_store(&n_sigterm, 0);
+    for (size_t i = 0; i < N_HANDLED; i++)
+        atomic_store(&n_caught[i], 0);
 }
 
 int loom_cli_abort(void *ctx)
@@ -51,7 +75,15 @@ int loom_cli_abort(void *ctx)
     return loom_cli_signal() != 0;
 }
 
-const char *loom_cli_signal_name(void) { return loom_cli_signal() == SIGTERM ? "SIGTERM" : "SIGINT"; }
+const char *loom_cli_handled_signal_name(int sig)
+{
+    for (size_t i = 0; i < N_HANDLED; i++)
+        if (handled[i].sig == sig)
+            return handled[i].name;
+    return NULL;
+}
+
+const char *loom_cli_signal_name(void) { return loom_cli_handled_signal_name(loom_cli_stopped_status() - 128); }
 
 int loom_cli_stopped_status(void) { return 128 + (loom_cli_signal() ? loom_cli_signal() : SIGINT); }
 
@@ -59,8 +91,8 @@ int loom_cli_wait_readable(int fd)
 {
     sigset_t block, old;
     sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
+    for (size_t i = 0; i < N_HANDLED; i++)
+        sigaddset(&block, handled[i].sig);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int sig = loom_cli_signal();

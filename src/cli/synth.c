@@ -1,6 +1,6 @@
 /* synth.c — `loom synth`: write a synthetic random-weight qwen35 / qwen35moe GGUF model of a preset geometry
  * (test models; loom_synthesize), or with --sparse only its metadata and tensor table (split with --split),
- * printing progress on stderr. Ctrl+C or SIGTERM stops it with nothing written. */
+ * printing progress on stderr. Ctrl+C, SIGTERM or SIGHUP stops it with nothing written. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,8 @@
 # serving; a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
 # requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
-# exiting 0, and one that outlasts --drain-timeout being stopped; tool calls (the answer forced through
+# exiting 0, and one that outlasts --drain-timeout being stopped; SIGHUP draining too, unless ignored on entry
+# (nohup); tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
 # content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
 # clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a
@@ -25,6 +26,7 @@ import threading
 import time
 
 LOOM, MODEL = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGHUP, signal.SIG_DFL)  # run under nohup: the servers do not inherit SIGHUP ignored
 # The tiny models carry the vocabulary file's ChatML template; the chat checks below (thinking, tool calls) are
 # about the Qwen3.5 format, so servers render with the official template (the reference's copy) unless a check
 # names another one.
@@ -44,10 +46,10 @@ def check(what, cond, detail=""):
 
 
 class Server:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, nohup=False):
         if "--chat-template-file" not in args:
             args = ("--chat-template-file", OFFICIAL, *args)
-        self.proc = subprocess.Popen([LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
+        self.proc = subprocess.Popen([*(["env", "--ignore-signal=HUP"] if nohup else []), LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
                                      stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
         self.log = []
         deadline = time.time() + 60
@@ -578,7 +580,8 @@ for t in threads:
     t.join()
 check("six slots of 4 positions: every concurrent request gets its solo text", together == one and
       None not in one.values(), f"{together} vs {one}")
-check("server D: SIGTERM exits 0", d.stop() == 0, "".join(d.log[-4:]))
+check("server D: SIGHUP exits 0", d.stop(signal.SIGHUP) == 0, "".join(d.log[-4:]))
+check("server D: SIGHUP: says it drained", any("SIGHUP: no new requests" in line for line in d.log), "".join(d.log[-4:]))
 
 # ---- server C: a drain that times out stops the running request, and the server still exits 0 -----------------
 c = Server("--parallel", "1", "-c", "32768", "--drain-timeout", "0")
@@ -743,14 +746,18 @@ else:
     print("the reference's templates are not present: --chat-template-file not tested")
 
 # ---- --timeout: a request still running after S seconds ends as at max_tokens, its text so far delivered ------
-g = Server("--parallel", "1", "-c", "32768", "--timeout", "1")
+g = Server("--parallel", "1", "-c", "32768", "--timeout", "1", nohup=True)  # SIGHUP ignored on entry, as by nohup
 t0 = time.time()
 st, body = g.request("POST", "/v1/completions", {"prompt": "Once", "temperature": 0, "max_tokens": 30000})
 check("--timeout 1: the request ends after about a second, finish_reason length, with its text", st == 200 and
       time.time() - t0 < 10 and body["choices"][0]["finish_reason"] == "length" and
       0 < body["usage"]["completion_tokens"] < 30000, f"{st} {time.time() - t0:.1f} s {str(body)[:300]}")
 check("--timeout: still serving", g.healthy())
-g.stop()
+g.proc.send_signal(signal.SIGHUP)
+time.sleep(0.3)
+check("SIGHUP ignored on entry (nohup) stays ignored: still serving", g.healthy() and
+      not any("SIGHUP" in line for line in g.log), "".join(g.log[-4:]))
+check("server G: SIGTERM exits 0", g.stop() == 0, "".join(g.log[-4:]))
 
 # ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
 holder = socket.socket()

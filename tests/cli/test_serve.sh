@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_serve.sh BUILD — `loom serve` on the cached tiny model, driven over HTTP by tests/cli/serve_test.py
-# (Python's standard library only): endpoints, streaming, errors, concurrency, disconnects, SIGTERM.
+# (Python's standard library only): endpoints, streaming, errors, concurrency, disconnects, SIGTERM, SIGHUP.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}

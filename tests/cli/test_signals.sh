@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# test_signals.sh BUILD — Ctrl+C (SIGINT) and SIGTERM in every long-running `loom` command, on the cached tiny
-# models: run stops with its text and timing line (status 130 / 143); chat stops an answer and keeps the part
-# printed (a turn stopped before its answer began is dropped), and leaves on a signal at the prompt or a second
-# one; bench, quantize, synth and the default model's preparation stop with no temporary or half-written file.
+# test_signals.sh BUILD — Ctrl+C (SIGINT), SIGTERM and SIGHUP in every long-running `loom` command, on the cached
+# tiny models: run stops with its text and timing line (status 130 / 143 / 129); chat stops an answer and keeps the
+# part printed (a turn stopped before its answer began is dropped), and leaves on a signal at the prompt, a second
+# one, or SIGTERM / SIGHUP; bench, quantize, synth and the default model's preparation stop with no temporary or
+# half-written file; a SIGHUP ignored on entry (nohup) stays ignored.
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
+# A shell that inherited SIGHUP ignored (nohup) passes it on to every command and cannot reset it: run again
+# without it (env does reset it), so that the SIGHUP cases test loom's handling rather than nohup's.
+if [ $((0x$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 1)) -ne 0 ]; then
+    exec env --default-signal=HUP bash "$0" "$@"
+fi
 # A shell that inherited SIGINT ignored (a background job without job control: `nohup CMD &`, `CMD &` in a
 # script) passes it on to every command: their Ctrl+C would never arrive, so say so instead of waiting.
 if [ $((0x$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 2)) -ne 0 ]; then
@@ -51,20 +57,32 @@ finish() {
 rchar() { awk '/^rchar:/ {print $2}' "/proc/$1/io"; }
 
 # ---- run ----------------------------------------------------------------------------------------------------
-for sig in INT TERM; do
+for sig in INT TERM HUP; do
     rm -f "$out" "$err"
     "$loom" run -m "$tiny" -p "The quick brown fox" -n 4000 --temp 0 -t 1 >"$out" 2>"$err" &
     pid=$!
     wait_until "[ -s '$out' ]"
     kill -$sig $pid
     finish $pid; rc=$?
-    want=$([ $sig = INT ] && echo 130 || echo 143)
+    want=$((128 + $(kill -l $sig)))
     check "run: SIG$sig during generation exits $want" '[ $rc -eq $want ]'
     check "run: SIG$sig prints the timing line" 'grep -q "^loom run: prompt .* generated) | peak RSS" "$err"'
     check "run: SIG$sig says it was interrupted" 'grep -q "^loom run: interrupted (SIG$sig)" "$err"'
     check "run: SIG$sig ends the text with a newline" '[ "$(tail -c 1 "$out" | od -An -c | tr -d " ")" = "\n" ]'
     check "run: SIG$sig stopped early" '[ $(grep -o "decode [0-9]*" "$err" | cut -d" " -f2) -lt 3999 ]'
 done
+
+# SIGHUP ignored on entry (nohup): it stays ignored, and the SIGINT after it stops the run (with SIGHUP handled,
+# the first signal to stop the work would be SIGHUP: status 129)
+rm -f "$out" "$err"
+env --ignore-signal=HUP "$loom" run -m "$tiny" -p "The quick brown fox" -n 4000 --temp 0 -t 1 >"$out" 2>"$err" &
+pid=$!
+wait_until "[ -s '$out' ]"
+kill -HUP $pid
+kill -INT $pid
+finish $pid; rc=$?
+check "run: SIGHUP ignored on entry stays ignored (SIGHUP, then SIGINT: exits 130)" '[ $rc -eq 130 ]'
+check "run: SIGHUP ignored on entry: interrupted by SIGINT" 'grep -q "^loom run: interrupted (SIGINT)" "$err"'
 
 # during the prompt: a long prompt's prefill stops at the next layer, with a timing line of no prompt tokens
 long=$(for i in $(seq 4000); do printf 'word%d ' $i; done)
@@ -132,14 +150,18 @@ kill -INT $pid
 stop_chat; rc=$?
 check "chat: SIGINT at the prompt exits 130" '[ $rc -eq 130 ]'
 
-# SIGTERM during an answer: ends the chat once the answer has stopped
-start_chat
-echo "hello there" >&3
-wait_until "[ -s '$out' ]"
-kill -TERM $pid
-stop_chat; rc=$?
-check "chat: SIGTERM during an answer exits 143" '[ $rc -eq 143 ]'
-check "chat: SIGTERM during an answer stops it first" 'grep -q "^(stopped: the answer so far" "$err"'
+# SIGTERM or SIGHUP during an answer: ends the chat once the answer has stopped
+for sig in TERM HUP; do
+    start_chat
+    echo "hello there" >&3
+    wait_until "[ -s '$out' ]"
+    kill -$sig $pid
+    finish $pid; rc=$? # input still open: the signal alone ends the chat
+    exec 3>&-
+    want=$((128 + $(kill -l $sig)))
+    check "chat: SIG$sig during an answer exits $want" '[ $rc -eq $want ]'
+    check "chat: SIG$sig during an answer stops it first" 'grep -q "^(stopped: the answer so far" "$err"'
+done
 
 # a real terminal: Ctrl+C (^C through a pty) stops the answer, the prompt returns, ^C at the prompt leaves
 python3 - "$loom" "$tiny" >"$err" 2>&1 <<'EOF'
@@ -183,56 +205,68 @@ EOF
 check "chat on a terminal: ^C stops the answer, ^C at the prompt leaves (by SIGINT)" 'grep -q "^pty: exit signal 2$" "$err"'
 
 # ---- bench ----------------------------------------------------------------------------------------------------
-rm -f "$out" "$err"
-"$loom" bench -m "$tiny" -p 16 -n 256 -r 100 -t 1 >"$out" 2>"$err" &
-pid=$!
-sleep 1 # any point of a run of minutes: warm-up or measurement
-kill -INT $pid
-finish $pid; rc=$?
-check "bench: SIGINT exits 130" '[ $rc -eq 130 ]'
-check "bench: SIGINT says it was interrupted" 'grep -q "^loom bench: interrupted (SIGINT)" "$err"'
-check "bench: prints nothing or the rows measured" '[ ! -s "$out" ] || grep -q "^| model" "$out"'
+for sig in INT HUP; do
+    rm -f "$out" "$err"
+    "$loom" bench -m "$tiny" -p 16 -n 256 -r 100 -t 1 >"$out" 2>"$err" &
+    pid=$!
+    sleep 1 # any point of a run of minutes: warm-up or measurement
+    kill -$sig $pid
+    finish $pid; rc=$?
+    want=$((128 + $(kill -l $sig)))
+    check "bench: SIG$sig exits $want" '[ $rc -eq $want ]'
+    check "bench: SIG$sig says it was interrupted" 'grep -q "^loom bench: interrupted (SIG$sig)" "$err"'
+    check "bench: SIG$sig prints nothing or the rows measured" '[ ! -s "$out" ] || grep -q "^| model" "$out"'
+done
 
 # ---- quantize and synth: no output, no temporary file -----------------------------------------------------
 mkdir "$tmp/q"
 echo old >"$tmp/q/existing.gguf"
-for target in new existing; do
-    rm -f "$out" "$err"
-    "$loom" quantize -t 1 "$tiny_f16" "$tmp/q/$target.gguf" Q4_K_M >"$out" 2>"$err" &
-    pid=$!
-    wait_until "grep -q '^quantize: ' '$err'"
-    kill -INT $pid
-    finish $pid; rc=$?
-    check "quantize to a $target file: SIGINT exits 130" '[ $rc -eq 130 ]'
-    check "quantize to a $target file: says nothing was written" 'grep -q "^loom quantize: interrupted (SIGINT): .* not written" "$err"'
+for sig in INT HUP; do
+    for target in new existing; do
+        rm -f "$out" "$err"
+        "$loom" quantize -t 1 "$tiny_f16" "$tmp/q/$target.gguf" Q4_K_M >"$out" 2>"$err" &
+        pid=$!
+        wait_until "grep -q '^quantize: ' '$err'"
+        kill -$sig $pid
+        finish $pid; rc=$?
+        want=$((128 + $(kill -l $sig)))
+        check "quantize to a $target file: SIG$sig exits $want" '[ $rc -eq $want ]'
+        check "quantize to a $target file: SIG$sig says nothing was written" \
+            'grep -q "^loom quantize: interrupted (SIG$sig): .* not written" "$err"'
+    done
 done
 check "quantize: no temporary file, no new output, the existing file untouched" \
     '[ "$(ls -A "$tmp/q")" = existing.gguf ] && [ "$(cat "$tmp/q/existing.gguf")" = old ]'
 
 mkdir "$tmp/s"
-rm -f "$out" "$err"
-"$loom" synth --preset tiny --vocab "$vocab" -o "$tmp/s/tiny.gguf" >"$out" 2>"$err" &
-pid=$!
-wait_until "grep -q '^synth:   0%' '$err'"
-kill -TERM $pid
-finish $pid; rc=$?
-check "synth: SIGTERM exits 143" '[ $rc -eq 143 ]'
-check "synth: says nothing was written" 'grep -q "^loom synth: interrupted (SIGTERM): .* not written" "$err"'
-check "synth: no temporary file, no output" '[ -z "$(ls -A "$tmp/s")" ]'
+for sig in TERM HUP; do
+    rm -f "$out" "$err"
+    "$loom" synth --preset tiny --vocab "$vocab" -o "$tmp/s/tiny.gguf" >"$out" 2>"$err" &
+    pid=$!
+    wait_until "grep -q '^synth:   0%' '$err'"
+    kill -$sig $pid
+    finish $pid; rc=$?
+    want=$((128 + $(kill -l $sig)))
+    check "synth: SIG$sig exits $want" '[ $rc -eq $want ]'
+    check "synth: SIG$sig says nothing was written" 'grep -q "^loom synth: interrupted (SIG$sig): .* not written" "$err"'
+    check "synth: SIG$sig leaves no temporary file, no output" '[ -z "$(ls -A "$tmp/s")" ]'
+done
 
-# ---- the default model's preparation (a child process): Ctrl+C to the group, SIGTERM to loom alone --------
-for how in group parent; do
+# ---- the default model's preparation (a child process): Ctrl+C to the group, SIGTERM or SIGHUP to loom alone --
+for how in INT-group TERM HUP; do
     mkdir -p "$tmp/cache-$how/models"
     rm -f "$out" "$err"
     LOOM_CACHE=$tmp/cache-$how LOOM_REF=$ref "$loom" run -p hi -n 1 >"$out" 2>"$err" &
     pid=$!
     wait_until "grep -q '^loom: synthesizing default model' '$err'"
-    if [ $how = group ]; then kill -INT -- -$pid; want=130; else kill -TERM $pid; want=143; fi
+    sig=${how%-group}
+    if [ $how = INT-group ]; then kill -INT -- -$pid; to="SIGINT to the group"; else kill -$sig $pid; to="SIG$sig to loom"; fi
     finish $pid; rc=$?
-    check "default model ($how signalled): exits $want" '[ $rc -eq $want ]'
-    check "default model ($how signalled): says its temporary files were removed" \
-        'grep -q "^loom run: default model: preparing .* was interrupted (SIG.*); its temporary files were removed" "$err"'
-    check "default model ($how signalled): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-$how/models")" ]'
+    want=$((128 + $(kill -l $sig)))
+    check "default model ($to): exits $want" '[ $rc -eq $want ]'
+    check "default model ($to): says its temporary files were removed" \
+        'grep -q "^loom run: default model: preparing .* was interrupted (SIG$sig); its temporary files were removed" "$err"'
+    check "default model ($to): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-$how/models")" ]'
 done
 
 echo "$pass passed, $fail failed"
