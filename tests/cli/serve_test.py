@@ -632,8 +632,12 @@ check("a streamed tool call: the same content, the call as one delta with index 
       stream_text(events) == "I'll check." and len(scalls) == 1 and scalls[0]["index"] == 0 and
       json.loads(scalls[0]["function"]["arguments"]) == WANT_ARGS and
       last_choice(events).get("finish_reason") == "tool_calls", str(deltas))
-check("a streamed tool call: content came token by token before the call",
-      sum(1 for d in deltas if d.get("content")) >= 2, str(deltas))
+# how many deltas the text comes in depends on the machine: the loop sends what the engine has produced by then
+# (several tokens at once when it is busy), so only the order is checked
+first_call = next((i for i, d in enumerate(deltas) if d.get("tool_calls")), len(deltas))
+check("a streamed tool call: every content delta before the call",
+      any(d.get("content") for d in deltas[:first_call]) and
+      not any(d.get("content") for d in deltas[first_call:]), str(deltas))
 # the call and its result sent back: rendered by the template, answered
 history = [{"role": "user", "content": "What is the weather in Paris?"},
            {"role": "assistant", "content": "I'll check.", "tool_calls": calls},
