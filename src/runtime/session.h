@@ -34,8 +34,8 @@ struct loom_layer_state {
     float *rec[2];  /* recurrent: [n_v_heads][d][d], M[h][j][i] = S_h[i][j] (value index j, key index i) */
     uint16_t *k;    /* attention: [n_head_kv][n_ctx][head_dim_k] F16, or for a Q8_0 K cache (session k_type)
                      * [n_head_kv][n_ctx][head_dim_k / 32] struct loom_block_q8_0 (bytes, read through a cast):
-                     * each KV head's rows one contiguous stream (interleaved by position, as the reference
-                     * stores K, decode at 16k positions read them at half the speed) */
+                     * each KV head's rows one contiguous stream (with the heads interleaved per position, as
+                     * the reference stores K, decode's scores at 16k positions ran at half the speed) */
     uint16_t *v;    /* attention: [n_head_kv][head_dim_v][n_ctx] F16 (transposed, as the reference stores V) */
 };
 
@@ -47,7 +47,8 @@ struct loom_state_owner {
     enum loom_owner_kind kind;
     const char *name;        /* "conv", "recurrent", "k", "v" */
     uint32_t dtype;          /* LOOM_TYPE_F32 or LOOM_TYPE_F16 */
-    int64_t shape[3];        /* conv [channels][K-1][1]; recurrent [heads][d][d]; k [heads][n_ctx][dim]; v [heads][dim][n_ctx] */
+    int64_t shape[3];        /* conv [channels][K-1][1]; recurrent [heads][d][d]; k [heads][n_ctx][dim];
+                              * v [heads][dim][n_ctx] */
     uint64_t bytes;          /* whole owner */
     uint64_t bytes_per_pos;  /* K/V: bytes one position adds; 0 for fixed-size owners */
     int pos_axis;            /* K/V: the index of the n_ctx axis in shape; -1 for fixed-size owners */

@@ -3,8 +3,8 @@
  * closed by an XXH3 checksum. Written to a temporary file, fsynced and renamed into place; a restore checks
  * everything before changing the session. Layout (host byte order, x86-64): struct file_header, then
  * int32 history[pos], then per owner its public bytes (conv/recurrent whole; K per head its rows 0..pos-1, in
- * the K cache type the header names; V as [heads][dim] slices of pos values), then float logits[n_logits] when has_logits,
- * then uint64 checksum of all that precedes it. */
+ * the K cache type the header names; V as [heads][dim] slices of pos values), then float logits[n_logits] when
+ * has_logits, then uint64 checksum of all that precedes it. */
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
 #include <stdio.h>
