@@ -154,6 +154,10 @@ int loom_cli_select_kernels(void);
  * (no temporary or half-written file stays) and returns loom_cli_stopped_status(). A signal ignored on entry
  * (nohup's SIGHUP, a script's background job's SIGINT) stays ignored. */
 void loom_cli_signals_install(void);
+/* In a child process that must stop when its parent dies (its parent-death signal is SIGTERM): the handlers of
+ * loom_cli_signals_install, whether or not the parent installed them, and SIGTERM counted even when it was ignored
+ * on entry. */
+void loom_cli_signals_install_child(void);
 /* Whether sig is ignored now (SIG_IGN): for a handled signal after loom_cli_signals_install, ignored on entry. */
 int loom_cli_signal_ignored(int sig);
 /* The signal that stops the work: SIGTERM once one came since the last clear, else SIGHUP once one came, else

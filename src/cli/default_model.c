@@ -1,17 +1,22 @@
 /* default_model.c — finding, and preparing once, the default model of `loom run`: synthesize the 0.8b
  * preset in F16, quantize it to Q4_K_M with loom's quantizer (as `loom quantize`), and publish it
- * atomically in $LOOM_CACHE/models, in a child process, which a signal stops with its temporary files removed. */
+ * atomically in $LOOM_CACHE/models, in a child process, which a signal or its parent's death stops with its
+ * temporary files removed; one loom process at a time prepares it (a lock on the directory), the others wait. */
 #include "cli/default_model.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -110,15 +115,17 @@ static void default_remove_stale(const char *dir)
     closedir(d);
 }
 
-/* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure, and those of
- * earlier interrupted preparations first. */
-static int default_prepare(const char *path, const char *dir, loom_error *err)
+/* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure, and, when this
+ * process holds the directory's lock (locked), those of earlier interrupted preparations first: unlocked, a file
+ * whose pid is not alive here may be a live preparation's on another machine sharing the directory. */
+static int default_prepare(const char *path, const char *dir, int locked, loom_error *err)
 {
     char vocab[4096], f16[4200], q4[4200];
     int rc = loom_cli_default_vocab(vocab, sizeof vocab, err);
     if (rc != LOOM_OK)
         return rc;
-    default_remove_stale(dir);
+    if (locked)
+        default_remove_stale(dir);
     long pid = (long)getpid();
     snprintf(f16, sizeof f16, "%s/.synth-0.8b-F16.%ld.gguf", dir, pid);
     snprintf(q4, sizeof q4, "%s/.synth-0.8b-Q4_K_M.%ld.gguf", dir, pid);
@@ -164,22 +171,40 @@ static int default_wait(pid_t pid, int *status, loom_error *err)
     return LOOM_OK;
 }
 
+/* The forked child's preparation: its exit status (0, 1 with its error printed, 128 + the signal that stopped it).
+ * It stops as on SIGTERM when the parent (pid parent) dies in any way, SIGKILL included: SIGTERM is its
+ * parent-death signal, sent when the thread that forked exits (loom forks from the main thread, whose exit is the
+ * process's), and a parent already gone before that was set shows as a new getppid(). With the parent's stderr
+ * possibly a pipe nobody reads any more, SIGPIPE is ignored: a progress line must not end it before its cleanup. */
+static int default_child(pid_t parent, const char *path, const char *dir, int locked)
+{
+    loom_cli_signals_install_child();
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* fails only for a bad signal number */
+    if (getppid() != parent)
+        raise(SIGTERM); /* counted by the handler: the preparation is cancelled before it starts */
+    loom_error e = {0};
+    int rc = default_prepare(path, dir, locked, &e);
+    if (rc != LOOM_OK && rc != LOOM_E_CANCELLED)
+        fprintf(stderr, "loom: %s\n", e.msg);
+    return rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1;
+}
+
 /* default_prepare in a child process, so that its memory (the F16 model of ~1.5 GB paged through, the
  * quantizer's buffers) is not part of the caller's peak RSS; the child prints its own error and exits with
- * status 128 + the signal when one stopped it. In this process if fork fails. */
-static int default_prepare_forked(const char *path, const char *dir, loom_error *err)
+ * status 128 + the signal when one stopped it. In this process if fork fails. The child shares the directory's
+ * lock (flock belongs to the open file, which fork shares; O_CLOEXEC acts only at exec): if this process is
+ * SIGKILLed, the child holds it until it exits, which its parent-death signal makes prompt, so that the next
+ * loom process finds its temporary files already removed rather than a live preparation's. */
+static int default_prepare_forked(const char *path, const char *dir, int locked, loom_error *err)
 {
+    pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
-        return default_prepare(path, dir, err);
-    if (pid == 0) {
-        loom_error e = {0};
-        int rc = default_prepare(path, dir, &e);
-        if (rc != LOOM_OK && rc != LOOM_E_CANCELLED)
-            fprintf(stderr, "loom: %s\n", e.msg);
-        _exit(rc == LOOM_OK ? 0 : rc == LOOM_E_CANCELLED ? loom_cli_stopped_status() : 1);
-    }
+        return default_prepare(path, dir, locked, err);
+    if (pid == 0)
+        _exit(default_child(parent, path, dir, locked));
     int status, rc = default_wait(pid, &status, err);
     if (rc != LOOM_OK)
         return rc;
@@ -197,6 +222,43 @@ static int default_prepare_forked(const char *path, const char *dir, loom_error 
                        path);
 }
 
+/* default_lock's way out when the directory cannot be locked (errno says why): warned, *fd closed and -1. */
+static int default_unlocked(const char *dir, int *fd)
+{
+    fprintf(stderr, "loom: warning: cannot lock %s (%s): preparing the default model without waiting for other "
+            "loom processes\n", dir, strerror(errno));
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+    return LOOM_OK;
+}
+
+/* Open the models directory dir into *fd holding an exclusive flock on it, so that one loom process at a time
+ * prepares the default model (the directory itself: no lock file, and an interrupted preparation leaves it empty).
+ * While another holds it, say so once and poll, so that a signal stops the wait at once: LOOM_E_CANCELLED, *fd -1.
+ * A file system that does not lock (NFS refuses LOCK_EX on a descriptor not open for writing) is warned about
+ * and *fd is -1: the preparation goes on unlocked. */
+static int default_lock(const char *dir, int *fd, loom_error *err)
+{
+    if ((*fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return default_unlocked(dir, fd);
+    for (int said = 0; flock(*fd, LOCK_EX | LOCK_NB) != 0; said = 1) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return default_unlocked(dir, fd);
+        if (!said)
+            fprintf(stderr, "loom: waiting for another loom process preparing the default model in %s\n", dir);
+        if (loom_cli_signal()) {
+            close(*fd);
+            *fd = -1;
+            return loom_errorf(err, LOOM_E_CANCELLED,
+                               "interrupted (%s) while waiting for another loom process preparing the default "
+                               "model in %s", loom_cli_signal_name(), dir);
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 150 * 1000 * 1000}, NULL); /* a signal ends it early (EINTR) */
+    }
+    return LOOM_OK;
+}
+
 int loom_cli_default_model(char *path, size_t cap, loom_error *err)
 {
     char dir[4096];
@@ -208,6 +270,12 @@ int loom_cli_default_model(char *path, size_t cap, loom_error *err)
         return loom_errorf(err, LOOM_E_RANGE, "default model path: needs %d bytes, buffer has %zu", n, cap);
     if (access(path, R_OK) == 0)
         return LOOM_OK;
-    rc = default_mkdirs(dir, err);
-    return rc == LOOM_OK ? default_prepare_forked(path, dir, err) : rc;
+    int fd;
+    if ((rc = default_mkdirs(dir, err)) != LOOM_OK || (rc = default_lock(dir, &fd, err)) != LOOM_OK)
+        return rc;
+    if (access(path, R_OK) != 0) /* else another loom process prepared it while this one waited */
+        rc = default_prepare_forked(path, dir, fd >= 0, err);
+    if (fd >= 0)
+        close(fd); /* releases the lock */
+    return rc;
 }

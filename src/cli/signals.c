@@ -47,6 +47,14 @@ void loom_cli_signals_install(void)
     }
 }
 
+void loom_cli_signals_install_child(void)
+{
+    loom_cli_signals_install();
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL); /* also when ignored on entry: the parent's death must still stop the child */
+}
+
 int loom_cli_signal(void)
 {
     for (size_t i = 0; i < N_HANDLED; i++)

@@ -3,7 +3,9 @@
 # tiny models: run stops with its text and timing line (status 130 / 143 / 129); chat stops an answer and keeps the
 # part printed (a turn stopped before its answer began is dropped), and leaves on a signal at the prompt, a second
 # one, or SIGTERM / SIGHUP; bench, quantize, synth and the default model's preparation stop with no temporary or
-# half-written file; a SIGHUP ignored on entry (nohup) stays ignored.
+# half-written file, the preparation also when loom is SIGKILLed (its child ends by its parent-death signal); a
+# second loom waits for the first's preparation, a signal stopping the wait; a SIGHUP ignored on entry (nohup)
+# stays ignored.
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
@@ -268,6 +270,61 @@ for how in INT-group TERM HUP; do
         'grep -q "^loom run: default model: preparing .* was interrupted (SIG$sig); its temporary files were removed" "$err"'
     check "default model ($to): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-$how/models")" ]'
 done
+
+# gone PID: the process has ended (a zombie counts: an orphan's reaper need not reap it at once)
+gone() { [ ! -e "/proc/$1" ] || [ "$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)" = Z ]; }
+
+# start_default CACHE NAME: `loom run` of the default model in $tmp/CACHE, stderr in $tmp/NAME.err; pid=its pid
+start_default() {
+    mkdir -p "$tmp/$1/models"
+    LOOM_CACHE=$tmp/$1 LOOM_REF=$ref "$loom" run -p hi -n 1 >/dev/null 2>"$tmp/$2.err" &
+    pid=$!
+}
+
+# SIGKILL to loom: its child (the preparation) stops too, by its parent-death signal, and removes its files
+start_default cache-kill kill
+wait_until "grep -q '^loom: synthesizing default model' '$tmp/kill.err'"
+child=$(pgrep -P $pid)
+kill -KILL $pid
+finish $pid
+wait_until "gone $child"
+err=$tmp/kill.err
+check "default model (SIGKILL to loom): its preparing child ends too" '[ -n "$child" ] && gone $child'
+check "default model (SIGKILL to loom): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-kill/models")" ]'
+
+# two loom processes at once: the second waits for the first (one preparation at a time), says so once, and takes
+# over when the first is stopped; a third one, waiting too, is stopped alone by Ctrl+C (SIGINT to its group)
+start_default cache-two first
+first=$pid
+wait_until "grep -q '^loom: synthesizing default model' '$tmp/first.err'"
+start_default cache-two second
+second=$pid
+start_default cache-two third
+third=$pid
+wait_until "grep -q '^loom: waiting for another loom process preparing the default model in ' '$tmp/second.err'"
+wait_until "grep -q '^loom: waiting for another loom process' '$tmp/third.err'"
+kill -INT -- -$third
+finish $third; rc=$?
+err=$tmp/third.err
+check "default model: Ctrl+C while waiting for another loom process exits 130" '[ $rc -eq 130 ]'
+check "default model: Ctrl+C while waiting says it was interrupted while waiting" \
+    'grep -q "^loom run: default model: interrupted (SIGINT) while waiting for another loom process preparing" "$err"'
+check "default model: Ctrl+C while waiting stops no preparation" '! grep -q "temporary files" "$err" && kill -0 $first'
+kill -TERM $first
+finish $first; rc=$?
+err=$tmp/first.err
+check "default model, the first of two: SIGTERM exits 143" '[ $rc -eq 143 ]'
+check "default model, the first of two: its temporary files were removed" \
+    'grep -q "^loom run: default model: preparing .* was interrupted (SIGTERM); its temporary files were removed" "$err"'
+wait_until "grep -q '^loom: synthesizing default model' '$tmp/second.err'"
+kill -TERM $second
+finish $second; rc=$?
+err=$tmp/second.err
+check "default model, the second of two: said once that it waits" '[ $(grep -c "^loom: waiting for another" "$err") -eq 1 ]'
+check "default model, the second of two: prepares once the first has stopped" \
+    'grep -q "^loom: preparing the default model .* (once)" "$err"'
+check "default model, the second of two: SIGTERM exits 143" '[ $rc -eq 143 ]'
+check "default model, the second of two: nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-two/models")" ]'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
