@@ -179,7 +179,10 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
         } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
             rc = rc < 0 ? -1 : 0;
         else {
-            fprintf(stderr, "loom bench: %s '%s'\n", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            if (a[0] == '-')
+                loom_cli_unknown_option("bench", a, NULL);
+            else
+                fprintf(stderr, "loom bench: unexpected argument '%s'\n", a);
             return -1;
         }
         if (rc)

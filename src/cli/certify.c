@@ -79,7 +79,7 @@ static int certify_set(void *opts, const char *opt, const char *val)
     }
     int *dst = !strcmp(opt, "-n") ? &o->n_gen : !strcmp(opt, "-t") ? &o->n_threads : NULL;
     if (!dst) {
-        fprintf(stderr, "loom certify: unknown option %s (loom certify --help)\n", opt);
+        loom_cli_unknown_option("certify", opt, "loom certify --help");
         return -1;
     }
     long long v;

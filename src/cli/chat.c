@@ -126,7 +126,7 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
     int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
                                                                                                           : NULL;
     if (!dst) {
-        fprintf(stderr, "loom chat: unknown option '%s'\n", opt);
+        loom_cli_unknown_option("chat", opt, NULL);
         return -1;
     }
     long long v, hi = dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;

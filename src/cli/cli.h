@@ -111,6 +111,11 @@ int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
 /* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
  * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);
+/* Print `loom CMD: unknown option 'ARG'` on stderr, then in parentheses how to write ARG when it is spelled
+ * --NAME=VALUE (`options take their value as the next argument: --NAME VALUE`: loom takes no GNU-style
+ * --NAME=VALUE, since a value may itself start with "--" and hold '=') and note (NULL: none), joined by "; ".
+ * Every command's parser names an unknown option through it. commands.c. */
+void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note);
 /* Parse argv[1..argc) as `-X VALUE` pairs: the model options go to mo (a flag takes one slot), the others to
  * set(o, opt, val), which applies one (printing its own message and returning nonzero when it is invalid).
  * options: the command's own options (NULL-terminated), so that an option of neither kind is named as unknown

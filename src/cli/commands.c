@@ -268,6 +268,37 @@ static int is_model_option(const char *opt)
     return 0;
 }
 
+/* s as one shell word: bare when it holds only characters no shell reads specially, else in single quotes (a quote
+ * inside as '\''). */
+static void put_shell_word(FILE *f, const char *s)
+{
+    if (*s && !s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.,:/@%+=-")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++)
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    fputc('\'', f);
+}
+
+void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note)
+{
+    const char *eq = strncmp(arg, "--", 2) ? NULL : strchr(arg + 2, '=');
+    eq = eq && eq > arg + 2 ? eq : NULL; /* --NAME=VALUE with a NAME */
+    fprintf(stderr, "loom %s: unknown option '%s'", cmd, arg);
+    if (eq) {
+        fprintf(stderr, " (options take their value as the next argument: %.*s ", (int)(eq - arg), arg);
+        put_shell_word(stderr, eq + 1);
+    }
+    if (note)
+        fprintf(stderr, "%s%s", eq ? "; " : " (", note);
+    fputs(eq || note ? ")\n" : "\n", stderr);
+}
+
 static int is_listed(const char *const *options, const char *opt)
 {
     for (; *options; options++)
@@ -299,7 +330,7 @@ int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli
             return -1;
         }
         if (!is_model_option(argv[i]) && !is_listed(options, argv[i])) {
-            fprintf(stderr, "loom %s: unknown option '%s'\n", cmd, argv[i]);
+            loom_cli_unknown_option(cmd, argv[i], NULL);
             return -1;
         }
         if (i + 1 >= argc) {

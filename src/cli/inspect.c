@@ -233,8 +233,7 @@ int loom_cli_inspect(int argc, char **argv)
                 fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
                         LOOM_CLI_FOUND(v));
         } else if ((bad = argv[i][0] == '-')) {
-            fprintf(stderr, "loom inspect: unknown option '%s'%s\n", argv[i],
-                    strcmp(argv[i], "-m") ? "" : " (the file comes without -m)");
+            loom_cli_unknown_option("inspect", argv[i], strcmp(argv[i], "-m") ? NULL : "the file comes without -m");
         } else if ((bad = !*argv[i])) {
             fputs("loom inspect: expected a GGUF file, found ''\n", stderr);
         } else if ((bad = path != NULL)) {

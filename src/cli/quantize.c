@@ -98,7 +98,7 @@ static int quantize_args(int argc, char **argv, int *threads, const char *pos[3]
             }
             *threads = (int)t;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "loom quantize: unknown option '%s' (loom quantize --help lists its options)\n", argv[i]);
+            loom_cli_unknown_option("quantize", argv[i], "loom quantize --help lists its options");
             return 2;
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];

@@ -83,17 +83,19 @@ static int run_set_option(void *opts, const char *opt, const char *val)
     int taken = loom_cli_sampler_option("run", &o->so, opt, val);
     if (taken)
         return taken < 0 ? -1 : 0;
-    fprintf(stderr, "loom run: unknown option '%s'\n", opt);
+    loom_cli_unknown_option("run", opt, NULL);
     return -1;
 }
 
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int run_parse_args(int argc, char **argv, struct run_opts *o)
 {
+    static const char *const missing[3] = {
+        "-p TEXT is required (the prompt)", "-n N is required (how many tokens to generate)",
+        "-p TEXT and -n N are required (the prompt, and how many tokens to generate)"};
     int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, RUN_OPTIONS, run_set_option, o);
     if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
-        fprintf(stderr, "loom run: %s required (the prompt, and how many tokens to generate)\n",
-                !o->prompt && o->n_gen < 0 ? "-p TEXT and -n N are" : !o->prompt ? "-p TEXT is" : "-n N is");
+        fprintf(stderr, "loom run: %s\n", missing[!o->prompt && o->n_gen < 0 ? 2 : !o->prompt ? 0 : 1]);
         return -1;
     }
     return rc;

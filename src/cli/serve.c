@@ -148,7 +148,7 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
         *(int *)((char *)o + ints[i].off) = (int)v;
         return 0;
     }
-    fprintf(stderr, "loom serve: unknown option '%s'\n", opt);
+    loom_cli_unknown_option("serve", opt, NULL);
     return -1;
 }
 

@@ -78,7 +78,10 @@ static int synth_option(const char *a, const char *v, loom_synth_options *par, c
     while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k].name))
         k++;
     if (k == sizeof opts / sizeof opts[0]) {
-        fprintf(stderr, "loom synth: %s '%s'\n", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (a[0] == '-')
+            loom_cli_unknown_option("synth", a, NULL);
+        else
+            fprintf(stderr, "loom synth: unexpected argument '%s'\n", a);
         return -1;
     }
     long long n;

@@ -52,8 +52,10 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
             return 1;
         else {
-            fprintf(stderr, "loom tokenize: %s '%s'%s\n", a[0] == '-' ? "unknown option" : "unexpected argument", a,
-                    a[0] == '-' ? "" : " (the text comes on stdin)");
+            if (a[0] == '-')
+                loom_cli_unknown_option("tokenize", a, NULL);
+            else
+                fprintf(stderr, "loom tokenize: unexpected argument '%s' (the text comes on stdin)\n", a);
             return -1;
         }
     }

@@ -65,7 +65,7 @@ static int xray_set(void *opts, const char *opt, const char *val)
     int *dst = !strcmp(opt, "-n") ? &o->req.n_decode : !strcmp(opt, "-t") ? &o->req.n_threads : NULL;
     long long v;
     if (!dst) {
-        fprintf(stderr, "loom xray: unknown option %s (loom xray --help)\n", opt);
+        loom_cli_unknown_option("xray", opt, "loom xray --help");
         return -1;
     }
     int is_t = dst == &o->req.n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;

@@ -7,7 +7,8 @@
 # output that cannot be written (status 1), a chat answer cut at the context's end (said), a peak RSS that
 # is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
 # every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
-# sampler options (run's names, messages and defaults), --stop and --chat-template-file.
+# sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
+# refused by every command with how to write it; run's own words for a missing -p or -n.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -48,9 +49,13 @@ check "inspect --ctx has -c's bound" '[ $rc -eq 2 ] && grep -q -- "--ctx expects
 check "an option that took the next option as its value is named" \
     '[ $rc -eq 2 ] && grep -q "^loom run: unexpected argument .4. (-p took .-n. as its value: is -p.s value missing?)" "$err"'
 "$loom" run -m "$model" -n 2 >"$out" 2>"$err"; rc=$?
-check "run without -p names -p alone" '[ $rc -eq 2 ] && grep -q "^loom run: -p TEXT is required" "$err"'
+check "run without -p names -p alone" '[ $rc -eq 2 ] && grep -q "^loom run: -p TEXT is required (the prompt)$" "$err"'
 "$loom" run -m "$model" -p hi >"$out" 2>"$err"; rc=$?
-check "run without -n names -n alone" '[ $rc -eq 2 ] && grep -q "^loom run: -n N is required" "$err"'
+check "run without -n names -n alone, in its own words" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: -n N is required (how many tokens to generate)$" "$err"'
+"$loom" run -m "$model" >"$out" 2>"$err"; rc=$?
+check "run without -p and -n names both" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: -p TEXT and -n N are required (the prompt, and how many tokens to generate)$" "$err"'
 # -t has one bound in every command
 for c in run chat serve bench certify xray; do
     "$loom" $c -m "$model" -t 2000 >"$out" 2>"$err" </dev/null; rc=$?
@@ -381,6 +386,24 @@ for c in run chat serve certify xray; do
     "$loom" $c -m "$model" -t >"$out" 2>"$err" </dev/null; rc=$?
     check "$c names a last option without its value" '[ $rc -ne 0 ] && grep -q "loom $c: option .-t. expects a value" "$err"'
 done
+# GNU-style --NAME=VALUE is not taken (a value may itself start with "--" and hold '='), but every command's
+# unknown-option message shows how to write it; a prompt spelled so stays -p's value
+for c in "run -m $model -p hi -n 1" "chat -m $model" "serve -m $model" "bench -m $model" "certify -m $model" \
+    "xray -m $model -p hi" "synth --preset micro" "tokenize -m $model" "inspect $model" quantize; do
+    "$loom" $c --temp=0.5 >"$out" 2>"$err" </dev/null; rc=$?
+    check "${c%% *} --temp=0.5: unknown, with how to write it" '[ $rc -eq 2 ] &&
+        grep -q "^loom ${c%% *}: unknown option .--temp=0.5. (options take their value as the next argument: --temp 0.5[;)]" "$err"'
+done
+"$loom" run -m "$model" -p hi -n 1 "--stop=a b" >"$out" 2>"$err"; rc=$?
+check "run --stop='a b': the hint quotes the value for the shell" \
+    '[ $rc -eq 2 ] && grep -q "(options take their value as the next argument: --stop .a b.)$" "$err"'
+"$loom" quantize --threads=2 a.gguf b.gguf Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize --threads=2: the hint, then where its options are listed" \
+    '[ $rc -eq 2 ] && grep -q "(options take their value as the next argument: --threads 2; loom quantize --help lists its options)$" "$err"'
+"$loom" run -m "$model" -p "--temp=0.5" -n 1 >"$out" 2>"$err"; rc=$?
+check "run -p --temp=0.5: a prompt of that spelling is -p's value" '[ $rc -eq 0 ] && grep -q "^loom run: prompt [0-9]* tokens" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --bogus >"$out" 2>"$err"; rc=$?
+check "run --bogus: no hint without '='" '[ $rc -eq 2 ] && grep -q "unknown option .--bogus.$" "$err"'
 # an option with a value, last without one, says so (not "found 'nothing'", not its own name as the value)
 "$loom" inspect "$model" --ctx >"$out" 2>"$err"; rc=$?
 check "inspect --ctx last: found the end of the command line" '[ $rc -eq 2 ] && grep -q "loom inspect: --ctx expects a context length in \[1, [0-9]*\], found the end of the command line" "$err"'
