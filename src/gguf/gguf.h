@@ -132,7 +132,8 @@ void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len)
  * Build a file: add metadata and tensor infos, then stream tensor data in the order added. Setters and
  * add_tensor return LOOM_E_ARG for what the reader would refuse (an empty key, a tensor name of
  * LOOM_GGUF_MAX_NAME bytes or more, a duplicate tensor, a partial block).
- * The file appears atomically (written to a new PATH.<pid>.tmp beside it, fsync, rename). */
+ * The file appears atomically (written to a new PATH.<pid>.tmp beside it, fsync, rename); errors name PATH (and
+ * its directory when the file cannot be created there), never the temporary file. */
 struct loom_gguf_writer;
 
 struct loom_gguf_writer *loom_gguf_writer_new(void);

@@ -373,15 +373,23 @@ static int check_alignment_key(const struct loom_gguf_writer *w, loom_error *err
     return LOOM_OK;
 }
 
+/* The directory holding path into dir[cap]: "." for a bare name, "/" for a name at the root; "." too when the
+ * directory's name does not fit. */
+static void parent_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
+    if (n && n < cap)
+        snprintf(dir, cap, "%.*s", (int)n, path);
+    else
+        snprintf(dir, cap, ".");
+}
+
 /* Make the rename durable: fsync the directory holding path (best effort). */
 static void fsync_parent(const char *path)
 {
-    char dir[4096] = ".";
-    const char *slash = strrchr(path, '/');
-    if (slash == path)
-        strcpy(dir, "/");
-    else if (slash && (size_t)(slash - path) < sizeof dir)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    char dir[4096];
+    parent_dir(path, dir, sizeof dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);
@@ -413,6 +421,19 @@ static FILE *create_temporary(const char *path, char *tmp, size_t cap)
     return NULL; /* errno EEXIST */
 }
 
+/* The failure to create path's temporary file (errno e), said of path and its directory: the temporary's name is
+ * the writer's own. */
+static int create_failed(const char *path, int e, loom_error *err)
+{
+    char dir[4096];
+    struct stat st;
+    parent_dir(path, dir, sizeof dir);
+    if (e == ENOENT && stat(dir, &st) != 0) /* (a directory that exists may refuse new names with ENOENT: /proc) */
+        return loom_errorf(err, LOOM_E_IO, "output '%s': directory '%s' does not exist", path, dir);
+    return loom_errorf(err, LOOM_E_IO, "output '%s': cannot create a file in directory '%s': %s", path, dir,
+                       strerror(e));
+}
+
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err)
 {
@@ -434,13 +455,13 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
     char *tmp = malloc(cap);
     if (!tmp)
         return loom_errorf(err, LOOM_E_NOMEM, "out of memory");
-    struct out o = {create_temporary(path, tmp, cap), tmp, 0, err};
+    struct out o = {create_temporary(path, tmp, cap), path, 0, err};
     if (o.f && existed && fchmod(fileno(o.f), st.st_mode & 07777) != 0) { /* a replaced file keeps its mode */
         int e = errno;
         fclose(o.f), unlink(tmp), errno = e, o.f = NULL;
     }
     if (!o.f) {
-        rc = loom_errorf(err, LOOM_E_IO, "create '%s': %s", tmp, strerror(errno));
+        rc = create_failed(path, errno, err);
         free(tmp);
         return rc;
     }
@@ -450,11 +471,11 @@ int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gg
     else if (!rc)
         rc = write_holes(w, &o);
     if (!rc && (fflush(o.f) || fsync(fileno(o.f))))
-        rc = loom_errorf(err, LOOM_E_IO, "flush '%s': %s", tmp, strerror(errno));
+        rc = loom_errorf(err, LOOM_E_IO, "flush '%s': %s", path, strerror(errno));
     if (fclose(o.f) && !rc)
-        rc = loom_errorf(err, LOOM_E_IO, "close '%s': %s", tmp, strerror(errno));
+        rc = loom_errorf(err, LOOM_E_IO, "close '%s': %s", path, strerror(errno));
     if (!rc && rename(tmp, path))
-        rc = loom_errorf(err, LOOM_E_IO, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        rc = loom_errorf(err, LOOM_E_IO, "replace '%s' with the file written: %s", path, strerror(errno));
     if (rc)
         unlink(tmp);
     else

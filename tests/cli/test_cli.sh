@@ -8,7 +8,8 @@
 # is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
 # every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
-# refused by every command with how to write it; run's own words for a missing -p or -n.
+# refused by every command with how to write it; an output file in a directory that is missing named as given;
+# run's own words for a missing -p or -n.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
@@ -433,6 +434,23 @@ check "bench names an unknown option" '[ $rc -ne 0 ] && grep -q "loom bench: unk
 check "bench names -m without its file" '[ $rc -ne 0 ] && grep -q "loom bench: -m expects a GGUF file" "$err"'
 "$loom" quantize /nonexistent/in.gguf "$out.gguf" Q4_K_M >"$out" 2>"$err"; rc=$?
 check "quantize names an input it cannot open" '[ $rc -eq 1 ] && grep -q "/nonexistent/in.gguf: open: No such file" "$err"'
+# an output file that cannot be created is named as given, with its directory (not the writer's temporary file),
+# before any tensor is converted or generated
+"$loom" quantize "${model%-Q4_K_M.gguf}-F16.gguf" /nonexistent/dir/out.gguf Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize into a missing directory names the output and the directory, before any work" \
+    '[ $rc -eq 1 ] && grep -q "output ./nonexistent/dir/out.gguf.: directory ./nonexistent/dir. does not exist$" "$err" &&
+     ! grep -q "\.tmp" "$err" && ! grep -q "^quantize: .*tensor" "$err"'
+"$loom" synth --preset micro -o /nonexistent/dir/out.gguf >"$out" 2>"$err"; rc=$?
+check "synth -o into a missing directory names the output and the directory, before any work" \
+    '[ $rc -eq 1 ] && grep -q "^loom synth: output ./nonexistent/dir/out.gguf.: directory ./nonexistent/dir. does not exist$" "$err" &&
+     ! grep -q "\.tmp" "$err" && ! grep -q "^synth: preset" "$err"'
+"$loom" synth --preset tiny --sparse --split 2 -o /nonexistent/dir/out.gguf >"$out" 2>"$err"; rc=$?
+check "synth --split into a missing directory names the first part and the directory" \
+    '[ $rc -eq 1 ] && grep -q "output ./nonexistent/dir/out-00001-of-00002.gguf.: directory ./nonexistent/dir. does not exist$" "$err"'
+printf 'a file' >"$edited"
+"$loom" synth --preset micro -o "$edited/out.gguf" >"$out" 2>"$err"; rc=$?
+check "synth -o under a file names the output and why" \
+    '[ $rc -eq 1 ] && grep -q "output .$edited/out.gguf.: cannot create a file in directory .$edited.: Not a directory$" "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
