@@ -33,6 +33,7 @@ struct chat_opts {
 /* Timing of one turn. */
 struct chat_turn_stats {
     int n_reused, n_prefill, n_generated, reset; /* reset: turns that restored a checkpoint (render diverged) */
+    int stopped; /* the prefill stopped (a signal, a failure): n_prefill counts the tokens it evaluated and kept */
     double t_prefill, t_decode;
 };
 
@@ -205,7 +206,8 @@ static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *e
         rc = loom_session_eval(c->s, ids + split, n - split, c->logits, LOOM_LOGITS_LAST, err);
     }
     c->last.t_prefill = loom_cli_now() - t0;
-    c->last.n_prefill = n - c->last.n_reused;
+    c->last.stopped = rc != LOOM_OK;
+    c->last.n_prefill = rc == LOOM_OK ? n - reused : reused < 0 ? 0 : split - reused; /* each request all or nothing */
     return rc;
 }
 
@@ -382,10 +384,13 @@ static void chat_print_history(const struct chat *c)
 
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
 {
-    fprintf(stderr, "%s: prefill %d token%s in %.3f s (%.2f tok/s), %d reused from the session, %d cache restore(s) | "
+    char speed[48] = ""; /* none for a prefill that stopped: its last request's time counts, not its tokens */
+    if (!t->stopped)
+        snprintf(speed, sizeof speed, " (%.2f tok/s)", t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0);
+    fprintf(stderr, "%s: prefill %s%d token%s in %.3f s%s, %d reused from the session, %d cache restore(s) | "
                     "decode %d token%s in %.3f s (%.2f tok/s)\n",
-            what, t->n_prefill, t->n_prefill == 1 ? "" : "s", t->t_prefill,
-            t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0, t->n_reused, t->reset, t->n_generated,
+            what, t->stopped ? "stopped after " : "", t->n_prefill, t->n_prefill == 1 ? "" : "s", t->t_prefill, speed,
+            t->n_reused, t->reset, t->n_generated,
             t->n_generated == 1 ? "" : "s", t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
 }
 

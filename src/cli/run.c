@@ -1,8 +1,8 @@
 /* run.c — `loom run`: generate text from a prompt with one model and one session. The prompt is user data
- * (no special tokens), prefilled in one batch; then tokens are sampled and decoded one by one, streamed as text,
- * until N tokens, an end-of-generation token, a stop string or the end of the context. Timing and peak RSS go
- * to stderr. Ctrl+C, SIGTERM or SIGHUP stops it at the next layer: the text so far, the timing line, status
- * 130 / 143 / 129. */
+ * (no special tokens), prefilled in requests of RUN_PREFILL_TOKENS; then tokens are sampled and decoded one by one,
+ * streamed as text, until N tokens, an end-of-generation token, a stop string or the end of the context. Timing
+ * and peak RSS go to stderr. Ctrl+C, SIGTERM or SIGHUP stops it at the next layer: the text so far, the timing
+ * line (during the prefill: how many prompt tokens were evaluated), status 130 / 143 / 129. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +13,10 @@
 #include "loom.h"
 
 #define RUN_TEXT_MAX 4096 /* bytes of decoded text per token */
+/* Prompt tokens per prefill request: a multiple of the session's chunks in both numerics (128 tokens canonical, the
+ * reference's 512-token micro-batches), so the split changes no bit, and an interrupted prefill keeps, and says,
+ * what its finished requests evaluated (a request is all or nothing). */
+#define RUN_PREFILL_TOKENS 512
 
 struct run_opts {
     const char *model;  /* -m; NULL = the default model */
@@ -124,7 +128,7 @@ static int run_tokenize(const loom_tokenizer *tok, const char *text, int32_t **o
 }
 
 struct run_stats {
-    int n_prompt, n_generated, n_decoded;
+    int n_prompt, n_prefilled, n_generated, n_decoded; /* n_prefilled: prompt tokens evaluated (< n_prompt: stopped) */
     double t_prefill, t_decode;
     struct loom_cli_expert_trace trace; /* --stats under a memory budget: figures per token */
 };
@@ -207,11 +211,33 @@ static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_samp
     return rc < 0 ? rc : LOOM_OK;
 }
 
+/* Prefill the prompt[n] in requests of RUN_PREFILL_TOKENS, the last token's logits into logits: st->n_prefilled
+ * and st->t_prefill count the requests that finished. LOOM_OK or the first request's failure (LOOM_E_CANCELLED when
+ * a signal stopped it). */
+static int run_prefill(loom_session *s, const int32_t *prompt, int n, float *logits, struct run_stats *st,
+                       loom_error *err)
+{
+    double t0 = loom_cli_now();
+    for (int done = 0, k; done < n; done += k) {
+        k = n - done < RUN_PREFILL_TOKENS ? n - done : RUN_PREFILL_TOKENS;
+        int rc = loom_session_eval(s, prompt + done, k, done + k == n ? logits : NULL, LOOM_LOGITS_LAST, err);
+        if (rc != LOOM_OK)
+            return rc;
+        st->n_prefilled = loom_session_pos(s);
+        st->t_prefill = loom_cli_now() - t0;
+    }
+    return LOOM_OK;
+}
+
 static void run_print_stats(const struct run_stats *st)
 {
-    fprintf(stderr, "loom run: prompt %d token%s, %.2f tok/s | decode %d token%s, %.2f tok/s (%d generated) | "
-                    "peak RSS %.1f MiB\n",
-            st->n_prompt, st->n_prompt == 1 ? "" : "s", st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0.0,
+    char prompt[96];
+    if (st->n_prefilled < st->n_prompt)
+        snprintf(prompt, sizeof prompt, "prompt interrupted after %d of %d tokens", st->n_prefilled, st->n_prompt);
+    else
+        snprintf(prompt, sizeof prompt, "prompt %d token%s", st->n_prompt, st->n_prompt == 1 ? "" : "s");
+    fprintf(stderr, "loom run: %s, %.2f tok/s | decode %d token%s, %.2f tok/s (%d generated) | peak RSS %.1f MiB\n",
+            prompt, st->t_prefill > 0 ? st->n_prefilled / st->t_prefill : 0.0,
             st->n_decoded, st->n_decoded == 1 ? "" : "s", st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0,
             st->n_generated, loom_cli_peak_rss() / (1024.0 * 1024.0));
 }
@@ -273,18 +299,14 @@ static int run_generate(const loom_model *m, const struct run_opts *o, loom_erro
         rc = loom_cli_expert_trace_init(&st.trace, m, &o->mo, n_gen, err);
     }
     if (rc >= 0) {
-        double t0 = loom_cli_now();
-        rc = loom_session_eval(s, prompt, st.n_prompt, logits, LOOM_LOGITS_LAST, err);
-        st.t_prefill = loom_cli_now() - t0;
+        rc = run_prefill(s, prompt, st.n_prompt, logits, &st, err);
         loom_cli_expert_trace_add(&st.trace);
-        if (rc == LOOM_E_CANCELLED)
-            st.n_prompt = 0; /* not evaluated: no prompt speed to report */
     }
     if (rc >= 0)
         rc = run_decode_loop(tok, s, smp, stop, logits, n_gen, &st, err);
     if (rc >= 0 || rc == LOOM_E_CANCELLED) {
         run_print_stats(&st);
-        loom_cli_expert_stats("run", m, &o->mo, st.n_prompt + st.n_decoded, &st.trace);
+        loom_cli_expert_stats("run", m, &o->mo, st.n_prefilled + st.n_decoded, &st.trace);
     }
     free(st.trace.at);
     loom_sampler_free(smp);

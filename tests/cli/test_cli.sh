@@ -9,18 +9,28 @@
 # every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
 # refused by every command with how to write it; an output file in a directory that is missing named as given;
-# run's own words for a missing -p or -n.
+# run's own words for a missing -p or -n; and Ctrl+C during a long prefill (0.8b model) saying how far it got.
 # Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
 model=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35-tiny-Q4_K_M.gguf
 pass=0 fail=0
-out=$(mktemp) err=$(mktemp) edited=$(mktemp)
-trap 'rm -f "$out" "$err" "$edited"' EXIT
+out=$(mktemp) err=$(mktemp) edited=$(mktemp) fifo=$(mktemp -u)
+trap 'rm -f "$out" "$err" "$edited" "$fifo"' EXIT
 
 check() { # description, condition (evaluated)
     if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; sed 's/^/    | /' "$err"; fi
+}
+
+# wait_until CONDITION: poll it (every 50 ms, for at most 600 s: the 0.8b model under the sanitizers); false on
+# timeout
+wait_until() {
+    local end=$((SECONDS + 600))
+    until eval "$1"; do
+        [ $SECONDS -lt $end ] || { echo "timed out waiting for: $1"; return 1; }
+        sleep 0.05
+    done
 }
 
 # $LOOM_KERNELS: an unknown value fails before anything runs, naming what it expects
@@ -451,6 +461,51 @@ printf 'a file' >"$edited"
 "$loom" synth --preset micro -o "$edited/out.gguf" >"$out" 2>"$err"; rc=$?
 check "synth -o under a file names the output and why" \
     '[ $rc -eq 1 ] && grep -q "output .$edited/out.gguf.: cannot create a file in directory .$edited.: Not a directory$" "$err"'
+
+# Ctrl+C while a long prompt prefills (the 0.8b model, 12 requests of 512 tokens): the timing line says the prompt
+# was interrupted and how many of its tokens the finished requests evaluated (it said "prompt 0 tokens"). SIGINT
+# comes once the process has spent 2.5 requests' CPU time (a 250-token prompt's prefill, timed first) past the
+# line that ends its setup; env restores SIGINT, which a script's background job inherits ignored.
+big=${LOOM_CACHE:-$HOME/.cache/loom}/models/qwen35-0.8b-Q4_K_M.gguf
+sentences() { for i in $(seq "$1"); do printf 'The quick brown fox jumps over the lazy dog number %d. ' "$i"; done; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+"$loom" run -m "$big" -p "$(sentences 17)" -n 1 -t 1 >"$out" 2>"$err"; rc=$?
+tps=$(sed -n 's/^loom run: prompt [0-9]* tokens, \([0-9.]*\) tok\/s .*/\1/p' "$err")
+check "run on the 0.8b model times a 250-token prefill" '[ $rc -eq 0 ] && [ -n "$tps" ]'
+long=$(sentences 400)
+n_long=$(printf %s "$long" | "$loom" tokenize -m "$big" | wc -w)
+ticks=$(awk -v t="${tps:-100}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%d", 2.5 * 512 / t * hz }')
+env --default-signal=INT "$loom" run -m "$big" -p "$long" -n 4 --temp 0 -t 1 >"$out" 2>"$err" &
+pid=$!
+wait_until "grep -q '^loom run: context' '$err' || ! kill -0 $pid 2>/dev/null"
+c0=$(cpu_ticks $pid)
+wait_until "[ \$((\$(cpu_ticks $pid) - c0)) -ge $ticks ] || ! kill -0 $pid 2>/dev/null"
+kill -INT $pid 2>/dev/null
+wait $pid; rc=$?
+k=$(sed -n "s/^loom run: prompt interrupted after \([0-9]*\) of $n_long tokens, .* decode 0 tokens, .*/\1/p" "$err")
+check "run: Ctrl+C during a $n_long-token prefill exits 130 without text" '[ $rc -eq 130 ] && [ ! -s "$out" ]'
+check "run: Ctrl+C during the prefill says the prompt was interrupted after ${k:-?} of its $n_long tokens" \
+    '[ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt "$n_long" ] && [ $((k % 512)) -eq 0 ]'
+# chat: Ctrl+C while a long message prefills (its render is one request, all or nothing): /timing says the last
+# turn's prefill stopped and what it kept, not the whole render at a speed made of the time it ran. Its stdin is a
+# FIFO this script holds open on fd 3; SIGINT comes once chat has read the whole line (rchar of /proc/PID/io).
+rchar() { awk '/^rchar:/ {print $2}' "/proc/$1/io"; }
+rm -f "$fifo" && mkfifo "$fifo" && exec 3<>"$fifo"
+env --default-signal=INT "$loom" chat -m "$big" -t 1 -c 8192 -n 4 <"$fifo" >"$out" 2>"$err" 3>&- &
+pid=$!
+echo /history >&3
+wait_until "grep -q '^(0 messages)' '$err' || ! kill -0 $pid 2>/dev/null"
+read0=$(rchar $pid)
+long=$(sentences 200)
+printf '%s\n' "$long" >&3
+wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ] || ! kill -0 $pid 2>/dev/null"
+kill -INT $pid 2>/dev/null
+wait_until "grep -q '^(stopped' '$err' || ! kill -0 $pid 2>/dev/null"
+echo /timing >&3
+exec 3>&-
+wait $pid; rc=$?
+check "chat: Ctrl+C during a long message's prefill: /timing says the prefill stopped, with no speed" \
+    '[ $rc -eq 0 ] && grep -q "^last turn: prefill stopped after 0 tokens in [0-9.]* s, 0 reused from the session" "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
