@@ -59,8 +59,11 @@ static int default_mkdirs(const char *dir, loom_error *err)
             continue;
         char c = buf[i];
         buf[i] = '\0';
+        struct stat st;
         if (mkdir(buf, 0755) != 0 && errno != EEXIST)
             return loom_errorf(err, LOOM_E_IO, "creating directory '%s': %s", buf, strerror(errno));
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+            return loom_errorf(err, LOOM_E_IO, "'%s' exists and is not a directory", buf);
         buf[i] = c;
     }
     return LOOM_OK;
@@ -215,11 +218,10 @@ static int default_prepare_forked(const char *path, const char *dir, int locked,
         return loom_errorf(err, LOOM_E_CANCELLED, "preparing %s was interrupted (%s); its temporary files were removed",
                            path, stopped_by);
     if (WIFSIGNALED(status))
-        return loom_errorf(err, LOOM_E_IO, "preparing the default model %s: its process ended by signal %d", path,
-                           WTERMSIG(status));
-    return loom_errorf(err, LOOM_E_IO, "preparing the default model %s failed (the reason is printed above; it needs the reference's "
-                       "vocabulary, which `bash scripts/setup.sh` fetches)",
-                       path);
+        return loom_errorf(err, LOOM_E_IO, "preparing %s: its process ended by signal %d (%s); its temporary files "
+                           "stay until the next preparation removes them", path, WTERMSIG(status),
+                           strsignal(WTERMSIG(status)));
+    return loom_errorf(err, LOOM_E_IO, "preparing %s failed (the reason is printed above)", path);
 }
 
 /* default_lock's way out when the directory cannot be locked (errno says why): warned, *fd closed and -1. */
@@ -270,6 +272,13 @@ int loom_cli_default_model(char *path, size_t cap, loom_error *err)
         return loom_errorf(err, LOOM_E_RANGE, "default model path: needs %d bytes, buffer has %zu", n, cap);
     if (access(path, R_OK) == 0)
         return LOOM_OK;
+    char vocab[4096];
+    if ((rc = loom_cli_default_vocab(vocab, sizeof vocab, err)) != LOOM_OK)
+        return rc;
+    if (access(vocab, R_OK) != 0) /* before any directory is made or locked */
+        return loom_errorf(err, LOOM_E_IO, "it is made with the reference's vocabulary '%s' (%s), "
+                           "which `bash scripts/setup.sh` fetches (or set LOOM_REF to the reference's folder)",
+                           vocab, strerror(errno));
     int fd;
     if ((rc = default_mkdirs(dir, err)) != LOOM_OK || (rc = default_lock(dir, &fd, err)) != LOOM_OK)
         return rc;

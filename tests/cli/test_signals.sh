@@ -272,6 +272,20 @@ for how in INT-group TERM HUP; do
     check "default model ($to): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-$how/models")" ]'
 done
 
+# refused before any preparation: a models path that is a file, a missing vocabulary (named, with how to get it)
+mkdir -p "$tmp/cache-file" "$tmp/noref"
+echo x >"$tmp/cache-file/models"
+LOOM_CACHE=$tmp/cache-file LOOM_REF=$ref "$loom" run -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "default model: a models path that is a file exits 1" '[ $rc -eq 1 ]'
+check "default model: a models path that is a file is named as such" \
+    'grep -q "^loom run: default model: .$tmp/cache-file/models. exists and is not a directory$" "$err"'
+check "default model: a models path that is a file is left as it was, nothing prepared" \
+    '[ "$(cat "$tmp/cache-file/models")" = x ] && ! grep -q "preparing" "$err"'
+LOOM_CACHE=$tmp/cache-noref LOOM_REF=$tmp/noref "$loom" run -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "default model: a missing vocabulary exits 1, naming it and scripts/setup.sh" \
+    '[ $rc -eq 1 ] && grep -q "vocabulary .$tmp/noref/src/models/ggml-vocab-qwen35.gguf. (No such file or directory), which .bash scripts/setup.sh. fetches" "$err"'
+check "default model: a missing vocabulary makes no directory" '[ ! -e "$tmp/cache-noref" ]'
+
 # gone PID: the process has ended (a zombie counts: an orphan's reaper need not reap it at once)
 gone() { [ ! -e "/proc/$1" ] || [ "$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)" = Z ]; }
 
