@@ -724,20 +724,24 @@ static void serve_announce(const struct server *s)
             s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx, s->ctx.n_ctx == 1 ? "" : "s");
 }
 
-/* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement.
- * A SIGHUP ignored on entry (nohup) stays ignored: its event is never added. */
+/* A signal event added, unless the signal was ignored on entry (nohup, `trap '' INT`, a script's background job):
+ * such a signal stays ignored, as in every other command. 0, or -1 when the event could not be made. */
+static int serve_signal_event(struct server *s, struct event **ev, int sig)
+{
+    if (loom_cli_signal_ignored(sig))
+        return 0;
+    *ev = evsignal_new(s->base, sig, on_signal, s);
+    return *ev && event_add(*ev, NULL) == 0 ? 0 : -1;
+}
+
+/* The signal and timer events (after the model loaded: until then Ctrl+C stops the load), then the announcement. */
 static int serve_setup_events(struct server *s)
 {
-    int hup_ignored = loom_cli_signal_ignored(SIGHUP);
-    s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
-    s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
-    s->ev_hup = evsignal_new(s->base, SIGHUP, on_signal, s);
     s->ev_drain = event_new(s->base, -1, EV_PERSIST, on_drain_tick, s);
     s->ev_watch = event_new(s->base, -1, EV_PERSIST, on_watch_tick, s);
     struct timeval watch = {0, 100000};
-    if (!s->ev_int || !s->ev_term || !s->ev_hup || !s->ev_drain || !s->ev_watch || event_add(s->ev_int, NULL) ||
-        event_add(s->ev_term, NULL) || (!hup_ignored && event_add(s->ev_hup, NULL)) ||
-        event_add(s->ev_watch, &watch)) {
+    if (serve_signal_event(s, &s->ev_int, SIGINT) || serve_signal_event(s, &s->ev_term, SIGTERM) ||
+        serve_signal_event(s, &s->ev_hup, SIGHUP) || !s->ev_drain || !s->ev_watch || event_add(s->ev_watch, &watch)) {
         fprintf(stderr, "loom serve: could not set up the signal events\n");
         return -1;
     }

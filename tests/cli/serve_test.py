@@ -26,7 +26,11 @@ import threading
 import time
 
 LOOM, MODEL = sys.argv[1], sys.argv[2]
-signal.signal(signal.SIGHUP, signal.SIG_DFL)  # run under nohup: the servers do not inherit SIGHUP ignored
+# Run under nohup or as a script's background job: the servers do not inherit SIGHUP, SIGINT or SIGTERM ignored
+# (a signal ignored on entry stays ignored in loom serve; the checks that want that say so with `ignore`)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 # The tiny models carry the vocabulary file's ChatML template; the chat checks below (thinking, tool calls) are
 # about the Qwen3.5 format, so servers render with the official template (the reference's copy) unless a check
 # names another one.
@@ -46,10 +50,12 @@ def check(what, cond, detail=""):
 
 
 class Server:
-    def __init__(self, *args, env=None, nohup=False):
+    def __init__(self, *args, env=None, ignore=()):
+        """ignore: names of signals the server starts with ignored (HUP: as under nohup)."""
         if "--chat-template-file" not in args:
             args = ("--chat-template-file", OFFICIAL, *args)
-        self.proc = subprocess.Popen([*(["env", "--ignore-signal=HUP"] if nohup else []), LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
+        ign = ["env", *("--ignore-signal=" + name for name in ignore)] if ignore else []
+        self.proc = subprocess.Popen([*ign, LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
                                      stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
         self.log = []
         deadline = time.time() + 60
@@ -750,7 +756,7 @@ else:
     print("the reference's templates are not present: --chat-template-file not tested")
 
 # ---- --timeout: a request still running after S seconds ends as at max_tokens, its text so far delivered ------
-g = Server("--parallel", "1", "-c", "32768", "--timeout", "1", nohup=True)  # SIGHUP ignored on entry, as by nohup
+g = Server("--parallel", "1", "-c", "32768", "--timeout", "1", ignore=("HUP",))  # SIGHUP ignored, as by nohup
 t0 = time.time()
 st, body = g.request("POST", "/v1/completions", {"prompt": "Once", "temperature": 0, "max_tokens": 30000})
 check("--timeout 1: the request ends after about a second, finish_reason length, with its text", st == 200 and
@@ -763,6 +769,15 @@ check("SIGHUP ignored on entry (nohup) stays ignored: still serving", g.healthy(
       not any("SIGHUP" in line for line in g.log), "".join(g.log[-4:]))
 check("server G: SIGTERM exits 0", g.stop() == 0, "".join(g.log[-4:]))
 
+# ---- SIGINT and SIGTERM ignored on entry (`trap '' INT TERM`, a script's background job) stay ignored too ---------
+h = Server("--parallel", "1", "-c", "256", ignore=("INT", "TERM"))
+for sig in (signal.SIGINT, signal.SIGTERM):
+    h.proc.send_signal(sig)
+time.sleep(0.3)
+check("SIGINT and SIGTERM ignored on entry stay ignored: still serving, no drain", h.healthy() and
+      h.proc.poll() is None and not any("no new requests" in line for line in h.log), "".join(h.log[-4:]))
+check("server H: SIGHUP (not ignored) drains and exits 0", h.stop(signal.SIGHUP) == 0 and
+      any("SIGHUP: no new requests" in line for line in h.log), "".join(h.log[-4:]))
 # ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
 holder = socket.socket()
 holder.bind(("127.0.0.1", 0))
