@@ -644,6 +644,23 @@ static void on_request(struct evhttp_request *h, void *arg)
 
 static double now_s(void) { return loom_cli_now(); }
 
+/* Count the live requests that are running (in a slot) and those still queued, not yet released; with
+ * cancel_queued, the queued ones are cancelled: the engine answers them 503 at its next step (one it admits
+ * meanwhile is stopped before its prefill). A request's n_cached is -1 until it takes a slot (under its mu). */
+static void count_live(struct server *s, int *running, int *queued, int cancel_queued)
+{
+    *running = *queued = 0;
+    for (struct serve_req *r = s->live; r; r = r->next) {
+        pthread_mutex_lock(&r->mu);
+        int started = r->n_cached >= 0, released = r->released;
+        if (!started && !released && cancel_queued)
+            atomic_store(&r->cancelled, 1);
+        pthread_mutex_unlock(&r->mu);
+        *running += started && !released;
+        *queued += !started && !released;
+    }
+}
+
 static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -654,17 +671,21 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (t > s->drain_deadline && !s->cancelled_all) {
-        fprintf(stderr, "loom serve: drain timeout: stopping %d running requests\n", s->n_live);
+        int running, queued;
+        count_live(s, &running, &queued, 0);
+        fprintf(stderr, "loom serve: drain timeout: stopping %d running request%s\n", running, running == 1 ? "" : "s");
         s->cancelled_all = 1;
         serve_engine_cancel_all(s->eng);
     }
 }
 
+/* The first signal starts the drain: no new connections or requests; the queued requests (not yet started) are
+ * answered 503 at once, the running ones may finish within --drain-timeout. A second one stops waiting. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     struct server *s = arg;
-    if (s->draining) { /* a second signal: stop waiting */
+    if (s->draining) {
         s->drain_deadline = now_s() - 1;
         return;
     }
@@ -673,8 +694,13 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (s->sock)
         evhttp_del_accept_socket(s->http, s->sock);
     s->sock = NULL;
-    fprintf(stderr, "loom serve: %s: no new requests; waiting for %d running (at most %d s)\n",
-            loom_cli_handled_signal_name((int)sig), s->n_live, s->o->drain_s);
+    int running, queued;
+    count_live(s, &running, &queued, 1);
+    char q[80] = "none queued";
+    if (queued)
+        snprintf(q, sizeof q, "%d queued request%s not started: answered 503", queued, queued == 1 ? "" : "s");
+    fprintf(stderr, "loom serve: %s: no new requests; waiting for %d running request%s (at most %d s); %s\n",
+            loom_cli_handled_signal_name((int)sig), running, running == 1 ? "" : "s", s->o->drain_s, q);
     struct timeval tv = {0, 20000};
     event_add(s->ev_drain, &tv);
 }

@@ -262,11 +262,20 @@ static int slot_common_prefix(struct serve_engine *e, const struct slot *sl, con
     return k;
 }
 
+/* Set r->n_cached under r->mu: the HTTP side reads it to tell a running request (>= 0) from a queued one (-1). */
+static void req_set_cached(struct serve_req *r, int n)
+{
+    pthread_mutex_lock(&r->mu);
+    r->n_cached = n;
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* The request r takes slot sl; its prefill starts with slot_reuse (n_done -1: not yet). */
 static void slot_start(struct serve_engine *e, struct slot *sl, struct serve_req *r)
 {
     *sl = (struct slot){.s = sl->s, .think_end = sl->think_end, .r = r, .state = SLOT_PREFILL, .n_done = -1,
                         .in_think = r->think_open};
+    req_set_cached(r, 0); /* running from now on */
     loom_detok_init(&sl->dt, e->tok);
     loom_stop_reset(sl->think_end);
 }
@@ -280,14 +289,15 @@ static void slot_reuse(struct serve_engine *e, struct slot *sl, float *row)
 {
     struct serve_req *r = sl->r;
     int lcp = slot_common_prefix(e, sl, r->prompt, r->n_prompt), keep = lcp < r->n_prompt ? lcp : r->n_prompt - 1;
-    r->n_cached = keep; /* prompt tokens not evaluated again */
+    int cached = keep; /* prompt tokens not evaluated again */
     if (keep < loom_session_pos(sl->s)) { /* the live state went past the shared prefix */
         int c = lcp > 1 ? loom_session_checkpoint_at(sl->s, lcp - 1) : 0; /* token c is the prompt's too */
         loom_error err = {0};
         keep = c > 0 && loom_session_rewind(sl->s, c + 1, row, &err) == LOOM_OK ? c + 1 : 0;
-        r->n_cached = keep ? c : 0;
+        cached = keep ? c : 0;
         e->n_eval += keep != 0;
     }
+    req_set_cached(r, cached);
     if (keep == 0)
         loom_session_reset(sl->s);
     sl->n_done = keep;

@@ -847,6 +847,7 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
         return serve_fail(e, 500, NULL, NULL, "out of memory");
     }
     pthread_mutex_init(&r->mu, NULL);
+    r->n_cached = -1; /* queued: the engine sets it when the request takes a slot */
     r->kind = kind;
     r->tok = c->tok;
     int rc = refuse_unimplemented(o, kind, e);

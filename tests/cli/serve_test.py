@@ -562,7 +562,9 @@ st, events = result.get("r", (None, []))
 check("SIGTERM: the running request completes", st == 200 and last_choice(events).get("finish_reason") == "length"
       and (usage_of(events) or {}).get("completion_tokens") == 300, f"{st} {events[-2:]}")
 check("SIGTERM: exit status 0", rc == 0, "".join(b.log[-5:]))
-check("SIGTERM: says it drained", any("SIGTERM: no new requests" in line for line in b.log), "".join(b.log[-5:]))
+check("SIGTERM: says it drained, 1 running, none queued", any(
+    "SIGTERM: no new requests; waiting for 1 running request (at most 30 s); none queued" in line for line in b.log),
+      "".join(b.log[-5:]))
 
 # ---- server D: more slots than one decode step takes (min(context, 128) rows): the step runs as several calls --
 d = Server("--parallel", "6", "-c", "4")
@@ -778,6 +780,47 @@ check("SIGINT and SIGTERM ignored on entry stay ignored: still serving, no drain
       h.proc.poll() is None and not any("no new requests" in line for line in h.log), "".join(h.log[-4:]))
 check("server H: SIGHUP (not ignored) drains and exits 0", h.stop(signal.SIGHUP) == 0 and
       any("SIGHUP: no new requests" in line for line in h.log), "".join(h.log[-4:]))
+
+# ---- the drain with requests queued: the running one finishes, the queued ones (not started) get 503 at once -----
+q = Server("--parallel", "1", "--queue", "4", "-c", "4096", "--drain-timeout", "120")
+done = {}
+
+
+def timed(name, fn):
+    r = fn()
+    done[name] = (time.time(), r)
+
+
+running = threading.Thread(target=timed, args=("running", lambda: q.stream(
+    "/v1/completions", {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 300}, key="")))
+running.start()
+time.sleep(0.3)
+waiting = [threading.Thread(target=timed, args=("plain", lambda: q.request(
+               "POST", "/v1/completions", {"prompt": "Hello", "temperature": 0, "max_tokens": 4}, key=None))),
+           threading.Thread(target=timed, args=("streamed", lambda: q.stream(
+               "/v1/completions", {"prompt": "Hello", "temperature": 0, "max_tokens": 4}, key="")))]
+for t in waiting:
+    t.start()
+time.sleep(0.5)
+rc = q.stop()
+for t in (running, *waiting):
+    t.join(60)
+st, events = done.get("running", (0, (None, [])))[1]
+check("drain with a queue: the running request completes", st == 200 and
+      (usage_of(events) or {}).get("completion_tokens") == 300, f"{st} {events[-2:]}")
+st, e = err_of(done.get("plain", (0, (None, {})))[1])
+check("drain with a queue: a queued request gets 503", st == 503 and "shutting down" in e.get("message", ""),
+      f"{st} {e}")
+st, events = done.get("streamed", (0, (None, [])))[1]
+check("drain with a queue: a queued stream ends with an error event, then [DONE]", st == 200 and
+      events[-1:] == ["[DONE]"] and "error" in (events[-2] if len(events) > 1 else {}), f"{st} {events[-2:]}")
+check("drain with a queue: the queued ones are answered before the running one ends",
+      max(done.get(k, (1e18,))[0] for k in ("plain", "streamed")) < done.get("running", (0,))[0],
+      str({k: v[0] for k, v in done.items()}))
+check("drain with a queue: exit 0; says 1 running, 2 queued answered 503", rc == 0 and any(
+    "SIGTERM: no new requests; waiting for 1 running request (at most 120 s); 2 queued requests not started: "
+    "answered 503" in line for line in q.log), "".join(q.log[-4:]))
+
 # ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
 holder = socket.socket()
 holder.bind(("127.0.0.1", 0))
