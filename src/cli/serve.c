@@ -580,21 +580,43 @@ static const char *method_name(enum evhttp_cmd_type m)
     }
 }
 
-/* With --api-key: "Authorization: Bearer KEY" (the scheme's name in any case, as HTTP's are), the key compared in
- * time independent of where it differs. */
-static int authorized(const struct server *s, struct evhttp_request *h)
+/* With --api-key, what is wrong with the request's credentials (NULL: nothing). RFC 6750 2.1 and RFC 7235 2.1:
+ * "Authorization: Bearer KEY", the scheme's name in any case (as HTTP's are), one or more spaces, then the key,
+ * compared exactly (in time independent of where it differs); the white space around the header's value is not
+ * part of it (RFC 7230 3.2). A message never shows the value: it may be a key. *bad_key: the key was wrong. */
+static const char *auth_problem(const struct server *s, struct evhttp_request *h, int *bad_key)
 {
-    if (!s->o->api_key)
-        return 1;
     const char *v = evhttp_find_header(evhttp_request_get_input_headers(h), "Authorization");
-    if (!v || strncasecmp(v, "Bearer ", 7))
-        return 0;
-    v += 7;
-    size_t n = strlen(v), k = strlen(s->o->api_key);
+    *bad_key = 0;
+    if (!v)
+        return "missing API key: expected the header 'Authorization: Bearer KEY'";
+    v += strspn(v, " \t");
+    size_t n = strlen(v), scheme = strcspn(v, " \t");
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (scheme != 6 || strncasecmp(v, "Bearer", 6))
+        return "Authorization: expected the scheme Bearer, then the key ('Bearer KEY'), found another scheme or none";
+    size_t sp = strspn(v + 6, " ");
+    if (6 + sp >= n)
+        return "Authorization: expected 'Bearer KEY', found the scheme Bearer with no key";
+    if (sp == 0)
+        return "Authorization: expected one or more spaces between Bearer and the key, found a tab";
+    const char *key = v + 6 + sp;
+    size_t k = strlen(s->o->api_key);
+    n -= 6 + sp;
     unsigned diff = n != k;
     for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)v[i] ^ (unsigned char)s->o->api_key[i < k ? i : 0];
-    return diff == 0;
+        diff |= (unsigned char)key[i] ^ (unsigned char)s->o->api_key[i < k ? i : 0];
+    *bad_key = diff != 0;
+    return diff ? "Authorization: wrong API key (expected the one loom serve was given with --api-key)" : NULL;
+}
+
+/* 401 with RFC 6750's challenge (error="invalid_token" for a wrong key). */
+static void send_unauthorized(struct evhttp_request *h, const char *msg, int bad_key)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(h), "WWW-Authenticate",
+                      bad_key ? "Bearer error=\"invalid_token\"" : "Bearer");
+    send_errorf(h, 401, NULL, "invalid_api_key", msg);
 }
 
 static void on_request(struct evhttp_request *h, void *arg)
@@ -630,8 +652,11 @@ static void on_request(struct evhttp_request *h, void *arg)
                    method_name(known->method), method_name(evhttp_request_get_command(h)));
         return send_error(h, &e);
     }
-    if (rt->fn != handle_health && rt->fn != handle_page && !authorized(s, h))
-        return send_errorf(h, 401, NULL, "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+    int bad_key;
+    const char *denied = rt->fn != handle_health && rt->fn != handle_page && s->o->api_key
+                             ? auth_problem(s, h, &bad_key) : NULL;
+    if (denied)
+        return send_unauthorized(h, denied, bad_key);
     struct evbuffer *in = evhttp_request_get_input_buffer(h);
     size_t len = evbuffer_get_length(in);
     const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";

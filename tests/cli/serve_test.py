@@ -451,9 +451,30 @@ for what, key in (("no API key", None), ("a wrong API key", "wrong")):
     st, e = err_of(a.request("POST", "/v1/completions", comp, key=key))
     check(f"{what}: 401", st == 401 and e.get("code") == "invalid_api_key", f"{st} {e}")
 check("401: the server keeps serving", a.healthy())
-st, _ = a.request("POST", "/v1/completions", dict(comp, max_tokens=1), key=None,
-                  headers={"Authorization": "bearer " + KEY})
-check("the Authorization scheme in any case (bearer KEY): taken", st == 200, str(st))
+# RFC 6750 2.1 / RFC 7235 2.1: the scheme in any case, one or more spaces, the key compared exactly; the white space
+# around a header's value is not part of it
+for value in ("bearer " + KEY, "BEARER " + KEY, "Bearer  " + KEY, "Bearer   " + KEY, "Bearer " + KEY + "  "):
+    st, _ = a.request("POST", "/v1/completions", dict(comp, max_tokens=1), key=None, headers={"Authorization": value})
+    check(f"Authorization {value!r}: taken", st == 200, str(st))
+for value, says, challenge in (
+        ("Basic " + KEY, "expected the scheme Bearer, then the key ('Bearer KEY'), found another scheme or none",
+         "Bearer"),
+        (KEY, "found another scheme or none", "Bearer"),
+        ("Bearer" + KEY, "found another scheme or none", "Bearer"),
+        ("Bearer", "expected 'Bearer KEY', found the scheme Bearer with no key", "Bearer"),
+        ("Bearer   ", "found the scheme Bearer with no key", "Bearer"),
+        ("Bearer\t" + KEY, "expected one or more spaces between Bearer and the key, found a tab", "Bearer"),
+        ("Bearer " + KEY + "x", "wrong API key", 'Bearer error="invalid_token"'),
+        ("Bearer " + KEY + " x", "wrong API key", 'Bearer error="invalid_token"'),
+        ("Bearer " + KEY.upper(), "wrong API key", 'Bearer error="invalid_token"')):
+    c_ = a.conn()
+    c_.request("POST", "/v1/completions", body=json.dumps(comp).encode(), headers={"Authorization": value})
+    r_ = c_.getresponse()
+    e = json.loads(r_.read().decode()).get("error", {})
+    c_.close()
+    check(f"Authorization {value!r}: 401 saying what was expected, with the challenge", r_.status == 401 and
+          says in e.get("message", "") and e.get("code") == "invalid_api_key" and KEY not in e.get("message", "") and
+          r_.getheader("WWW-Authenticate") == challenge, f"{r_.status} {e} {r_.getheader('WWW-Authenticate')}")
 st, e = err_of(a.request("GET", "/v1/nothing"))
 check("an unknown path: 404 naming it", st == 404 and "'/v1/nothing'" in e.get("message", ""), f"{st} {e}")
 st, e = err_of(a.request("GET", "/v1/chat/completions"))
