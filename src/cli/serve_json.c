@@ -93,8 +93,13 @@ static const char *jfound(const json_t *v, char *buf, size_t cap)
     case JSON_TRUE: return "true";
     case JSON_FALSE: return "false";
     case JSON_NULL: return "null";
-    default: snprintf(buf, cap, "%.17g", json_number_value(v)); return buf;
+    case JSON_INTEGER: snprintf(buf, cap, "%lld", (long long)json_integer_value(v)); return buf;
+    default: break;
     }
+    int n = snprintf(buf, cap, "%.17g", json_real_value(v)); /* as a real: 5.0 shown as such, not as 5 */
+    if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".e"))
+        memcpy(buf + n, ".0", 3);
+    return buf;
 }
 
 /* Field `key` of o as a number in [lo, hi] into *out (float). Absent or null: untouched. 0 or -1 (e filled). */
@@ -119,23 +124,28 @@ static int get_float(json_t *o, const char *key, double lo, double hi, float *ou
     return 0;
 }
 
-/* As get_float, for an integer in [lo, hi] (a number with a fraction is refused). */
+/* v at path as an integer in [lo, hi] into *out, what it is named in the message ("an integer", "an integer token
+ * id"). A JSON integer only: a number written with a fraction or an exponent (1.5, 5.0, 1e3) is refused, never
+ * truncated, as OpenAI does. 0, or -1 with e filled (invalid_value for another number, invalid_type otherwise). */
+static int want_int(json_t *v, const char *path, const char *what, long long lo, long long hi, long long *out,
+                    struct serve_err *e)
+{
+    char buf[40];
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi) {
+        *out = (long long)json_integer_value(v);
+        return 0;
+    }
+    int whole = json_is_real(v) && json_real_value(v) == floor(json_real_value(v));
+    return serve_fail(e, 400, path, json_is_number(v) ? "invalid_value" : "invalid_type",
+                      "%s: expected %s in [%lld, %lld], found %s%s", path, what, lo, hi, jfound(v, buf, sizeof buf),
+                      whole ? " (an integer is written without a fraction or an exponent)" : ""), -1;
+}
+
+/* As get_float, for an integer in [lo, hi] (want_int). */
 static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
-    char buf[40];
-    if (!v || json_is_null(v))
-        return 0;
-    double d = json_number_value(v);
-    int ok = json_is_integer(v) ? json_integer_value(v) >= lo && json_integer_value(v) <= hi
-                                : json_is_real(v) && d == floor(d) && d >= (double)lo && d <= (double)hi;
-    if (!ok) {
-        serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
-                   "%s: expected an integer in [%lld, %lld], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
-        return -1;
-    }
-    *out = json_is_integer(v) ? (long long)json_integer_value(v) : (long long)d;
-    return 0;
+    return !v || json_is_null(v) ? 0 : want_int(v, key, "an integer", lo, hi, out, e);
 }
 
 /* As get_float, for a boolean. */
@@ -196,8 +206,8 @@ static int only_one(json_t *o, const char *key, const char *what, struct serve_e
     json_t *v = json_object_get(o, key);
     if (get_int(o, key, 1, 1, &n, e) == 0)
         return 0;
-    if (!json_is_number(v))
-        return -1; /* get_int's invalid_type */
+    if (!json_is_integer(v))
+        return -1; /* get_int's: not an integer */
     return serve_fail(e, 400, key, "unsupported_value", "%s: only 1 %s is implemented, found %s", key, what,
                       jfound(v, buf, sizeof buf)), -1;
 }
@@ -954,15 +964,13 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
                           "tokens: expected an array of token ids, found %s", v ? jfound(v, buf, sizeof buf)
                                                                                   : "nothing");
     json_array_foreach(v, i, t) {
-        if (!ok)
-            break;
+        long long id;
         snprintf(at, sizeof at, "tokens[%zu]", i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
-            ok = !!serve_fail(e, 400, at, json_is_number(t) ? "invalid_value" : "invalid_type",
-                              "%s: expected a token id in [0, %d], found %s", at, n_vocab - 1,
-                              jfound(t, buf, sizeof buf));
-        else
-            ids[i] = (int32_t)json_integer_value(t);
+        if (!ok || want_int(t, at, "an integer token id", 0, n_vocab - 1, &id, e) != 0) {
+            ok = 0;
+            break;
+        }
+        ids[i] = (int32_t)id;
     }
     char *text = NULL;
     int k = ok ? loom_tokenizer_detokenize(c->tok, ids, n, NULL, 0) : -1;

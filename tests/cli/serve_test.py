@@ -4,11 +4,14 @@
 # finish_reason length and stop (also at the end of a slot's context); usage; thinking text as
 # reasoning_content; 4xx answers (malformed JSON, wrong types and values, fields not implemented, a prompt longer
 # than the slot, a body over the limit, a missing or wrong API key) after each of which the server keeps
-# serving; a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
-# requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
-# (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
-# exiting 0, and one that outlasts --drain-timeout being stopped; SIGHUP draining too, unless ignored on entry
-# (nohup); tool calls (the answer forced through
+# serving; a number with a fraction or an exponent where an integer is expected (max_tokens, seed, top_k, a
+# token id, ...) refused, never truncated; the Authorization header's variants (RFC 6750: the scheme in any case,
+# one or more spaces, the key exact; 401 saying what was expected); a literal "<|im_start|>" in user content
+# staying data; /tokenize and /detokenize; four concurrent requests each getting exactly their solo text (batched
+# decode); a full queue (503); a client that disconnects (mid-stream, or before a non-streaming reply) freeing its
+# slot; SIGTERM letting a running request finish and exiting 0 while the queued ones get 503 at once, and one that
+# outlasts --drain-timeout being stopped; SIGHUP draining too; SIGHUP, SIGINT and SIGTERM ignored on entry (nohup,
+# a script's background job) staying ignored; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
 # content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
 # clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a
@@ -393,6 +396,11 @@ bad = [
     ("detokenize an id outside the vocabulary", "/detokenize", {"tokens": [1 << 30]}, 400, "tokens[0]",
      "invalid_value"),
     ("detokenize an id that is a string", "/detokenize", {"tokens": [1, "1"]}, 400, "tokens[1]", "invalid_type"),
+    ("detokenize an id with a fraction", "/detokenize", {"tokens": [1, 1.5]}, 400, "tokens[1]", "invalid_value"),
+    ("detokenize an id written as a real", "/detokenize", {"tokens": [1.0]}, 400, "tokens[0]", "invalid_value"),
+    ("detokenize a negative id", "/detokenize", {"tokens": [-1]}, 400, "tokens[0]", "invalid_value"),
+    ("detokenize tokens not an array", "/detokenize", {"tokens": 5}, 400, "tokens", "invalid_type"),
+    ("detokenize tokens an object", "/detokenize", {"tokens": {"0": 1}}, 400, "tokens", "invalid_type"),
     ("detokenize without tokens", "/detokenize", {}, 400, "tokens", "missing_required_parameter"),
     ("tokenize without content", "/tokenize", {}, 400, "content", "missing_required_parameter"),
     ("tokenize with null content", "/tokenize", {"content": None}, 400, "content", "invalid_type"),
@@ -405,6 +413,25 @@ for what, path, body, status, param, code in bad:
           e.get("type") == "invalid_request_error" and e.get("message") and (code is None or e.get("code") == code),
           f"{st} {e}")
     check(f"{what}: the server keeps serving", a.healthy())
+# a float where an integer is expected is refused (never truncated), written with a fraction or an exponent alike
+for field, raw, shown in (("max_tokens", "2.0", "2.0"), ("max_tokens", "1.5", "1.5"), ("seed", "1e3", "1000.0"),
+                          ("seed", "9223372036854775808.0", "9.2233720368547758e+18"), ("top_k", "40.0", "40.0"),
+                          ("max_completion_tokens", "3.7", "3.7"), ("n", "1.0", "1.0"), ("best_of", "1.0", "1.0"),
+                          ("logprobs", "2.0", "2.0")):
+    body = b'{"prompt": "hi", "' + field.encode() + b'": ' + raw.encode() + b"}"
+    st, e = err_of(a.request("POST", "/v1/completions", raw=body))
+    check(f"{field} {raw}: 400 naming it and the number", st == 400 and e.get("param") == field and
+          e.get("code") == "invalid_value" and e.get("message", "").startswith(f"{field}: expected an integer in [")
+          and f"found {shown}" in e.get("message", ""), f"{st} {e}")
+st, e = err_of(a.request("POST", "/v1/chat/completions", raw=json.dumps(chat_body("hi")).replace(
+    '"max_tokens": 16', '"max_tokens": 16, "top_logprobs": 2.0, "logprobs": true').encode()))
+check("top_logprobs 2.0: 400 naming it", st == 400 and e.get("param") == "top_logprobs", f"{st} {e}")
+st, e = err_of(a.request("POST", "/detokenize", {"tokens": [1, 1.5]}))
+check("detokenize 1.5: the message names the index, what was expected and the number",
+      re.fullmatch(r"tokens\[1\]: expected an integer token id in \[0, \d+\], found 1\.5", e.get("message", "")),
+      str(e))
+st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 2, "seed": 7, "top_k": 40}')
+check("integers written as integers are taken", st == 200 and body["usage"]["completion_tokens"] == 2, str(body))
 st, e = err_of(a.request("POST", "/v1/completions", raw=b"null"))
 check("a body that is JSON null is said to be null, not invalid JSON",
       e.get("message") == "the body must be a JSON object, found null", str(e))
