@@ -5,8 +5,8 @@
  * (run's sampler options) and streams the answer through the streaming detokenizer until an end-of-generation
  * token or a --stop string. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
  * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
- * conversation; a turn stopped before its answer began is dropped) and returns to the prompt; a second Ctrl+C,
- * one at the prompt, SIGTERM or SIGHUP ends the chat. */
+ * conversation; a turn stopped before its answer began is dropped, saying how far its prefill, in requests of 512
+ * tokens, got) and returns to the prompt; a second Ctrl+C, one at the prompt, SIGTERM or SIGHUP ends the chat. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +18,9 @@
 #include "loom.h"
 
 #define CHAT_TEXT_MAX 4096 /* bytes of decoded text per token */
+/* Tokens per prefill request, as run's: a multiple of both numerics' chunk sizes, so the float order is that of one
+ * request, and a signal between requests can say how far the prefill got. */
+#define CHAT_PREFILL_TOKENS 512
 
 struct chat_opts {
     const char *model; /* -m; NULL = the default model */
@@ -33,7 +36,8 @@ struct chat_opts {
 /* Timing of one turn. */
 struct chat_turn_stats {
     int n_reused, n_prefill, n_generated, reset; /* reset: turns that restored a checkpoint (render diverged) */
-    int stopped; /* the prefill stopped (a signal, a failure): n_prefill counts the tokens it evaluated and kept */
+    int stopped;   /* the prefill stopped (a signal, a failure): n_prefill counts the tokens it evaluated and kept */
+    int n_to_prefill; /* the tokens the turn's prefill had to evaluate (n_prefill of them when it finished) */
     double t_prefill, t_decode;
 };
 
@@ -46,6 +50,7 @@ struct chat {
     loom_sampler *smp;
     loom_stop *stop; /* the --stop strings (none: every answer's text passes through) */
     float *logits;
+    int32_t *history;              /* [the session's n_ctx]: its token history, for chat_cache_start */
     char *system;                  /* NULL = none */
     enum loom_chat_think think;
     loom_chat_message *msgs; /* user and assistant turns (role points at a literal, content owned) */
@@ -190,24 +195,57 @@ static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
     return n - 1;
 }
 
+/* Where loom_session_prefill_cached(ids, n) starts evaluating: the session's position when its history is a prefix
+ * of ids[n], else the nearest checkpoint at or before the prefix they share (and before n). */
+static int chat_cache_start(struct chat *c, const int32_t *ids, int n)
+{
+    int pos = loom_session_tokens(c->s, c->history, loom_session_n_ctx(c->s)), lcp = 0;
+    while (lcp < pos && lcp < n && c->history[lcp] == ids[lcp])
+        lcp++;
+    return lcp == pos ? pos : loom_session_checkpoint_at(c->s, lcp < n - 1 ? lcp : n - 1);
+}
+
+/* Evaluate ids[from, to) in requests of CHAT_PREFILL_TOKENS, the last token's logits into c->logits when last;
+ * c->last.n_prefill counts the tokens evaluated. */
+static int chat_eval_chunks(struct chat *c, const int32_t *ids, int from, int to, int last, loom_error *err)
+{
+    for (int k; from < to; from += k) {
+        k = to - from < CHAT_PREFILL_TOKENS ? to - from : CHAT_PREFILL_TOKENS;
+        int rc = loom_session_eval(c->s, ids + from, k, last && from + k == to ? c->logits : NULL, LOOM_LOGITS_LAST,
+                                   err);
+        if (rc != LOOM_OK)
+            return rc;
+        c->last.n_prefill += k;
+    }
+    return LOOM_OK;
+}
+
 /* Bring the session to ids[n] (n >= 2) and leave the last token's logits in c->logits. The prompt cache
  * evaluates only what the session's history (the last render and answer) lacks, or restores the nearest
- * checkpoint where the render diverges from it; a checkpoint is then taken where the next turn's render will
- * diverge. On failure the session holds a consistent prefix that the next turn's prompt cache reuses. */
+ * checkpoint where the render diverges from it, in requests of CHAT_PREFILL_TOKENS from where it starts (the first
+ * through loom_session_prefill_cached); a checkpoint is then taken where the next turn's render will diverge. On
+ * failure the session holds a consistent prefix, the requests that completed, which the next turn's prompt cache
+ * reuses. */
 static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *err)
 {
-    int split = chat_turn_start(c, ids, n), held = loom_session_pos(c->s);
+    int split = chat_turn_start(c, ids, n), held = loom_session_pos(c->s), start = chat_cache_start(c, ids, split);
     double t0 = loom_cli_now();
-    int reused = loom_session_prefill_cached(c->s, ids, split, NULL, err), rc = reused < 0 ? reused : LOOM_OK;
+    c->last.n_to_prefill = n - start;
+    int first = split - start < CHAT_PREFILL_TOKENS ? split : start + CHAT_PREFILL_TOKENS;
+    int reused = loom_session_prefill_cached(c->s, ids, first, NULL, err), rc = reused < 0 ? reused : LOOM_OK;
     if (rc == LOOM_OK) {
         c->last.n_reused = reused;
         c->last.reset = reused < held;
+        c->last.n_to_prefill = n - reused;
+        c->last.n_prefill = first - reused;
+        rc = chat_eval_chunks(c, ids, first, split, 0, err);
+    }
+    if (rc == LOOM_OK) {
         loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
-        rc = loom_session_eval(c->s, ids + split, n - split, c->logits, LOOM_LOGITS_LAST, err);
+        rc = chat_eval_chunks(c, ids, split, n, 1, err);
     }
     c->last.t_prefill = loom_cli_now() - t0;
     c->last.stopped = rc != LOOM_OK;
-    c->last.n_prefill = rc == LOOM_OK ? n - reused : reused < 0 ? 0 : split - reused; /* each request all or nothing */
     return rc;
 }
 
@@ -382,15 +420,25 @@ static void chat_print_history(const struct chat *c)
     fprintf(stderr, "(%zu message%s)\n", n, n == 1 ? "" : "s");
 }
 
+/* "prefill N tokens" or, for one that stopped, "prefill stopped after K of N tokens". */
+static void chat_prefill_words(const struct chat_turn_stats *t, char *buf, size_t cap)
+{
+    if (t->stopped)
+        snprintf(buf, cap, "prefill stopped after %d of %d token%s", t->n_prefill, t->n_to_prefill,
+                 t->n_to_prefill == 1 ? "" : "s");
+    else
+        snprintf(buf, cap, "prefill %d token%s", t->n_prefill, t->n_prefill == 1 ? "" : "s");
+}
+
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
 {
-    char speed[48] = ""; /* none for a prefill that stopped: its last request's time counts, not its tokens */
+    char speed[48] = "", prefill[80]; /* no speed for a prefill that stopped: its last request's time counts */
     if (!t->stopped)
         snprintf(speed, sizeof speed, " (%.2f tok/s)", t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0);
-    fprintf(stderr, "%s: prefill %s%d token%s in %.3f s%s, %d reused from the session, %d cache restore(s) | "
+    chat_prefill_words(t, prefill, sizeof prefill);
+    fprintf(stderr, "%s: %s in %.3f s%s, %d reused from the session, %d cache restore(s) | "
                     "decode %d token%s in %.3f s (%.2f tok/s)\n",
-            what, t->stopped ? "stopped after " : "", t->n_prefill, t->n_prefill == 1 ? "" : "s", t->t_prefill, speed,
-            t->n_reused, t->reset, t->n_generated,
+            what, prefill, t->t_prefill, speed, t->n_reused, t->reset, t->n_generated,
             t->n_generated == 1 ? "" : "s", t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
 }
 
@@ -430,21 +478,34 @@ static int chat_command(struct chat *c, const char *line)
     return 0;
 }
 
+/* What a signal stopped: the prefill (how far it got), the answer before its first character (the turn dropped) or
+ * after (kept); and whether the chat goes on (one Ctrl+C) or ends (SIGTERM, SIGHUP, a second Ctrl+C). */
+static void chat_print_stopped(const struct chat *c, int ends)
+{
+    char by[40] = "", prefill[80];
+    if (ends)
+        snprintf(by, sizeof by, " by %s", loom_cli_signal() == SIGINT ? "a second Ctrl+C" : loom_cli_signal_name());
+    const char *then = ends ? "the chat ends" : c->turn_kept ? "the answer so far stays in the conversation"
+                                                             : "the message was dropped";
+    if (!c->answer_begun) {
+        chat_prefill_words(&c->last, prefill, sizeof prefill);
+        fprintf(stderr, "(stopped%s before the answer began: %s; %s)\n", by, prefill, then);
+    } else
+        fprintf(stderr, "(stopped%s%s: %s)\n", by, c->turn_kept ? "" : " before the answer began", then);
+}
+
 /* After a turn: a failure's message, or what a signal stopped. Returns 1 when the chat is to end: a second
  * signal during the turn, or any but SIGINT (one Ctrl+C only ends the turn, even one that came as it finished). */
 static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
 {
+    int sig = loom_cli_signal(), ends = sig && (sig != SIGINT || loom_cli_signal_count() > 1);
     if (rc == LOOM_E_CANCELLED)
-        fprintf(stderr, c->turn_kept ? "(stopped: the answer so far stays in the conversation)\n"
-                                     : "(stopped before the answer began: the message was dropped)\n");
+        chat_print_stopped(c, ends);
     else if (rc != LOOM_OK)
         loom_cli_fail("chat", rc, err);
-    if (!loom_cli_signal())
-        return 0;
-    if (loom_cli_signal() != SIGINT || loom_cli_signal_count() > 1)
-        return 1;
-    loom_cli_signals_clear();
-    return 0;
+    if (!ends)
+        loom_cli_signals_clear();
+    return ends;
 }
 
 /* Read lines until /quit, the end of input or a signal at the prompt. Returns 0, 1 (an answer failed) or the
@@ -511,6 +572,9 @@ static int chat_setup(struct chat *c, loom_error *err)
     c->s = loom_session_new(c->m, &sp, err);
     if (!c->s)
         return err->code ? err->code : LOOM_E_NOMEM;
+    c->history = malloc(sizeof *c->history * (size_t)loom_session_n_ctx(c->s));
+    if (!c->history)
+        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not allocate the token history");
     loom_session_set_abort(c->s, loom_cli_abort, NULL);
     c->smp = loom_sampler_new(&c->o->so.sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
     return c->smp ? LOOM_OK : err->code;
@@ -523,6 +587,7 @@ static void chat_teardown(struct chat *c)
     free(c->msgs);
     free(c->system);
     free(c->logits);
+    free(c->history);
     loom_sampler_free(c->smp);
     loom_stop_free(c->stop);
     loom_chat_template_free(c->tmpl);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test_signals.sh BUILD — Ctrl+C (SIGINT), SIGTERM and SIGHUP in every long-running `loom` command, on the cached
 # tiny models: run stops with its text and timing line (status 130 / 143 / 129); chat stops an answer and keeps the
-# part printed (a turn stopped before its answer began is dropped), and leaves on a signal at the prompt, a second
-# one, or SIGTERM / SIGHUP; bench, quantize, synth and the default model's preparation stop with no temporary or
-# half-written file, the preparation also when loom is SIGKILLed (its child ends by its parent-death signal); a
-# second loom waits for the first's preparation, a signal stopping the wait; a SIGHUP ignored on entry (nohup)
-# stays ignored.
+# part printed (a turn stopped before its answer began is dropped, saying how far its prefill, in requests of 512
+# tokens, got), and leaves on a signal at the prompt, a second one, or SIGTERM / SIGHUP, saying so; bench, quantize,
+# synth and the default model's preparation stop with no temporary or half-written file, the preparation also when
+# loom is SIGKILLed (its child ends by its parent-death signal); a second loom waits for the first's preparation, a
+# signal stopping the wait; a signal ignored on entry (SIGHUP under nohup, SIGINT, SIGTERM) stays ignored in run and
+# chat (serve_test.py checks serve).
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
@@ -144,10 +145,17 @@ printf '%s\n' "$long" >&3
 wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ]" # the whole line is read: the turn has begun
 kill -INT $pid
 wait_until "grep -q '^(stopped' '$err'"
+echo "/timing" >&3
 echo "/history" >&3
 wait_until "[ \$(grep -c '^(0 messages)' '$err') -eq 2 ]"
 stop_chat; rc=$?
-check "chat: SIGINT during the prefill drops the turn" 'grep -q "^(stopped before the answer began: the message was dropped)" "$err"'
+stopped=$(grep -o '^(stopped before the answer began: prefill stopped after [0-9]* of [0-9]* tokens; the message was dropped)$' "$err")
+k=$(echo "$stopped" | grep -o 'after [0-9]*' | cut -d' ' -f2) n=$(echo "$stopped" | grep -o 'of [0-9]*' | cut -d' ' -f2)
+check "chat: SIGINT during the prefill drops the turn, saying how far the prefill got" '[ -n "$stopped" ]'
+check "chat: the prefill runs in requests of 512 tokens (stopped after K of N: K a multiple of 512, below N)" \
+    '[ -n "$k" ] && [ $((k % 512)) -eq 0 ] && [ "$k" -lt "$n" ]'
+check "chat: /timing says the same of the last turn" \
+    'grep -q "^last turn: prefill stopped after $k of $n tokens in [0-9.]* s, 0 reused" "$err"'
 check "chat: SIGINT during the prefill, then end of input: status 0" '[ $rc -eq 0 ]'
 
 # at the prompt: ends the chat
@@ -168,8 +176,36 @@ for sig in TERM HUP; do
     exec 3>&-
     want=$((128 + $(kill -l $sig)))
     check "chat: SIG$sig during an answer exits $want" '[ $rc -eq $want ]'
-    check "chat: SIG$sig during an answer stops it first" 'grep -q "^(stopped: the answer so far" "$err"'
+    check "chat: SIG$sig during an answer stops it, saying the chat ends" 'grep -q "^(stopped by SIG$sig: the chat ends)$" "$err"'
 done
+
+# SIGHUP during the prefill: the turn stops where the prefill got to, and the chat ends
+start_chat
+echo "/history" >&3
+wait_until "grep -q '^(0 messages)' '$err'"
+read0=$(rchar $pid)
+printf '%s\n' "$long" >&3
+wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ]"
+kill -HUP $pid
+finish $pid; rc=$?
+exec 3>&-
+check "chat: SIGHUP during the prefill exits 129" '[ $rc -eq 129 ]'
+check "chat: SIGHUP during the prefill says how far it got and that the chat ends" \
+    'grep -q "^(stopped by SIGHUP before the answer began: prefill stopped after [0-9]* of [0-9]* tokens; the chat ends)$" "$err"'
+
+# SIGINT ignored on entry (a script's background job) stays ignored: the answer goes on; SIGTERM then ends the chat
+rm -f "$fifo" "$out" "$err" && mkfifo "$fifo" && exec 3<>"$fifo"
+env --ignore-signal=INT "$loom" chat -m "$tiny" --temp 0 -t 1 -n 4000 -c 32768 <"$fifo" >"$out" 2>"$err" 3>&- &
+pid=$!
+echo "hello there" >&3
+wait_until "[ -s '$out' ]"
+kill -INT $pid
+size=$(wc -c <"$out")
+wait_until "[ \$(wc -c <'$out') -gt $((size + 64)) ]" # still answering
+kill -TERM $pid
+stop_chat; rc=$?
+check "chat: SIGINT ignored on entry stays ignored (the answer goes on; SIGTERM then exits 143)" \
+    '[ $rc -eq 143 ] && grep -q "^(stopped by SIGTERM: the chat ends)$" "$err" && ! grep -q "^(stopped:" "$err"'
 
 # a real terminal: Ctrl+C (^C through a pty) stops the answer, the prompt returns, ^C at the prompt leaves
 python3 - "$loom" "$tiny" >"$err" 2>&1 <<'EOF'
