@@ -4,9 +4,10 @@
  * its history lacks, restoring the checkpoint kept at the last answer's start where the render diverges), samples
  * (run's sampler options) and streams the answer through the streaming detokenizer until an end-of-generation
  * token or a --stop string. Commands: /reset, /system TEXT, /think on|off, /timing, /history, /quit. When stdin
- * is not a terminal, each line is one user message. Ctrl+C stops an answer (what was printed stays in the
- * conversation; a turn stopped before its answer began is dropped, saying how far its prefill, in requests of 512
- * tokens, got) and returns to the prompt; a second Ctrl+C, one at the prompt, SIGTERM or SIGHUP ends the chat. */
+ * is not a terminal, each line is one user message (a line holding a NUL byte is refused). Ctrl+C stops an answer
+ * (what was printed stays in the conversation; a turn stopped before its answer began is dropped, saying how far
+ * its prefill, in requests of 512 tokens, got) and returns to the prompt; a second Ctrl+C, one at the prompt,
+ * SIGTERM or SIGHUP ends the chat. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -508,6 +509,22 @@ static int chat_after_turn(struct chat *c, int rc, const loom_error *err)
     return ends;
 }
 
+/* A line holding a NUL byte is refused whole (a message and a command are C strings: the bytes after it would be
+ * lost), with an empty answer line when stdin is not a terminal (one per input line). Returns 1 when refused. */
+static int chat_refuse_nul(const struct chat *c, const char *line, size_t len, long long n_line)
+{
+    const char *nul = memchr(line, 0, len);
+    if (!nul)
+        return 0;
+    fprintf(stderr, "loom chat: input line %lld: expected text, found a NUL byte at offset %zu (the line was not "
+                    "sent)\n", n_line, (size_t)(nul - line));
+    if (!c->interactive) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    return 1;
+}
+
 /* Read lines until /quit, the end of input or a signal at the prompt. Returns 0, 1 (an answer failed) or the
  * status of a signal that ended the chat. stdin is unbuffered, so that waiting for it sees every line. */
 static int chat_loop(struct chat *c)
@@ -515,6 +532,7 @@ static int chat_loop(struct chat *c)
     char *line = NULL;
     size_t cap = 0;
     int status = 0;
+    long long n_line = 0;
     for (;;) {
         if (c->interactive) {
             fputs("> ", stdout);
@@ -526,10 +544,15 @@ static int chat_loop(struct chat *c)
                 status = loom_cli_stopped_status();
             break;
         }
+        n_line++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
         if (len == 0)
             continue;
+        if (chat_refuse_nul(c, line, (size_t)len, n_line)) {
+            status = 1;
+            continue;
+        }
         if (line[0] == '/') {
             if (chat_command(c, line))
                 break;

@@ -6,7 +6,7 @@
 # synth and the default model's preparation stop with no temporary or half-written file, the preparation also when
 # loom is SIGKILLed (its child ends by its parent-death signal); a second loom waits for the first's preparation, a
 # signal stopping the wait; a signal ignored on entry (SIGHUP under nohup, SIGINT, SIGTERM) stays ignored in run and
-# chat (serve_test.py checks serve).
+# chat (serve_test.py checks serve); chat refuses a line holding a NUL byte.
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
@@ -206,6 +206,11 @@ kill -TERM $pid
 stop_chat; rc=$?
 check "chat: SIGINT ignored on entry stays ignored (the answer goes on; SIGTERM then exits 143)" \
     '[ $rc -eq 143 ] && grep -q "^(stopped by SIGTERM: the chat ends)$" "$err" && ! grep -q "^(stopped:" "$err"'
+
+# a line holding a NUL byte is refused whole, not cut at the NUL; the chat goes on (status 1 at the end)
+printf 'ab\0cd\n/history\n' | "$loom" chat -m "$tiny" --temp 0 -t 1 -n 4 >"$out" 2>"$err"; rc=$?
+check "chat: a line with a NUL byte is refused naming where, nothing sent, an empty answer line, status 1" \
+    '[ $rc -eq 1 ] && grep -q "^loom chat: input line 1: expected text, found a NUL byte at offset 2 (the line was not sent)$" "$err" && grep -q "^(0 messages)$" "$err" && [ "$(cat "$out")" = "" ] && [ "$(wc -c <"$out")" -eq 1 ]'
 
 # a real terminal: Ctrl+C (^C through a pty) stops the answer, the prompt returns, ^C at the prompt leaves
 python3 - "$loom" "$tiny" >"$err" 2>&1 <<'EOF'
