@@ -1,7 +1,10 @@
 /* test_gguf.c — the GGUF reader and writer: malformed files built byte by byte must be rejected with a
  * message naming the field (every case of tests/gguf_cases.h, whose verdicts the parity test confirms against
  * the reference), convention breaches warned about, every value type must survive a writer -> reader round
- * trip, truncation at every byte must fail cleanly, and the reference vocabulary file must open. */
+ * trip, output names at the file system's limits written or refused before any work, files staged and published
+ * together or not at all, truncation at every byte must fail cleanly, and the reference vocabulary file must
+ * open. */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,6 +538,115 @@ static void test_round_trip(const char *dir)
 }
 
 /* A valid file cut at every byte must fail (no crash, no over-read), and the whole file must open. */
+/* Entries of directory d (besides . and ..). */
+static int dir_entries(const char *d)
+{
+    DIR *h = opendir(d);
+    int n = 0;
+    for (struct dirent *e; h && (e = readdir(h)) != NULL;)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (h)
+        closedir(h);
+    return n;
+}
+
+/* sub/NAME where NAME is `len` bytes of 'n' ending in ".gguf", into path[cap]. */
+static const char *long_name(char *path, size_t cap, const char *sub, size_t len)
+{
+    int at = snprintf(path, cap, "%s/", sub);
+    memset(path + at, 'n', len - 5);
+    memcpy(path + at + len - 5, ".gguf", 6);
+    return path;
+}
+
+/* A writer of one small tensor. */
+static struct loom_gguf_writer *small_writer(void)
+{
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    const uint64_t ne[2] = {32, 2};
+    CHECK(w && loom_gguf_writer_set_u32(w, "k", 1) == LOOM_OK &&
+              loom_gguf_writer_add_tensor(w, "t", LOOM_TYPE_F32, 2, ne) == LOOM_OK,
+          "small writer");
+    return w;
+}
+
+/* Output names at and past the limits: a file name of NAME_MAX (255) bytes and one of 250 (whose PATH.<pid>.tmp
+ * would pass NAME_MAX) are written, through a temporary that fits, leaving nothing else; 256 bytes and a path of
+ * PATH_MAX bytes are refused before anything is created, naming the path and the limit. */
+static void test_writer_names(const char *dir)
+{
+    char sub[512], path[8192];
+    snprintf(sub, sizeof sub, "%s/names", dir);
+    CHECK(mkdir(sub, 0700) == 0, "mkdir %s", sub);
+    struct loom_gguf_writer *w = small_writer();
+    loom_error e = {0};
+    const size_t ok[2] = {255, 250};
+    for (int i = 0; i < 2; i++) {
+        long_name(path, sizeof path, sub, ok[i]);
+        CHECK(loom_gguf_writer_write(w, path, fill_pattern, NULL, &e) == LOOM_OK && access(path, R_OK) == 0 &&
+                  dir_entries(sub) == 1,
+              "a %zu-byte file name is written, nothing else left: %s", ok[i], e.msg);
+        struct loom_gguf *g = NULL;
+        CHECK(loom_gguf_open(path, &g, &e) == LOOM_OK && g->n_tensors == 1, "reopen the %zu-byte name: %s", ok[i],
+              e.msg);
+        loom_gguf_close(g);
+        unlink(path);
+    }
+    long_name(path, sizeof path, sub, 256);
+    int rc = loom_gguf_writer_write(w, path, fill_pattern, NULL, &e);
+    CHECK(rc == LOOM_E_ARG && strstr(e.msg, path) && strstr(e.msg, "file name of 256 bytes, expected at most 255") &&
+              strstr(e.msg, "NAME_MAX") && dir_entries(sub) == 0,
+          "a 256-byte file name is refused naming the path and NAME_MAX, nothing created: rc %d, %s", rc, e.msg);
+    int at = snprintf(path, sizeof path, "%s", sub);
+    for (; at < 4200; at += 100) /* directories 'd...d/' of 99 bytes each: a path past PATH_MAX */
+        snprintf(path + at, sizeof path - (size_t)at, "/%099d", 0);
+    rc = loom_gguf_writer_write(w, path, fill_pattern, NULL, &e);
+    CHECK(rc == LOOM_E_ARG && strstr(e.msg, "PATH_MAX") && dir_entries(sub) == 0,
+          "a path past PATH_MAX is refused naming the limit: rc %d, %s", rc, e.msg);
+    loom_gguf_writer_free(w);
+    rmdir(sub);
+}
+
+/* Several files at once: staged files are not in place until published; a failure while staging the second
+ * (the first discarded) or while publishing (the second's temporary gone: the first, already renamed, is
+ * removed) leaves nothing; a publish that succeeds puts both in place. */
+static void test_writer_staging(const char *dir)
+{
+    char sub[512], a[600], b[600];
+    snprintf(sub, sizeof sub, "%s/staged", dir);
+    snprintf(a, sizeof a, "%s/a.gguf", sub);
+    snprintf(b, sizeof b, "%s/b.gguf", sub);
+    CHECK(mkdir(sub, 0700) == 0, "mkdir %s", sub);
+    struct loom_gguf_writer *w = small_writer();
+    struct loom_gguf_staged st[2];
+    loom_error e = {0};
+    int rc = loom_gguf_writer_stage(w, a, fill_pattern, NULL, &st[0], &e);
+    CHECK(rc == LOOM_OK && access(a, F_OK) != 0 && dir_entries(sub) == 1, "staged, not in place: %s", e.msg);
+    const uint64_t ne[1] = {32};
+    loom_gguf_writer_add_tensor(w, "u", LOOM_TYPE_F32, 1, ne); /* fill_fail refuses tensor 1 */
+    rc = loom_gguf_writer_stage(w, b, fill_fail, NULL, &st[1], &e);
+    CHECK(rc == LOOM_E_INTERNAL && !st[1].tmp && dir_entries(sub) == 1, "a failed stage leaves nothing: %s", e.msg);
+    loom_gguf_discard(st, 1);
+    CHECK(dir_entries(sub) == 0, "discarded: nothing left");
+
+    rc = loom_gguf_writer_stage(w, a, fill_pattern, NULL, &st[0], &e) ||
+         loom_gguf_writer_stage(w, b, fill_pattern, NULL, &st[1], &e);
+    CHECK(rc == LOOM_OK && dir_entries(sub) == 2, "two staged: %s", e.msg);
+    unlink(st[1].tmp);
+    rc = loom_gguf_publish(st, 2, &e);
+    CHECK(rc == LOOM_E_IO && strstr(e.msg, b) && dir_entries(sub) == 0,
+          "a failed publish removes the file already renamed: rc %d, %s", rc, e.msg);
+
+    rc = loom_gguf_writer_stage(w, a, fill_pattern, NULL, &st[0], &e) ||
+         loom_gguf_writer_stage(w, b, fill_pattern, NULL, &st[1], &e) || loom_gguf_publish(st, 2, &e);
+    CHECK(rc == LOOM_OK && access(a, R_OK) == 0 && access(b, R_OK) == 0 && dir_entries(sub) == 2,
+          "published: both in place, no temporary: %s", e.msg);
+    loom_gguf_writer_free(w);
+    unlink(a);
+    unlink(b);
+    rmdir(sub);
+}
+
 static void test_truncation(void)
 {
     struct gb b = build_all_types();
@@ -675,6 +787,8 @@ int main(void)
     test_writer_refusals();
     test_admission_keys();
     test_round_trip(dir);
+    test_writer_names(dir);
+    test_writer_staging(dir);
     test_truncation();
     test_byte_flips();
     test_reference_vocab(dir);

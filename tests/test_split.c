@@ -1,8 +1,10 @@
 /* test_split.c — split models (llama.cpp's gguf-split layout) made from synthetic micro (dense) and tiny-moe
  * models: loom's logits on the split model bitwise equal to the unsplit file's, the part table and each tensor's
- * file identity (part, offset), the model identity across split and unsplit, inspect's view, and every broken
- * set refused naming the part file and the field. Writes its files into a private folder under /tmp. */
+ * file identity (part, offset), the model identity across split and unsplit, inspect's view, every broken
+ * set refused naming the part file and the field, and a set written whole or not at all. Writes its files into a private folder under /tmp. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +289,55 @@ static void check_variants(const char *whole)
     check_same_logits(whole, path, "first part without tensors");
 }
 
+/* Files in dir whose names start with prefix's last component (parts and temporaries of that prefix). */
+static int files_of(const char *prefix)
+{
+    const char *base = strrchr(prefix, '/') + 1;
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += !strncmp(e->d_name, base, strlen(base));
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* loom_gguf_write_split writes a whole set (loaded with the unsplit file's logits) or nothing: a part whose path is
+ * taken by a directory, or whose name passes NAME_MAX with its suffix, is refused before any part is written, and
+ * no part or temporary file is left. */
+static void check_write_split(const char *whole)
+{
+    loom_gguf *in = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_open(whole, &in, &err) == LOOM_OK, "open: %s", err.msg);
+    if (!in)
+        return;
+    uint64_t n = in->n_tensors;
+    struct loom_split_part p[3];
+    for (uint32_t k = 0; k < 3; k++)
+        p[k] = (struct loom_split_part){k, 3, (int32_t)n, k * n / 3, (k + 1) * n / 3 - k * n / 3, k == 0};
+    char prefix[512], path[1024];
+    at(prefix, sizeof prefix, "all");
+    loom_split_path(path, sizeof path, prefix, 2, 3, NULL);
+    CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
+    int rc = loom_gguf_write_split(in, p, 3, prefix, &err);
+    CHECK(rc == LOOM_E_ARG && strstr(err.msg, path) && strstr(err.msg, "found a directory") && files_of(prefix) == 1,
+          "a third part's path taken by a directory: refused, no part written: rc %d, %s", rc, err.msg);
+    rmdir(path);
+    rc = loom_gguf_write_split(in, p, 3, prefix, &err);
+    CHECK(rc == LOOM_OK && files_of(prefix) == 3, "write_split: %s", err.msg);
+    loom_split_path(path, sizeof path, prefix, 0, 3, NULL);
+    if (rc == LOOM_OK)
+        check_same_logits(whole, path, "written by loom_gguf_write_split");
+    int len = snprintf(prefix, sizeof prefix, "%s/", dir);
+    memset(prefix + len, 'p', 236); /* + "-00001-of-00003.gguf": 256 bytes */
+    prefix[len + 236] = 0;
+    rc = loom_gguf_write_split(in, p, 3, prefix, &err);
+    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "file name of 256 bytes, expected at most 255") && files_of(prefix) == 0,
+          "a part name past NAME_MAX: refused naming the limit, nothing written: rc %d, %s", rc, err.msg);
+    loom_gguf_close(in);
+}
+
 /* Synthesize preset (type) over the mini vocabulary, split it in 3 and compare. */
 static void check_model(const char *vocab, const char *preset, uint32_t type, int full)
 {
@@ -305,6 +356,7 @@ static void check_model(const char *vocab, const char *preset, uint32_t type, in
     if (!full)
         return;
     check_variants(whole);
+    check_write_split(whole);
     check_identity(whole, first, prefix);
     check_failures(whole);
 }

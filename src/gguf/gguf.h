@@ -132,8 +132,10 @@ void loom_gguf_release(const struct loom_gguf *g, const void *ptr, uint64_t len)
  * Build a file: add metadata and tensor infos, then stream tensor data in the order added. Setters and
  * add_tensor return LOOM_E_ARG for what the reader would refuse (an empty key, a tensor name of
  * LOOM_GGUF_MAX_NAME bytes or more, a duplicate tensor, a partial block).
- * The file appears atomically (written to a new PATH.<pid>.tmp beside it, fsync, rename); errors name PATH (and
- * its directory when the file cannot be created there), never the temporary file. */
+ * The file appears atomically (written to a new temporary file beside it, fsync, rename): PATH.<pid>.tmp, or when
+ * that name would pass the directory's NAME_MAX (or the path PATH_MAX), PATH's name cut short followed by
+ * ~<16 hex digits of its hash>.<pid>.tmp. Errors name PATH (and its directory when the file cannot be created
+ * there), never the temporary file. */
 struct loom_gguf_writer;
 
 struct loom_gguf_writer *loom_gguf_writer_new(void);
@@ -164,10 +166,36 @@ typedef int (*loom_gguf_fill_fn)(void *ctx, uint64_t index, void *buf, uint64_t 
 int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
                            loom_error *err);
 
+/* What the writer refuses of an output path before writing anything (LOOM_E_ARG naming the path, the limit and the
+ * finding): an empty name, a path of PATH_MAX bytes or more (less the room a temporary name needs), a file name
+ * longer than its directory takes (NAME_MAX), an existing entry that is not a regular file (the rename would
+ * replace a device, FIFO, symbolic link or directory). Writers of several files check every path first. */
+int loom_gguf_check_output(const char *path, loom_error *err);
+
+/* Several files that appear together or not at all (a split model's parts): each written with
+ * loom_gguf_writer_stage to its temporary file, synced, not yet in place; then loom_gguf_publish renames them all
+ * into place, or loom_gguf_discard removes them all. */
+struct loom_gguf_staged {
+    char *path; /* the output (a copy) */
+    char *tmp;  /* its temporary file, written and synced */
+};
+/* loom_gguf_writer_write up to the rename: *staged holds the file to publish or discard (on failure nothing is
+ * left and *staged is empty). */
+int loom_gguf_writer_stage(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
+                           struct loom_gguf_staged *staged, loom_error *err);
+/* Rename staged[0..n) into place in order, then sync their directories. When a rename fails, the files of this
+ * call already renamed are removed and the remaining temporaries too, so that no part of the set is left (an
+ * earlier file at one of those paths that was replaced is gone): LOOM_E_IO naming the path. Frees staged[]'s
+ * strings either way. */
+int loom_gguf_publish(struct loom_gguf_staged *staged, size_t n, loom_error *err);
+/* Remove staged[0..n)'s temporary files and free their strings (entries already empty are skipped). */
+void loom_gguf_discard(struct loom_gguf_staged *staged, size_t n);
+
 /* ---- split models (gguf_split.c) ----------------------------------------------------------------
- * Write tensors [first, first + count) of `in` as one part of a split model, as llama.cpp's gguf-split writes
- * one: with all of in's metadata (split keys excepted) when with_meta, then split.no = part_no, split.count =
- * n_parts and split.tensors.count = n_total (values taken as given, so tests can write inconsistent parts). */
+ * Write tensors [first, first + count) of `in` as one part of a split model, as llama.cpp's gguf-split writes one:
+ * with all of in's metadata (split keys excepted) when with_meta, then split.no = part_no, split.count = n_parts
+ * and split.tensors.count = n_total (values taken as given, so tests can write inconsistent parts). One file:
+ * loom_gguf_write_split writes a whole set. */
 struct loom_split_part {
     uint32_t part_no, n_parts;
     int32_t n_total;
@@ -176,6 +204,11 @@ struct loom_split_part {
 };
 int loom_gguf_write_part(const struct loom_gguf *in, const struct loom_split_part *p, const char *path,
                          loom_error *err);
+/* Write the n parts p[0..n) of a split model, part k to loom_split_path(prefix, k, n), all of them or none: every
+ * part's path is checked (loom_gguf_check_output) before any is written, each is staged, and they are published
+ * together (loom_gguf_publish); on any failure no part and no temporary file is left. */
+int loom_gguf_write_split(const struct loom_gguf *in, const struct loom_split_part *p, uint32_t n, const char *prefix,
+                          loom_error *err);
 /* The name of part `index` (0-based) of n_parts: PREFIX-%05d-of-%05d.gguf (index + 1), as llama_split_path.
  * LOOM_E_ARG when it does not fit in cap bytes. */
 int loom_split_path(char *buf, size_t cap, const char *prefix, uint32_t index, uint32_t n_parts, loom_error *err);

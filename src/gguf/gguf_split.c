@@ -1,8 +1,10 @@
 /* gguf_split.c — split models (llama.cpp's gguf-split layout): opening a model by its first part, which admits
  * every part with the single-file reader, checks the split keys across parts and merges the tensor tables into
- * one handle (loom_gguf_open_model); and writing one part of a split model (for tests and tools). */
+ * one handle (loom_gguf_open_model); and writing a split model's parts, all of them or none (for tests and
+ * tools). */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,8 +320,9 @@ static int build_part(struct loom_gguf_writer *w, const struct loom_gguf *in, co
     return rc;
 }
 
-int loom_gguf_write_part(const struct loom_gguf *in, const struct loom_split_part *p, const char *path,
-                         loom_error *err)
+/* Part p of in, written to its temporary file beside path (loom_gguf_writer_stage). */
+static int stage_part(const struct loom_gguf *in, const struct loom_split_part *p, const char *path,
+                      struct loom_gguf_staged *staged, loom_error *err)
 {
     if (p->first > in->n_tensors || p->count > in->n_tensors - p->first)
         return loom_errorf(err, LOOM_E_ARG, "split part: tensors [%" PRIu64 ", +%" PRIu64 ") outside the %" PRIu64
@@ -332,7 +335,43 @@ int loom_gguf_write_part(const struct loom_gguf *in, const struct loom_split_par
         loom_errorf(err, rc, "split part '%s': building its metadata failed", path);
     struct part_fill f = {in, p->first};
     if (!rc)
-        rc = loom_gguf_writer_write(w, path, fill_part, &f, err);
+        rc = loom_gguf_writer_stage(w, path, fill_part, &f, staged, err);
     loom_gguf_writer_free(w);
+    return rc;
+}
+
+int loom_gguf_write_part(const struct loom_gguf *in, const struct loom_split_part *p, const char *path,
+                         loom_error *err)
+{
+    struct loom_gguf_staged staged;
+    int rc = stage_part(in, p, path, &staged, err);
+    return rc ? rc : loom_gguf_publish(&staged, 1, err);
+}
+
+/* The path of part k of n under prefix into path[cap], checked as an output (loom_gguf_check_output). */
+static int part_output(const char *prefix, uint32_t k, uint32_t n, char *path, size_t cap, loom_error *err)
+{
+    int rc = loom_split_path(path, cap, prefix, k, n, err);
+    return rc ? rc : loom_gguf_check_output(path, err);
+}
+
+int loom_gguf_write_split(const struct loom_gguf *in, const struct loom_split_part *p, uint32_t n, const char *prefix,
+                          loom_error *err)
+{
+    char path[PATH_MAX];
+    int rc = n ? LOOM_OK : loom_errorf(err, LOOM_E_ARG, "split parts: expected at least 1, found 0");
+    for (uint32_t k = 0; k < n && !rc; k++) /* every name refused before any part is written */
+        rc = part_output(prefix, k, n, path, sizeof path, err);
+    struct loom_gguf_staged *staged = rc ? NULL : calloc(n, sizeof *staged);
+    if (!rc && !staged)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "split model: out of memory for %u parts", n);
+    for (uint32_t k = 0; k < n && !rc; k++)
+        if (!(rc = loom_split_path(path, sizeof path, prefix, k, n, err)))
+            rc = stage_part(in, &p[k], path, &staged[k], err);
+    if (staged && rc)
+        loom_gguf_discard(staged, n);
+    else if (staged)
+        rc = loom_gguf_publish(staged, n, err);
+    free(staged);
     return rc;
 }

@@ -1,10 +1,11 @@
 /* gguf_write.c — the GGUF writer: collects metadata (serialized as it will appear on disk) and tensor
- * infos, then writes a v3 file with 32-byte alignment to a new temporary file beside PATH (PATH.<pid>.tmp),
- * streaming each tensor's bytes from a fill callback through one reused buffer, and publishes it with fsync +
- * rename. */
+ * infos, then writes a v3 file with 32-byte alignment to a new temporary file beside PATH (PATH.<pid>.tmp, or a
+ * shortened name that fits the directory's limits), streaming each tensor's bytes from a fill callback through one
+ * reused buffer, and publishes it with fsync + rename; several files (a split model's parts) all at once or none. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,7 +389,7 @@ static void parent_dir(const char *path, char *dir, size_t cap)
 /* Make the rename durable: fsync the directory holding path (best effort). */
 static void fsync_parent(const char *path)
 {
-    char dir[4096];
+    char dir[PATH_MAX];
     parent_dir(path, dir, sizeof dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -397,16 +398,66 @@ static void fsync_parent(const char *path)
     }
 }
 
-/* A temporary file beside path that did not exist (O_EXCL: never another's file, nor one of a concurrent writer to
- * the same path), named path.<pid>.tmp (path.<pid>-<n>.tmp when taken) into tmp[cap]; NULL with errno set. Its mode
- * is fopen's (0666 less the umask), as the published file's. */
+/* A temporary name's suffix: ".<pid>.tmp", or ".<pid>-<n>.tmp" (n < 100) when that was taken; at most this long. */
+#define TMP_SUFFIX_MAX (sizeof ".4294967295-99.tmp" - 1)
+/* A shortened temporary name's "~" and 16 hex digits of the output name's hash. */
+#define TMP_HASH_LEN 17
+
+/* The longest file name path's directory takes (its file system's NAME_MAX, 255 unless it says otherwise). */
+static size_t name_max(const char *path)
+{
+    char dir[PATH_MAX];
+    parent_dir(path, dir, sizeof dir);
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? (size_t)n : NAME_MAX;
+}
+
+/* The bytes the name of a file beside path may have: NAME_MAX, less when the path would reach PATH_MAX (the
+ * directory part of path is dir_len bytes, under PATH_MAX - 1). */
+static size_t name_room(const char *path, size_t dir_len)
+{
+    size_t room = name_max(path);
+    return room < PATH_MAX - 1 - dir_len ? room : PATH_MAX - 1 - dir_len;
+}
+
+static uint64_t name_hash(const char *s) /* FNV-1a */
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Temporary name n (0, 1, ...) for path into tmp[cap] (cap >= strlen(path) + TMP_SUFFIX_MAX + 1): path.<pid>.tmp
+ * (path.<pid>-<n>.tmp) when that fits the directory's limits, else the file name cut at a UTF-8 character boundary
+ * followed by ~<its hash> and the suffix, as long as fits (loom_gguf_check_output leaves room for it). */
+static void temporary_name(const char *path, int n, char *tmp, size_t cap)
+{
+    char suffix[TMP_SUFFIX_MAX + 1];
+    if (n)
+        snprintf(suffix, sizeof suffix, ".%u-%u.tmp", (unsigned)getpid(), (unsigned)n % 100);
+    else
+        snprintf(suffix, sizeof suffix, ".%u.tmp", (unsigned)getpid());
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t dir_len = (size_t)(base - path), base_len = strlen(base), s = strlen(suffix);
+    size_t room = name_room(path, dir_len);
+    if (base_len + s <= room) {
+        snprintf(tmp, cap, "%s%s", path, suffix);
+        return;
+    }
+    size_t keep = room > s + TMP_HASH_LEN ? room - s - TMP_HASH_LEN : 0; /* (0: a file system of tiny names) */
+    while (keep && ((uint8_t)base[keep] & 0xc0) == 0x80)
+        keep--;
+    snprintf(tmp, cap, "%.*s~%016llx%s", (int)(dir_len + keep), path, (unsigned long long)name_hash(base), suffix);
+}
+
+/* A new temporary file beside path (O_EXCL: never another's file, nor one of a concurrent writer to the same path),
+ * named by temporary_name into tmp[cap]; NULL with errno set. Its mode is fopen's (0666 less the umask), as the
+ * published file's. */
 static FILE *create_temporary(const char *path, char *tmp, size_t cap)
 {
     for (int n = 0; n < 100; n++) {
-        if (n)
-            snprintf(tmp, cap, "%s.%ld-%d.tmp", path, (long)getpid(), n);
-        else
-            snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
+        temporary_name(path, n, tmp, cap);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
             FILE *f = fdopen(fd, "wb");
@@ -425,7 +476,7 @@ static FILE *create_temporary(const char *path, char *tmp, size_t cap)
  * the writer's own. */
 static int create_failed(const char *path, int e, loom_error *err)
 {
-    char dir[4096];
+    char dir[PATH_MAX];
     struct stat st;
     parent_dir(path, dir, sizeof dir);
     if (e == ENOENT && stat(dir, &st) != 0) /* (a directory that exists may refuse new names with ENOENT: /proc) */
@@ -434,52 +485,134 @@ static int create_failed(const char *path, int e, loom_error *err)
                        strerror(e));
 }
 
-int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
-                           loom_error *err)
+int loom_gguf_check_output(const char *path, loom_error *err)
 {
-    if (!w || !path)
-        return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer or path");
-    if (!*path)
-        return loom_errorf(err, LOOM_E_ARG, "output: expected a file name, found ''");
-    int rc = check_alignment_key(w, err);
-    if (rc)
-        return rc;
-    /* the rename below replaces the directory entry: never let it replace a device, FIFO or symlink */
+    if (!path || !*path)
+        return loom_errorf(err, LOOM_E_ARG, "output: expected a file name, found '%s'", path ? path : "(null)");
+    size_t len = strlen(path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t dir_len = (size_t)(base - path), base_len = len - dir_len;
+    if (len >= PATH_MAX)
+        return loom_errorf(err, LOOM_E_ARG, "output '%.200s...': path of %zu bytes, expected under %d (PATH_MAX)", path,
+                           len, PATH_MAX);
+    if (PATH_MAX - 1 - dir_len < TMP_SUFFIX_MAX + TMP_HASH_LEN + 1)
+        return loom_errorf(err, LOOM_E_ARG, "output '%.200s...': directory part of %zu bytes, expected at most %d "
+                           "(PATH_MAX less room for the writer's temporary file name)", path, dir_len,
+                           PATH_MAX - 1 - (int)(TMP_SUFFIX_MAX + TMP_HASH_LEN + 1));
+    size_t room = name_room(path, dir_len), max = name_max(path);
+    if (base_len > room && room == max)
+        return loom_errorf(err, LOOM_E_ARG, "output '%s': file name of %zu bytes, expected at most %zu (NAME_MAX, "
+                           "the longest file name its file system takes)", path, base_len, room);
+    if (base_len > room)
+        return loom_errorf(err, LOOM_E_ARG, "output '%s': file name of %zu bytes, expected at most %zu (PATH_MAX "
+                           "%d less its directory's %zu bytes)", path, base_len, room, PATH_MAX, dir_len);
+    /* the rename replaces the directory entry: never let it replace a device, FIFO or symlink */
     struct stat st;
-    int existed = lstat(path, &st) == 0;
-    if (existed && !S_ISREG(st.st_mode))
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return loom_errorf(err, LOOM_E_ARG, "output '%s': expected a regular file or a new path, found %s", path,
                            S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
                                                                                        : "a device, FIFO or socket");
-    size_t cap = strlen(path) + 48;
-    char *tmp = malloc(cap);
-    if (!tmp)
-        return loom_errorf(err, LOOM_E_NOMEM, "out of memory");
+    return LOOM_OK;
+}
+
+/* Write w's file into o->f: header, then the data from fill (or holes), flushed and synced; closes o->f. */
+static int write_file(struct loom_gguf_writer *w, struct out *o, loom_gguf_fill_fn fill, void *ctx)
+{
+    int rc = write_header(w, o);
+    if (!rc && fill)
+        rc = write_data(w, o, fill, ctx);
+    else if (!rc)
+        rc = write_holes(w, o);
+    if (!rc && (fflush(o->f) || fsync(fileno(o->f))))
+        rc = loom_errorf(o->err, LOOM_E_IO, "flush '%s': %s", o->path, strerror(errno));
+    if (fclose(o->f) && !rc)
+        rc = loom_errorf(o->err, LOOM_E_IO, "close '%s': %s", o->path, strerror(errno));
+    return rc;
+}
+
+int loom_gguf_writer_stage(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
+                           struct loom_gguf_staged *staged, loom_error *err)
+{
+    *staged = (struct loom_gguf_staged){NULL, NULL};
+    if (!w)
+        return loom_errorf(err, LOOM_E_ARG, "gguf writer: missing writer");
+    int rc = loom_gguf_check_output(path, err);
+    if (!rc)
+        rc = check_alignment_key(w, err);
+    if (rc)
+        return rc;
+    struct stat st;
+    int existed = lstat(path, &st) == 0;
+    size_t cap = strlen(path) + TMP_SUFFIX_MAX + 1;
+    char *tmp = malloc(cap), *copy = strdup(path);
+    if (!tmp || !copy) {
+        free(tmp);
+        free(copy);
+        return loom_errorf(err, LOOM_E_NOMEM, "output '%s': out of memory", path);
+    }
     struct out o = {create_temporary(path, tmp, cap), path, 0, err};
     if (o.f && existed && fchmod(fileno(o.f), st.st_mode & 07777) != 0) { /* a replaced file keeps its mode */
         int e = errno;
         fclose(o.f), unlink(tmp), errno = e, o.f = NULL;
     }
-    if (!o.f) {
-        rc = create_failed(path, errno, err);
+    int created = o.f != NULL;
+    rc = created ? write_file(w, &o, fill, ctx) : create_failed(path, errno, err);
+    if (rc) {
+        if (created)
+            unlink(tmp);
         free(tmp);
+        free(copy);
         return rc;
     }
-    rc = write_header(w, &o);
-    if (!rc && fill)
-        rc = write_data(w, &o, fill, ctx);
-    else if (!rc)
-        rc = write_holes(w, &o);
-    if (!rc && (fflush(o.f) || fsync(fileno(o.f))))
-        rc = loom_errorf(err, LOOM_E_IO, "flush '%s': %s", path, strerror(errno));
-    if (fclose(o.f) && !rc)
-        rc = loom_errorf(err, LOOM_E_IO, "close '%s': %s", path, strerror(errno));
-    if (!rc && rename(tmp, path))
-        rc = loom_errorf(err, LOOM_E_IO, "replace '%s' with the file written: %s", path, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    else
-        fsync_parent(path);
-    free(tmp);
+    *staged = (struct loom_gguf_staged){copy, tmp};
+    return LOOM_OK;
+}
+
+/* Whether paths a and b name files of one directory (as written: "d/x" and "d/y"). */
+static int same_dir(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t na = sa ? (size_t)(sa - a) : 0, nb = sb ? (size_t)(sb - b) : 0;
+    return na == nb && !memcmp(a, b, na);
+}
+
+void loom_gguf_discard(struct loom_gguf_staged *staged, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (staged[i].tmp)
+            unlink(staged[i].tmp);
+        free(staged[i].path);
+        free(staged[i].tmp);
+        staged[i] = (struct loom_gguf_staged){NULL, NULL};
+    }
+}
+
+int loom_gguf_publish(struct loom_gguf_staged *staged, size_t n, loom_error *err)
+{
+    size_t done = 0;
+    while (done < n && rename(staged[done].tmp, staged[done].path) == 0)
+        done++;
+    int rc = LOOM_OK;
+    if (done < n) {
+        rc = loom_errorf(err, LOOM_E_IO, "replace '%s' with the file written: %s%s", staged[done].path,
+                         strerror(errno), done ? " (the files of this write already in place were removed)" : "");
+        for (size_t i = 0; i < done; i++)
+            unlink(staged[i].path);
+    }
+    for (size_t i = 0; i < done; i++) { /* renamed: no temporary left; one fsync per directory */
+        if (!rc && (i + 1 == done || !same_dir(staged[i].path, staged[i + 1].path)))
+            fsync_parent(staged[i].path);
+        free(staged[i].tmp);
+        staged[i].tmp = NULL;
+    }
+    loom_gguf_discard(staged, n);
     return rc;
+}
+
+int loom_gguf_writer_write(struct loom_gguf_writer *w, const char *path, loom_gguf_fill_fn fill, void *ctx,
+                           loom_error *err)
+{
+    struct loom_gguf_staged staged;
+    int rc = loom_gguf_writer_stage(w, path, fill, ctx, &staged, err);
+    return rc ? rc : loom_gguf_publish(&staged, 1, err);
 }
