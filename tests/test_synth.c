@@ -1,9 +1,12 @@
 /* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
- * bytes), geometry admitted by loom_arch_admit, tokenizer padding, the recipe's statistics, and quantized files
- * written directly (the bytes of the F32 file quantized by loom_quant_write). */
+ * bytes), geometry admitted by loom_arch_admit, tokenizer padding, the recipe's statistics, quantized files
+ * written directly (the bytes of the F32 file quantized by loom_quant_write), and sparse models in parts written
+ * whole or not at all. */
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -51,6 +54,18 @@ static int write_mini_vocab(const char *dir)
     int rc = write_mini_vocab_file(mini_vocab, MINI_TOKENS, &err);
     CHECK(rc == LOOM_OK, "writing %s: %d %s", mini_vocab, rc, err.msg);
     return rc;
+}
+
+/* Entries of directory d (besides . and ..). */
+static int dir_entries(const char *d)
+{
+    DIR *h = opendir(d);
+    int n = 0;
+    for (struct dirent *e; h && (e = readdir(h)) != NULL;)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (h)
+        closedir(h);
+    return n;
 }
 
 static uint64_t file_digest(const char *path)
@@ -367,6 +382,47 @@ static void test_direct_quantized(const char *dir)
           err.msg);
 }
 
+/* A sparse model in parts is written whole or not at all: a part's path taken by a directory, or a part name past
+ * NAME_MAX, is refused naming it before any part is written, and nothing is left; 255-byte part names are
+ * written (through temporary files of shortened names) and read back as one model. */
+static void test_sparse_split(const char *dir)
+{
+    char sub[4200], out[4400], part[4400];
+    snprintf(sub, sizeof sub, "%s/split", dir);
+    CHECK(mkdir(sub, 0700) == 0, "mkdir %s", sub);
+    struct loom_synth_params p = {loom_synth_find_preset("micro"), LOOM_TYPE_F16, 1, mini_vocab, NULL, NULL, NULL,
+                                  NULL, 0, NULL};
+    loom_error err = {0};
+    snprintf(out, sizeof out, "%s/out.gguf", sub);
+    snprintf(part, sizeof part, "%s/out-00002-of-00002.gguf", sub);
+    CHECK(mkdir(part, 0700) == 0, "mkdir %s", part);
+    int rc = loom_synth_write_sparse(&p, 2, out, &err);
+    CHECK(rc == LOOM_E_ARG && strstr(err.msg, "split part 2 of 2") && strstr(err.msg, part) &&
+              strstr(err.msg, "found a directory") && dir_entries(sub) == 1,
+          "part 2's path a directory: refused naming it, no part written: rc %d, %s", rc, err.msg);
+    rmdir(part);
+    for (int len = 236; len >= 235; len--) { /* + "-00001-of-00002.gguf": 256, then 255 bytes */
+        int at = snprintf(out, sizeof out, "%s/", sub);
+        memset(out + at, 'n', (size_t)len);
+        snprintf(out + at + len, sizeof out - (size_t)(at + len), ".gguf");
+        rc = loom_synth_write_sparse(&p, 2, out, &err);
+        if (len == 236)
+            CHECK(rc == LOOM_E_ARG && strstr(err.msg, "file name of 256 bytes, expected at most 255") &&
+                      dir_entries(sub) == 0,
+                  "part names of 256 bytes: refused naming the limit, nothing written: rc %d, %s", rc, err.msg);
+        else
+            CHECK(rc == LOOM_OK && dir_entries(sub) == 2, "part names of 255 bytes: both written, nothing else: %s",
+                  err.msg);
+    }
+    snprintf(part, sizeof part, "%.*s-00001-of-00002.gguf", (int)strlen(out) - 5, out);
+    loom_gguf *g = NULL;
+    CHECK(loom_gguf_open_model(part, &g, &err) == LOOM_OK && loom_gguf_n_parts(g) == 2, "open the parts: %s", err.msg);
+    loom_gguf_close(g);
+    char cmd[4500];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", sub);
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 /* Cancelled at the first, a middle and the last poll (before each tensor and every 64 rows): LOOM_E_CANCELLED, no
  * poll after the one that asked, no output and no temporary file. */
 static void test_cancel(const char *dir)
@@ -411,6 +467,7 @@ int main(void)
         test_errors(dir);
         test_cancel(dir);
         test_direct_quantized(dir);
+        test_sparse_split(dir);
         unlink(mini_vocab);
     }
     test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);

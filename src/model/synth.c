@@ -865,9 +865,56 @@ static int synth_set_keys(struct loom_gguf_writer *w, struct synth *s, const str
     return rc;
 }
 
+/* Where the part that starts at tensor `first` (file order) ends: once the bytes so far (*done, which it advances)
+ * reach (part + 1) / n of the total, with at least one tensor for it and for each later part. */
+static uint32_t synth_part_end(const struct synth *s, uint32_t part, uint32_t n, uint32_t first, uint64_t *done,
+                               uint64_t total)
+{
+    uint32_t end = first + 1;
+    *done += synth_tensor_bytes(&s->t[s->order ? s->order[first] : first]);
+    while (end < s->n_t - (n - part - 1) && (part == n - 1 || *done < total / n * (part + 1))) {
+        *done += synth_tensor_bytes(&s->t[s->order ? s->order[end] : end]);
+        end++;
+    }
+    return end;
+}
+
+/* Part `part` of s->n_split, tensors [first, end) in file order, staged at path (loom_gguf_writer_stage). */
+static int synth_stage_part(struct synth *s, const struct loom_gguf *voc, uint32_t part, uint32_t first, uint32_t end,
+                            const char *path, struct loom_gguf_staged *staged, loom_error *err)
+{
+    struct loom_gguf_writer *w = loom_gguf_writer_new();
+    if (!w)
+        return loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer");
+    int rc = part == 0 ? synth_set_keys(w, s, voc, err) : LOOM_OK;
+    if (rc == LOOM_OK && (loom_gguf_writer_set_u16(w, "split.no", (uint16_t)part) ||
+                          loom_gguf_writer_set_u16(w, "split.count", (uint16_t)s->n_split) ||
+                          loom_gguf_writer_set_i32(w, "split.tensors.count", (int32_t)s->n_t)))
+        rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer failed on the split keys");
+    if (rc == LOOM_OK)
+        rc = synth_declare(w, s, first, end - first, err);
+    if (rc == LOOM_OK)
+        rc = loom_gguf_writer_stage(w, path, NULL, NULL, staged, err);
+    loom_gguf_writer_free(w);
+    return rc;
+}
+
+/* The path of part `part` of n under prefix into path[cap], checked as an output before any part is written. */
+static int synth_part_path(const char *prefix, uint32_t part, uint32_t n, char *path, size_t cap, loom_error *err)
+{
+    int rc = loom_split_path(path, cap, prefix, part, n, err);
+    if (rc == LOOM_OK && (rc = loom_gguf_check_output(path, err)) != LOOM_OK && err) {
+        char why[sizeof err->msg];
+        memcpy(why, err->msg, sizeof why);
+        loom_errorf(err, rc, "synth: split part %u of %u: %s", part + 1, n, why);
+    }
+    return rc;
+}
+
 /* A sparse model in n_split parts, as llama.cpp's gguf-split lays them out: every key in the first part, the split
  * keys (split.no, split.count, split.tensors.count) in each, the tensors in file order cut into runs of about
- * equal bytes (at least one tensor each); part k goes to loom_split_path(prefix, k, n_split). */
+ * equal bytes (at least one tensor each); part k goes to loom_split_path(prefix, k, n_split). All parts appear or
+ * none: every name is checked first, each part staged, then all published (loom_gguf_publish). */
 static int synth_write_split(struct synth *s, const struct loom_gguf *voc, const char *out_path, loom_error *err)
 {
     uint32_t n = s->n_split;
@@ -881,35 +928,26 @@ static int synth_write_split(struct synth *s, const struct loom_gguf *voc, const
     if (len >= sizeof prefix)
         return loom_errorf(err, LOOM_E_ARG, "synth: output path of %zu bytes, expected under %zu", len, sizeof prefix);
     snprintf(prefix, sizeof prefix, "%.*s", (int)len, out_path);
+    int rc = LOOM_OK;
+    for (uint32_t part = 0; rc == LOOM_OK && part < n; part++)
+        rc = synth_part_path(prefix, part, n, path, sizeof path, err);
+    struct loom_gguf_staged *staged = rc == LOOM_OK ? calloc(n, sizeof *staged) : NULL;
+    if (rc == LOOM_OK && !staged)
+        rc = loom_errorf(err, LOOM_E_NOMEM, "synth: %u split parts", n);
     uint64_t total = 0, done = 0;
     for (uint32_t k = 0; k < s->n_t; k++)
         total += synth_tensor_bytes(&s->t[s->order ? s->order[k] : k]);
-    int rc = LOOM_OK;
     for (uint32_t part = 0, first = 0; rc == LOOM_OK && part < n; part++) {
-        uint32_t end = first + 1; /* the part ends where the bytes so far reach (part + 1) / n of the total */
-        done += synth_tensor_bytes(&s->t[s->order ? s->order[first] : first]);
-        while (end < s->n_t - (n - part - 1) && (part == n - 1 || done < total / n * (part + 1))) {
-            done += synth_tensor_bytes(&s->t[s->order ? s->order[end] : end]);
-            end++;
-        }
-        struct loom_gguf_writer *w = loom_gguf_writer_new();
-        if (!w)
-            return loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer");
-        if (part == 0)
-            rc = synth_set_keys(w, s, voc, err);
-        if (rc == LOOM_OK && (loom_gguf_writer_set_u16(w, "split.no", (uint16_t)part) ||
-                              loom_gguf_writer_set_u16(w, "split.count", (uint16_t)n) ||
-                              loom_gguf_writer_set_i32(w, "split.tensors.count", (int32_t)s->n_t)))
-            rc = loom_errorf(err, LOOM_E_NOMEM, "synth: gguf writer failed on the split keys");
-        if (rc == LOOM_OK)
-            rc = synth_declare(w, s, first, end - first, err);
-        if (rc == LOOM_OK)
-            rc = loom_split_path(path, sizeof path, prefix, part, n, err);
-        if (rc == LOOM_OK)
-            rc = loom_gguf_writer_write(w, path, NULL, NULL, err);
-        loom_gguf_writer_free(w);
+        uint32_t end = synth_part_end(s, part, n, first, &done, total);
+        loom_split_path(path, sizeof path, prefix, part, n, NULL);
+        rc = synth_stage_part(s, voc, part, first, end, path, &staged[part], err);
         first = end;
     }
+    if (staged && rc != LOOM_OK)
+        loom_gguf_discard(staged, n);
+    else if (staged)
+        rc = loom_gguf_publish(staged, n, err);
+    free(staged);
     return rc;
 }
 

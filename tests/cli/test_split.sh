@@ -2,7 +2,8 @@
 # test_split.sh BUILD — `loom` on a split model: the cached tiny model split in 3 by build/tools/split_model (the
 # gguf-split layout); run and inspect name its first part: run prints the unsplit file's greedy text, inspect
 # lists the parts (file names, bytes, tensors per part) and each tensor's part; naming the second part fails with
-# the name of the first; a missing part is named; tokenize reads the first part. Prints "N passed, N failed".
+# the name of the first; a missing part is named; tokenize reads the first part; synth --sparse --split writes all
+# its parts or none. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -49,6 +50,25 @@ check "tokenize -m FIRST-PART runs" '[ $rc -eq 0 ] && [ -s "$out" ]'
 rm -f "$dir/tiny-00003-of-00003.gguf"
 "$loom" run -m "$first" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "a missing part is named" '[ $rc -eq 1 ] && grep -qF "expected file '"'"'$dir/tiny-00003-of-00003.gguf'"'"'" "$err"'
+
+# synth --sparse --split writes every part or none: a part's path that cannot be written (a directory there, a
+# name past NAME_MAX) is refused before any part is written, naming it and leaving no part and no temporary file
+mkdir "$dir/sparse" "$dir/sparse/out-00002-of-00002.gguf"
+"$loom" synth --preset micro --sparse --split 2 -o "$dir/sparse/out.gguf" >"$out" 2>"$err"; rc=$?
+check "synth --sparse --split 2 with part 2's path a directory fails naming it" \
+    '[ $rc -ne 0 ] && grep -qF "output '"'"'$dir/sparse/out-00002-of-00002.gguf'"'"': expected a regular file or a new path, found a directory" "$err"'
+check "... and leaves no part 1 and no temporary file" '[ "$(ls -A "$dir/sparse")" = out-00002-of-00002.gguf ]'
+rmdir "$dir/sparse/out-00002-of-00002.gguf"
+long=$(printf 'n%.0s' $(seq 236)) # + "-00001-of-00002.gguf": 256 bytes
+"$loom" synth --preset micro --sparse --split 2 -o "$dir/sparse/$long.gguf" >"$out" 2>"$err"; rc=$?
+check "synth --sparse --split 2 with part names past NAME_MAX fails naming the limit, writing nothing" \
+    '[ $rc -ne 0 ] && grep -qF "file name of 256 bytes, expected at most 255 (NAME_MAX" "$err" && [ -z "$(ls -A "$dir/sparse")" ]'
+long=$(printf 'n%.0s' $(seq 235)) # parts of 255 bytes: written, through temporary files of shortened names
+"$loom" synth --preset micro --sparse --split 2 -o "$dir/sparse/$long.gguf" >"$out" 2>"$err"; rc=$?
+check "synth --sparse --split 2 with part names of 255 bytes writes both, nothing else" \
+    '[ $rc -eq 0 ] && [ "$(ls -A "$dir/sparse" | wc -l)" -eq 2 ] && [ -f "$dir/sparse/$long-00002-of-00002.gguf" ]'
+"$loom" inspect "$dir/sparse/$long-00001-of-00002.gguf" >"$out" 2>"$err"; rc=$?
+check "... and inspect reads them as one model" '[ $rc -eq 0 ] && grep -q "^split model: 2 parts" "$out"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
