@@ -1,7 +1,7 @@
 /* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
  * bytes), geometry admitted by loom_arch_admit, tokenizer padding, the recipe's statistics, quantized files
- * written directly (the bytes of the F32 file quantized by loom_quant_write), and sparse models in parts written
- * whole or not at all. */
+ * written directly (the bytes of the F32 file quantized by loom_quant_write), recipes that need an importance
+ * matrix refused, and sparse models in parts written whole or not at all. */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -382,6 +382,27 @@ static void test_direct_quantized(const char *dir)
           err.msg);
 }
 
+/* The recipes whose very-low-bit types llama.cpp's quantize refuses without an importance matrix (IQ1_M and
+ * IQ3_XXS, which loom can quantize without one; IQ2_M's IQ2_S and IQ1_S, which it cannot) are refused naming the
+ * recipe, the type and the importance matrix, before any file is written. */
+static void test_imatrix_recipes(const char *dir)
+{
+    static const char *const cases[][3] = {{"micro", "IQ1_M", "IQ1_M"}, {"tiny", "IQ1_M", "IQ1_M"},
+                                           {"tiny", "IQ3_XXS", "IQ3_XXS"}, {"tiny", "IQ2_M", "IQ2_S"},
+                                           {"tiny", "IQ1_S", "IQ1_S"}};
+    char path[4200], want[128];
+    snprintf(path, sizeof path, "%s/iq.gguf", dir);
+    for (int i = 0; i < 5; i++) {
+        loom_synth_options o = {.preset = cases[i][0], .type = cases[i][1], .seed = 1, .vocab_path = mini_vocab};
+        loom_error err = {0};
+        int rc = loom_synthesize(&o, path, &err);
+        snprintf(want, sizeof want, "goes to %s, which needs an importance matrix", cases[i][2]);
+        CHECK(rc == LOOM_E_ARG && strstr(err.msg, want) && strstr(err.msg, cases[i][1]) && access(path, F_OK) != 0 &&
+                  !test_temporary_left(path),
+              "synth %s %s without an importance matrix: rc %d, '%s'", cases[i][0], cases[i][1], rc, err.msg);
+    }
+}
+
 /* A sparse model in parts is written whole or not at all: a part's path taken by a directory, or a part name past
  * NAME_MAX, is refused naming it before any part is written, and nothing is left; 255-byte part names are
  * written (through temporary files of shortened names) and read back as one model. */
@@ -467,6 +488,7 @@ int main(void)
         test_errors(dir);
         test_cancel(dir);
         test_direct_quantized(dir);
+        test_imatrix_recipes(dir);
         test_sparse_split(dir);
         unlink(mini_vocab);
     }

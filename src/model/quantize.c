@@ -4,6 +4,7 @@
  * writer with each type's weight quantizer (the imatrix-weighted one where an importance matrix covers the
  * tensor), every source and output row validated as the reference does. */
 #include "model/quantize.h"
+#include "model/synth.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -919,9 +920,8 @@ static int quant_weights_for(const struct loom_quant_extra *x, const struct loom
     return LOOM_OK;
 }
 
-/* llama-quant.cpp tensor_requires_imatrix: the very-low-bit types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
- * IQ3_XXS; Q2_K under the Q2_K_S recipe, ftype 21), except for the token embedding and the output. */
-static int quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype)
+/* llama-quant.cpp tensor_requires_imatrix (declared in model/synth.h, which says what it covers). */
+int loom_quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype)
 {
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight") ||
         !strcmp(name, "output.weight"))
@@ -966,7 +966,7 @@ static int quant_build_writer(const struct loom_gguf *in, const struct loom_quan
                                    tr->name, r->name);
             if (m && (rc = quant_weights_for(x, &d[i], types[i], &weights[i], err)) != LOOM_OK)
                 return rc;
-            if (!weights[i] && quant_requires_imatrix(d[i].name, types[i], r->ftype))
+            if (!weights[i] && loom_quant_requires_imatrix(d[i].name, types[i], r->ftype))
                 return loom_errorf(err, LOOM_E_ARG, "recipe %s: tensor '%s' goes to %s, which needs an importance "
                                    "matrix, found %s; llama_model_quantize refuses it too", r->name, d[i].name,
                                    tr->name, m ? "no entry for this tensor in the --imatrix file (made for another "

@@ -827,9 +827,12 @@ static int synth_quant_types(struct synth *s, loom_error *err)
         if (types[i] != s->t[i].type && synth_kind_direct(s->t[i].kind))
             rc = loom_errorf(err, LOOM_E_INTERNAL, "synth: tensor '%s': recipe %s quantizes a tensor generated as F32",
                              s->t[i].name, s->par->recipe->name);
-        else if (tr->block_size > 1 && !tr->quantize) /* IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S: importance weights only */
+        else if (types[i] != s->t[i].type &&
+                 (loom_quant_requires_imatrix(s->t[i].name, types[i], s->par->recipe->ftype) ||
+                  (tr->block_size > 1 && !tr->quantize))) /* (IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S: weights only) */
             rc = loom_errorf(err, LOOM_E_ARG, "synth: recipe %s: tensor '%s' goes to %s, which needs an importance "
-                             "matrix (loom quantize --imatrix); synth writes without one", s->par->recipe->name,
+                             "matrix (llama.cpp's quantize refuses it without one); synth writes without one: "
+                             "synthesize F32, then loom quantize --imatrix FILE", s->par->recipe->name,
                              s->t[i].name, tr->name);
         s->t[i].type = types[i];
     }
