@@ -1,7 +1,8 @@
 /* test_synth.c — the synthetic qwen35 generator: determinism (same seed -> same bytes, other seed -> other
  * bytes), geometry admitted by loom_arch_admit, tokenizer padding, the recipe's statistics, quantized files
  * written directly (the bytes of the F32 file quantized by loom_quant_write), recipes that need an importance
- * matrix refused, and sparse models in parts written whole or not at all. */
+ * matrix refused, sparse models in parts written whole or not at all, and progress that moves within a large
+ * tensor (synthesis and quantization). */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -444,6 +445,64 @@ static void test_sparse_split(const char *dir)
     CHECK(system(cmd) == 0, "%s", cmd);
 }
 
+/* What a progress callback saw: calls, the largest step of done bytes between two calls, and any disorder. */
+struct progress_log {
+    int calls, disorder;
+    uint64_t last_index, last_done, max_step, total, n_tensors;
+};
+
+static void progress_record(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done, uint64_t total,
+                            const char *name)
+{
+    struct progress_log *l = ctx;
+    if (l->calls && (index < l->last_index || done < l->last_done || total != l->total))
+        l->disorder = 1;
+    if (!name || done > total || index > n_tensors || (index == n_tensors) != (done == total))
+        l->disorder = 1;
+    if (done - l->last_done > l->max_step && l->calls)
+        l->max_step = done - l->last_done;
+    l->calls++, l->last_index = index, l->last_done = done, l->total = total, l->n_tensors = n_tensors;
+}
+
+/* Checks of one run's progress: in order, ending at the total, in steps of at most 2% of it although one tensor
+ * (the embedding of the real vocabulary) holds most of the bytes, and in at most a few hundred calls. */
+static void check_progress(const struct progress_log *l, const char *what)
+{
+    CHECK(!l->disorder && l->calls > 0 && l->last_done == l->total && l->last_index == l->n_tensors,
+          "%s progress: out of order or not ending at the total (%d calls)", what, l->calls);
+    CHECK(l->max_step <= l->total / 50, "%s progress: a step of %.1f%% of the total, expected at most 2%%", what,
+          100.0 * (double)l->max_step / (double)l->total);
+    CHECK((uint64_t)l->calls <= l->n_tensors + 210, "%s progress: %d calls for %llu tensors, expected at most 210 "
+          "more", what, l->calls, (unsigned long long)l->n_tensors);
+}
+
+/* Progress moves within a large tensor, for synthesis and for quantization of its file. */
+static void test_progress(const char *dir)
+{
+    char f16[4200], q8[4200];
+    snprintf(f16, sizeof f16, "%s/progress-f16.gguf", dir);
+    snprintf(q8, sizeof q8, "%s/progress-q8.gguf", dir);
+    struct progress_log ls = {0}, lq = {0};
+    loom_synth_options o = {.preset = "tiny", .type = "F16", .seed = 1, .vocab_path = vocab,
+                            .progress = progress_record, .progress_ctx = &ls};
+    loom_error err = {0};
+    int rc = loom_synthesize(&o, f16, &err);
+    CHECK(rc == LOOM_OK, "synth tiny: %s", err.msg);
+    if (rc)
+        return;
+    check_progress(&ls, "synth");
+    loom_gguf *g = NULL;
+    if ((rc = loom_gguf_open(f16, &g, &err)) == LOOM_OK)
+        rc = loom_quantize(g, "Q8_0", q8, &(loom_quantize_options){.progress = progress_record, .progress_ctx = &lq},
+                           &err);
+    CHECK(rc == LOOM_OK, "quantize tiny: %s", err.msg);
+    if (rc == LOOM_OK)
+        check_progress(&lq, "quantize");
+    loom_gguf_close(g);
+    unlink(f16);
+    unlink(q8);
+}
+
 /* Cancelled at the first, a middle and the last poll (before each tensor and every 64 rows): LOOM_E_CANCELLED, no
  * poll after the one that asked, no output and no temporary file. */
 static void test_cancel(const char *dir)
@@ -492,6 +551,7 @@ int main(void)
         test_sparse_split(dir);
         unlink(mini_vocab);
     }
+    test_progress(dir);
     test_admit(dir, vocab, 151936, "tiny", LOOM_TYPE_BF16);
     test_moe_presets();
     rmdir(dir);

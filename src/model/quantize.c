@@ -728,6 +728,7 @@ struct quant_job {
     const float **tensor_weights;       /* [input tensor] its importance weights, or NULL */
     const uint32_t *types; /* [input tensor] */
     const size_t *order;   /* [output tensor] its input tensor (the reference's order) */
+    const struct loom_quant_tensor *desc; /* [input tensor] its descriptor: the name NUL-terminated, for progress */
     struct loom_pool *pool;
     float *rows; /* one row of floats per pool thread */
     int64_t row_cap;
@@ -738,6 +739,7 @@ struct quant_job {
     loom_abort_fn abort;
     void *abort_ctx;
     uint64_t done, total;
+    uint64_t next_report; /* the bytes done from which progress is next reported within a tensor */
     /* the tensor being converted, and the first row of the slice in progress */
     const struct loom_gguf_tensor *t;
     const float *weights; /* the tensor's importance weights ([ne2][ne0]) or NULL */
@@ -748,6 +750,8 @@ struct quant_job {
 
 /* Rows converted between two polls of the abort callback. */
 #define QUANT_SLICE_ROWS 1024
+/* Progress within tensors is reported at most about this many times a run (besides once before each tensor). */
+#define QUANT_PROGRESS_STEPS 200
 
 static int quant_cancelled(const struct quant_job *j) { return j->abort && j->abort(j->abort_ctx); }
 
@@ -830,17 +834,26 @@ static int quant_report(const struct quant_job *j, loom_error *err)
                        t->name.ptr, where, what);
 }
 
+/* Progress within tensor out_index, the bytes done `done`: reported when they have moved a step
+ * (1 / QUANT_PROGRESS_STEPS of the total) since the last such report. */
+static void quant_progress_within(struct quant_job *j, uint64_t out_index, uint64_t done)
+{
+    if (!j->progress || done < j->next_report)
+        return;
+    j->progress(j->progress_ctx, out_index, j->in->n_tensors, done, j->total, j->desc[j->order[out_index]].name);
+    j->next_report = done + j->total / QUANT_PROGRESS_STEPS + 1;
+}
+
 static int quant_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes, loom_error *err)
 {
     struct quant_job *j = ctx;
     size_t index = j->order[out_index];
     const struct loom_gguf_tensor *t = &j->in->tensors[index];
     if (j->progress)
-        j->progress(j->progress_ctx, out_index, j->in->n_tensors, j->done, j->total, t->name.ptr);
+        j->progress(j->progress_ctx, out_index, j->in->n_tensors, j->done, j->total, j->desc[index].name);
     if (quant_cancelled(j))
         return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback before tensor '%.*s'",
                            (int)t->name.len, t->name.ptr);
-    j->done += nbytes;
     uint64_t n_rows = t->nbytes / loom_type_row_bytes(t->type, (int64_t)t->ne[0]);
     j->t = t;
     j->weights = j->tensor_weights[index];
@@ -853,12 +866,15 @@ static int quant_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes,
     for (int i = 0; i < j->n_threads; i++)
         j->faults[i].row = INT64_MAX;
     for (j->row0 = 0; j->row0 < (int64_t)n_rows; j->row0 += QUANT_SLICE_ROWS) {
+        if (j->row0 > 0)
+            quant_progress_within(j, out_index, j->done + (uint64_t)j->row0 * j->dst_row);
         if (j->row0 > 0 && quant_cancelled(j))
             return loom_errorf(err, LOOM_E_CANCELLED, "quantize: cancelled by the abort callback in tensor '%.*s'",
                                (int)t->name.len, t->name.ptr);
         int64_t n = (int64_t)n_rows - j->row0 < QUANT_SLICE_ROWS ? (int64_t)n_rows - j->row0 : QUANT_SLICE_ROWS;
         loom_pool_parallel_for(j->pool, n, 1, quant_rows, j);
     }
+    j->done += nbytes;
     return quant_report(j, err);
 }
 
@@ -1026,7 +1042,7 @@ int loom_quant_write_ex(const struct loom_gguf *in, const struct loom_quant_reci
     struct loom_gguf_writer *w = loom_gguf_writer_new();
     char *names = 0;
     struct quant_job job = {.in = in, .imatrix = im, .tensor_weights = weights, .types = types, .order = order,
-                            .pool = pool, .progress = progress, .progress_ctx = progress_ctx, .abort = abort,
+                            .desc = d, .pool = pool, .progress = progress, .progress_ctx = progress_ctx, .abort = abort,
                             .abort_ctx = abort_ctx};
     if (!d || !types || !order || !weights || !w)
         rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for %zu tensor descriptors", n);

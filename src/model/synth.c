@@ -180,6 +180,10 @@ struct synth {
     uint32_t n_t;
     size_t *order;    /* [n_t] the tensor written k-th (a recipe's file: the reference's order), or NULL: as planned */
     uint64_t done_bytes, total_bytes;
+    /* the tensor being generated, for progress within it: its index in file order, name and bytes; and the bytes
+     * done from which progress is next reported within a tensor */
+    uint64_t cur_index, cur_bytes, next_report;
+    const char *cur_name;
     int cancelled;    /* the abort callback asked to stop (synth_poll) */
     int sparse;       /* loom_synth_write_sparse: no data generated or written */
     uint32_t n_split; /* loom_synth_write_sparse: parts (0 or 1: one file) */
@@ -187,11 +191,28 @@ struct synth {
 
 /* Rows or columns generated between two polls of the abort callback. */
 #define SYNTH_POLL_ROWS 64
+/* Progress within tensors is reported at most about this many times a run (besides once before each tensor). */
+#define SYNTH_PROGRESS_STEPS 200
 
-/* Poll the abort callback at every SYNTH_POLL_ROWS-th row i; nonzero (and s->cancelled set) when it asks to stop. */
-static int synth_poll(struct synth *s, uint64_t i)
+/* Progress within the current tensor, `at` of its `of` rows or columns generated: reported when the bytes done
+ * have moved a step (1 / SYNTH_PROGRESS_STEPS of the total) since the last such report. */
+static void synth_progress_within(struct synth *s, uint64_t at, uint64_t of)
 {
-    if (i % SYNTH_POLL_ROWS == 0 && s->par->abort && s->par->abort(s->par->abort_ctx))
+    uint64_t done = s->done_bytes + (uint64_t)((double)s->cur_bytes * (double)at / (double)of);
+    if (!s->par->progress || !at || done < s->next_report)
+        return;
+    s->par->progress(s->par->progress_ctx, s->cur_index, s->n_t, done, s->total_bytes, s->cur_name);
+    s->next_report = done + s->total_bytes / SYNTH_PROGRESS_STEPS + 1;
+}
+
+/* At every SYNTH_POLL_ROWS-th row (or column) i, `at` of the tensor's `of` done: report progress within the tensor
+ * and poll the abort callback; nonzero (and s->cancelled set) when it asks to stop. */
+static int synth_poll(struct synth *s, uint64_t i, uint64_t at, uint64_t of)
+{
+    if (i % SYNTH_POLL_ROWS)
+        return s->cancelled;
+    synth_progress_within(s, at, of);
+    if (s->par->abort && s->par->abort(s->par->abort_ctx))
         s->cancelled = 1;
     return s->cancelled;
 }
@@ -405,7 +426,7 @@ static void synth_gen_read(struct synth *s, const struct synth_tensor *t, struct
     float scale = s->c_in * t->gain / sqrtf((float)E) * s->basis_norm;
     float rho = SYNTH_QK_CORR, rc = sqrtf(1.0f - SYNTH_QK_CORR * SYNTH_QK_CORR);
     float *g = s->vec;
-    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i); i++) {
+    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i, off / E + i, t->ne[1] * t->ne[2]); i++) {
         synth_rng_normal(r, g, E);
         if (t->kind == SYNTH_QKV && i < key_dim) {
             memcpy(s->scratch + i * E, g, E * sizeof(float));
@@ -430,7 +451,7 @@ static void synth_gen_write(struct synth *s, const struct synth_tensor *t, struc
     float scale = t->gain / sqrtf((float)n_in) * s->basis_norm;
     float *h = s->vec;
     for (uint64_t j = 0; j < n_in; j++) {
-        if (synth_poll(s, j))
+        if (synth_poll(s, j, off / E + j, n_in * t->ne[2]))
             return;
         synth_rng_normal(r, h, E);
         for (uint32_t i = 0; i < E; i++)
@@ -478,7 +499,7 @@ static void synth_gen_embd(struct synth *s, const struct synth_tensor *t, struct
 {
     uint32_t E = s->E;
     float *z = s->vec;
-    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i); i++) {
+    for (uint64_t i = 0; i < t->ne[1] && !synth_poll(s, i, i, t->ne[1]); i++) {
         synth_rng_normal(r, z, E);
         if (i < s->n_tok) {
             for (uint32_t j = 0; j < E; j++)
@@ -576,7 +597,10 @@ static int synth_fill(void *ctx, uint64_t out_index, void *buf, uint64_t nbytes,
                            t->name, (unsigned long long)nbytes, (unsigned long long)synth_tensor_bytes(t));
     if (s->par->progress)
         s->par->progress(s->par->progress_ctx, out_index, s->n_t, s->done_bytes, s->total_bytes, t->name);
-    if (synth_poll(s, 0))
+    s->cur_index = out_index;
+    s->cur_bytes = nbytes;
+    s->cur_name = t->name;
+    if (synth_poll(s, 0, 0, 1))
         return loom_errorf(err, LOOM_E_CANCELLED, "synth: cancelled by the abort callback before tensor '%s'",
                            t->name);
     struct synth_rng r = synth_rng_stream(s->par->seed, index + 1);
