@@ -1,7 +1,8 @@
 /* default_model.c — finding, and preparing once, the default model of `loom run`: synthesize the 0.8b
  * preset in F16, quantize it to Q4_K_M with loom's quantizer (as `loom quantize`), and publish it
  * atomically in $LOOM_CACHE/models, in a child process, which a signal or its parent's death stops with its
- * temporary files removed; one loom process at a time prepares it (a lock on the directory), the others wait. */
+ * temporary files removed; one loom process at a time prepares it (a lock on the directory), the others wait.
+ * A models directory removed meanwhile stops the preparation, named; a waiting process then starts over once. */
 #include "cli/default_model.h"
 
 #include <dirent.h>
@@ -69,15 +70,36 @@ static int default_mkdirs(const char *dir, loom_error *err)
     return LOOM_OK;
 }
 
+/* The models directory as it was when a preparation (or a wait) began: its removal, or its replacement by
+ * another directory, is noticed. */
+struct default_dir {
+    const char *path;
+    dev_t dev;
+    ino_t ino;
+};
+
+/* Whether d's path no longer names the directory it named. */
+static int default_dir_gone(const struct default_dir *d)
+{
+    struct stat st;
+    return stat(d->path, &st) != 0 || st.st_dev != d->dev || st.st_ino != d->ino;
+}
+
+/* The preparation's loom_abort_fn: a signal came (loom_cli_abort), or its directory (ctx) is gone. */
+static int default_abort(void *ctx)
+{
+    return loom_cli_abort(NULL) || default_dir_gone(ctx);
+}
+
 /* Quantize the F16 model at in to Q4_K_M at out with loom's quantizer (`loom quantize`), one thread per
- * online CPU. */
-static int default_quantize(const char *in, const char *out, loom_error *err)
+ * online CPU; stopped as default_abort says (d). */
+static int default_quantize(const char *in, const char *out, struct default_dir *d, loom_error *err)
 {
     loom_gguf *g = NULL;
     int rc = loom_gguf_open(in, &g, err);
     if (rc != LOOM_OK)
         return rc;
-    rc = loom_quantize(g, "Q4_K_M", out, &(loom_quantize_options){.abort = loom_cli_abort}, err);
+    rc = loom_quantize(g, "Q4_K_M", out, &(loom_quantize_options){.abort = default_abort, .abort_ctx = d}, err);
     loom_gguf_close(g);
     return rc;
 }
@@ -118,15 +140,31 @@ static void default_remove_stale(const char *dir)
     closedir(d);
 }
 
+/* The failure of a preparation in d (code rc, message in err) when d was removed meanwhile (rather than stopped by a
+ * signal): said as such, naming the directory. Else rc as it was. */
+static int default_dir_failure(const struct default_dir *d, int rc, loom_error *err)
+{
+    if (rc == LOOM_OK || loom_cli_signal() || !default_dir_gone(d))
+        return rc;
+    return loom_errorf(err, LOOM_E_IO, "the models directory %s was removed while the default model was being "
+                       "prepared in it (run loom again to prepare it anew)", d->path);
+}
+
 /* Synthesize to f16, quantize to q4, rename q4 to path. Temporary files are removed on failure, and, when this
  * process holds the directory's lock (locked), those of earlier interrupted preparations first: unlocked, a file
- * whose pid is not alive here may be a live preparation's on another machine sharing the directory. */
+ * whose pid is not alive here may be a live preparation's on another machine sharing the directory. The removal
+ * of the directory stops it (default_abort) with an error naming the directory. */
 static int default_prepare(const char *path, const char *dir, int locked, loom_error *err)
 {
     char vocab[4096], f16[4200], q4[4200];
     int rc = loom_cli_default_vocab(vocab, sizeof vocab, err);
     if (rc != LOOM_OK)
         return rc;
+    struct default_dir d = {.path = dir};
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return loom_errorf(err, LOOM_E_IO, "the models directory %s: %s", dir, strerror(errno));
+    d.dev = st.st_dev, d.ino = st.st_ino;
     if (locked)
         default_remove_stale(dir);
     long pid = (long)getpid();
@@ -136,19 +174,19 @@ static int default_prepare(const char *path, const char *dir, int locked, loom_e
     int last = -1;
     loom_synth_options par = {
         .preset = "0.8b", .type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED, .vocab_path = vocab,
-        .progress = default_progress, .progress_ctx = &last, .abort = loom_cli_abort,
+        .progress = default_progress, .progress_ctx = &last, .abort = default_abort, .abort_ctx = &d,
     };
     rc = loom_synthesize(&par, f16, err);
     if (rc == LOOM_OK) {
         fprintf(stderr, "loom: quantizing to Q4_K_M\n");
-        rc = default_quantize(f16, q4, err);
+        rc = default_quantize(f16, q4, &d, err);
     }
     unlink(f16);
     if (rc == LOOM_OK && rename(q4, path) != 0)
         rc = loom_errorf(err, LOOM_E_IO, "renaming '%s' to '%s': %s", q4, path, strerror(errno));
     if (rc != LOOM_OK) {
         unlink(q4);
-        return rc;
+        return default_dir_failure(&d, rc, err);
     }
     fprintf(stderr, "loom: default model ready: %s\n", path);
     return LOOM_OK;
@@ -201,6 +239,10 @@ static int default_child(pid_t parent, const char *path, const char *dir, int lo
  * loom process finds its temporary files already removed rather than a live preparation's. */
 static int default_prepare_forked(const char *path, const char *dir, int locked, loom_error *err)
 {
+    struct default_dir d = {.path = dir};
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        d.dev = st.st_dev, d.ino = st.st_ino;
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
@@ -221,6 +263,9 @@ static int default_prepare_forked(const char *path, const char *dir, int locked,
         return loom_errorf(err, LOOM_E_IO, "preparing %s: its process ended by signal %d (%s); its temporary files "
                            "stay until the next preparation removes them", path, WTERMSIG(status),
                            strsignal(WTERMSIG(status)));
+    if (default_dir_gone(&d))
+        return loom_errorf(err, LOOM_E_IO, "preparing %s failed: the models directory %s was removed meanwhile", path,
+                           dir);
     return loom_errorf(err, LOOM_E_IO, "preparing %s failed (the reason is printed above)", path);
 }
 
@@ -238,13 +283,19 @@ static int default_unlocked(const char *dir, int *fd)
 /* Open the models directory dir into *fd holding an exclusive flock on it, so that one loom process at a time
  * prepares the default model (the directory itself: no lock file, and an interrupted preparation leaves it empty).
  * While another holds it, say so once and poll, so that a signal stops the wait at once: LOOM_E_CANCELLED, *fd -1.
- * A file system that does not lock (NFS refuses LOCK_EX on a descriptor not open for writing) is warned about
- * and *fd is -1: the preparation goes on unlocked. */
-static int default_lock(const char *dir, int *fd, loom_error *err)
+ * A directory removed (or replaced) while waiting, or by the time the lock is taken, ends the wait with *gone set
+ * and *fd -1: that lock is no longer the directory's. A file system that does not lock (NFS refuses LOCK_EX on a
+ * descriptor not open for writing) is warned about and *fd is -1: the preparation goes on unlocked. */
+static int default_lock(const char *dir, int *fd, int *gone, loom_error *err)
 {
-    if ((*fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    struct stat st;
+    *gone = 0;
+    if ((*fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat(*fd, &st) != 0)
         return default_unlocked(dir, fd);
-    for (int said = 0; flock(*fd, LOCK_EX | LOCK_NB) != 0; said = 1) {
+    struct default_dir d = {dir, st.st_dev, st.st_ino};
+    for (int said = 0; !default_dir_gone(&d); said = 1) {
+        if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+            break;
         if (errno != EWOULDBLOCK && errno != EINTR)
             return default_unlocked(dir, fd);
         if (!said)
@@ -258,7 +309,27 @@ static int default_lock(const char *dir, int *fd, loom_error *err)
         }
         nanosleep(&(struct timespec){.tv_nsec = 150 * 1000 * 1000}, NULL); /* a signal ends it early (EINTR) */
     }
+    if ((*gone = default_dir_gone(&d)) != 0) {
+        close(*fd);
+        *fd = -1;
+    }
     return LOOM_OK;
+}
+
+/* Make the models directory dir and lock it (default_lock) into *fd; when it is removed while this process waits,
+ * start over once (make it anew, lock it), as the preparation it waited for fails. */
+static int default_lock_dir(const char *dir, int *fd, loom_error *err)
+{
+    for (int tries = 0;; tries++) {
+        int gone, rc = default_mkdirs(dir, err);
+        if (rc != LOOM_OK || (rc = default_lock(dir, fd, &gone, err)) != LOOM_OK || !gone)
+            return rc;
+        if (tries)
+            return loom_errorf(err, LOOM_E_IO, "the models directory %s was removed twice while waiting for other "
+                               "loom processes preparing the default model", dir);
+        fprintf(stderr, "loom: the models directory %s was removed while waiting; preparing the default model from "
+                "the start\n", dir);
+    }
 }
 
 int loom_cli_default_model(char *path, size_t cap, loom_error *err)
@@ -280,7 +351,7 @@ int loom_cli_default_model(char *path, size_t cap, loom_error *err)
                            "which `bash scripts/setup.sh` fetches (or set LOOM_REF to the reference's folder)",
                            vocab, strerror(errno));
     int fd;
-    if ((rc = default_mkdirs(dir, err)) != LOOM_OK || (rc = default_lock(dir, &fd, err)) != LOOM_OK)
+    if ((rc = default_lock_dir(dir, &fd, err)) != LOOM_OK)
         return rc;
     if (access(path, R_OK) != 0) /* else another loom process prepared it while this one waited */
         rc = default_prepare_forked(path, dir, fd >= 0, err);
