@@ -114,6 +114,37 @@ static inline int parity_ref_init(void)
     return 0;
 }
 
+/* Whether the reference's CPU backend is one of its AVX-512 builds (its "AVX512" feature, set when the build
+ * was compiled with AVX-512F). loom's reference numerics are those builds' float orders on every CPU, so only
+ * against one of them can its logits be bitwise; a CPU without AVX-512 loads the AVX2 build (haswell), whose
+ * F32/F16/BF16 sums and softmax run 8 lanes, not 16 (README: What is tested). Call after parity_ref_init. */
+static inline int parity_ref_avx512(void)
+{
+    static int known = -1;
+    if (known >= 0)
+        return known;
+    known = 0;
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_reg_t reg = dev ? ggml_backend_dev_backend_reg(dev) : NULL;
+    ggml_backend_get_features_t features =
+        reg ? (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features") : NULL;
+    for (struct ggml_backend_feature *f = features ? features(reg) : NULL; f && f->name; f++)
+        known |= strcmp(f->name, "AVX512") == 0 && strcmp(f->value, "1") == 0;
+    if (!known)
+        printf("the reference's CPU build has no AVX-512 (this CPU lacks it, or LOOM_REF_CPU chose such a build): "
+               "loom reproduces the AVX-512 builds' float orders, so its bitwise comparisons with the reference "
+               "are printed here, not asserted\n");
+    return known;
+}
+
+/* CHECK of a bitwise comparison of loom with the reference: asserted when the reference runs an AVX-512 build
+ * (parity_ref_avx512); against another build the caller's printed row counts are the whole report. */
+#define PARITY_CHECK_BITWISE(cond, ...)                                                                                \
+    do {                                                                                                               \
+        if (parity_ref_avx512())                                                                                       \
+            CHECK(cond, __VA_ARGS__);                                                                                  \
+    } while (0)
+
 /* Load a GGUF with the reference. extra_bufts: the reference's weight repacking (its default is on). NULL on failure. */
 static inline struct llama_model *parity_ref_load(const char *path, int extra_bufts)
 {

@@ -146,8 +146,8 @@ static void check_bitwise(const char *name, const char *what, const float *ref, 
     if (first >= 0)
         printf("  (first differing row %d, max diff %.3e x logit std)", first, worst);
     printf("\n");
-    CHECK(equal == n_rows, "%s: %s: %d of %d rows bitwise equal (max diff %.3e x logit std)", name, what, equal,
-          n_rows, worst);
+    PARITY_CHECK_BITWISE(equal == n_rows, "%s: %s: %d of %d rows bitwise equal (max diff %.3e x logit std)", name,
+                         what, equal, n_rows, worst);
 }
 
 /* loom's rows of tokens[n] into out[n][width]: one request in `numerics`, or token by token (one_by_one). */

@@ -79,8 +79,8 @@ static void report(const struct model *m, const char *what, const float *ref, co
     struct parity_summary s;
     parity_compare_steps(ref, got, n_rows, (size_t)m->n, m->n, 0, &s);
     printf("%-30s %-44s %4d/%d rows bitwise (max abs diff %.3e)\n", m->name, what, eq, n_rows, s.max_abs);
-    CHECK(eq == n_rows, "%s: %s: %d of %d rows differ (max abs diff %.3e)", m->name, what, n_rows - eq, n_rows,
-          s.max_abs);
+    PARITY_CHECK_BITWISE(eq == n_rows, "%s: %s: %d of %d rows differ (max abs diff %.3e)", m->name, what,
+                         n_rows - eq, n_rows, s.max_abs);
 }
 
 /* REFERENCE_BATCH: all rows of the N_TOK tokens in one call, both engines at micro-batch n_ubatch. */
@@ -151,7 +151,7 @@ static void check_sessions_decode(struct model *m, float *got)
     for (int j = 0; ok && j < N_SEQ; j++)
         eq += bitwise_rows(m->ref_tbt + (size_t)(3 + j) * m->n, got + (size_t)j * m->n, 1, m->n);
     printf("%-30s %-44s %4d/%d rows bitwise\n", m->name, "multi-sequence decode step", eq, N_SEQ);
-    CHECK(eq == N_SEQ, "%s: multi-sequence decode: %d of %d rows bitwise", m->name, eq, N_SEQ);
+    PARITY_CHECK_BITWISE(eq == N_SEQ, "%s: multi-sequence decode: %d of %d rows bitwise", m->name, eq, N_SEQ);
     for (int j = 0; j < N_SEQ; j++)
         loom_session_free(ss[j]);
 }

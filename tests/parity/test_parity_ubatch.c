@@ -207,8 +207,8 @@ static void check_whole(struct sweep *w, const int *lengths, int n_lengths, int 
         int ok = same(ref, got, w->n), form = same(ref, w->ref, w->n) && same(got, w->got, w->n);
         n_same += ok;
         n_form += form;
-        CHECK(ok, "%s: whole prompt of %d tokens (%d threads): loom differs from the reference by %.3e", w->name, len,
-              n_threads, max_abs(ref, got, w->n));
+        PARITY_CHECK_BITWISE(ok, "%s: whole prompt of %d tokens (%d threads): loom differs from the reference by %.3e",
+                             w->name, len, n_threads, max_abs(ref, got, w->n));
         CHECK(form, "%s: whole prompt of %d tokens (%d threads) differs from the restored-prefix form", w->name, len,
               n_threads);
     }
@@ -234,7 +234,8 @@ static void check_all_rows(struct sweep *w, int k, int r)
         int bitwise = 0;
         for (int t = 0; t < r; t++)
             bitwise += same(ref + (size_t)t * w->n, got + (size_t)t * w->n, w->n);
-        CHECK(bitwise == r, "%s: all rows of %d tokens after %d: %d/%d rows bitwise", w->name, r, p, bitwise, r);
+        PARITY_CHECK_BITWISE(bitwise == r, "%s: all rows of %d tokens after %d: %d/%d rows bitwise", w->name, r, p,
+                             bitwise, r);
     } else {
         CHECK(0, "%s: all-rows evaluation of %d tokens after %d failed: %s", w->name, r, p, err.msg);
     }
@@ -258,8 +259,10 @@ static void check_split(struct sweep *w, int n_batch, int n_ubatch, const int *c
     int bitwise = ok && same(w->ref, w->got, w->n);
     printf("%-26s n_batch %4d n_ubatch %4d (effective %4d), %d tokens in %d call(s): %s\n", w->name,
            n_batch ? n_batch : 2048, n_ubatch ? n_ubatch : 512, ub, pos, n_calls, bitwise ? "bitwise" : "DIFFERS");
-    CHECK(bitwise, "%s: %d tokens in %d calls, n_batch %d n_ubatch %d: max abs diff %.3e", w->name, pos, n_calls,
-          n_batch, n_ubatch, ok ? max_abs(w->ref, w->got, w->n) : -1.0);
+    CHECK(ok, "%s: %d tokens in %d calls, n_batch %d n_ubatch %d: an evaluation failed", w->name, pos, n_calls, n_batch,
+          n_ubatch);
+    PARITY_CHECK_BITWISE(bitwise, "%s: %d tokens in %d calls, n_batch %d n_ubatch %d: max abs diff %.3e", w->name, pos,
+                         n_calls, n_batch, n_ubatch, ok ? max_abs(w->ref, w->got, w->n) : -1.0);
     loom_session_free(ls);
     if (rc)
         llama_free(rc);
@@ -305,8 +308,8 @@ static void run_sweep(struct sweep *w, int full, const char *dir)
     for (int i = 0; i < w->n_bad; i++)
         printf("%s%d", i ? " " : "; first differing lengths: ", w->first_bad[i]);
     printf(w->n_bad ? " (max abs diff %.3e)\n" : "\n", w->worst);
-    CHECK(w->bitwise == w->lengths, "%s: %d of %d prompt lengths differ from the reference", w->name,
-          w->lengths - w->bitwise, w->lengths);
+    PARITY_CHECK_BITWISE(w->bitwise == w->lengths, "%s: %d of %d prompt lengths differ from the reference", w->name,
+                         w->lengths - w->bitwise, w->lengths);
     for (int r = 1; r <= 5; r++) {
         check_all_rows(w, 0, r);
         check_all_rows(w, 1, r);
