@@ -505,7 +505,7 @@ echo /timing >&3
 exec 3>&-
 wait $pid; rc=$?
 check "chat: Ctrl+C during a long message's prefill: /timing says the prefill stopped, with no speed" \
-    '[ $rc -eq 0 ] && grep -q "^last turn: prefill stopped after 0 tokens in [0-9.]* s, 0 reused from the session" "$err"'
+    '[ $rc -eq 0 ] && grep -q "^last turn: prefill stopped after 0 of [0-9]* tokens in [0-9.]* s, 0 reused from the session" "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
