@@ -6,6 +6,7 @@
  * status 130 / 143 / 129. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,15 +108,17 @@ static const char BENCH_USAGE[] =
 
 /* ---- options ---------------------------------------------------------------------------------------- */
 
-/* A decimal integer in [lo, hi] (loom_cli_parse_int); a missing value is named as such. */
+/* What bench takes: its options, then the model options. */
+static const struct loom_cli_option BENCH_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"-p", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-d", LOOM_CLI_VALUE},
+    {"-t", LOOM_CLI_VALUE}, {"-r", LOOM_CLI_VALUE}, {"--ref", LOOM_CLI_FLAG}, {"--ref-only", LOOM_CLI_FLAG},
+    {"--ref-fa", LOOM_CLI_VALUE}, {"--mem", LOOM_CLI_FLAG}, {"--numerics", LOOM_CLI_VALUE}, LOOM_CLI_MODEL_TABLE,
+    {NULL, LOOM_CLI_VALUE}};
+
+/* A decimal integer in [lo, hi] (loom_cli_parse_int). */
 static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int *out)
 {
     long long v;
-    if (!s) {
-        fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found the end of the command line\n", opt,
-                lo, hi);
-        return -1;
-    }
     if (loom_cli_parse_int(s, lo, hi, &v)) {
         fprintf(stderr, "loom bench: %s expects an integer in [%ld, %ld], found '%s'\n", opt, lo, hi, s);
         return -1;
@@ -128,13 +131,43 @@ static int bench_parse_int(const char *opt, const char *s, long lo, long hi, int
 static int bench_parse_fa(const char *s, int *out)
 {
     static const char *const names[] = {"off", "on", "auto"};
-    for (int i = 0; s && i < 3; i++)
+    for (int i = 0; i < 3; i++)
         if (!strcasecmp(s, names[i])) {
             *out = i == 2 ? -1 : i;
             return 0;
         }
-    fprintf(stderr, "loom bench: --ref-fa expects auto, on or off, found %s%s%s\n", LOOM_CLI_FOUND(s));
+    fprintf(stderr, "loom bench: --ref-fa expects auto, on or off, found '%s'\n", s);
     return -1;
+}
+
+/* Apply one of bench's own options (val NULL for a flag): 0, or -1 with the message printed. */
+static int bench_set(void *opts, const char *a, const char *v)
+{
+    struct bench_opts *o = opts;
+    if (!v) { /* --ref, --ref-only, --mem */
+        *(!strcmp(a, "--ref-only") ? &o->ref_only : a[2] == 'r' ? &o->ref : &o->mem) = 1;
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        size_t off;
+        long lo, hi;
+    } ints[] = {{"-p", offsetof(struct bench_opts, n_prompt), 0, 1 << 16},
+                {"-n", offsetof(struct bench_opts, n_gen), 0, 1 << 16},
+                {"-d", offsetof(struct bench_opts, depth), 0, 1 << 20},
+                {"-t", offsetof(struct bench_opts, n_threads), 1, LOOM_CLI_THREADS_MAX},
+                {"-r", offsetof(struct bench_opts, reps), 1, BENCH_MAX_REPS}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(a, ints[i].name))
+            return bench_parse_int(a, v, ints[i].lo, ints[i].hi, (int *)((char *)o + ints[i].off));
+    if (!strcmp(a, "-m")) {
+        o->model = v;
+        return 0;
+    }
+    if (!strcmp(a, "--ref-fa"))
+        return bench_parse_fa(v, &o->ref_fa);
+    o->numerics_given = 1; /* --numerics */
+    return loom_cli_numerics("bench", v, &o->numerics);
 }
 
 static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
@@ -142,55 +175,9 @@ static int bench_parse_opts(int argc, char **argv, struct bench_opts *o)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (struct bench_opts){.n_prompt = 512, .n_gen = 128, .n_threads = cpus > 0 ? (int)cpus : 1, .reps = 5,
                                .ref_fa = -1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(a, "--ref") || !strcmp(a, "--mem") || !strcmp(a, "--ref-only")) {
-            *(!strcmp(a, "--ref-only") ? &o->ref_only : a[2] == 'r' ? &o->ref : &o->mem) = 1;
-            continue;
-        }
-        if (loom_cli_model_flag(a)) {
-            loom_cli_model_option("bench", &o->mo, a, NULL);
-            continue;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(BENCH_USAGE, stdout);
-            return 1;
-        }
-        if (!strcmp(a, "-m") && loom_cli_model_file("bench", a, v))
-            return -1;
-        if (!strcmp(a, "-m"))
-            o->model = v;
-        else if (!strcmp(a, "-p"))
-            rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_prompt);
-        else if (!strcmp(a, "-n"))
-            rc = bench_parse_int(a, v, 0, 1 << 16, &o->n_gen);
-        else if (!strcmp(a, "-d"))
-            rc = bench_parse_int(a, v, 0, 1 << 20, &o->depth);
-        else if (!strcmp(a, "-t"))
-            rc = bench_parse_int(a, v, 1, LOOM_CLI_THREADS_MAX, &o->n_threads);
-        else if (!strcmp(a, "-r"))
-            rc = bench_parse_int(a, v, 1, BENCH_MAX_REPS, &o->reps);
-        else if (!strcmp(a, "--ref-fa"))
-            rc = bench_parse_fa(v, &o->ref_fa);
-        else if (!strcmp(a, "--numerics")) {
-            o->numerics_given = 1;
-            rc = loom_cli_numerics("bench", v, &o->numerics);
-        } else if ((rc = loom_cli_model_option("bench", &o->mo, a, v)) != 0)
-            rc = rc < 0 ? -1 : 0;
-        else {
-            if (a[0] == '-')
-                loom_cli_unknown_option("bench", a, NULL);
-            else
-                fprintf(stderr, "loom bench: unexpected argument '%s'\n", a);
-            return -1;
-        }
-        if (rc)
-            return -1;
-        i++;
-    }
-    if (loom_cli_model_check("bench", &o->mo) != 0)
-        return -1;
+    int rc = loom_cli_parse_options("bench", argc, argv, BENCH_OPTIONS, &o->mo, bench_set, o);
+    if (rc)
+        return rc;
     if (!o->model && !o->mem) {
         fprintf(stderr, "loom bench: give a model with -m FILE, or --mem\n");
         return -1;
@@ -836,8 +823,8 @@ int loom_cli_bench(int argc, char **argv)
     struct bench_opts o;
     loom_machine_probe m = {0};
     int rc = bench_parse_opts(argc, argv, &o);
-    if (rc < 0)
-        fputs(BENCH_SYNOPSIS "(loom bench --help for details)\n", stderr);
+    if (rc)
+        fputs(rc > 0 ? BENCH_USAGE : BENCH_SYNOPSIS "(loom bench --help for details)\n", rc > 0 ? stdout : stderr);
     if (rc)
         return rc < 0 ? 2 : 0;
     loom_cli_check_threads("bench", o.n_threads);

@@ -65,8 +65,12 @@ struct certify_run {
     int32_t *ids;       /* [n_prompt + n_gen] */
 };
 
-/* The options certify_set takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const CERTIFY_OPTIONS[] = {"-m", "--prompts", "-o", "-n", "-t", NULL};
+/* What certify takes: certify_set's options, then the model options it uses (its sessions and the reference's
+ * take --cache-type-k; it reports no expert cache figures: no --stats). */
+static const struct loom_cli_option CERTIFY_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"--prompts", LOOM_CLI_VALUE}, {"-o", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE},
+    {"-t", LOOM_CLI_VALUE}, LOOM_CLI_LOAD_TABLE, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE},
+    {NULL, LOOM_CLI_VALUE}};
 
 static int certify_set(void *opts, const char *opt, const char *val)
 {
@@ -77,24 +81,20 @@ static int certify_set(void *opts, const char *opt, const char *val)
         *str = val;
         return 0;
     }
-    int *dst = !strcmp(opt, "-n") ? &o->n_gen : !strcmp(opt, "-t") ? &o->n_threads : NULL;
-    if (!dst) {
-        loom_cli_unknown_option("certify", opt, "loom certify --help");
-        return -1;
-    }
+    int is_t = !strcmp(opt, "-t"), hi = is_t ? LOOM_CLI_THREADS_MAX : 4096; /* -t or -n */
     long long v;
-    int is_t = dst == &o->n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
     if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom certify: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }
-    *dst = (int)v;
+    *(is_t ? &o->n_threads : &o->n_gen) = (int)v;
     return 0;
 }
 
 static void certify_usage(FILE *f)
 {
     fprintf(f, "usage: loom certify [-m FILE] [--prompts FILE] [-n N] [-t N] [-o PREFIX] [--cache-type-k TYPE]\n"
+               "                    [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE]\n"
                "Teacher-forced logits of loom against the reference engine (llama.cpp, loaded at run time: flash\n"
                "attention off, F16 K/V) in both numerics: each prompt as one batch, then N tokens of the\n"
                "reference's greedy continuation one by one, every row compared. Writes PREFIX.md and PREFIX.json\n"
@@ -106,7 +106,8 @@ static void certify_usage(FILE *f)
                "  -n N           continuation tokens per prompt (default 256)\n"
                "  -t N           threads for both engines (default: the online CPUs)\n"
                "  -o PREFIX      certificate files (default loom-certificate)\n"
-               "  --cache-type-k TYPE  (-ctk) both engines' K cache: f16 (default) or q8_0 (V stays f16)\n");
+               "  --cache-type-k TYPE  (-ctk) both engines' K cache: f16 (default) or q8_0 (V stays f16)\n"
+               LOOM_CLI_LOAD_USAGE);
 }
 
 /* The prompts: FILE's lines (a final CR dropped, blank lines skipped; kept in set->buf), or the built-in set.
@@ -561,7 +562,7 @@ int loom_cli_certify(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct certify_opts o = {.n_gen = 256, .n_threads = cpus > 0 ? (int)cpus : 1, .out = "loom-certificate"};
-    int rc = loom_cli_parse_pairs("certify", argc, argv, &o.mo, CERTIFY_OPTIONS, certify_set, &o);
+    int rc = loom_cli_parse_options("certify", argc, argv, CERTIFY_OPTIONS, &o.mo, certify_set, &o);
     if (rc)
         return rc > 0 ? (certify_usage(stdout), 0) : (certify_usage(stderr), 2);
     loom_cli_check_threads("certify", o.n_threads);

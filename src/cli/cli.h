@@ -59,15 +59,20 @@ struct loom_cli_model_opts {
     int stats; /* --stats: print the expert streaming figures at the end (and one JSON line) */
     enum loom_kv_type k_type; /* --cache-type-k / -ctk: the sessions' K cache type (f16 default, q8_0) */
 };
-#define LOOM_CLI_MODEL_USAGE                                                                                      \
+/* The model options' help lines: LOOM_CLI_LOAD_USAGE those of loading (every command that loads a model), then
+ * LOOM_CLI_MODEL_USAGE adds --stats and --cache-type-k for the commands that report the expert cache and make
+ * sessions of their own (xray and certify say their --cache-type-k in their own words). */
+#define LOOM_CLI_LOAD_USAGE                                                                                       \
     "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"            \
     "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
-    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"     \
-    "                         of 1024): routed experts read from the file into a cache (README)\n"              \
-    "  --read-ahead MODE      with --mem-budget: what the cache reads ahead: predicted (default), none,\n"    \
-    "                         history or all (README: reads ahead)\n"                                           \
-    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"            \
-    "  --cache-type-k TYPE    (-ctk) K cache type: f16 (default) or q8_0 (V stays f16; bitwise the\n"         \
+    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"       \
+    "                         of 1024): routed experts read from the file into a cache (README)\n"                \
+    "  --read-ahead MODE      with --mem-budget: what the cache reads ahead: predicted (default), none,\n"        \
+    "                         history or all (README: reads ahead)\n"
+#define LOOM_CLI_MODEL_USAGE                                                                                      \
+    LOOM_CLI_LOAD_USAGE                                                                                           \
+    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"                   \
+    "  --cache-type-k TYPE    (-ctk) K cache type: f16 (default) or q8_0 (V stays f16; bitwise the\n"             \
     "                         reference's -ctk q8_0 with flash attention off)\n"
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
@@ -76,11 +81,6 @@ struct loom_cli_model_opts {
  * signal stopped the default model's preparation. commands.c. */
 loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
                                 const struct loom_cli_model_opts *mo, int *status);
-/* Whether opt is one of the model options' flags (takes no value). */
-int loom_cli_model_flag(const char *opt);
-/* Apply one model option (val ignored for a flag): 1 when taken, 0 when opt is not a model option, -1 on a bad
- * value (message printed as `loom CMD: ...`). */
-int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val);
 /* The chat template of `loom CMD`: FILE's (--chat-template-file) when given, else the model file's own, else (with
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
  * not one loom renders (`loom CMD: --chat-template-file FILE: ...`) or the built-in format cannot be made (out of
@@ -111,18 +111,62 @@ int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
 /* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
  * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);
-/* Print `loom CMD: unknown option 'ARG'` on stderr, then in parentheses how to write ARG when it is spelled
- * --NAME=VALUE (`options take their value as the next argument: --NAME VALUE`: loom takes no GNU-style
- * --NAME=VALUE, since a value may itself start with "--" and hold '=') and note (NULL: none), joined by "; ".
- * Every command's parser names an unknown option through it. commands.c. */
-void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note);
-/* Parse argv[1..argc) as `-X VALUE` pairs: the model options go to mo (a flag takes one slot), the others to
- * set(o, opt, val), which applies one (printing its own message and returning nonzero when it is invalid).
- * options: the command's own options (NULL-terminated), so that an option of neither kind is named as unknown
- * (not as one missing its value) before anything is applied. Returns 0, 1 when -h or --help was given, -1 on bad
- * arguments (message printed as `loom CMD: ...`). */
+/* A command's options, for its parser and for every message about what it takes: one const table per command,
+ * ended by {NULL}. The parser looks each argument up in the table, so the table is what the command takes (its
+ * --help lists the same names: test_cli.sh checks both ways). */
+enum loom_cli_option_kind {
+    LOOM_CLI_VALUE,  /* takes the next argument as its value */
+    LOOM_CLI_FLAG,   /* takes no value */
+    LOOM_CLI_SECRET, /* takes the next argument as its value, which no message shows (serve --api-key) */
+};
+struct loom_cli_option {
+    const char *name; /* "-t", "--temp" */
+    enum loom_cli_option_kind kind;
+};
+/* The model options' entries, for a command's table: LOOM_CLI_LOAD_TABLE those of loading (--check-tensors,
+ * --mem-budget, --read-ahead), LOOM_CLI_MODEL_TABLE all of them (adds --stats, --cache-type-k and -ctk). */
+#define LOOM_CLI_LOAD_TABLE                                                                                       \
+    {"--check-tensors", LOOM_CLI_FLAG}, {"--mem-budget", LOOM_CLI_VALUE}, {"--read-ahead", LOOM_CLI_VALUE}
+#define LOOM_CLI_MODEL_TABLE                                                                                      \
+    LOOM_CLI_LOAD_TABLE, {"--stats", LOOM_CLI_FLAG}, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE}
+/* table's entry named name exactly, or NULL. commands.c. */
+const struct loom_cli_option *loom_cli_option_find(const struct loom_cli_option *table, const char *name);
+/* Parse argv[1..argc) by table: a flag takes one slot, any other option two (its value is the next argument,
+ * whatever it looks like: `-p --temp=0.5` is a prompt). The model options go to mo (NULL: the table has none), the
+ * others to set(o, opt, val) (val NULL for a flag), which applies one, printing its own message and returning
+ * nonzero when the value is invalid. An argument that is not in the table is named (loom_cli_unknown,
+ * loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help was given, -1 on bad
+ * arguments (message printed as `loom CMD: ...`). commands.c. */
+int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
+                           struct loom_cli_model_opts *mo, int (*set)(void *o, const char *opt, const char *val),
+                           void *o);
+/* One step of a command's own loop over its arguments: argv[*i] by table. LOOM_CLI_ARG_OPTION: *opt is its entry
+ * and *val its value (the next argument, *i moved there; NULL for a flag, or when the command line ended); OPERAND:
+ * argv[*i] starts with no '-' (or is "-"); HELP: -h or --help; BAD: an unknown option (named: loom_cli_unknown).
+ * commands.c. */
+enum loom_cli_arg { LOOM_CLI_ARG_BAD = -1, LOOM_CLI_ARG_OPERAND, LOOM_CLI_ARG_OPTION, LOOM_CLI_ARG_HELP };
+int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,
+                      const struct loom_cli_option **opt, const char **val);
+/* Print `loom CMD: unknown option 'ARG'` for an argument that starts with '-' and is not in table (-h and --help
+ * are in every command's), then in parentheses what to write instead, joined by "; ": loom takes no GNU-style
+ * --NAME=VALUE (a value may itself start with "--" and hold '='), so for ARG spelled NAME=VALUE (-X=VALUE too)
+ * with NAME in the table `options take their value as the next argument: NAME VALUE`, or for a flag `NAME takes no
+ * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
+ * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). A SECRET
+ * option's value is never shown (`'--api-key=VALUE'`). Every command prints its synopsis or usage after it.
+ * commands.c. */
+void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
+/* Print `loom CMD: unexpected argument 'ARG' (WHY; loom CMD takes OPERANDS and the options A, B and C, each with a
+ * value, and the flags D and E)`: WHY (NULL: none) says why ARG is not taken; OPERANDS (NULL: "only") what the
+ * command takes besides the options of table. commands.c. */
+void loom_cli_unexpected(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *why,
+                         const char *operands);
+/* The former entry points, kept for serve.c and chat.c until they give their tables (then removed):
+ * loom_cli_parse_pairs parses as loom_cli_parse_options with a table of options (each taking a value) and the
+ * model options; loom_cli_unknown_option is loom_cli_unknown with no table. */
 int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
                          const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o);
+void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note);
 /* The expert cache's figures after the prompt and after each decoded token (run --stats): at[0] at the start,
  * then one per loom_cli_expert_trace_add. */
 struct loom_cli_expert_trace {
@@ -205,7 +249,13 @@ struct loom_cli_sampler_opts {
 #define LOOM_CLI_SAMPLER_PARAMS                                                                                   \
     {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1, .repeat_last_n = 64}
 #define LOOM_CLI_SAMPLER_DEFAULTS {.sp = LOOM_CLI_SAMPLER_PARAMS}
-/* Their names, for a command's list of options (loom_cli_parse_pairs). */
+/* Their entries, for a command's table (loom_cli_parse_options); LOOM_CLI_SAMPLER_OPTIONS their names, for
+ * loom_cli_parse_pairs until chat.c gives its table. */
+#define LOOM_CLI_SAMPLER_TABLE                                                                                    \
+    {"--temp", LOOM_CLI_VALUE}, {"--seed", LOOM_CLI_VALUE}, {"--top-k", LOOM_CLI_VALUE},                          \
+        {"--top-p", LOOM_CLI_VALUE}, {"--min-p", LOOM_CLI_VALUE}, {"--repeat-penalty", LOOM_CLI_VALUE},           \
+        {"--repeat-last-n", LOOM_CLI_VALUE}, {"--presence-penalty", LOOM_CLI_VALUE},                              \
+        {"--frequency-penalty", LOOM_CLI_VALUE}, {"--stop", LOOM_CLI_VALUE}
 #define LOOM_CLI_SAMPLER_OPTIONS                                                                                  \
     "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",                   \
         "--presence-penalty", "--frequency-penalty", "--stop"

@@ -1,6 +1,8 @@
-/* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check,
- * loading the model (default model, --check-tensors, the file's warnings), reporting a failure, the sampler
- * options of run and chat, and the kernel choice from the environment. */
+/* commands.c — the subcommand table, and what the subcommands share: their clock, the thread-count check, parsing
+ * by each command's option table and the messages about what it takes, loading the model (default model,
+ * --check-tensors, the file's warnings), reporting a failure, the sampler options of run and chat, and the kernel
+ * choice from the environment. */
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -242,13 +244,6 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
     return -1;
 }
 
-int loom_cli_model_flag(const char *opt) { return !strcmp(opt, "--check-tensors") || !strcmp(opt, "--stats"); }
-
-int loom_cli_model_option(const char *cmd, struct loom_cli_model_opts *mo, const char *opt, const char *val)
-{
-    return model_option(cmd, mo, opt, loom_cli_model_flag(opt) ? NULL : val);
-}
-
 int loom_cli_model_file(const char *cmd, const char *opt, const char *val)
 {
     if (val && *val)
@@ -257,15 +252,18 @@ int loom_cli_model_file(const char *cmd, const char *opt, const char *val)
     return -1;
 }
 
-/* 1 when opt is a model option (model_option's): every command that parses pairs takes them. */
-static int is_model_option(const char *opt)
+/* ---- option tables ---- */
+
+static const struct loom_cli_option MODEL_OPTIONS[] = {LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
+static const struct loom_cli_option HELP_OPTIONS[] = {{"-h", LOOM_CLI_FLAG}, {"--help", LOOM_CLI_FLAG},
+                                                      {NULL, LOOM_CLI_FLAG}};
+
+const struct loom_cli_option *loom_cli_option_find(const struct loom_cli_option *table, const char *name)
 {
-    static const char *const names[] = {"--check-tensors", "--stats", "--read-ahead", "--cache-type-k", "-ctk",
-                                        "--mem-budget"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(opt, names[i]))
-            return 1;
-    return 0;
+    for (; table->name; table++)
+        if (!strcmp(table->name, name))
+            return table;
+    return NULL;
 }
 
 /* s as one shell word: bare when it holds only characters no shell reads specially, else in single quotes (a quote
@@ -285,66 +283,227 @@ static void put_shell_word(FILE *f, const char *s)
     fputc('\'', f);
 }
 
-void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note)
+enum { NAME_MAX_CMP = 48 }; /* longer names are compared for equality and starts only */
+
+/* The optimal string alignment distance between a[na] and b[nb] (edits: insert, delete, replace, swap two
+ * neighbours), both at most NAME_MAX_CMP bytes, ASCII case ignored. */
+static int edit_distance(const char *a, int na, const char *b, int nb)
 {
-    const char *eq = strncmp(arg, "--", 2) ? NULL : strchr(arg + 2, '=');
-    eq = eq && eq > arg + 2 ? eq : NULL; /* --NAME=VALUE with a NAME */
-    fprintf(stderr, "loom %s: unknown option '%s'", cmd, arg);
-    if (eq) {
-        fprintf(stderr, " (options take their value as the next argument: %.*s ", (int)(eq - arg), arg);
-        put_shell_word(stderr, eq + 1);
-    }
-    if (note)
-        fprintf(stderr, "%s%s", eq ? "; " : " (", note);
-    fputs(eq || note ? ")\n" : "\n", stderr);
+    int d[NAME_MAX_CMP + 1][NAME_MAX_CMP + 1];
+    for (int i = 0; i <= na; i++)
+        for (int j = 0; j <= nb; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j - 1] + !same;
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
 }
 
-static int is_listed(const char *const *options, const char *opt)
+/* How near name[n] (an argument's option part) is to option opt, the dashes aside: 0 the same letters (other
+ * dashes or case), 1 or 2 letters apart (at most a third of opt's), 3 the start of a long option or a long option
+ * and more; -1 not near. */
+static int nearness(const char *name, size_t n, const char *opt)
 {
-    for (; *options; options++)
-        if (!strcmp(opt, *options))
-            return 1;
-    return 0;
+    size_t dn = strspn(name, "-"), dopt = strspn(opt, "-");
+    const char *a = name + dn, *b = opt + dopt;
+    size_t na = n - dn, nb = strlen(b);
+    if (!na)
+        return -1;
+    if (na == nb && !strncasecmp(a, b, na))
+        return 0;
+    if (na <= NAME_MAX_CMP && nb <= NAME_MAX_CMP) {
+        int d = edit_distance(a, (int)na, b, (int)nb);
+        if (d <= 2 && 3 * (size_t)d <= nb)
+            return d;
+    }
+    if ((na >= 3 && na < nb && !strncmp(a, b, na)) || (nb >= 4 && nb < na && !strncmp(a, b, nb)))
+        return 3;
+    return -1;
+}
+
+/* The one option of table nearest to name[n] (loom_cli_unknown's "did you mean"), or NULL when none is near or two
+ * are equally near. */
+static const struct loom_cli_option *nearest_option(const struct loom_cli_option *table, const char *name, size_t n)
+{
+    const struct loom_cli_option *best = NULL;
+    int best_d = -1, tie = 0;
+    for (; table->name; table++) {
+        int d = nearness(name, n, table->name);
+        if (d < 0 || (best && d > best_d))
+            continue;
+        tie = best && d == best_d;
+        if (!tie)
+            best = table, best_d = d;
+    }
+    return tie ? NULL : best;
+}
+
+/* In "(A; B)" form: the opening before the first part, "; " before the others. */
+static void open_part(int *parts)
+{
+    fputs((*parts)++ ? "; " : " (", stderr);
+}
+
+void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note)
+{
+    const char *eq = arg[0] == '-' ? strchr(arg, '=') : NULL;
+    eq = eq && eq > arg + strspn(arg, "-") ? eq : NULL; /* NAME=VALUE with a NAME */
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    const struct loom_cli_option *known = NULL, *near = NULL;
+    if (eq) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : 0), arg);
+        known = loom_cli_option_find(table, name);
+        known = known ? known : loom_cli_option_find(HELP_OPTIONS, name);
+    }
+    if (!known)
+        near = nearest_option(table, arg, n);
+    const struct loom_cli_option *opt = known ? known : near;
+    int secret = eq && opt && opt->kind == LOOM_CLI_SECRET, parts = 0;
+    if (secret)
+        fprintf(stderr, "loom %s: unknown option '%.*s=VALUE'", cmd, (int)n, arg);
+    else
+        fprintf(stderr, "loom %s: unknown option '%s'", cmd, arg);
+    if (secret)
+        open_part(&parts), fputs("its value is not shown", stderr);
+    if (near)
+        open_part(&parts), fprintf(stderr, "did you mean %s?%s", near->name, eq ? " " : "");
+    if (opt && eq && opt->kind == LOOM_CLI_FLAG) {
+        if (!near)
+            open_part(&parts);
+        fprintf(stderr, "%s takes no value", near ? "It" : opt->name);
+    } else if (opt && eq) {
+        if (!near)
+            open_part(&parts);
+        fprintf(stderr, "%sptions take their value as the next argument: %s ", near ? "O" : "o", opt->name);
+        secret ? (void)fputs("VALUE", stderr) : put_shell_word(stderr, eq + 1);
+    }
+    if (note)
+        open_part(&parts), fputs(note, stderr);
+    fputs(parts ? ")\n" : "\n", stderr);
+}
+
+void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note)
+{
+    static const struct loom_cli_option none[] = {{NULL, LOOM_CLI_VALUE}};
+    loom_cli_unknown(cmd, none, arg, note);
+}
+
+/* How many of table's options are flags (flags 1) or take a value (flags 0). */
+static int count_kind(const struct loom_cli_option *table, int flags)
+{
+    int n = 0;
+    for (; table->name; table++)
+        n += (table->kind == LOOM_CLI_FLAG) == flags;
+    return n;
+}
+
+/* The names of table's options of one kind, as "A, B and C". */
+static void put_names(const struct loom_cli_option *table, int flags)
+{
+    int n = count_kind(table, flags), k = 0;
+    for (; table->name; table++)
+        if ((table->kind == LOOM_CLI_FLAG) == flags)
+            fprintf(stderr, "%s%s", k++ == 0 ? "" : k == n ? " and " : ", ", table->name);
+}
+
+void loom_cli_unexpected(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *why,
+                         const char *operands)
+{
+    int values = count_kind(table, 0), flags = count_kind(table, 1);
+    fprintf(stderr, "loom %s: unexpected argument '%s' (%s%sloom %s takes %s%s", cmd, arg, why ? why : "",
+            why ? "; " : "", cmd, operands ? operands : "only", operands ? " and" : "");
+    if (values)
+        fputs(values == 1 ? " the option " : " the options ", stderr), put_names(table, 0);
+    fputs(values > 1 ? ", each with a value" : values ? ", with a value" : "", stderr);
+    if (flags)
+        fputs(values ? ", and" : "", stderr), fputs(flags == 1 ? " the flag " : " the flags ", stderr);
+    if (flags)
+        put_names(table, 1);
+    fputs(")\n", stderr);
+}
+
+/* argv[i], where an option should stand, is none: why, from the option that came last (argv[last_opt], 0 none). */
+static void unexpected_in_options(const char *cmd, const struct loom_cli_option *table, char **argv, int i,
+                                  int last_opt)
+{
+    const struct loom_cli_option *opt = last_opt ? loom_cli_option_find(table, argv[last_opt]) : NULL;
+    if (opt && opt->kind == LOOM_CLI_FLAG) {
+        char why[128];
+        snprintf(why, sizeof why, "%s takes no value", opt->name);
+        loom_cli_unexpected(cmd, table, argv[i], why, NULL);
+    } else if (opt && (loom_cli_option_find(table, argv[i - 1]) || loom_cli_option_find(HELP_OPTIONS, argv[i - 1])))
+        /* an option whose value is spelled as an option of the command */
+        fprintf(stderr, "loom %s: unexpected argument '%s' (%s took '%s' as its value: is %s's value missing?)\n",
+                cmd, argv[i], opt->name, argv[i - 1], opt->name);
+    else
+        loom_cli_unexpected(cmd, table, argv[i], NULL, NULL);
+}
+
+int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,
+                      const struct loom_cli_option **opt, const char **val)
+{
+    const char *a = argv[*i];
+    *opt = NULL;
+    *val = NULL;
+    if (loom_cli_option_find(HELP_OPTIONS, a))
+        return LOOM_CLI_ARG_HELP;
+    if (a[0] != '-' || !a[1])
+        return LOOM_CLI_ARG_OPERAND;
+    if (!(*opt = loom_cli_option_find(table, a))) {
+        loom_cli_unknown(cmd, table, a, NULL);
+        return LOOM_CLI_ARG_BAD;
+    }
+    if ((*opt)->kind != LOOM_CLI_FLAG && *i + 1 < argc)
+        *val = argv[++*i];
+    return LOOM_CLI_ARG_OPTION;
+}
+
+int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
+                           struct loom_cli_model_opts *mo, int (*set)(void *o, const char *opt, const char *val),
+                           void *o)
+{
+    for (int i = 1, last_opt = 0; i < argc; i++) {
+        const struct loom_cli_option *opt;
+        const char *val;
+        int at = i, kind = loom_cli_next_arg(cmd, table, argc, argv, &i, &opt, &val);
+        if (kind == LOOM_CLI_ARG_OPERAND)
+            unexpected_in_options(cmd, table, argv, i, last_opt);
+        if (kind != LOOM_CLI_ARG_OPTION)
+            return kind == LOOM_CLI_ARG_HELP ? 1 : -1;
+        last_opt = at;
+        if (opt->kind != LOOM_CLI_FLAG && !strcmp(opt->name, "-m") && loom_cli_model_file(cmd, opt->name, val))
+            return -1;
+        if (opt->kind != LOOM_CLI_FLAG && !val) {
+            fprintf(stderr, "loom %s: option '%s' expects a value, found the end of the command line\n", cmd,
+                    opt->name);
+            return -1;
+        }
+        int taken = mo ? model_option(cmd, mo, opt->name, val) : 0;
+        if (taken < 0 || (!taken && set(o, opt->name, val) != 0))
+            return -1;
+    }
+    return mo ? loom_cli_model_check(cmd, mo) : 0;
 }
 
 int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
                          const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o)
 {
-    for (int i = 1; i < argc; i += 2) { /* option-value pairs; a flag takes one slot */
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-        if (loom_cli_model_flag(argv[i])) {
-            model_option(cmd, mo, argv[i], NULL);
-            i--; /* no value follows */
-            continue;
-        }
-        if (argv[i][0] != '-') {
-            /* the pair before: an option whose value is spelled as an option of the command */
-            const char *prev = i >= 3 ? argv[i - 1] : NULL, *opt = i >= 3 ? argv[i - 2] : NULL;
-            if (prev && (is_listed(options, prev) || is_model_option(prev)) &&
-                (is_listed(options, opt) || (is_model_option(opt) && !loom_cli_model_flag(opt))))
-                fprintf(stderr, "loom %s: unexpected argument '%s' (%s took '%s' as its value: is %s's value "
-                                "missing?)\n", cmd, argv[i], argv[i - 2], prev, argv[i - 2]);
-            else
-                fprintf(stderr, "loom %s: unexpected argument '%s' (options are -X VALUE pairs)\n", cmd, argv[i]);
-            return -1;
-        }
-        if (!is_model_option(argv[i]) && !is_listed(options, argv[i])) {
-            loom_cli_unknown_option(cmd, argv[i], NULL);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "loom %s: option '%s' expects a value, found the end of the command line\n", cmd,
-                    argv[i]);
-            return -1;
-        }
-        if (!strcmp(argv[i], "-m") && loom_cli_model_file(cmd, argv[i], argv[i + 1]))
-            return -1;
-        int taken = model_option(cmd, mo, argv[i], argv[i + 1]);
-        if (taken < 0 || (!taken && set(o, argv[i], argv[i + 1]) != 0))
-            return -1;
-    }
-    return loom_cli_model_check(cmd, mo);
+    enum { MAX = 64, N_MODEL = sizeof MODEL_OPTIONS / sizeof MODEL_OPTIONS[0] };
+    struct loom_cli_option table[MAX];
+    int n = 0;
+    for (; options[n] && n < MAX - N_MODEL; n++) /* chat's and serve's lists hold under 20 */
+        table[n] = (struct loom_cli_option){options[n], LOOM_CLI_VALUE};
+    memcpy(table + n, MODEL_OPTIONS, sizeof MODEL_OPTIONS); /* with its end */
+    return loom_cli_parse_options(cmd, argc, argv, table, mo, set, o);
 }
 
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo)

@@ -202,77 +202,109 @@ static uint32_t inspect_ctx_train(const loom_gguf *g, const loom_model_desc *d)
     return i >= 0 && loom_gguf_kv_at(g, (uint64_t)i, &kv, NULL) == LOOM_OK ? (uint32_t)kv.u64 : 0;
 }
 
+/* What inspect takes besides FILE. */
+static const struct loom_cli_option INSPECT_OPTIONS[] = {
+    {"--check-tensors", LOOM_CLI_FLAG}, {"--ctx", LOOM_CLI_VALUE}, {"--cache-type-k", LOOM_CLI_VALUE},
+    {"-ctk", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};
+
+struct inspect_args {
+    const char *path;            /* FILE */
+    int check;                   /* --check-tensors */
+    uint32_t n_ctx, ctx_given;   /* --ctx (ctx_given 0: not given) */
+    enum loom_kv_type k_type;    /* --cache-type-k */
+};
+
+/* One option with its value v (NULL for a flag, or when the command line ended) into a. 0, or -1 with the message
+ * printed. */
+static int inspect_option(const char *opt, const char *v, struct inspect_args *a)
+{
+    long long n;
+    loom_error err = {0};
+    if (!strcmp(opt, "--check-tensors")) {
+        a->check = 1;
+    } else if (!strcmp(opt, "--ctx")) {
+        if (loom_cli_parse_int(v, 1, LOOM_CLI_CTX_MAX, &n) != 0) {
+            fprintf(stderr, "loom inspect: --ctx expects a context length in [1, %d], found %s%s%s\n",
+                    LOOM_CLI_CTX_MAX, LOOM_CLI_FOUND(v));
+            return -1;
+        }
+        a->n_ctx = a->ctx_given = (uint32_t)n;
+    } else if (loom_kv_type_parse(v, &a->k_type, &err) != LOOM_OK) { /* --cache-type-k, -ctk */
+        fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
+                LOOM_CLI_FOUND(v));
+        return -1;
+    }
+    return 0;
+}
+
+/* The options and FILE into a, naming what is wrong: an option inspect does not take, or a second file. 0, 1 when
+ * help was asked for, -1 (message printed). */
+static int inspect_args(int argc, char **argv, struct inspect_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const struct loom_cli_option *opt;
+        const char *v;
+        if (!strcmp(argv[i], "-m")) {
+            loom_cli_unknown("inspect", INSPECT_OPTIONS, argv[i], "the file comes without -m");
+            return -1;
+        }
+        int kind = loom_cli_next_arg("inspect", INSPECT_OPTIONS, argc, argv, &i, &opt, &v);
+        if (kind != LOOM_CLI_ARG_OPERAND && kind != LOOM_CLI_ARG_OPTION)
+            return kind == LOOM_CLI_ARG_HELP ? 1 : -1;
+        if (kind == LOOM_CLI_ARG_OPTION && inspect_option(opt->name, v, a) != 0)
+            return -1;
+        if (kind == LOOM_CLI_ARG_OPERAND && !*argv[i]) {
+            fputs("loom inspect: expected a GGUF file, found ''\n", stderr);
+            return -1;
+        }
+        if (kind == LOOM_CLI_ARG_OPERAND && a->path) {
+            char why[256];
+            snprintf(why, sizeof why, "FILE is '%.200s' already", a->path);
+            loom_cli_unexpected("inspect", INSPECT_OPTIONS, argv[i], why, "one FILE");
+            return -1;
+        }
+        if (kind == LOOM_CLI_ARG_OPERAND)
+            a->path = argv[i];
+    }
+    if (!a->path)
+        fputs("loom inspect: expected a GGUF FILE, found none\n", stderr);
+    return a->path ? 0 : -1;
+}
+
 int loom_cli_inspect(int argc, char **argv)
 {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        fputs(INSPECT_USAGE, stdout);
-        return 0;
+    struct inspect_args a = {.n_ctx = INSPECT_CTX, .k_type = LOOM_KV_F16};
+    int bad = inspect_args(argc, argv, &a);
+    if (bad) {
+        fputs(INSPECT_USAGE, bad > 0 ? stdout : stderr);
+        return bad > 0 ? 0 : 2;
     }
-    int check = 0;
-    uint32_t n_ctx = INSPECT_CTX, ctx_given = 0;
-    enum loom_kv_type k_type = LOOM_KV_F16;
     loom_error err = {0};
-    const char *path = NULL;
-    int bad = 0;
-    for (int i = 1; i < argc && !bad; i++) { /* name what is wrong: an option inspect does not take, or a second file */
-        if (!strcmp(argv[i], "--check-tensors")) {
-            check = 1;
-        } else if (!strcmp(argv[i], "--ctx")) {
-            const char *v = i + 1 < argc ? argv[++i] : NULL;
-            long long n;
-            bad = loom_cli_parse_int(v, 1, LOOM_CLI_CTX_MAX, &n) != 0;
-            if (bad)
-                fprintf(stderr, "loom inspect: --ctx expects a context length in [1, %d], found %s%s%s\n",
-                        LOOM_CLI_CTX_MAX, LOOM_CLI_FOUND(v));
-            else
-                n_ctx = ctx_given = (uint32_t)n;
-        } else if (!strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk")) {
-            const char *opt = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
-            bad = loom_kv_type_parse(v, &k_type, &err) != LOOM_OK;
-            if (bad)
-                fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
-                        LOOM_CLI_FOUND(v));
-        } else if ((bad = argv[i][0] == '-')) {
-            loom_cli_unknown_option("inspect", argv[i], strcmp(argv[i], "-m") ? NULL : "the file comes without -m");
-        } else if ((bad = !*argv[i])) {
-            fputs("loom inspect: expected a GGUF file, found ''\n", stderr);
-        } else if ((bad = path != NULL)) {
-            fprintf(stderr, "loom inspect: expected one FILE, found '%s' and '%s'\n", path, argv[i]);
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!bad && !path)
-        fputs("loom inspect: expected a GGUF FILE, found none\n", stderr);
-    if (bad || !path) {
-        fputs(INSPECT_USAGE, stderr);
-        return 2;
-    }
     loom_gguf *g = NULL;
     loom_model_desc desc = {0};
-    int rc = loom_gguf_open_model(path, &g, &err);
+    int rc = loom_gguf_open_model(a.path, &g, &err);
     if (!rc) {
-        loom_cli_gguf_warnings("inspect", path, g);
+        loom_cli_gguf_warnings("inspect", a.path, g);
         rc = loom_model_describe(g, &desc, &err);
     }
-    if (!rc && check)
+    if (!rc && a.check)
         rc = loom_gguf_check_tensors(g, &err);
     uint32_t n_train = rc ? 0 : inspect_ctx_train(g, &desc);
-    if (!rc && ctx_given && n_ctx > n_train)
+    if (!rc && a.ctx_given && a.n_ctx > n_train)
         rc = loom_errorf(&err, LOOM_CLI_E_USAGE, "--ctx: expected at most the model's context_length %u, found %u",
-                         n_train, n_ctx);
-    if (!rc && !desc.k_bytes_per_token[k_type])
+                         n_train, a.n_ctx);
+    if (!rc && !desc.k_bytes_per_token[a.k_type])
         rc = loom_errorf(&err, LOOM_CLI_E_USAGE, "--cache-type-k %s: a q8_0 K cache needs a head dimension that is a "
-                         "multiple of 32", loom_kv_type_name(k_type));
-    if (!rc && !ctx_given && n_ctx > n_train) /* the default, as a session's: at most context_length */
-        n_ctx = n_train;
+                         "multiple of 32", loom_kv_type_name(a.k_type));
+    if (!rc && !a.ctx_given && a.n_ctx > n_train) /* the default, as a session's: at most context_length */
+        a.n_ctx = n_train;
     if (rc) {
-        fprintf(stderr, "loom inspect: %s: %s\n", path, err.msg);
+        fprintf(stderr, "loom inspect: %s: %s\n", a.path, err.msg);
         loom_model_desc_free(&desc);
         loom_gguf_close(g);
         return rc == LOOM_CLI_E_USAGE ? 2 : 1;
     }
-    print_model(path, g, &desc, n_ctx, k_type);
+    print_model(a.path, g, &desc, a.n_ctx, a.k_type);
     loom_model_desc_free(&desc);
     loom_gguf_close(g);
     return fflush(stdout) ? 1 : 0;

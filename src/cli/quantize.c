@@ -57,56 +57,77 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
             loom_cli_now() - p->t0);
 }
 
-/* Parse [-t N], --imatrix, --tensor-type (each checked here, before any file is read) and the three positional
- * arguments into o (tensor_types points into types[], room for argc); 0, or the exit status for a usage error
- * (-1: help printed). */
+/* What quantize takes besides IN.gguf OUT.gguf TYPE. */
+static const struct loom_cli_option QUANTIZE_OPTIONS[] = {
+    {"-t", LOOM_CLI_VALUE}, {"--threads", LOOM_CLI_VALUE}, {"--imatrix", LOOM_CLI_VALUE},
+    {"--tensor-type", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};
+
+/* One option with its value v (NULL: the command line ended) into *threads or o (tensor_types points into
+ * types[]), each checked here, before any file is read. 0, or the exit status with the message printed. */
+static int quantize_option(const char *opt, const char *v, int *threads, loom_quantize_options *o,
+                           const char **types)
+{
+    long long t;
+    loom_error err = {0};
+    int imatrix = !strcmp(opt, "--imatrix");
+    if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
+        if (!loom_cli_parse_int(v, 1, LOOM_CLI_THREADS_MAX, &t)) {
+            *threads = (int)t;
+            return 0;
+        }
+        fprintf(stderr, "loom quantize: %s expects an integer in [1, %d], found %s%s%s\n", opt, LOOM_CLI_THREADS_MAX,
+                LOOM_CLI_FOUND(v));
+    } else if (!v) {
+        fprintf(stderr, "loom quantize: %s expects %s, found the end of the command line\n", opt,
+                imatrix ? "an imatrix GGUF file" : "PATTERN=TYPE");
+    } else if (imatrix && o->imatrix) {
+        fprintf(stderr, "loom quantize: --imatrix '%s': expected one importance matrix, found a second\n", v);
+    } else if (imatrix) {
+        o->imatrix = v;
+        return 0;
+    } else if (loom_quantize_check_tensor_type(v, &err) != LOOM_OK) { /* --tensor-type */
+        fprintf(stderr, "loom quantize: --tensor-type: %s\n", err.msg);
+        return err.code == LOOM_E_NOMEM ? 1 : 2;
+    } else {
+        types[o->n_tensor_types++] = v;
+        return 0;
+    }
+    return 2;
+}
+
+/* Parse the options and the three operands into pos[]; 0, or the exit status for a usage error (-1: help printed). */
 static int quantize_args(int argc, char **argv, int *threads, const char *pos[3], loom_quantize_options *o,
                          const char **types)
 {
     int n_pos = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--imatrix") || !strcmp(argv[i], "--tensor-type")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "loom quantize: %s expects %s, found the end of the command line\n", argv[i],
-                        argv[i][2] == 'i' ? "an imatrix GGUF file" : "PATTERN=TYPE");
-                return 2;
-            }
-            if (argv[i][2] == 'i' && o->imatrix) {
-                fprintf(stderr, "loom quantize: --imatrix '%s': expected one importance matrix, found a second\n",
-                        argv[i + 1]);
-                return 2;
-            }
-            loom_error err = {0};
-            if (argv[i][2] == 'i') {
-                o->imatrix = argv[++i];
-            } else if (loom_quantize_check_tensor_type(argv[i + 1], &err) != LOOM_OK) {
-                fprintf(stderr, "loom quantize: --tensor-type: %s\n", err.msg); /* before any file is read */
-                return err.code == LOOM_E_NOMEM ? 1 : 2;
-            } else {
-                types[o->n_tensor_types++] = argv[++i];
-            }
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        const struct loom_cli_option *opt;
+        const char *v;
+        int rc = 0;
+        switch (loom_cli_next_arg("quantize", QUANTIZE_OPTIONS, argc, argv, &i, &opt, &v)) {
+        case LOOM_CLI_ARG_HELP:
             quantize_usage(stdout);
             return -1;
-        } else if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) {
-            const char *v = i + 1 < argc ? argv[++i] : NULL;
-            long long t;
-            if (loom_cli_parse_int(v, 1, LOOM_CLI_THREADS_MAX, &t)) {
-                fprintf(stderr, "loom quantize: %s expects an integer in [1, %d], found %s%s%s\n",
-                        argv[i - (v != NULL)], LOOM_CLI_THREADS_MAX, LOOM_CLI_FOUND(v));
+        case LOOM_CLI_ARG_OPTION:
+            rc = quantize_option(opt->name, v, threads, o, types);
+            break;
+        case LOOM_CLI_ARG_OPERAND:
+            if (n_pos == 3) {
+                char why[512];
+                snprintf(why, sizeof why, "IN.gguf OUT.gguf TYPE are '%.150s' '%.150s' '%.150s' already", pos[0],
+                         pos[1], pos[2]);
+                loom_cli_unexpected("quantize", QUANTIZE_OPTIONS, argv[i], why, "IN.gguf OUT.gguf TYPE");
+                quantize_usage(stderr);
                 return 2;
             }
-            *threads = (int)t;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            loom_cli_unknown_option("quantize", argv[i], "loom quantize --help lists its options");
-            return 2;
-        } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];
-        } else {
-            fprintf(stderr, "loom quantize: unexpected argument '%s'\n", argv[i]);
+            break;
+        default: /* an unknown option, named */
             quantize_usage(stderr);
             return 2;
         }
+        if (rc)
+            return rc;
     }
     if (n_pos != 3) {
         static const char *const missing[3] = {"IN.gguf, OUT.gguf and TYPE are", "OUT.gguf and TYPE are", "TYPE is"};

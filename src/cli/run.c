@@ -53,11 +53,13 @@ static void run_usage(FILE *f)
             RUN_SYNOPSIS);
 }
 
-/* The options run_set_option takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const RUN_OPTIONS[] = {"-m", "-p", "-n", "-t", "-c", "--numerics", LOOM_CLI_SAMPLER_OPTIONS,
-                                         NULL};
+/* What run takes: run_set_option's options, then the model options. */
+static const struct loom_cli_option RUN_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"-p", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
+    {"-c", LOOM_CLI_VALUE}, {"--numerics", LOOM_CLI_VALUE}, LOOM_CLI_SAMPLER_TABLE, LOOM_CLI_MODEL_TABLE,
+    {NULL, LOOM_CLI_VALUE}};
 
-/* Apply one option that takes a value. Returns 0, or -1 with a message when the option or value is invalid. */
+/* Apply one of run's own options (each takes a value). Returns 0, or -1 with a message when the value is invalid. */
 static int run_set_option(void *opts, const char *opt, const char *val)
 {
     struct run_opts *o = opts;
@@ -84,11 +86,7 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         *dst_int = (int)v;
         return 0;
     }
-    int taken = loom_cli_sampler_option("run", &o->so, opt, val);
-    if (taken)
-        return taken < 0 ? -1 : 0;
-    loom_cli_unknown_option("run", opt, NULL);
-    return -1;
+    return loom_cli_sampler_option("run", &o->so, opt, val) > 0 ? 0 : -1; /* the rest of the table */
 }
 
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */
@@ -97,7 +95,7 @@ static int run_parse_args(int argc, char **argv, struct run_opts *o)
     static const char *const missing[3] = {
         "-p TEXT is required (the prompt)", "-n N is required (how many tokens to generate)",
         "-p TEXT and -n N are required (the prompt, and how many tokens to generate)"};
-    int rc = loom_cli_parse_pairs("run", argc, argv, &o->mo, RUN_OPTIONS, run_set_option, o);
+    int rc = loom_cli_parse_options("run", argc, argv, RUN_OPTIONS, &o->mo, run_set_option, o);
     if (rc == 0 && (!o->prompt || o->n_gen < 0)) {
         fprintf(stderr, "loom run: %s\n", missing[!o->prompt && o->n_gen < 0 ? 2 : !o->prompt ? 0 : 1]);
         return -1;

@@ -15,6 +15,7 @@ static void synth_usage(FILE *f)
     fprintf(f, "usage: loom synth --preset NAME [--type f32|f16|bf16|TYPE] [--router uniform|skewed] [--seed N] "
                "[--vocab FILE] [--sparse [--split N]] -o OUT.gguf\n"
                "       loom synth --generator-version\n"
+               "  -o OUT.gguf: the file written (--output OUT.gguf too)\n"
                "  TYPE: a loom quantize TYPE (Q4_K_M, ...), written directly: the bytes of f32 then loom quantize\n"
                "  --sparse: metadata and tensor table only; the tensor data is a hole that reads as zeros (almost no\n"
                "            disk, no generation time): any geometry for admission and loom inspect, not a model to run\n"
@@ -64,106 +65,97 @@ static const char *synth_cli_type(const char *s)
     return loom_cli_listed(s, loom_quantize_recipe);
 }
 
-/* One option with its value v (NULL: the command line ended) into par, *out or *vocab. 0, or -1 with the message
- * printed. */
-static int synth_option(const char *a, const char *v, loom_synth_options *par, const char **out, const char **vocab)
+/* What synth takes. */
+static const struct loom_cli_option SYNTH_OPTIONS[] = {
+    {"--preset", LOOM_CLI_VALUE}, {"--type", LOOM_CLI_VALUE}, {"--router", LOOM_CLI_VALUE},
+    {"--seed", LOOM_CLI_VALUE}, {"--vocab", LOOM_CLI_VALUE}, {"--sparse", LOOM_CLI_FLAG}, {"--split", LOOM_CLI_VALUE},
+    {"-o", LOOM_CLI_VALUE}, {"--output", LOOM_CLI_VALUE}, {"--generator-version", LOOM_CLI_FLAG},
+    {NULL, LOOM_CLI_VALUE}};
+
+struct synth_args {
+    loom_synth_options par;
+    const char *out, *vocab;
+    int version; /* --generator-version */
+};
+
+/* Apply one option (v NULL for a flag) to the synth_args at ctx. 0, or -1 with the message printed. */
+static int synth_set(void *ctx, const char *a, const char *v)
 {
-    static const struct {
-        const char *name, *expected; /* the option, what its value must be */
-    } opts[] = {{"--preset", "a preset name"}, {"-o", "a file name"}, {"--output", "a file name"},
-                {"--vocab", "a file name"}, {"--router", "uniform or skewed"},
-                {"--type", "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)"}, {"--split", "an integer in [1, 65535]"},
-                {"--seed", "an integer in [0, 2^64)"}};
-    size_t k = 0;
-    while (k < sizeof opts / sizeof opts[0] && strcmp(a, opts[k].name))
-        k++;
-    if (k == sizeof opts / sizeof opts[0]) {
-        if (a[0] == '-')
-            loom_cli_unknown_option("synth", a, NULL);
-        else
-            fprintf(stderr, "loom synth: unexpected argument '%s'\n", a);
-        return -1;
-    }
+    struct synth_args *s = ctx;
+    const char *expected = NULL; /* set when v is not what a takes */
     long long n;
-    int file = !strcmp(opts[k].expected, "a file name"), ok = v && (*v || !file); /* a file name is never empty */
-    if (ok && !strcmp(a, "--preset"))
-        par->preset = v;
-    else if (ok && file)
-        *(strcmp(a, "--vocab") ? out : vocab) = v;
-    else if (ok && !strcmp(a, "--router"))
-        ok = (!strcmp(v, "uniform") || !strcmp(v, "skewed")) && (par->router = v);
-    else if (ok && !strcmp(a, "--type"))
-        ok = (par->type = synth_cli_type(v)) != NULL;
-    else if (ok && !strcmp(a, "--split"))
-        ok = !loom_cli_parse_int(v, 1, 65535, &n) && (par->n_split = (uint32_t)n);
-    else if (ok) /* --seed */
-        ok = !loom_cli_parse_u64(v, &par->seed);
-    if (ok)
+    if (!v)
+        *(!strcmp(a, "--sparse") ? &s->par.sparse : &s->version) = 1;
+    else if (!strcmp(a, "--preset"))
+        s->par.preset = v;
+    else if ((!strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output")) && !*v)
+        expected = "a file name"; /* never empty */
+    else if (!strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output"))
+        *(a[2] == 'v' ? &s->vocab : &s->out) = v;
+    else if (!strcmp(a, "--router") && (!strcmp(v, "uniform") || !strcmp(v, "skewed")))
+        s->par.router = v;
+    else if (!strcmp(a, "--router"))
+        expected = "uniform or skewed";
+    else if (!strcmp(a, "--type"))
+        expected = (s->par.type = synth_cli_type(v)) ? NULL : "f32, f16, bf16 or a quantize TYPE (Q4_K_M, ...)";
+    else if (!strcmp(a, "--split") && loom_cli_parse_int(v, 1, 65535, &n))
+        expected = "an integer in [1, 65535]";
+    else if (!strcmp(a, "--split"))
+        s->par.n_split = (uint32_t)n;
+    else /* --seed */
+        expected = loom_cli_parse_u64(v, &s->par.seed) ? "an integer in [0, 2^64)" : NULL;
+    if (!expected)
         return 0;
-    fprintf(stderr, "loom synth: %s expects %s, found %s%s%s\n", a, opts[k].expected, LOOM_CLI_FOUND(v));
+    fprintf(stderr, "loom synth: %s expects %s, found '%s'\n", a, expected, v);
     return -1;
 }
 
-int loom_cli_synth(int argc, char **argv)
+/* The options that go together, and the preset (its spelling in the list put in s->par.preset): 0, or 2 with the
+ * message printed. */
+static int synth_check_args(struct synth_args *s)
 {
-    const char *out = NULL, *vocab = NULL;
-    loom_synth_options par = {.type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--generator-version")) {
-            if (argc == 2) {
-                printf("%d\n", LOOM_SYNTH_VERSION);
-                return 0;
-            }
-            fputs("loom synth: --generator-version comes alone (it prints the generator's version)\n", stderr);
-            return 2;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            synth_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--sparse")) { /* the one option without a value */
-            par.sparse = 1;
-        } else if (synth_option(a, i + 1 < argc ? argv[i + 1] : NULL, &par, &out, &vocab) != 0) {
-            synth_usage(stderr);
-            return 2;
-        } else {
-            i++;
-        }
-    }
-    if (par.n_split > 1 && !par.sparse) {
+    if (s->par.n_split > 1 && !s->par.sparse) {
         fprintf(stderr, "loom synth: --split %u needs --sparse (split a generated model with tools/split_model)\n",
-                par.n_split);
+                s->par.n_split);
         return 2;
     }
-    if (!par.preset || !out) {
-        fprintf(stderr, "loom synth: %s required\n", !par.preset && !out ? "--preset NAME and -o OUT.gguf are"
-                                                   : !out ? "-o OUT.gguf is" : "--preset NAME is");
+    if (!s->par.preset || !s->out) {
+        fprintf(stderr, "loom synth: %s required\n", !s->par.preset && !s->out ? "--preset NAME and -o OUT.gguf are"
+                                                     : !s->out ? "-o OUT.gguf is" : "--preset NAME is");
         synth_usage(stderr);
         return 2;
     }
-    const char *preset = loom_cli_listed(par.preset, loom_synth_preset);
+    const char *preset = loom_cli_listed(s->par.preset, loom_synth_preset);
     if (!preset) {
-        fprintf(stderr, "loom synth: --preset expects one of the presets listed below, found '%s'\n", par.preset);
+        fprintf(stderr, "loom synth: --preset expects one of the presets listed below, found '%s'\n", s->par.preset);
         synth_usage(stderr);
         return 2;
     }
-    par.preset = preset;
-    char vocab_buf[4096];
+    s->par.preset = preset;
+    return 0;
+}
+
+/* Part k (1-based) of n of OUT into buf[cap], as llama.cpp's gguf-split names it: OUT less .gguf, then
+ * -0000k-of-0000n.gguf. */
+static void synth_part_name(const char *out, uint32_t k, uint32_t n, char *buf, size_t cap)
+{
+    size_t len = strlen(out);
+    if (len >= 5 && !strcmp(out + len - 5, ".gguf"))
+        len -= 5;
+    snprintf(buf, cap, "%.*s-%05u-of-%05u.gguf", (int)len, out, k, n);
+}
+
+/* Write the model, with progress on stderr: the exit status. */
+static int synth_write(loom_synth_options *par, const char *out)
+{
     loom_error err = {0};
-    if (!vocab) {
-        if (loom_cli_default_vocab(vocab_buf, sizeof vocab_buf, &err) != LOOM_OK) {
-            fprintf(stderr, "loom synth: %s\n", err.msg);
-            return 1;
-        }
-        vocab = vocab_buf;
-    }
-    par.vocab_path = vocab;
-    struct synth_cli_progress prog = {.par = &par, .vocab = vocab, .out = out, .last_decile = -1};
+    struct synth_cli_progress prog = {.par = par, .vocab = par->vocab_path, .out = out, .last_decile = -1};
     prog.t0 = loom_cli_now();
-    par.progress = synth_cli_progress;
-    par.progress_ctx = &prog;
-    par.abort = loom_cli_abort;
+    par->progress = synth_cli_progress;
+    par->progress_ctx = &prog;
+    par->abort = loom_cli_abort;
     loom_cli_signals_install();
-    int rc = loom_synthesize(&par, out, &err);
+    int rc = loom_synthesize(par, out, &err);
     if (rc == LOOM_E_CANCELLED) {
         fprintf(stderr, "loom synth: interrupted (%s): %s not written\n", loom_cli_signal_name(), out);
         return loom_cli_stopped_status();
@@ -172,13 +164,41 @@ int loom_cli_synth(int argc, char **argv)
         fprintf(stderr, "loom synth: %s\n", strncmp(err.msg, "synth: ", 7) ? err.msg : err.msg + 7);
         return rc == LOOM_E_ARG ? 2 : 1; /* an option the preset does not take is a usage error */
     }
-    if (par.n_split > 1) { /* name the first part, the file a reader opens (OUT less .gguf, plus the split suffix) */
-        size_t len = strlen(out);
-        if (len >= 5 && !strcmp(out + len - 5, ".gguf"))
-            len -= 5;
-        fprintf(stderr, "synth: wrote %u sparse parts, the first %.*s-%05u-of-%05u.gguf, in %.1f s\n", par.n_split,
-                (int)len, out, 1u, par.n_split, loom_cli_now() - prog.t0);
-    } else
-        fprintf(stderr, "synth: wrote %s%s in %.1f s\n", out, par.sparse ? " (sparse)" : "", loom_cli_now() - prog.t0);
+    if (par->n_split <= 1) {
+        fprintf(stderr, "synth: wrote %s%s in %.1f s\n", out, par->sparse ? " (sparse)" : "", loom_cli_now() - prog.t0);
+        return 0;
+    }
+    char first[4200]; /* the part a reader opens */
+    synth_part_name(out, 1, par->n_split, first, sizeof first);
+    fprintf(stderr, "synth: wrote %u sparse parts, the first %s, in %.1f s\n", par->n_split, first,
+            loom_cli_now() - prog.t0);
     return 0;
+}
+
+int loom_cli_synth(int argc, char **argv)
+{
+    struct synth_args s = {.par = {.type = "F16", .seed = LOOM_SYNTH_DEFAULT_SEED}};
+    int rc = loom_cli_parse_options("synth", argc, argv, SYNTH_OPTIONS, NULL, synth_set, &s);
+    if (rc) {
+        synth_usage(rc > 0 ? stdout : stderr);
+        return rc > 0 ? 0 : 2;
+    }
+    if (s.version && argc > 2) {
+        fputs("loom synth: --generator-version comes alone (it prints the generator's version)\n", stderr);
+        return 2;
+    }
+    if (s.version) {
+        printf("%d\n", LOOM_SYNTH_VERSION);
+        return 0;
+    }
+    if ((rc = synth_check_args(&s)) != 0)
+        return rc;
+    char vocab_buf[4096];
+    loom_error err = {0};
+    if (!s.vocab && loom_cli_default_vocab(vocab_buf, sizeof vocab_buf, &err) != LOOM_OK) {
+        fprintf(stderr, "loom synth: %s\n", err.msg);
+        return 1;
+    }
+    s.par.vocab_path = s.vocab ? s.vocab : vocab_buf;
+    return synth_write(&s.par, s.out);
 }

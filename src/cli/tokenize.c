@@ -25,39 +25,38 @@ static void usage(FILE *f)
           "  --bos      prepend the vocabulary's beginning-of-sequence token when it adds one\n"
           "  --decode   read ids on stdin (separated by whitespace or commas) and print their text instead\n"
           "             (byte for byte; a newline added only on a terminal)\n"
-          "  -m FILE    any GGUF with tokenizer.ggml.* metadata (default: the qwen35 test vocabulary)\n",
+          "  -m FILE    any GGUF with tokenizer.ggml.* metadata (default: the qwen35 test vocabulary; --model\n"
+          "             FILE too)\n",
           f);
 }
 
+/* What tokenize takes (its text comes on stdin). */
+static const struct loom_cli_option TOKENIZE_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"--model", LOOM_CLI_VALUE}, {"--ids", LOOM_CLI_FLAG}, {"--pieces", LOOM_CLI_FLAG},
+    {"--special", LOOM_CLI_FLAG}, {"--bos", LOOM_CLI_FLAG}, {"--decode", LOOM_CLI_FLAG}, {NULL, LOOM_CLI_VALUE}};
+
+/* Returns 0, 1 when help was asked for, -1 on bad arguments (message printed). */
 static int parse_args(int argc, char **argv, struct tokenize_opts *o)
 {
     memset(o, 0, sizeof *o);
     int ids = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            if (loom_cli_model_file("tokenize", a, i + 1 < argc ? argv[i + 1] : NULL))
-                return -1;
-            o->model = argv[++i];
-        } else if (strcmp(a, "--ids") == 0)
-            ids = 1;
-        else if (strcmp(a, "--pieces") == 0)
-            o->pieces = 1;
-        else if (strcmp(a, "--special") == 0)
-            o->special = 1;
-        else if (strcmp(a, "--bos") == 0)
-            o->bos = 1;
-        else if (strcmp(a, "--decode") == 0)
-            o->decode = 1;
-        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
-            return 1;
-        else {
-            if (a[0] == '-')
-                loom_cli_unknown_option("tokenize", a, NULL);
-            else
-                fprintf(stderr, "loom tokenize: unexpected argument '%s' (the text comes on stdin)\n", a);
+        const struct loom_cli_option *opt;
+        const char *v;
+        int kind = loom_cli_next_arg("tokenize", TOKENIZE_OPTIONS, argc, argv, &i, &opt, &v);
+        if (kind == LOOM_CLI_ARG_OPERAND)
+            loom_cli_unexpected("tokenize", TOKENIZE_OPTIONS, argv[i], "the text comes on stdin", NULL);
+        if (kind != LOOM_CLI_ARG_OPTION)
+            return kind == LOOM_CLI_ARG_HELP ? 1 : -1;
+        if (opt->kind == LOOM_CLI_VALUE && loom_cli_model_file("tokenize", opt->name, v)) /* -m, --model */
             return -1;
-        }
+        int *flag = !strcmp(opt->name, "--ids") ? &ids : !strcmp(opt->name, "--pieces") ? &o->pieces
+                  : !strcmp(opt->name, "--special") ? &o->special : !strcmp(opt->name, "--bos") ? &o->bos
+                  : !strcmp(opt->name, "--decode") ? &o->decode : NULL;
+        if (flag)
+            *flag = 1;
+        else
+            o->model = v;
     }
     if (ids && o->pieces) {
         fprintf(stderr, "loom tokenize: --ids and --pieces choose the output form; give one of them\n");

@@ -41,39 +41,47 @@ static void xray_usage(FILE *f)
             "  --perturb EDGE[@POS] plant a fault: loom's first value of EDGE at position POS (default: its first\n"
             "                       row) goes up by one ULP; xray must name that edge first\n"
             "  --json               one JSON object with every compared row instead of the text report\n"
-            "  --list               print the model's edges (name, shape per token or per step) and exit\n");
+            "  --list               print the model's edges (name, shape per token or per step) and exit\n"
+            LOOM_CLI_LOAD_USAGE);
 }
 
-/* The options xray_set takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const XRAY_OPTIONS[] = {"-m", "-p", "--layers", "--edges", "--perturb", "--numerics", "-n", "-t",
-    NULL};
+/* What xray takes: xray_set's options, then the model options it uses (its sessions and the reference's take
+ * --cache-type-k; it reports no expert cache figures: no --stats). */
+static const struct loom_cli_option XRAY_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"-p", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
+    {"--numerics", LOOM_CLI_VALUE}, {"--per-token", LOOM_CLI_FLAG}, {"--layers", LOOM_CLI_VALUE},
+    {"--edges", LOOM_CLI_VALUE}, {"--perturb", LOOM_CLI_VALUE}, {"--json", LOOM_CLI_FLAG}, {"--list", LOOM_CLI_FLAG},
+    LOOM_CLI_LOAD_TABLE, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};
 
+/* Apply one of xray's own options (val NULL for a flag): 0, or -1 with the message printed. */
 static int xray_set(void *opts, const char *opt, const char *val)
 {
     struct xray_opts *o = opts;
+    if (!strcmp(opt, "--list")) {
+        o->list = 1;
+        return 0;
+    }
     if (strcmp(opt, "-m") && strcmp(opt, "--layers") && strcmp(opt, "--edges"))
         o->evaluating = opt;
+    int *flag = !strcmp(opt, "--json") ? &o->json : !strcmp(opt, "--per-token") ? &o->req.per_token : NULL;
     const char **str = !strcmp(opt, "-m") ? &o->model : !strcmp(opt, "-p") ? &o->prompt
                      : !strcmp(opt, "--layers") ? &o->layers : !strcmp(opt, "--edges") ? &o->req.pattern
                      : !strcmp(opt, "--perturb") ? &o->perturb : NULL;
-    if (str) {
+    if (flag)
+        *flag = 1;
+    else if (str)
         *str = val;
+    if (flag || str)
         return 0;
-    }
     if (!strcmp(opt, "--numerics"))
         return loom_cli_numerics("xray", val, &o->req.numerics);
-    int *dst = !strcmp(opt, "-n") ? &o->req.n_decode : !strcmp(opt, "-t") ? &o->req.n_threads : NULL;
+    int is_t = !strcmp(opt, "-t"), hi = is_t ? LOOM_CLI_THREADS_MAX : 4096; /* -t or -n */
     long long v;
-    if (!dst) {
-        loom_cli_unknown_option("xray", opt, "loom xray --help");
-        return -1;
-    }
-    int is_t = dst == &o->req.n_threads, hi = is_t ? LOOM_CLI_THREADS_MAX : 4096;
     if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom xray: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
     }
-    *dst = (int)v;
+    *(is_t ? &o->req.n_threads : &o->req.n_decode) = (int)v;
     return 0;
 }
 
@@ -111,29 +119,18 @@ static int parse_perturb(const char *s, char *buf, size_t cap, struct xray_reque
     return 0;
 }
 
-/* Take the flags (--list, --json, --per-token) out of argv, then the -X VALUE pairs. 0, 1 (help), -1. */
+/* The options into o (the --perturb edge kept in perturb[cap]), then what goes together checked. 0, 1 (help), -1. */
 static int xray_parse(int argc, char **argv, struct xray_opts *o, char *perturb, size_t cap)
 {
-    int n = 1;
-    for (int i = 1; i < argc; i++) {
-        int *flag = !strcmp(argv[i], "--list") ? &o->list : !strcmp(argv[i], "--json") ? &o->json
-                  : !strcmp(argv[i], "--per-token") ? &o->req.per_token : NULL;
-        if (flag)
-            *flag = 1;
-        else
-            argv[n++] = argv[i];
-    }
-    int rc = loom_cli_parse_pairs("xray", n, argv, &o->mo, XRAY_OPTIONS, xray_set, o);
+    int rc = loom_cli_parse_options("xray", argc, argv, XRAY_OPTIONS, &o->mo, xray_set, o);
     o->req.k_type = o->mo.k_type;
     if (rc == 0 && o->layers)
         rc = parse_layers(o->layers, &o->req.layer_lo, &o->req.layer_hi);
     if (rc == 0 && o->perturb)
         rc = parse_perturb(o->perturb, perturb, cap, &o->req);
-    const char *unused = !o->list ? NULL : o->evaluating ? o->evaluating : o->req.per_token ? "--per-token"
-                       : o->json ? "--json" : NULL;
-    if (rc == 0 && unused) {
+    if (rc == 0 && o->list && o->evaluating) {
         fprintf(stderr, "loom xray: --list prints the model's edges only: %s does not apply (-m, --layers, --edges "
-                        "and the model options do)\n", unused);
+                        "and the model options do)\n", o->evaluating);
         rc = -1;
     }
     if (rc == 0 && !o->list && !o->prompt) {

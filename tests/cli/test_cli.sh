@@ -397,24 +397,92 @@ for c in run chat serve certify xray; do
     "$loom" $c -m "$model" -t >"$out" 2>"$err" </dev/null; rc=$?
     check "$c names a last option without its value" '[ $rc -ne 0 ] && grep -q "loom $c: option .-t. expects a value" "$err"'
 done
-# GNU-style --NAME=VALUE is not taken (a value may itself start with "--" and hold '='), but every command's
-# unknown-option message shows how to write it; a prompt spelled so stays -p's value
-for c in "run -m $model -p hi -n 1" "chat -m $model" "serve -m $model" "bench -m $model" "certify -m $model" \
-    "xray -m $model -p hi" "synth --preset micro" "tokenize -m $model" "inspect $model" quantize; do
-    "$loom" $c --temp=0.5 >"$out" 2>"$err" </dev/null; rc=$?
-    check "${c%% *} --temp=0.5: unknown, with how to write it" '[ $rc -eq 2 ] &&
-        grep -q "^loom ${c%% *}: unknown option .--temp=0.5. (options take their value as the next argument: --temp 0.5[;)]" "$err"'
+# GNU-style --NAME=VALUE is not taken (a value may itself start with "--" and hold '='), but each command's
+# unknown-option message knows the command's own options (its table): for one that takes a value, how to write it
+# (-X=VALUE too); for a flag, that it takes none; for a name the command does not take, no hint (its synopsis or
+# usage follows), or the nearest option when one is obvious; a prompt spelled so stays -p's value
+declare -A args=([run]="-m $model -p hi -n 1" [chat]="-m $model" [serve]="-m $model" [bench]="-m $model"
+    [certify]="-m $model" [xray]="-m $model -p hi" [synth]="--preset micro" [tokenize]="" [inspect]="$model"
+    [quantize]="")
+declare -A value=([run]=--temp [chat]=--top-k [serve]=--port [bench]=-r [certify]=--prompts [xray]=--layers
+    [synth]=--seed [tokenize]=-m [inspect]=--ctx [quantize]=--imatrix)
+declare -A flag=([run]=--check-tensors [chat]=--stats [serve]=--check-tensors [bench]=--ref [certify]=--check-tensors
+    [xray]=--json [synth]=--sparse [tokenize]=--bos [inspect]=--check-tensors)
+for c in run chat serve bench certify xray synth tokenize inspect quantize; do
+    o=${value[$c]}
+    "$loom" $c ${args[$c]} "$o=0.5" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c $o=0.5: unknown, with how to write it" \
+        '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .$o=0.5. (options take their value as the next argument: $o 0.5)$" "$err"'
+    "$loom" $c ${args[$c]} --zzz=x >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c --zzz=x (no option of $c): unknown, without a hint, then its synopsis or usage" \
+        '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .--zzz=x.$" "$err" && grep -q "^usage: loom $c" "$err"'
+    [ -n "${flag[$c]:-}" ] || continue
+    o=${flag[$c]}
+    "$loom" $c ${args[$c]} "$o=1" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c $o=1: a flag, which takes no value" '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .$o=1. ($o takes no value)$" "$err"'
+done
+for c in run chat serve bench certify xray quantize; do
+    "$loom" $c ${args[$c]} -t=2 >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c -t=2: the hint of the long form" \
+        '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .-t=2. (options take their value as the next argument: -t 2)$" "$err"'
+done
+"$loom" run -m "$model" -p hi -n 1 --check-tensors 1 >"$out" 2>"$err"; rc=$?
+check "run --check-tensors 1: the 1 is after a flag, said with what run takes" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: unexpected argument .1. (--check-tensors takes no value; loom run takes only the options -m, -p, .*, each with a value, and the flags --check-tensors and --stats)$" "$err"'
+"$loom" certify -m "$model" --out=x >"$out" 2>"$err"; rc=$?
+check "certify --out=x: unknown, no option near it" '[ $rc -eq 2 ] && grep -q "^loom certify: unknown option .--out=x.$" "$err"'
+"$loom" synth --preset micro --out=x >"$out" 2>"$err"; rc=$?
+check "synth --out=x: the start of --output" \
+    '[ $rc -eq 2 ] && grep -q "^loom synth: unknown option .--out=x. (did you mean --output? Options take their value as the next argument: --output x)$" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --check-tensor=1 >"$out" 2>"$err"; rc=$?
+check "run --check-tensor=1: the nearest option, a flag" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--check-tensor=1. (did you mean --check-tensors? It takes no value)$" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --temprature=0.5 >"$out" 2>"$err"; rc=$?
+check "run --temprature=0.5: the nearest option, with how to write it" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--temprature=0.5. (did you mean --temp? Options take their value as the next argument: --temp 0.5)$" "$err"'
+for a in "--t:-t" "-temp:--temp" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk"; do
+    "$loom" run -m "$model" -p hi -n 1 "${a%%:*}" 1 >"$out" 2>"$err"; rc=$?
+    check "run ${a%%:*}: did you mean ${a#*:}?" '[ $rc -eq 2 ] && grep -q -- "unknown option .${a%%:*}. (did you mean ${a#*:}?)$" "$err"'
+done
+for a in --rep --out -x --zzz; do
+    "$loom" run -m "$model" -p hi -n 1 $a 1 >"$out" 2>"$err"; rc=$?
+    check "run $a: no option is the obvious one" '[ $rc -eq 2 ] && grep -q -- "unknown option .$a.$" "$err"'
 done
 "$loom" run -m "$model" -p hi -n 1 "--stop=a b" >"$out" 2>"$err"; rc=$?
 check "run --stop='a b': the hint quotes the value for the shell" \
     '[ $rc -eq 2 ] && grep -q "(options take their value as the next argument: --stop .a b.)$" "$err"'
 "$loom" quantize --threads=2 a.gguf b.gguf Q8_0 >"$out" 2>"$err"; rc=$?
-check "quantize --threads=2: the hint, then where its options are listed" \
-    '[ $rc -eq 2 ] && grep -q "(options take their value as the next argument: --threads 2; loom quantize --help lists its options)$" "$err"'
+check "quantize --threads=2: the hint, then its usage" \
+    '[ $rc -eq 2 ] && grep -q "(options take their value as the next argument: --threads 2)$" "$err" && grep -q "^usage: loom quantize" "$err"'
 "$loom" run -m "$model" -p "--temp=0.5" -n 1 >"$out" 2>"$err"; rc=$?
 check "run -p --temp=0.5: a prompt of that spelling is -p's value" '[ $rc -eq 0 ] && grep -q "^loom run: prompt [0-9]* tokens" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --bogus >"$out" 2>"$err"; rc=$?
 check "run --bogus: no hint without '='" '[ $rc -eq 2 ] && grep -q "unknown option .--bogus.$" "$err"'
+"$loom" quantize a.gguf b.gguf Q8_0 extra >"$out" 2>"$err"; rc=$?
+check "quantize with a fourth operand: named, with what quantize takes" \
+    '[ $rc -eq 2 ] && grep -q "^loom quantize: unexpected argument .extra. (IN.gguf OUT.gguf TYPE are .a.gguf. .b.gguf. .Q8_0. already; loom quantize takes IN.gguf OUT.gguf TYPE and the options -t, --threads, --imatrix and --tensor-type, each with a value)$" "$err"'
+"$loom" inspect "$model" "$model" >"$out" 2>"$err"; rc=$?
+check "inspect with a second FILE: named, with what inspect takes" \
+    '[ $rc -eq 2 ] && grep -q "^loom inspect: unexpected argument .$model. (FILE is .$model. already; loom inspect takes one FILE and the options --ctx, --cache-type-k and -ctk, each with a value, and the flag --check-tensors)$" "$err"'
+# every command's table (which its parser goes by, and which its message for an unexpected argument lists) holds
+# the options its --help lists, no more, no fewer
+names() { grep -o -- '\(^\|[][ (|,]\)--\?[a-z][a-z0-9-]*' | sed 's/^[][ (|,]//' | grep -v -- '^\(-h\|--help\)$' | sort -u; }
+for c in "run stray" "chat stray" "serve stray" "bench stray" "certify stray" "xray stray" "synth stray" \
+    "tokenize stray" "inspect a b" "quantize a b c d"; do
+    help=$("$loom" ${c%% *} --help | names | tr '\n' ' ')
+    "$loom" $c >"$out" 2>"$err" </dev/null; rc=$?
+    table=$(sed -n 's/^loom [a-z]*: unexpected argument .* takes //p' "$err" | names | tr '\n' ' ')
+    check "${c%% *}: the options of its table are those of its --help ($help)" \
+        '[ $rc -eq 2 ] && [ -n "$table" ] && [ "$table" = "$help" ] || { echo "    table: $table"; false; }'
+done
+# xray and certify take (and list) the model options of loading, not --stats (they report no expert cache)
+for c in xray certify; do
+    check "$c --help lists -m and the model options of loading" \
+        '"$loom" $c --help | grep -q -- "^  -m FILE" && "$loom" $c --help | grep -q -- "^  --mem-budget SIZE" &&
+         "$loom" $c --help | grep -q -- "^  --read-ahead MODE" && "$loom" $c --help | grep -q -- "^  --check-tensors"'
+    "$loom" $c -m "$model" --stats >"$out" 2>"$err"; rc=$?
+    check "$c --stats: not an option of $c" '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .--stats.$" "$err"'
+done
 # an option with a value, last without one, says so (not "found 'nothing'", not its own name as the value)
 "$loom" inspect "$model" --ctx >"$out" 2>"$err"; rc=$?
 check "inspect --ctx last: found the end of the command line" '[ $rc -eq 2 ] && grep -q "loom inspect: --ctx expects a context length in \[1, [0-9]*\], found the end of the command line" "$err"'
@@ -435,7 +503,7 @@ check "inspect of a short text file: not a GGUF file (its magic), not a truncate
 "$loom" tokenize -m >"$out" 2>"$err" </dev/null; rc=$?
 check "tokenize -m last: found the end of the command line" '[ $rc -ne 0 ] && grep -q "loom tokenize: -m expects a GGUF file, found the end of the command line" "$err"'
 "$loom" tokenize hello >"$out" 2>"$err" </dev/null; rc=$?
-check "tokenize with a word: the text comes on stdin" '[ $rc -ne 0 ] && grep -q "unexpected argument .hello. (the text comes on stdin)" "$err"'
+check "tokenize with a word: the text comes on stdin" '[ $rc -ne 0 ] && grep -q "unexpected argument .hello. (the text comes on stdin; " "$err"'
 "$loom" bench -m "$model" stray >"$out" 2>"$err"; rc=$?
 check "bench with a word: an unexpected argument, not an option" '[ $rc -ne 0 ] && grep -q "loom bench: unexpected argument .stray." "$err"'
 "$loom" bench -m "$model" --check-tensor >"$out" 2>"$err"; rc=$?
@@ -461,6 +529,7 @@ printf 'a file' >"$edited"
 "$loom" synth --preset micro -o "$edited/out.gguf" >"$out" 2>"$err"; rc=$?
 check "synth -o under a file names the output and why" \
     '[ $rc -eq 1 ] && grep -q "output .$edited/out.gguf.: cannot create a file in directory .$edited.: Not a directory$" "$err"'
+
 
 # Ctrl+C while a long prompt prefills (the 0.8b model, 12 requests of 512 tokens): the timing line says the prompt
 # was interrupted and how many of its tokens the finished requests evaluated (it said "prompt 0 tokens"). SIGINT
