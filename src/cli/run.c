@@ -227,17 +227,29 @@ static int run_prefill(loom_session *s, const int32_t *prompt, int n, float *log
     return LOOM_OK;
 }
 
+/* The timing line: a speed only for what was evaluated (none for a prefill stopped before its first request
+ * finished, nor for a decode of 0 tokens). */
 static void run_print_stats(const struct run_stats *st)
 {
-    char prompt[96];
-    if (st->n_prefilled < st->n_prompt)
-        snprintf(prompt, sizeof prompt, "prompt interrupted after %d of %d tokens", st->n_prefilled, st->n_prompt);
+    char prompt[160], decode[64];
+    int first = st->n_prompt < RUN_PREFILL_TOKENS ? st->n_prompt : RUN_PREFILL_TOKENS;
+    double prefill_rate = st->t_prefill > 0 ? st->n_prefilled / st->t_prefill : 0.0;
+    if (st->n_prefilled == 0)
+        snprintf(prompt, sizeof prompt, "prompt interrupted after 0 of %d tokens, before its first request (%d "
+                 "tokens) finished: no speed", st->n_prompt, first);
+    else if (st->n_prefilled < st->n_prompt)
+        snprintf(prompt, sizeof prompt, "prompt interrupted after %d of %d tokens, %.2f tok/s", st->n_prefilled,
+                 st->n_prompt, prefill_rate);
     else
-        snprintf(prompt, sizeof prompt, "prompt %d token%s", st->n_prompt, st->n_prompt == 1 ? "" : "s");
-    fprintf(stderr, "loom run: %s, %.2f tok/s | decode %d token%s, %.2f tok/s (%d generated) | peak RSS %.1f MiB\n",
-            prompt, st->t_prefill > 0 ? st->n_prefilled / st->t_prefill : 0.0,
-            st->n_decoded, st->n_decoded == 1 ? "" : "s", st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0,
-            st->n_generated, loom_cli_peak_rss() / (1024.0 * 1024.0));
+        snprintf(prompt, sizeof prompt, "prompt %d token%s, %.2f tok/s", st->n_prompt, st->n_prompt == 1 ? "" : "s",
+                 prefill_rate);
+    if (st->n_decoded == 0)
+        snprintf(decode, sizeof decode, "decode 0 tokens");
+    else
+        snprintf(decode, sizeof decode, "decode %d token%s, %.2f tok/s", st->n_decoded, st->n_decoded == 1 ? "" : "s",
+                 st->t_decode > 0 ? st->n_decoded / st->t_decode : 0.0);
+    fprintf(stderr, "loom run: %s | %s (%d generated) | peak RSS %.1f MiB\n", prompt, decode, st->n_generated,
+            loom_cli_peak_rss() / (1024.0 * 1024.0));
 }
 
 /* Tokenize, prefill, generate. Returns LOOM_OK or a negative code with err filled. */

@@ -544,6 +544,7 @@ check "run on the 0.8b model times a 250-token prefill" '[ $rc -eq 0 ] && [ -n "
 long=$(sentences 400)
 n_long=$(printf %s "$long" | "$loom" tokenize -m "$big" | wc -w)
 ticks=$(awk -v t="${tps:-100}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%d", 2.5 * 512 / t * hz }')
+: >"$err" # the setup line waited for is this run's
 env --default-signal=INT "$loom" run -m "$big" -p "$long" -n 4 --temp 0 -t 1 >"$out" 2>"$err" &
 pid=$!
 wait_until "grep -q '^loom run: context' '$err' || ! kill -0 $pid 2>/dev/null"
@@ -551,10 +552,20 @@ c0=$(cpu_ticks $pid)
 wait_until "[ \$((\$(cpu_ticks $pid) - c0)) -ge $ticks ] || ! kill -0 $pid 2>/dev/null"
 kill -INT $pid 2>/dev/null
 wait $pid; rc=$?
-k=$(sed -n "s/^loom run: prompt interrupted after \([0-9]*\) of $n_long tokens, .* decode 0 tokens, .*/\1/p" "$err")
+k=$(sed -n "s/^loom run: prompt interrupted after \([0-9]*\) of $n_long tokens, [0-9.]* tok\/s | decode 0 tokens (0 generated) .*/\1/p" "$err")
 check "run: Ctrl+C during a $n_long-token prefill exits 130 without text" '[ $rc -eq 130 ] && [ ! -s "$out" ]'
 check "run: Ctrl+C during the prefill says the prompt was interrupted after ${k:-?} of its $n_long tokens" \
     '[ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt "$n_long" ] && [ $((k % 512)) -eq 0 ]'
+# stopped before its first request finished, nothing was prefilled: no speed (it said "0.00 tok/s")
+: >"$err" # the setup line waited for is this run's
+env --default-signal=INT "$loom" run -m "$big" -p "$long" -n 4 --temp 0 -t 1 >"$out" 2>"$err" &
+pid=$!
+wait_until "grep -q '^loom run: context' '$err' || ! kill -0 $pid 2>/dev/null"
+kill -INT $pid 2>/dev/null
+wait $pid; rc=$?
+check "run: Ctrl+C before the first prefill request finished says so, with no speed" \
+    '[ $rc -eq 130 ] && ! grep -q "tok/s" "$err" &&
+     grep -q "^loom run: prompt interrupted after 0 of $n_long tokens, before its first request (512 tokens) finished: no speed | decode 0 tokens (0 generated) | peak RSS" "$err"'
 # chat: Ctrl+C while a long message prefills (its render is one request, all or nothing): /timing says the last
 # turn's prefill stopped and what it kept, not the whole render at a speed made of the time it ran. Its stdin is a
 # FIFO this script holds open on fd 3; SIGINT comes once chat has read the whole line (rchar of /proc/PID/io).
