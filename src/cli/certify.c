@@ -4,7 +4,6 @@
  * in reference numerics the X-ray of its first divergent edge (xray.c). */
 #include <errno.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,22 +481,25 @@ static int certify_all(struct certify_run *c, const struct prompt_set *set, json
     return LOOM_OK;
 }
 
-/* -o PREFIX before anything runs: a file name after the folder, in a folder that exists and can be written. 0, or
- * -1 with the message printed. */
-static int check_out_prefix(const char *prefix)
+/* -o PREFIX before anything runs: a file name after the folder; PREFIX.json and PREFIX.md files quantize and synth
+ * would write (loom_cli_check_output: not the model or the prompts, in a folder that exists). 0, or -1 with the
+ * message printed. */
+static int check_out_prefix(const struct certify_opts *o)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", prefix);
-    size_t n = strlen(prefix);
-    const char *folder = dirname(dir); /* dir itself, cut, or a static "." */
-    struct stat st;
-    const char *why = !n || prefix[n - 1] == '/' ? "expected a file name prefix (PREFIX.md, PREFIX.json are written)"
-                    : stat(folder, &st) ? strerror(errno)
-                    : !S_ISDIR(st.st_mode) ? "its folder is not a directory"
-                    : access(folder, W_OK) ? strerror(errno) : NULL;
-    if (why)
-        fprintf(stderr, "loom certify: -o '%s': %s\n", prefix, why);
-    return why ? -1 : 0;
+    size_t n = strlen(o->out);
+    if (!n || o->out[n - 1] == '/') {
+        fprintf(stderr, "loom certify: -o '%s': expected a file name prefix (PREFIX.md, PREFIX.json are written)\n",
+                o->out);
+        return -1;
+    }
+    const char *const inputs[2] = {o->model, o->prompts_file}, *const what[2] = {"model", "prompts file"};
+    char path[4200];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s.%s", o->out, k ? "md" : "json");
+        if (loom_cli_check_output("certify", path, inputs, what, 2) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* PREFIX.json and PREFIX.md; the Markdown to stdout too. */
@@ -567,7 +569,7 @@ int loom_cli_certify(int argc, char **argv)
         return rc > 0 ? (certify_usage(stdout), 0) : (certify_usage(stderr), 2);
     loom_cli_check_threads("certify", o.n_threads);
     static struct prompt_set set;
-    if (check_out_prefix(o.out) != 0 || load_prompts(o.prompts_file, &set) != 0) {
+    if (check_out_prefix(&o) != 0 || load_prompts(o.prompts_file, &set) != 0) {
         free(set.buf);
         return 2;
     }

@@ -108,6 +108,13 @@ int loom_cli_model_file(const char *cmd, const char *opt, const char *val);
 /* --numerics VALUE: canonical or reference (any case) into *out. 0, or -1 with the message printed as
  * `loom CMD: ...`. commands.c. */
 int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out);
+/* Check a command's output file before any work, as the GGUF writer would refuse it, in its words: not one of its
+ * n inputs (inputs[k], NULL for none, named what[k]: "input", "importance matrix"), a regular file or a new path,
+ * in a directory that exists and takes new files. 0; else `loom CMD: output 'PATH': ...` printed and the exit
+ * status: 2 when it names an input (the command line names one file twice), 1 when the file system refuses it (a
+ * missing directory, a directory given as the file: as for an input that does not open). commands.c. */
+int loom_cli_check_output(const char *cmd, const char *path, const char *const *inputs, const char *const *what,
+                          int n);
 /* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
  * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);

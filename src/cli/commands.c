@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -550,6 +551,52 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
         fprintf(stderr, "loom %s: --chat-template-file %s: %s\n", cmd, file, err.msg);
     free(text);
     return t;
+}
+
+/* The directory holding path into dir[cap], as the GGUF writer names it: "." for a bare name, "/" for a name at the
+ * root; "." too when it does not fit. */
+static void parent_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
+    if (n && n < cap)
+        snprintf(dir, cap, "%.*s", (int)n, path);
+    else
+        snprintf(dir, cap, ".");
+}
+
+/* 1 when paths a and b name one existing file. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int loom_cli_check_output(const char *cmd, const char *path, const char *const *inputs, const char *const *what,
+                          int n)
+{
+    for (int k = 0; k < n; k++)
+        if (inputs[k] && same_file(inputs[k], path)) {
+            fprintf(stderr, "loom %s: output '%s': expected a file other than the %s, found the %s itself\n", cmd, path,
+                    what[k], what[k]);
+            return 2;
+        }
+    char dir[4096];
+    struct stat st, ds;
+    parent_dir(path, dir, sizeof dir);
+    int dir_errno = stat(dir, &ds) ? errno : !S_ISDIR(ds.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) ? errno : 0;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* what the writer's rename must not replace */
+        fprintf(stderr, "loom %s: output '%s': expected a regular file or a new path, found %s\n", cmd, path,
+                S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
+                                                                             : "a device, FIFO or socket");
+    else if (dir_errno == ENOENT)
+        fprintf(stderr, "loom %s: output '%s': directory '%s' does not exist\n", cmd, path, dir);
+    else if (dir_errno)
+        fprintf(stderr, "loom %s: output '%s': cannot create a file in directory '%s': %s\n", cmd, path, dir,
+                strerror(dir_errno));
+    else
+        return 0;
+    return 1;
 }
 
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err)

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -151,13 +150,6 @@ static void quantize_notice(void *ctx, const char *message)
     p->open_line = 0;
 }
 
-/* 1 when paths a and b name one existing file. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* The conversion once the arguments are parsed: the exit status. */
 static int quantize_run(const char *pos[3], int threads, loom_quantize_options *qo)
 {
@@ -169,12 +161,8 @@ static int quantize_run(const char *pos[3], int threads, loom_quantize_options *
         return 2;
     }
     const char *const inputs[2] = {pos[0], qo->imatrix}, *const what[2] = {"input", "importance matrix"};
-    for (int k = 0; k < 2; k++)
-        if (inputs[k] && same_file(inputs[k], pos[1])) {
-            fprintf(stderr, "loom quantize: output '%s': expected a file other than the %s, found the %s itself\n",
-                    pos[1], what[k], what[k]);
-            return 2;
-        }
+    if ((rc = loom_cli_check_output("quantize", pos[1], inputs, what, 2)) != 0)
+        return rc;
     loom_cli_signals_install();
     loom_error err = {0};
     loom_gguf *in = NULL;

@@ -145,6 +145,23 @@ static void synth_part_name(const char *out, uint32_t k, uint32_t n, char *buf, 
     snprintf(buf, cap, "%.*s-%05u-of-%05u.gguf", (int)len, out, k, n);
 }
 
+/* Each file synth is to write (OUT, or each part of a split), checked before any work (loom_cli_check_output):
+ * 0, or the exit status with the message printed. */
+static int synth_check_outputs(const struct synth_args *s, const char *vocab)
+{
+    const char *const what[1] = {"vocabulary"};
+    char part[4200];
+    if (s->par.n_split <= 1)
+        return loom_cli_check_output("synth", s->out, &vocab, what, 1);
+    for (uint32_t k = 1; k <= s->par.n_split; k++) {
+        synth_part_name(s->out, k, s->par.n_split, part, sizeof part);
+        int rc = loom_cli_check_output("synth", part, &vocab, what, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Write the model, with progress on stderr: the exit status. */
 static int synth_write(loom_synth_options *par, const char *out)
 {
@@ -200,5 +217,7 @@ int loom_cli_synth(int argc, char **argv)
         return 1;
     }
     s.par.vocab_path = s.vocab ? s.vocab : vocab_buf;
+    if ((rc = synth_check_outputs(&s, s.par.vocab_path)) != 0)
+        return rc;
     return synth_write(&s.par, s.out);
 }

@@ -530,6 +530,31 @@ printf 'a file' >"$edited"
 check "synth -o under a file names the output and why" \
     '[ $rc -eq 1 ] && grep -q "output .$edited/out.gguf.: cannot create a file in directory .$edited.: Not a directory$" "$err"'
 
+# an output path that is a directory: the same status in quantize and synth (1: the file system refuses it, as an
+# input that does not open), in the writer's words; one that names an input: 2 (the command line names one file
+# twice), the input untouched; certify's files checked in the same words (status 2 for both: its 1 is a difference)
+mkdir -p "$edited.d" "$edited.d/cert.md"
+"$loom" quantize "${model%-Q4_K_M.gguf}-F16.gguf" "$edited.d" Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize to a directory: status 1, named" \
+    '[ $rc -eq 1 ] && grep -q "^loom quantize: output .$edited.d.: expected a regular file or a new path, found a directory$" "$err"'
+"$loom" synth --preset micro -o "$edited.d" >"$out" 2>"$err"; rc=$?
+check "synth to a directory: status 1, as quantize" \
+    '[ $rc -eq 1 ] && grep -q "^loom synth: output .$edited.d.: expected a regular file or a new path, found a directory$" "$err"'
+printf 'vocabulary' >"$edited"
+"$loom" synth --preset micro --vocab "$edited" -o "$edited" >"$out" 2>"$err"; rc=$?
+check "synth onto its own vocabulary is refused (status 2, as quantize onto its input)" \
+    '[ $rc -eq 2 ] && [ "$(cat "$edited")" = vocabulary ] && grep -q "^loom synth: output .$edited.: expected a file other than the vocabulary, found the vocabulary itself$" "$err"'
+"$loom" certify -m "$model" -o /nonexistent/dir/cert >"$out" 2>"$err"; rc=$?
+check "certify -o into a missing directory: quantize's and synth's words" \
+    '[ $rc -eq 2 ] && grep -q "^loom certify: output ./nonexistent/dir/cert.json.: directory ./nonexistent/dir. does not exist$" "$err"'
+"$loom" certify -m "$model" -o "$edited.d/cert" >"$out" 2>"$err"; rc=$?
+check "certify -o PREFIX where PREFIX.md is a directory: named" \
+    '[ $rc -eq 2 ] && grep -q "^loom certify: output .$edited.d/cert.md.: expected a regular file or a new path, found a directory$" "$err"'
+printf 'hi\n' >"$edited.d/p.md"
+"$loom" certify -m "$model" --prompts "$edited.d/p.md" -o "$edited.d/p" >"$out" 2>"$err"; rc=$?
+check "certify onto its own prompts file is refused" \
+    '[ $rc -eq 2 ] && [ "$(cat "$edited.d/p.md")" = hi ] && grep -q "expected a file other than the prompts file, found the prompts file itself$" "$err"'
+rm -rf "$edited.d"
 
 # Ctrl+C while a long prompt prefills (the 0.8b model, 12 requests of 512 tokens): the timing line says the prompt
 # was interrupted and how many of its tokens the finished requests evaluated (it said "prompt 0 tokens"). SIGINT
