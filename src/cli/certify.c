@@ -347,7 +347,7 @@ static json_t *identity(const struct certify_run *c)
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
                      "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "system_info", sys,
                      "repack", c->r->repack != 0, "flash_attention", "off", "kv_type",
-                     c->o->mo.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16", "n_ubatch",
+                     c->o->mo.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16", "n_ubatch",
                      "the prompt's tokens, at most 512",
                      "threads", c->o->n_threads);
 }
@@ -418,11 +418,12 @@ static void write_markdown(FILE *f, json_t *cert)
     fprintf(f, "- loom %s, kernel set %s, threads: %d; CPU: %s\n", json_string_value(json_object_get(lo, "version")),
             json_string_value(json_object_get(lo, "kernels")), (int)json_integer_value(json_object_get(lo, "threads")),
             json_string_value(json_object_get(id, "cpu")));
-    fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, K/V %s, n_ubatch %s, "
+    const char *kv = json_string_value(json_object_get(re, "kv_type")); /* "F16" when both are */
+    fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, %s%s, n_ubatch %s, "
                "threads: %d\n- Reference system info: `%s`\n- Date: %s\n",
             json_string_value(json_object_get(re, "engine")), json_string_value(json_object_get(re, "cpu_build")),
-            json_is_true(json_object_get(re, "repack")) ? "on" : "off",
-            json_string_value(json_object_get(re, "kv_type")), json_string_value(json_object_get(re, "n_ubatch")),
+            json_is_true(json_object_get(re, "repack")) ? "on" : "off", kv, strcmp(kv, "F16") ? "" : " K/V",
+            json_string_value(json_object_get(re, "n_ubatch")),
             (int)json_integer_value(json_object_get(re, "threads")),
             json_string_value(json_object_get(re, "system_info")), json_string_value(json_object_get(id, "date")));
     fprintf(f, "- Method: each prompt evaluated as one batch with every row's logits, then %d tokens of the "

@@ -206,7 +206,7 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
            "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, n_prompt == 1 ? "" : "s", steps,
            o->req.n_decode,
            numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
-           o->req.k_type == LOOM_KV_Q8_0 ? "K Q8_0, V F16" : "F16 K/V");
+           o->req.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16 K/V");
 }
 
 /* x as a JSON number, null when it is not finite (JSON has no infinity). */

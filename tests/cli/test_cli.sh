@@ -8,9 +8,12 @@
 # is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
 # every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
-# refused by every command with how to write it; an output file in a directory that is missing named as given;
-# run's own words for a missing -p or -n; and Ctrl+C during a long prefill (0.8b model) saying how far it got.
-# Prints "N passed, N failed".
+# refused by every command knowing its own options (how to write a value option, a flag taking no value, the
+# nearest option of a misspelled name), an unexpected argument named with what the command takes, and each
+# command's option table equal to its --help; xray's and certify's model options; an output file in a missing
+# directory, a directory or an input refused alike in quantize, synth and certify, named as given; certify's header
+# naming the K/V cache types; run's own words for a missing -p or -n; and Ctrl+C during a long prefill (0.8b model)
+# saying how far it got, with no speed when nothing was prefilled. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -554,6 +557,12 @@ printf 'hi\n' >"$edited.d/p.md"
 "$loom" certify -m "$model" --prompts "$edited.d/p.md" -o "$edited.d/p" >"$out" 2>"$err"; rc=$?
 check "certify onto its own prompts file is refused" \
     '[ $rc -eq 2 ] && [ "$(cat "$edited.d/p.md")" = hi ] && grep -q "expected a file other than the prompts file, found the prompts file itself$" "$err"'
+# certify's header says the K/V cache types in words (it said "K/V K Q8_0, V F16")
+for k in "q8_0:K cache Q8_0, V cache F16" "f16:F16 K/V"; do
+    "$loom" certify -m "$model" --prompts "$edited.d/p.md" -n 1 -t 2 -ctk ${k%%:*} -o "$edited.d/c" >"$out" 2>"$err"; rc=$?
+    check "certify -ctk ${k%%:*}: the header says '${k#*:}'" \
+        '[ $rc -le 1 ] && grep -q "^- Reference: .*; flash attention off, ${k#*:}, n_ubatch" "$edited.d/c.md"'
+done
 rm -rf "$edited.d"
 
 # Ctrl+C while a long prompt prefills (the 0.8b model, 12 requests of 512 tokens): the timing line says the prompt
