@@ -341,11 +341,13 @@ static json_t *identity(const struct certify_run *c)
     char sys[1024];
     snprintf(sys, sizeof sys, "%s", c->r->print_system_info());
     sys[strcspn(sys, "\n")] = 0;
-    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:i}, s:s, s:{s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:i}}",
+    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:i}, s:s,"
+                     " s:{s:s, s:s, s:b, s:s, s:b, s:s, s:s, s:s, s:i}}",
                      "date", date, "model", "path", c->o->model, "xxh3_128", digest, "arch", loom_model_arch(c->m),
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
-                     "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "system_info", sys,
+                     "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "avx512", loom_ref_avx512(c->r) != 0,
+                     "system_info", sys,
                      "repack", c->r->repack != 0, "flash_attention", "off", "kv_type",
                      c->o->mo.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16", "n_ubatch",
                      "the prompt's tokens, at most 512",
@@ -413,6 +415,10 @@ static void write_markdown(FILE *f, json_t *cert)
     json_t *id = json_object_get(cert, "identity"), *mo = json_object_get(id, "model");
     json_t *lo = json_object_get(id, "loom"), *re = json_object_get(id, "reference");
     fprintf(f, "# loom parity certificate\n\n**%s**\n\n", json_string_value(json_object_get(cert, "verdict")));
+    if (!json_is_true(json_object_get(json_object_get(json_object_get(cert, "identity"), "reference"), "avx512")))
+        fprintf(f, "The reference's CPU build has no AVX-512: loom's reference numerics reproduce the float orders of "
+                   "its AVX-512 builds, which differ from this build's in the F32/F16/BF16 dot products, softmax, exp "
+                   "and the conv sum (docs/haswell-numerics.md), so rows are expected to differ here.\n\n");
     fprintf(f, "- Model: `%s` (%s), XXH3-128 `%s`\n", json_string_value(json_object_get(mo, "path")),
             json_string_value(json_object_get(mo, "arch")), json_string_value(json_object_get(mo, "xxh3_128")));
     fprintf(f, "- loom %s, kernel set %s, threads: %d; CPU: %s\n", json_string_value(json_object_get(lo, "version")),

@@ -75,6 +75,12 @@ static void ref_best_cpu(struct loom_ref *r)
         fclose(f);
 }
 
+int loom_ref_avx512(const struct loom_ref *r)
+{
+    /* its system info lists the CPU backend's features, "AVX512 = 1" among them in an AVX-512 build */
+    return strstr(r->print_system_info(), "AVX512 = 1") != NULL;
+}
+
 const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap)
 {
     if (r->cpu[0])

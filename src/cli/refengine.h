@@ -153,6 +153,10 @@ const char *loom_ref_bins_dir(char *buf, size_t cap);
  * same folder and initialise it. Once per process. Returns LOOM_OK, or LOOM_E_IO naming the library or the
  * missing symbol. */
 int loom_ref_open(struct loom_ref *r, loom_error *err);
+/* Whether the reference's CPU build has AVX-512 (its system info's "AVX512 = 1"): loom's reference numerics are
+ * the float orders of those builds, so only against one of them are its logits bitwise; a CPU without AVX-512
+ * runs the AVX2 build, whose orders differ (docs/haswell-numerics.md). After loom_ref_open. */
+int loom_ref_avx512(const struct loom_ref *r);
 /* The CPU build the reference runs, for a report: LOOM_REF_CPU's NAME, or "NAME, the best for this CPU" in buf
  * (cap bytes) when it picked the best itself. */
 const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap);

@@ -207,6 +207,9 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
            o->req.n_decode,
            numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
            o->req.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16 K/V");
+    if (!loom_ref_avx512(ref))
+        printf("note: the reference's CPU build has no AVX-512; loom's reference numerics reproduce the float orders "
+               "of its AVX-512 builds, so expect differences from this one (docs/haswell-numerics.md)\n");
 }
 
 /* x as a JSON number, null when it is not finite (JSON has no infinity). */
@@ -282,6 +285,10 @@ static void print_text(const struct xray_result *r)
     if (r->first_div >= 0) {
         xray_describe(r, r->first_div, line, sizeof line);
         printf("first divergent: %s\n", line);
+        int exact = 0;
+        for (int i = 0; i < r->n_rows; i++)
+            exact += r->rows[i].shape_ok && !r->rows[i].n_diff;
+        printf("%d compared rows, %d bitwise equal\n", r->n_rows, exact);
     } else {
         printf("all %d compared rows bitwise equal\n", r->n_rows);
     }
