@@ -95,9 +95,11 @@ static void chat_usage(FILE *f)
             CHAT_SYNOPSIS);
 }
 
-/* The options chat_set_option takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const CHAT_OPTIONS[] = {"-m", "-n", "-t", "-c", "--numerics", "--chat-template-file",
-                                          LOOM_CLI_SAMPLER_OPTIONS, NULL};
+/* What chat takes: chat_set_option's options (each takes a value), then the model options. */
+static const struct loom_cli_option CHAT_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
+    {"--numerics", LOOM_CLI_VALUE}, {"--chat-template-file", LOOM_CLI_VALUE}, LOOM_CLI_SAMPLER_TABLE,
+    LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 
 /* --chat-template-file FILE: once, a non-empty name (the file is read once the model's tokenizer is there). */
 static int chat_template_file(struct chat_opts *o, const char *val)
@@ -130,12 +132,7 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
     int taken = loom_cli_sampler_option("chat", &o->so, opt, val);
     if (taken)
         return taken < 0 ? -1 : 0;
-    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
-                                                                                                          : NULL;
-    if (!dst) {
-        loom_cli_unknown_option("chat", opt, NULL);
-        return -1;
-    }
+    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : &o->n_ctx; /* or -c */
     long long v, hi = dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
     if (loom_cli_parse_int(val, 1, hi, &v)) {
         fprintf(stderr, "loom chat: %s expects an integer in [1, %lld], found '%s'\n", opt, hi, val);
@@ -620,7 +617,7 @@ static void chat_teardown(struct chat *c)
 int loom_cli_chat(int argc, char **argv)
 {
     struct chat_opts o = {.n_ctx = 4096, .n_max = 1024, .so = LOOM_CLI_SAMPLER_DEFAULTS};
-    int a = loom_cli_parse_pairs("chat", argc, argv, &o.mo, CHAT_OPTIONS, chat_set_option, &o);
+    int a = loom_cli_parse_options("chat", argc, argv, CHAT_OPTIONS, &o.mo, chat_set_option, &o);
     if (a != 0) {
         a > 0 ? chat_usage(stdout) : (void)fprintf(stderr, "%s(loom chat --help for details)\n", CHAT_SYNOPSIS);
         return a > 0 ? 0 : 2;

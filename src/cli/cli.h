@@ -168,12 +168,6 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
  * command takes besides the options of table. commands.c. */
 void loom_cli_unexpected(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *why,
                          const char *operands);
-/* The former entry points, kept for serve.c and chat.c until they give their tables (then removed):
- * loom_cli_parse_pairs parses as loom_cli_parse_options with a table of options (each taking a value) and the
- * model options; loom_cli_unknown_option is loom_cli_unknown with no table. */
-int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
-                         const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o);
-void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note);
 /* The expert cache's figures after the prompt and after each decoded token (run --stats): at[0] at the start,
  * then one per loom_cli_expert_trace_add. */
 struct loom_cli_expert_trace {
@@ -256,16 +250,12 @@ struct loom_cli_sampler_opts {
 #define LOOM_CLI_SAMPLER_PARAMS                                                                                   \
     {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1, .repeat_last_n = 64}
 #define LOOM_CLI_SAMPLER_DEFAULTS {.sp = LOOM_CLI_SAMPLER_PARAMS}
-/* Their entries, for a command's table (loom_cli_parse_options); LOOM_CLI_SAMPLER_OPTIONS their names, for
- * loom_cli_parse_pairs until chat.c gives its table. */
+/* Their entries, for a command's table (loom_cli_parse_options). */
 #define LOOM_CLI_SAMPLER_TABLE                                                                                    \
     {"--temp", LOOM_CLI_VALUE}, {"--seed", LOOM_CLI_VALUE}, {"--top-k", LOOM_CLI_VALUE},                          \
         {"--top-p", LOOM_CLI_VALUE}, {"--min-p", LOOM_CLI_VALUE}, {"--repeat-penalty", LOOM_CLI_VALUE},           \
         {"--repeat-last-n", LOOM_CLI_VALUE}, {"--presence-penalty", LOOM_CLI_VALUE},                              \
         {"--frequency-penalty", LOOM_CLI_VALUE}, {"--stop", LOOM_CLI_VALUE}
-#define LOOM_CLI_SAMPLER_OPTIONS                                                                                  \
-    "--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",                   \
-        "--presence-penalty", "--frequency-penalty", "--stop"
 #define LOOM_CLI_SAMPLER_USAGE                                                                                    \
     "  --temp T               temperature, 0 = greedy (default 0.8)\n"                                            \
     "  --seed S               sampler seed (default 0)\n"                                                         \

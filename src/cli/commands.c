@@ -255,7 +255,6 @@ int loom_cli_model_file(const char *cmd, const char *opt, const char *val)
 
 /* ---- option tables ---- */
 
-static const struct loom_cli_option MODEL_OPTIONS[] = {LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 static const struct loom_cli_option HELP_OPTIONS[] = {{"-h", LOOM_CLI_FLAG}, {"--help", LOOM_CLI_FLAG},
                                                       {NULL, LOOM_CLI_FLAG}};
 
@@ -392,12 +391,6 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
     fputs(parts ? ")\n" : "\n", stderr);
 }
 
-void loom_cli_unknown_option(const char *cmd, const char *arg, const char *note)
-{
-    static const struct loom_cli_option none[] = {{NULL, LOOM_CLI_VALUE}};
-    loom_cli_unknown(cmd, none, arg, note);
-}
-
 /* How many of table's options are flags (flags 1) or take a value (flags 0). */
 static int count_kind(const struct loom_cli_option *table, int flags)
 {
@@ -493,18 +486,6 @@ int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct 
             return -1;
     }
     return mo ? loom_cli_model_check(cmd, mo) : 0;
-}
-
-int loom_cli_parse_pairs(const char *cmd, int argc, char **argv, struct loom_cli_model_opts *mo,
-                         const char *const *options, int (*set)(void *o, const char *opt, const char *val), void *o)
-{
-    enum { MAX = 64, N_MODEL = sizeof MODEL_OPTIONS / sizeof MODEL_OPTIONS[0] };
-    struct loom_cli_option table[MAX];
-    int n = 0;
-    for (; options[n] && n < MAX - N_MODEL; n++) /* chat's and serve's lists hold under 20 */
-        table[n] = (struct loom_cli_option){options[n], LOOM_CLI_VALUE};
-    memcpy(table + n, MODEL_OPTIONS, sizeof MODEL_OPTIONS); /* with its end */
-    return loom_cli_parse_options(cmd, argc, argv, table, mo, set, o);
 }
 
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo)

@@ -83,9 +83,14 @@ static void serve_usage(FILE *f)
             SERVE_SYNOPSIS);
 }
 
-/* The options serve_set_option takes (besides the model options), for loom_cli_parse_pairs. */
-static const char *const SERVE_OPTIONS[] = {"-m", "--host", "--port", "--api-key", "--chat-template-file",
-    "--parallel", "-c", "-t", "--queue", "--prefill-chunk", "--drain-timeout", "--timeout", "--max-body", NULL};
+/* What serve takes: serve_set_option's options (each takes a value; --api-key's no message shows), then the
+ * model options. */
+static const struct loom_cli_option SERVE_OPTIONS[] = {
+    {"-m", LOOM_CLI_VALUE}, {"--host", LOOM_CLI_VALUE}, {"--port", LOOM_CLI_VALUE}, {"--api-key", LOOM_CLI_SECRET},
+    {"--chat-template-file", LOOM_CLI_VALUE}, {"--parallel", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
+    {"-t", LOOM_CLI_VALUE}, {"--queue", LOOM_CLI_VALUE}, {"--prefill-chunk", LOOM_CLI_VALUE},
+    {"--drain-timeout", LOOM_CLI_VALUE}, {"--timeout", LOOM_CLI_VALUE}, {"--max-body", LOOM_CLI_VALUE},
+    LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 
 static int serve_set_option(void *opts, const char *opt, const char *val)
 {
@@ -146,10 +151,9 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
             return -1;
         }
         *(int *)((char *)o + ints[i].off) = (int)v;
-        return 0;
+        break;
     }
-    loom_cli_unknown_option("serve", opt, NULL);
-    return -1;
+    return 0; /* the rest of the table: one of ints */
 }
 
 /* ---- replies ---- */
@@ -892,7 +896,7 @@ int loom_cli_serve(int argc, char **argv)
 {
     struct serve_opts o = {.host = "127.0.0.1", .port = 8080, .n_parallel = 1, .n_ctx = 0, .queue_max = 64,
                            .prefill_chunk = 256, .drain_s = 30, .timeout_s = 600, .max_body = 8 << 20};
-    int a = loom_cli_parse_pairs("serve", argc, argv, &o.mo, SERVE_OPTIONS, serve_set_option, &o);
+    int a = loom_cli_parse_options("serve", argc, argv, SERVE_OPTIONS, &o.mo, serve_set_option, &o);
     if (a != 0) {
         a > 0 ? serve_usage(stdout) : (void)fprintf(stderr, "%s(loom serve --help for details)\n", SERVE_SYNOPSIS);
         return a > 0 ? 0 : 2;

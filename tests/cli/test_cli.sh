@@ -9,11 +9,11 @@
 # every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
 # refused by every command knowing its own options (how to write a value option, a flag taking no value, the
-# nearest option of a misspelled name), an unexpected argument named with what the command takes, and each
-# command's option table equal to its --help; xray's and certify's model options; an output file in a missing
-# directory, a directory or an input refused alike in quantize, synth and certify, named as given; certify's header
-# naming the K/V cache types; run's own words for a missing -p or -n; and Ctrl+C during a long prefill (0.8b model)
-# saying how far it got, with no speed when nothing was prefilled. Prints "N passed, N failed".
+# nearest option of a misspelled name, never serve's --api-key value), an unexpected argument named with what the
+# command takes, and each command's option table equal to its --help; xray's and certify's model options; an output
+# file in a missing directory, a directory or an input refused alike in quantize, synth and certify, named as given;
+# certify's header naming the K/V cache types; run's own words for a missing -p or -n; and Ctrl+C during a long
+# prefill (0.8b model) saying how far it got, with no speed when nothing was prefilled. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -429,6 +429,17 @@ for c in run chat serve bench certify xray quantize; do
     check "$c -t=2: the hint of the long form" \
         '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .-t=2. (options take their value as the next argument: -t 2)$" "$err"'
 done
+# a secret option's value (serve --api-key) is in no message, the hint neither; chat's sampler options are in its
+# table, as run's
+"$loom" serve -m "$model" --api-key=s3cr3t >"$out" 2>"$err"; rc=$?
+check "serve --api-key=SECRET: the hint, never the secret" \
+    '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom serve: unknown option .--api-key=VALUE. (its value is not shown; options take their value as the next argument: --api-key VALUE)$" "$err"'
+"$loom" serve -m "$model" --api-kye=s3cr3t >"$out" 2>"$err"; rc=$?
+check "serve --api-kye=SECRET: the nearest option, never the secret" \
+    '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom serve: unknown option .--api-kye=VALUE. (its value is not shown; did you mean --api-key? Options take their value as the next argument: --api-key VALUE)$" "$err"'
+"$loom" chat -m "$model" --temp=0.5 >"$out" 2>"$err" </dev/null; rc=$?
+check "chat --temp=0.5: the hint of a sampler option" \
+    '[ $rc -eq 2 ] && grep -q "^loom chat: unknown option .--temp=0.5. (options take their value as the next argument: --temp 0.5)$" "$err" && grep -q "^usage: loom chat" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --check-tensors 1 >"$out" 2>"$err"; rc=$?
 check "run --check-tensors 1: the 1 is after a flag, said with what run takes" \
     '[ $rc -eq 2 ] && grep -q "^loom run: unexpected argument .1. (--check-tensors takes no value; loom run takes only the options -m, -p, .*, each with a value, and the flags --check-tensors and --stats)$" "$err"'
