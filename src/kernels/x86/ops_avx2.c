@@ -486,16 +486,22 @@ static void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const floa
     for (int64_t p = 0; p < n_max; p++) {
         const uint16_t *kr = k + p * k_stride;
         float acc[ATTN_G][64]; /* row g's accumulator s, lane l at [16 s + l] */
-        for (int h = 0; h < 2 * lanes; h++) { /* slice h: elements 8 h .. 8 h + 7 of every step */
-            __m256 kv[ATTN_MAX_HD / 16];
-            for (int b = 0; b < nb; b++)
-                kv[b] = load_f16(kr + step * b + 8 * h);
+        for (int h = 0; h < 2 * lanes; h += 2) { /* slices h, h + 1: elements 8 h .. 8 h + 15 of every step */
+            __m256 kv[2][ATTN_MAX_HD / 16];
+            for (int b = 0; b < nb; b++) {
+                kv[0][b] = load_f16(kr + step * b + 8 * h);
+                kv[1][b] = load_f16(kr + step * b + 8 * h + 8);
+            }
+            /* the two slices' chains interleaved: eight independent FMA chains, not four (the FMA latency) */
 #pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++) {
-                __m256 a = _mm256_setzero_ps();
-                for (int b = 0; b < nb; b++)
-                    a = _mm256_fmadd_ps(kv[b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h), a);
-                _mm256_storeu_ps(acc[g] + 8 * h, a);
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+                for (int b = 0; b < nb; b++) {
+                    a0 = _mm256_fmadd_ps(kv[0][b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h), a0);
+                    a1 = _mm256_fmadd_ps(kv[1][b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h + 8), a1);
+                }
+                _mm256_storeu_ps(acc[g] + 8 * h, a0);
+                _mm256_storeu_ps(acc[g] + 8 * h + 8, a1);
             }
         }
         for (int g = 0; g < ATTN_G; g++)
@@ -504,9 +510,31 @@ static void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const floa
     }
 }
 
+/* One accumulator slice's step of attn_values_group at positions i .. i + 7 of V row vr for the four rows' a[]:
+ * zeros past each row's end (the single row's padded tail), and no product at all for a row that ends before
+ * the block of 16 they are in. */
+static inline __attribute__((always_inline)) void values_step(const uint16_t *vr, int64_t i, int64_t n_max,
+                                                              const int64_t *n_kv, const float *probs,
+                                                              int64_t stride, __m256 *a)
+{
+    int64_t left = n_max - i;
+    __m256 vb = left >= 8 ? load_f16(vr + i) : load16_f16(vr + i, left).lo;
+    int64_t blk = i - i % 16;
+#pragma GCC unroll 4
+    for (int g = 0; g < ATTN_G; g++) {
+        int64_t r = n_kv[g] - i;
+        if (n_kv[g] <= blk)
+            continue;
+        if (r >= 8)
+            a[g] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(probs + g * stride + i), a[g]);
+        else
+            a[g] = _mm256_fmadd_ps(load16_f16(vr + i, r).lo, load8_part(probs + g * stride + i, r), a[g]);
+    }
+}
+
 /* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
- * values of F16 numbers): per V row, each accumulator slice of the four rows through all its positions, then
- * the next slice. */
+ * values of F16 numbers): per V row, two accumulator slices of the four rows (eight independent FMA chains)
+ * through all their positions, then the next two. */
 static void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
                               const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
@@ -517,27 +545,19 @@ static void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v,
     for (int j = 0; j < hdv; j++) {
         const uint16_t *vr = v + (int64_t)j * v_stride;
         float acc[ATTN_G][64];
-        for (int h = 0; h < 2 * lanes; h++) {
-            __m256 a[ATTN_G] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int64_t i = 8 * h; i < n_max; i += step) {
-                /* positions i .. i + 7: zeros past each row's end (the single row's padded tail), and no
-                 * product at all for a row that ends before the block of 16 they are in */
-                int64_t left = n_max - i;
-                __m256 vb = left >= 8 ? load_f16(vr + i) : load16_f16(vr + i, left).lo;
-                int64_t blk = i - i % 16;
-#pragma GCC unroll 4
-                for (int g = 0; g < ATTN_G; g++) {
-                    int64_t r = n_kv[g] - i;
-                    if (n_kv[g] <= blk)
-                        continue;
-                    if (r >= 8)
-                        a[g] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(probs + g * stride + i), a[g]);
-                    else
-                        a[g] = _mm256_fmadd_ps(load16_f16(vr + i, r).lo, load8_part(probs + g * stride + i, r), a[g]);
-                }
-            }
+        for (int h = 0; h < 2 * lanes; h += 2) {
+            __m256 a[2][ATTN_G];
             for (int g = 0; g < ATTN_G; g++)
-                _mm256_storeu_ps(acc[g] + 8 * h, a[g]);
+                a[0][g] = a[1][g] = _mm256_setzero_ps();
+            for (int64_t i = 8 * h; i < n_max; i += step) { /* slice h at i, slice h + 1 at i + 8 */
+                values_step(vr, i, n_max, n_kv, probs, stride, a[0]);
+                if (i + 8 < n_max)
+                    values_step(vr, i + 8, n_max, n_kv, probs, stride, a[1]);
+            }
+            for (int g = 0; g < ATTN_G; g++) {
+                _mm256_storeu_ps(acc[g] + 8 * h, a[0][g]);
+                _mm256_storeu_ps(acc[g] + 8 * h + 8, a[1][g]);
+            }
         }
         for (int g = 0; g < ATTN_G; g++)
             out[g * out_stride + j] = reduce_lanes(lanes, acc[g]);
