@@ -61,7 +61,7 @@ check "per token, every edge of the list is compared at every position ($rows ro
 
 "$loom" xray -m "$dense" -p "$prompt" --json >"$out" 2>"$err"; rc=$?
 check "--json is one JSON object with the rows and no divergence (one, without AVX-512)" \
-    '[ $rc -eq $((1 - avx512)) ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"first_divergent\"] is None) == (sys.argv[2] == \"1\") and len(d[\"rows\"]) > 0" "$out" $avx512'
+    '[ $rc -eq $((1 - avx512)) ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"first_divergent\"] is None) == (sys.argv[2] == \"1\") == d[\"reference_avx512\"] and len(d[\"rows\"]) > 0" "$out" $avx512'
 "$loom" xray -m "$dense" -p "$prompt" --layers 3 --edges 'blk.3.attn.*' --json >"$out" 2>"$err"; rc=$?
 check "--layers 3 --edges 'blk.3.attn.*' compares only those edges" \
     '[ $rc -eq 0 ] || [ $rc -eq $((1 - avx512)) ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"rows\"]; assert r and all(x[\"edge\"].startswith(\"blk.3.attn.\") for x in r)" "$out"'
