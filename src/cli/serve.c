@@ -92,6 +92,22 @@ static const struct loom_cli_option SERVE_OPTIONS[] = {
     {"--drain-timeout", LOOM_CLI_VALUE}, {"--timeout", LOOM_CLI_VALUE}, {"--max-body", LOOM_CLI_VALUE},
     LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 
+/* 1 with the reason printed (never the key) when val cannot be an --api-key: given before (prev), or holding white
+ * space at either end or a control character, which no request could send back (the header's value is trimmed). */
+static int serve_bad_key(const char *prev, const char *val)
+{
+    size_t n = strlen(val);
+    int ctl = 0;
+    for (size_t i = 0; i < n; i++)
+        ctl |= (unsigned char)val[i] < 0x20 || val[i] == 0x7f;
+    if (prev)
+        fprintf(stderr, "loom serve: --api-key given twice, expected one key (values not shown)\n");
+    else if (ctl || val[0] == ' ' || val[n - 1] == ' ')
+        fprintf(stderr, "loom serve: --api-key: expected a key without spaces at either end or control characters, "
+                        "which no request could send (its value is not shown)\n");
+    return prev || ctl || val[0] == ' ' || val[n - 1] == ' ';
+}
+
 static int serve_set_option(void *opts, const char *opt, const char *val)
 {
     struct serve_opts *o = opts;
@@ -116,6 +132,8 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
             fprintf(stderr, "loom serve: %s given twice ('%s', then '%s'), expected one template\n", opt, *slot, val);
             return -1;
         }
+        if (slot == &o->api_key && serve_bad_key(*slot, val))
+            return -1;
         *slot = val;
         return 0;
     }

@@ -437,6 +437,15 @@ check "serve --api-key=SECRET: the hint, never the secret" \
 "$loom" serve -m "$model" --api-kye=s3cr3t >"$out" 2>"$err"; rc=$?
 check "serve --api-kye=SECRET: the nearest option, never the secret" \
     '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom serve: unknown option .--api-kye=VALUE. (its value is not shown; did you mean --api-key? Options take their value as the next argument: --api-key VALUE)$" "$err"'
+# a key no request could send back (the server trims the header's value), or a second key: refused before loading
+for key in " s3cr3t" "s3cr3t " "$(printf 's3\tcr3t')"; do
+    "$loom" serve -m "$model" --api-key "$key" >"$out" 2>"$err"; rc=$?
+    check "serve --api-key with white space at an end or a control character: refused, the key not shown" \
+        '[ $rc -eq 2 ] && ! grep -q cr3t "$err" && grep -q "^loom serve: --api-key: expected a key without spaces at either end or control characters" "$err"'
+done
+"$loom" serve -m "$model" --api-key s3cr3t --api-key other >"$out" 2>"$err"; rc=$?
+check "serve --api-key twice: refused, neither key shown" \
+    '[ $rc -eq 2 ] && ! grep -q -e s3cr3t -e other "$err" && grep -q "^loom serve: --api-key given twice, expected one key" "$err"'
 "$loom" chat -m "$model" --temp=0.5 >"$out" 2>"$err" </dev/null; rc=$?
 check "chat --temp=0.5: the hint of a sampler option" \
     '[ $rc -eq 2 ] && grep -q "^loom chat: unknown option .--temp=0.5. (options take their value as the next argument: --temp 0.5)$" "$err" && grep -q "^usage: loom chat" "$err"'
