@@ -428,16 +428,20 @@ static void chat_prefill_words(const struct chat_turn_stats *t, char *buf, size_
         snprintf(buf, cap, "prefill %d token%s", t->n_prefill, t->n_prefill == 1 ? "" : "s");
 }
 
+/* No speed for what was not evaluated (as run's timing line): a prefill that stopped (its last request's time
+ * counts) or of no tokens, a decode of no tokens. */
 static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
 {
-    char speed[48] = "", prefill[80]; /* no speed for a prefill that stopped: its last request's time counts */
-    if (!t->stopped)
-        snprintf(speed, sizeof speed, " (%.2f tok/s)", t->t_prefill > 0 ? t->n_prefill / t->t_prefill : 0.0);
+    char speed[48] = "", prefill[80], decode[48] = "";
+    if (!t->stopped && t->n_prefill > 0 && t->t_prefill > 0)
+        snprintf(speed, sizeof speed, " (%.2f tok/s)", t->n_prefill / t->t_prefill);
+    if (t->n_generated > 0 && t->t_decode > 0)
+        snprintf(decode, sizeof decode, " (%.2f tok/s)", t->n_generated / t->t_decode);
     chat_prefill_words(t, prefill, sizeof prefill);
     fprintf(stderr, "%s: %s in %.3f s%s, %d reused from the session, %d cache restore(s) | "
-                    "decode %d token%s in %.3f s (%.2f tok/s)\n",
+                    "decode %d token%s in %.3f s%s\n",
             what, prefill, t->t_prefill, speed, t->n_reused, t->reset, t->n_generated,
-            t->n_generated == 1 ? "" : "s", t->t_decode, t->t_decode > 0 ? t->n_generated / t->t_decode : 0.0);
+            t->n_generated == 1 ? "" : "s", t->t_decode, decode);
 }
 
 /* Run a /command. Returns 1 to quit, 0 otherwise. */

@@ -640,6 +640,8 @@ exec 3>&-
 wait $pid; rc=$?
 check "chat: Ctrl+C during a long message's prefill: /timing says the prefill stopped, with no speed" \
     '[ $rc -eq 0 ] && grep -q "^last turn: prefill stopped after 0 of [0-9]* tokens in [0-9.]* s, 0 reused from the session" "$err"'
+check "chat: /timing gives no speed for zero tokens (the prefill stopped, nothing decoded)" \
+    '! grep "^last turn: prefill stopped" "$err" | grep -q "tok/s" && ! grep "^conversation: prefill 0 tokens" "$err" | grep -q "prefill 0 tokens in [0-9.]* s ("'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
