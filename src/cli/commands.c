@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -566,7 +567,16 @@ int loom_cli_check_output(const char *cmd, const char *path, const char *const *
     struct stat st, ds;
     parent_dir(path, dir, sizeof dir);
     int dir_errno = stat(dir, &ds) ? errno : !S_ISDIR(ds.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) ? errno : 0;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* what the writer's rename must not replace */
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    long name_max = dir_errno ? -1 : pathconf(dir, _PC_NAME_MAX); /* the file system's limits, as the writer's */
+    name_max = name_max > 0 ? name_max : NAME_MAX;
+    if (strlen(path) >= PATH_MAX)
+        fprintf(stderr, "loom %s: output '%.200s...': path of %zu bytes, expected under %d (PATH_MAX)\n", cmd, path,
+                strlen(path), PATH_MAX);
+    else if (strlen(base) > (size_t)name_max)
+        fprintf(stderr, "loom %s: output '%s': file name of %zu bytes, expected at most %ld (NAME_MAX)\n", cmd, path,
+                strlen(base), name_max);
+    else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* what the writer's rename must not replace */
         fprintf(stderr, "loom %s: output '%s': expected a regular file or a new path, found %s\n", cmd, path,
                 S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory"
                                                                              : "a device, FIFO or socket");

@@ -643,5 +643,13 @@ check "chat: Ctrl+C during a long message's prefill: /timing says the prefill st
 check "chat: /timing gives no speed for zero tokens (the prefill stopped, nothing decoded)" \
     '! grep "^last turn: prefill stopped" "$err" | grep -q "tok/s" && ! grep "^conversation: prefill 0 tokens" "$err" | grep -q "prefill 0 tokens in [0-9.]* s ("'
 
+# a file name past NAME_MAX: refused before any work by quantize, synth (status 1) and certify (2), naming the limit
+long=$(printf 'a%.0s' $(seq 1 256))
+"$loom" synth --preset micro --sparse -o "$(dirname "$out")/$long" >"$out" 2>"$err"; rc=$?
+check "synth -o NAME past NAME_MAX: status 1, the limit named" '[ $rc -eq 1 ] && grep -q "file name of 256 bytes, expected at most [0-9]* (NAME_MAX)" "$err"'
+"$loom" certify -m "$model" -n 1 -o "$(dirname "$out")/$long" >"$out" 2>"$err"; rc=$?
+check "certify -o PREFIX past NAME_MAX: status 2 before running, the limit named" \
+    '[ $rc -eq 2 ] && grep -q "file name of 261 bytes, expected at most [0-9]* (NAME_MAX)" "$err" && ! grep -q "prompt 1" "$err"'
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
