@@ -3,7 +3,9 @@
 #ifndef LOOM_TEST_H
 #define LOOM_TEST_H
 
+#include <dirent.h>
 #include <glob.h>
+#include <string.h>
 #include <stdio.h>
 
 static int test_passed, test_failed;
@@ -36,6 +38,18 @@ static inline int test_temporary_left(const char *path)
     if (found)
         globfree(&g);
     return found;
+}
+
+/* Entries of directory d (besides . and ..). */
+static inline int dir_entries(const char *d)
+{
+    DIR *h = opendir(d);
+    int n = 0;
+    for (struct dirent *e; h && (e = readdir(h)) != NULL;)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (h)
+        closedir(h);
+    return n;
 }
 
 static inline int test_finish(void)

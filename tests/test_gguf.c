@@ -537,18 +537,6 @@ static void test_round_trip(const char *dir)
     free(b.p);
 }
 
-/* A valid file cut at every byte must fail (no crash, no over-read), and the whole file must open. */
-/* Entries of directory d (besides . and ..). */
-static int dir_entries(const char *d)
-{
-    DIR *h = opendir(d);
-    int n = 0;
-    for (struct dirent *e; h && (e = readdir(h)) != NULL;)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    if (h)
-        closedir(h);
-    return n;
-}
 
 /* sub/NAME where NAME is `len` bytes of 'n' ending in ".gguf", into path[cap]. */
 static const char *long_name(char *path, size_t cap, const char *sub, size_t len)
@@ -647,6 +635,7 @@ static void test_writer_staging(const char *dir)
     rmdir(sub);
 }
 
+/* A valid file cut at every byte must fail (no crash, no over-read), and the whole file must open. */
 static void test_truncation(void)
 {
     struct gb b = build_all_types();

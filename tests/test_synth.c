@@ -57,18 +57,6 @@ static int write_mini_vocab(const char *dir)
     return rc;
 }
 
-/* Entries of directory d (besides . and ..). */
-static int dir_entries(const char *d)
-{
-    DIR *h = opendir(d);
-    int n = 0;
-    for (struct dirent *e; h && (e = readdir(h)) != NULL;)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    if (h)
-        closedir(h);
-    return n;
-}
-
 static uint64_t file_digest(const char *path)
 {
     FILE *f = fopen(path, "rb");
