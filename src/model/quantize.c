@@ -4,7 +4,6 @@
  * writer with each type's weight quantizer (the imatrix-weighted one where an importance matrix covers the
  * tensor), every source and output row validated as the reference does. */
 #include "model/quantize.h"
-#include "model/synth.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -936,7 +935,7 @@ static int quant_weights_for(const struct loom_quant_extra *x, const struct loom
     return LOOM_OK;
 }
 
-/* llama-quant.cpp tensor_requires_imatrix (declared in model/synth.h, which says what it covers). */
+/* llama-quant.cpp tensor_requires_imatrix (model/quantize.h says what it covers). */
 int loom_quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype)
 {
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight") ||

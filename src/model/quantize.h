@@ -103,6 +103,12 @@ int loom_quant_choose_types_ex(const struct loom_quant_model *m, const struct lo
                                const struct loom_quant_recipe *r, const struct loom_quant_extra *x, uint32_t *out,
                                loom_error *err);
 
+/* Whether llama.cpp quantizes tensor `name` to `type` under the recipe of llama_ftype `ftype` only with an
+ * importance matrix (llama-quant.cpp tensor_requires_imatrix: the very-low-bit types IQ1_S, IQ1_M, IQ2_XXS,
+ * IQ2_XS, IQ2_S and IQ3_XXS, and Q2_K under Q2_K_S, except for the token embedding and the output), which
+ * llama_model_quantize refuses without one (and loom_quant_write_ex too). Synth's recipes ask it as well. */
+int loom_quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype);
+
 /* perm[k] = the index in t[0..n) of the k-th tensor in the reference's order (llama_model_loader's
  * weight_name_comparer: by the N of "blk.N." (-1 for other names), then by name), the order in which
  * llama_model_quantize chooses types and writes tensors. LOOM_E_NOMEM or LOOM_OK. */

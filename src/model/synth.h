@@ -36,12 +36,6 @@ enum loom_synth_router {
                                     * every token's embedding */
 };
 
-/* Whether llama.cpp quantizes tensor `name` to `type` under the recipe of llama_ftype `ftype` only with an
- * importance matrix (llama-quant.cpp tensor_requires_imatrix: the very-low-bit types IQ1_S, IQ1_M, IQ2_XXS,
- * IQ2_XS, IQ2_S and IQ3_XXS, and Q2_K under Q2_K_S, except for the token embedding and the output), which
- * llama_model_quantize refuses without one. Defined in quantize.c, shared by the quantizer and synth's recipes. */
-int loom_quant_requires_imatrix(const char *name, uint32_t type, uint32_t ftype);
-
 /* The preset called `name` ("micro", "tiny", "0.8b", "tiny-moe", ...), or NULL. */
 const struct loom_synth_preset *loom_synth_find_preset(const char *name);
 
