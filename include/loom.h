@@ -58,6 +58,16 @@ int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err);
 /* Name of the active kernel set ("scalar", "avx2", "avx512"). */
 const char *loom_kernels_name(void);
 
+/* Float-order profile: the reference CPU build whose float orders loom's reference numerics reproduce. AVX512
+ * (the default): llama.cpp's AVX-512 builds (libggml-cpu-zen4 and kin); HASWELL: its AVX2 build
+ * (libggml-cpu-haswell), the one a CPU without AVX-512 loads (docs/haswell-numerics.md). Every kernel set runs
+ * either profile. Choose it process-wide before loading models (LOOM_ORDERS=avx512|haswell in the CLI);
+ * LOOM_E_ARG for an unknown value. */
+enum loom_orders { LOOM_ORDERS_AVX512 = 0, LOOM_ORDERS_HASWELL = 1 };
+int loom_orders_select(enum loom_orders orders, loom_error *err);
+/* Name of the active float-order profile ("avx512", "haswell"). */
+const char *loom_orders_name(void);
+
 /* Load a GGUF model (mmap, admission, tensor binding). NULL on failure with err filled. Equivalent to
  * loom_model_load_ex with params NULL (the defaults below). */
 loom_model *loom_model_load(const char *path, loom_error *err);
@@ -825,8 +835,16 @@ void loom_model_desc_free(loom_model_desc *d);
 #define LOOM_SYNTH_VERSION 2
 #define LOOM_SYNTH_DEFAULT_SEED 1234u
 
-/* Progress of a file writer (synthesis, quantization): called before each tensor with its index, the tensor
- * count, the data bytes written so far, the total data bytes and the tensor's name. */
+/* Progress of a file writer (synthesis, quantization), called on the caller's thread:
+ * - before each tensor: index = its position in the output file (0-based) of n_tensors, name = its name;
+ * - within a tensor as its rows are produced (same index and name): synthesis looks every 64 rows (or columns),
+ *   quantization every 1024 rows, and reports only when done_bytes has grown by more than 1/200 of total_bytes
+ *   since the previous such call, so at most about 200 such calls per file (besides one per tensor);
+ * - once when the file is in place (not after a failure): index = n_tensors, done_bytes = total_bytes, name "".
+ * Sizes are bytes of tensor data as stored in the output file (quantized sizes for quantization; header,
+ * metadata and alignment padding not counted): total_bytes is the sum over all tensors, done_bytes that of the
+ * tensors written before this one plus, within a tensor, the share of it produced so far; done_bytes never
+ * decreases. A sparse synthesis (no tensor data) gets only the last call. */
 typedef void (*loom_progress_fn)(void *ctx, uint64_t index, uint64_t n_tensors, uint64_t done_bytes,
                                  uint64_t total_bytes, const char *name);
 
