@@ -91,7 +91,7 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
  * refused; "010" is ten). loom_cli_parse_u64: digits only, any value below 2^64 (synth's seed;
  * the sampler seeds of run, chat and serve stop at 2^63 - 1, as a JSON integer). loom_cli_parse_real: a
  * finite decimal number in [lo, hi] (strtod's decimal form: "0.5", ".5", "-1", "1e-3"; no blanks, '+', hex, inf
- * or nan). Each returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out
+ * or nan; one too small for a double is the 0 or subnormal it rounds to, one too large is out of range). Each returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out
  * untouched; the caller prints the message. */
 int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int loom_cli_parse_u64(const char *s, uint64_t *out);
@@ -195,8 +195,9 @@ void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct lo
  * else 1). commands.c. */
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
 
-/* Apply $LOOM_KERNELS (auto, scalar, avx2 or avx512) if set: the kernel set for every model loaded after.
- * Returns 0, or -1 with a message on stderr for an unknown value or one the CPU cannot run. commands.c. */
+/* Apply $LOOM_ORDERS (avx512 or haswell: the float-order profile) and $LOOM_KERNELS (auto, scalar, avx2 or
+ * avx512) if set: the kernel set for every model loaded after. Returns 0, or -1 with a message on stderr for an
+ * unknown value or one the CPU cannot run. commands.c. */
 int loom_cli_select_kernels(void);
 
 /* Ctrl+C (SIGINT), SIGTERM and SIGHUP (signals.c). The long-running subcommands (run, chat, bench, quantize,

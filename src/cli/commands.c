@@ -173,8 +173,8 @@ int loom_cli_parse_real(const char *s, double lo, double hi, double *out)
         return -1;
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
+    double v = strtod(s, &end); /* an underflow (ERANGE, 0 or a subnormal) is a number; an overflow is not */
+    if ((errno && !(errno == ERANGE && fabs(v) <= DBL_MIN)) || end == s || *end || !(v >= lo && v <= hi))
         return -1;
     *out = v;
     return 0;
@@ -608,8 +608,23 @@ const char *loom_cli_listed(const char *name, const char *(*list)(int i))
     return NULL;
 }
 
+/* $LOOM_ORDERS (avx512 or haswell) if set: the float-order profile. 0, or -1 with a message. */
+static int select_orders(void)
+{
+    const char *v = getenv("LOOM_ORDERS");
+    if (!v || !*v)
+        return 0;
+    if (!strcasecmp(v, "avx512") || !strcasecmp(v, "haswell"))
+        return loom_orders_select(strcasecmp(v, "haswell") ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL,
+                                  &(loom_error){0});
+    fprintf(stderr, "loom: LOOM_ORDERS: expected avx512 or haswell, found '%s'\n", v);
+    return -1;
+}
+
 int loom_cli_select_kernels(void)
 {
+    if (select_orders())
+        return -1;
     static const struct {
         const char *name;
         enum loom_kernel_mode mode;
@@ -693,13 +708,15 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         double v;
         if (strcmp(opt, f->name))
             continue;
-        if (loom_cli_parse_real(val, f->lo, f->hi, &v) == 0 && !(f->lo_open && v == f->lo)) {
-            if (v != 0 && !(fabs(v) >= FLT_MIN)) { /* as a float 0 or subnormal: a divisor of inf, or off */
-                fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s', which a float holds only "
-                                "as a subnormal or 0 (its least normal number is %g)\n", cmd, opt,
-                        f->lo_open ? '(' : '[', f->lo, f->hi, val, (double)FLT_MIN);
-                return -1;
-            }
+        int ok = loom_cli_parse_real(val, f->lo, f->hi, &v) == 0;
+        /* a number other than 0 that is 0 or subnormal as a float (1e-39, 1e-400): a divisor of inf, or off */
+        if (ok && strcspn(val, "123456789") < strcspn(val, "eE") && !(fabs(v) >= FLT_MIN)) {
+            fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s', which a float holds only as a "
+                            "subnormal or 0 (its least normal number is %g)\n", cmd, opt, f->lo_open ? '(' : '[',
+                    f->lo, f->hi, val, (double)FLT_MIN);
+            return -1;
+        }
+        if (ok && !(f->lo_open && v == f->lo)) {
             *(float *)((char *)&so->sp + f->off) = (float)v;
             return 1;
         }

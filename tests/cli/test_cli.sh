@@ -137,6 +137,20 @@ check "--read-ahead takes its value in any case (then needs --mem-budget)" '[ $r
 "$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-39 >"$out" 2>"$err"; rc=$?
 check "a value a float holds only as a subnormal is refused" \
     '[ $rc -eq 2 ] && grep -q -- "--repeat-penalty expects a number in (0, 100\], found .1e-39., which a float holds only as a subnormal or 0" "$err"'
+# a number too small for a double is the 0 or subnormal it rounds to (strtod's ERANGE is no range error), then
+# refused as any number a float holds only as a subnormal or 0; one too large for a double is out of range
+for v in 1e-400 -1e-400 1e-320; do
+    "$loom" run -m "$model" -p hi -n 1 --temp $v >"$out" 2>"$err"; rc=$?
+    check "run --temp $v: a float's 0 or subnormal, not out of range" \
+        '[ $rc -eq 2 ] && grep -q -- "--temp expects a number in \[0, 100\], found .$v., which a float holds only as a subnormal or 0" "$err"'
+done
+"$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-400 >"$out" 2>"$err"; rc=$?
+check "run --repeat-penalty 1e-400: a float's 0, said so (not only the range)" \
+    '[ $rc -eq 2 ] && grep -q -- "found .1e-400., which a float holds only as a subnormal or 0" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --temp 0e-400 >"$out" 2>"$err"; rc=$?
+check "run --temp 0e-400 is 0" '[ $rc -eq 0 ]'
+"$loom" run -m "$model" -p hi -n 1 --temp 1e999 >"$out" 2>"$err"; rc=$?
+check "run --temp 1e999 is out of range" '[ $rc -eq 2 ] && grep -q -- "--temp expects a number in \[0, 100\], found .1e999.$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --temp .5 -n 010 >"$out" 2>"$err"; rc=$?
 check "run takes --temp .5 and -n 010 (ten)" '[ $rc -eq 0 ] && grep -q "(10 generated)" "$err"'
 "$loom" quantize -t +2 a b Q4_K_M >"$out" 2>"$err"; rc=$?
