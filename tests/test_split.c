@@ -3,7 +3,10 @@
  * file identity (part, offset), the model identity across split and unsplit, inspect's view, every broken
  * set refused naming the part file and the field, and a set written whole or not at all. Writes its files into a private folder under /tmp. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +341,51 @@ static void check_write_split(const char *whole)
     loom_gguf_close(in);
 }
 
+/* Bytes of file path (0 when it cannot be read). */
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* A failure partway through loom_gguf_write_split (part 1, metadata only, staged; part 2, all the tensors, past the
+ * file size limit, as under `ulimit -f`) fails naming part 2 and leaves neither part nor any temporary file. */
+static void check_write_split_partway(const char *whole)
+{
+    loom_gguf *in = NULL;
+    loom_error err = {0};
+    CHECK(loom_gguf_open(whole, &in, &err) == LOOM_OK, "open: %s", err.msg);
+    if (!in)
+        return;
+    struct loom_split_part p[2] = {{0, 2, (int32_t)in->n_tensors, 0, 0, 1},
+                                   {1, 2, (int32_t)in->n_tensors, 0, in->n_tensors, 0}};
+    char prefix[512], first[1024], second[1024];
+    at(prefix, sizeof prefix, "sized");
+    loom_split_path(first, sizeof first, prefix, 0, 2, NULL);
+    loom_split_path(second, sizeof second, prefix, 1, 2, NULL);
+    int rc = loom_gguf_write_split(in, p, 2, prefix, &err);
+    long long s1 = file_size(first), s2 = file_size(second);
+    CHECK(rc == LOOM_OK && s1 > 0 && s2 > s1 + 1, "the sizing write: rc %d, parts of %lld and %lld bytes: %s", rc, s1,
+          s2, err.msg);
+    unlink(first);
+    unlink(second);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = (struct rlimit){(rlim_t)(s1 + s2) / 2, old.rlim_max}; /* part 1 fits, part 2 does not */
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);                 /* a write past the limit fails with EFBIG */
+    at(prefix, sizeof prefix, "limited");
+    loom_split_path(second, sizeof second, prefix, 1, 2, NULL);
+    if (rc == LOOM_OK && setrlimit(RLIMIT_FSIZE, &lim) == 0) {
+        rc = loom_gguf_write_split(in, p, 2, prefix, &err);
+        setrlimit(RLIMIT_FSIZE, &old);
+        CHECK(rc == LOOM_E_IO && strstr(err.msg, second) && strstr(err.msg, strerror(EFBIG)) && files_of(prefix) == 0,
+              "part 2 past the file size limit: rc %d, %d files left: %s", rc, files_of(prefix), err.msg);
+        printf("  %-34s %s\n", "part 2 past the file size limit", err.msg);
+    }
+    signal(SIGXFSZ, was);
+    loom_gguf_close(in);
+}
+
 /* Synthesize preset (type) over the mini vocabulary, split it in 3 and compare. */
 static void check_model(const char *vocab, const char *preset, uint32_t type, int full)
 {
@@ -357,6 +405,7 @@ static void check_model(const char *vocab, const char *preset, uint32_t type, in
         return;
     check_variants(whole);
     check_write_split(whole);
+    check_write_split_partway(whole);
     check_identity(whole, first, prefix);
     check_failures(whole);
 }

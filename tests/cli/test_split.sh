@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_split.sh BUILD — `loom` on a split model: the cached tiny model split in 3 by build/tools/split_model (the
-# gguf-split layout); run and inspect name its first part: run prints the unsplit file's greedy text, inspect
+# gguf-split layout); run and inspect name its first part: run prints the unsplit file's greedy text (also with
+# a first part of metadata only), split_model writes all its parts or none (a file size limit), inspect
 # lists the parts (file names, bytes, tensors per part) and each tensor's part; naming the second part fails with
 # the name of the first; a missing part is named; tokenize reads the first part; synth --sparse --split writes all
 # its parts or none. Prints "N passed, N failed".
@@ -26,6 +27,22 @@ whole_text=$(cat "$out")
 "$loom" run -m "$first" -p "The quick brown fox" -n 16 --temp 0 -t 2 >"$out" 2>"$err"; rc=$?
 check "run -m FIRST-PART runs" '[ $rc -eq 0 ]'
 check "run on the split model prints the unsplit file's text" '[ "$(cat "$out")" = "$whole_text" ]'
+
+# --no-tensor-first-split (gguf-split's option): the first part holds only the metadata; then a file size limit
+# (ulimit -f) between the first part's size and the second's fails the second part after the first was written:
+# split_model exits 1 naming it, and neither part nor any temporary file is left (all parts or none)
+mkdir "$dir/meta"
+"$split" --no-tensor-first-split "$model" "$dir/meta/m" 3 2>"$err"; rc=$?
+check "split_model --no-tensor-first-split writes 3 parts" '[ $rc -eq 0 ] && [ "$(ls "$dir/meta" | wc -l)" -eq 3 ]'
+"$loom" run -m "$dir/meta/m-00001-of-00003.gguf" -p "The quick brown fox" -n 16 --temp 0 -t 2 >"$out" 2>"$err"; rc=$?
+check "... and run on it prints the unsplit file's text" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "$whole_text" ]'
+meta_kb=$(( ($(stat -c %s "$dir/meta/m-00001-of-00003.gguf") + 1023) / 1024 ))
+second_kb=$(( $(stat -c %s "$dir/meta/m-00002-of-00003.gguf") / 1024 ))
+rm -rf "$dir/meta" && mkdir "$dir/meta"
+(ulimit -f "$meta_kb" && trap '' XFSZ && exec "$split" --no-tensor-first-split "$model" "$dir/meta/m" 3) >"$out" 2>"$err"; rc=$?
+check "under ulimit -f $meta_kb (part 2 needs $second_kb KiB) split_model exits 1 naming part 2, too large" \
+    '[ $second_kb -gt $meta_kb ] && [ $rc -eq 1 ] && grep -qF "'"'"'$dir/meta/m-00002-of-00003.gguf'"'"': File too large" "$err"'
+check "... and leaves no part and no temporary file" '[ -z "$(ls -A "$dir/meta")" ]'
 
 "$loom" inspect "$first" >"$out" 2>"$err"; rc=$?
 check "inspect FIRST-PART runs" '[ $rc -eq 0 ]'
