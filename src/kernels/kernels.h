@@ -64,16 +64,21 @@ struct loom_type_kernels {
 struct loom_kernel_set {
     const char *name;           /* "scalar", "avx2", "avx512" */
     enum loom_kernel_mode mode; /* LOOM_KERNELS_SCALAR, _AVX2, _AVX512 */
+    enum loom_orders orders;    /* the float-order profile its F32/F16/BF16 dots and ops follow (loom.h) */
     struct loom_type_kernels types[LOOM_TYPE_COUNT];
     struct loom_ops_kernels ops; /* the per-head ops (ops.h) */
 };
 
-/* The set for `mode` (AUTO: the widest this CPU runs), or NULL when the CPU lacks its instructions (AVX2: AVX2,
+/* The set for `mode` in the active float-order profile (AUTO: the widest this CPU runs), or NULL when the CPU lacks its instructions (AVX2: AVX2,
  * FMA, F16C, BMI2; AVX-512: those and F, BW, VL, DQ, VNNI, BF16) or mode is unknown. */
 const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode);
 
 /* The process-wide default set: the one loom_kernels_select chose last, else AUTO's (chosen at the first
  * call). Read by model load (the set a model holds) and by callers without a model (quantization). */
 const struct loom_kernel_set *loom_kernels_active(void);
+
+/* The process-wide float-order profile (loom_orders_select; LOOM_ORDERS_AVX512 until then): the sets above are
+ * its, and the router (router.c), which no set holds, reads it. */
+enum loom_orders loom_orders_active(void);
 
 #endif

@@ -30,9 +30,12 @@ struct matmul_job {
     const struct loom_x16_kernels *x16;  /* an X16 weight's group kernels in dot_group's order, or NULL */
 };
 
-/* tinyBLAS's vector step per type on the reference's AVX-512 build: it runs only when n_in is a multiple. */
-static const int64_t tinyblas_step[LOOM_TYPE_COUNT] = {[LOOM_TYPE_F32] = 16, [LOOM_TYPE_F16] = 16,
-                                                       [LOOM_TYPE_BF16] = 32, [LOOM_TYPE_IQ4_NL] = 32};
+/* tinyBLAS's vector step per type on the reference's AVX-512 and AVX2 builds (float-order profiles avx512 and
+ * haswell): it runs only when n_in is a multiple. */
+static const int64_t tinyblas_step[2][LOOM_TYPE_COUNT] = {
+    [LOOM_ORDERS_AVX512] = {[LOOM_TYPE_F32] = 16, [LOOM_TYPE_F16] = 16, [LOOM_TYPE_BF16] = 32, [LOOM_TYPE_IQ4_NL] = 32},
+    [LOOM_ORDERS_HASWELL] = {[LOOM_TYPE_F32] = 8, [LOOM_TYPE_F16] = 8, [LOOM_TYPE_BF16] = 8, [LOOM_TYPE_IQ4_NL] = 32},
+};
 
 const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
                                                int64_t n_in, int64_t n_tok, int64_t t, int plain_buffer)
@@ -47,7 +50,8 @@ const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks,
     if (k->iqp.row && n_out % 8 == 0 && n_tok >= 8)
         return &k->iqp;
     /* tinyBLAS's quantized (Q0) kernels take any row count; its float ones need n_out % 4 == 0 */
-    if (n_tok >= 2 && (n_out % 4 == 0 || type == LOOM_TYPE_IQ4_NL) && k->tinyblas.row && n_in % tinyblas_step[type] == 0)
+    if (n_tok >= 2 && (n_out % 4 == 0 || type == LOOM_TYPE_IQ4_NL) && k->tinyblas.row &&
+        n_in % tinyblas_step[ks->orders][type] == 0)
         return &k->tinyblas;
     return &k->vec_dot;
 }

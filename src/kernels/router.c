@@ -1,9 +1,12 @@
 /* router.c — the mixture-of-experts router of one token (ops.h): softmax over the router logits, the top k
  * by the reference's argsort (libstdc++'s std::sort, ties included), and the selected weights normalized,
- * each step with the rounding points of llama.cpp's CPU backend (see ops.h for the op-by-op source). */
+ * each step with the rounding points of llama.cpp's CPU backend (see ops.h for the op-by-op source; the softmax
+ * in the active float-order profile's, orders_haswell.h for haswell). */
 #include <math.h>
 
+#include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "kernels/orders_haswell.h"
 
 /* ---- libstdc++'s std::sort on indices, compared by x[a] > x[b] --------------------------------------
  * The algorithm of bits/stl_algo.h and bits/stl_heap.h (introsort), written out for int32 indices so that
@@ -197,7 +200,10 @@ static void soft_max(int n, float *p)
 void loom_ops_moe_route(int n, int k, float *logits, int32_t *ids, float *weights)
 {
     int32_t order[LOOM_OPS_MAX_EXPERTS];
-    soft_max(n, logits);
+    if (loom_orders_active() == LOOM_ORDERS_HASWELL)
+        loom_hsw_softmax_router(n, logits);
+    else
+        soft_max(n, logits);
     loom_ops_argsort_desc(n, logits, order);
     double sum = 0.0;
     for (int j = 0; j < k; j++) {

@@ -1,10 +1,11 @@
-/* sets.c — the three kernel sets (kernels.h) as const tables, and the choice among them: the widest the CPU
- * runs at the first use, or the one loom_kernels_select names. Every SIMD kernel returns bit-identical results
- * to its scalar counterpart (tests/test_kernels.c, test_ops.c, test_q4_k_x16.c and test_q6_k_x16.c check
- * this). */
+/* sets.c — the three kernel sets (kernels.h) as const tables, their copies in the haswell float-order profile,
+ * and the choice among them: the widest the CPU runs at the first use, or the one loom_kernels_select names, in
+ * the profile loom_orders_select names. Every SIMD kernel returns bit-identical results to its scalar
+ * counterpart (tests/test_kernels.c, test_ops.c, test_q4_k_x16.c and test_q6_k_x16.c check this). */
 #include <pthread.h>
 
 #include "kernels/kernels.h"
+#include "kernels/orders_haswell.h"
 #include "kernels/protos.h"
 #include "util/cpu.h"
 #include "util/error.h"
@@ -66,6 +67,7 @@
 static const struct loom_kernel_set set_scalar = {
     .name = "scalar",
     .mode = LOOM_KERNELS_SCALAR,
+    .orders = LOOM_ORDERS_AVX512,
     .types = {
         [LOOM_TYPE_F32] = {.from_float = loom_f32_from_float, .vec_dot = DOT(loom_f32_vec_dot),
                            .tinyblas = DOT(loom_f32_tinyblas)},
@@ -127,6 +129,7 @@ static const struct loom_kernel_set set_scalar = {
 static const struct loom_kernel_set set_avx2 = {
     .name = "avx2",
     .mode = LOOM_KERNELS_AVX2,
+    .orders = LOOM_ORDERS_AVX512,
     .types = {
         AVX2_SHARED_TYPES,
         LOW_BIT_TYPES_AVX2,
@@ -156,6 +159,7 @@ static const struct loom_kernel_set set_avx2 = {
 static const struct loom_kernel_set set_avx512 = {
     .name = "avx512",
     .mode = LOOM_KERNELS_AVX512,
+    .orders = LOOM_ORDERS_AVX512,
     .types = {
         AVX2_SHARED_TYPES,
         LOW_BIT_TYPES_AVX2,
@@ -179,13 +183,56 @@ static const struct loom_kernel_set set_avx512 = {
     .ops = OPS(_avx512),
 };
 
-static const struct loom_kernel_set *active;
+static const struct loom_kernel_set *active; /* in the avx512 profile; loom_kernels_active maps it */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* The haswell profile (orders_haswell.h): each set with its F32/F16/BF16 dots and its float-order-dependent ops
+ * replaced by the profile's scalar kernels (so every set is bitwise the same in it), indexed by mode - SCALAR. */
+static enum loom_orders orders = LOOM_ORDERS_AVX512;
+static struct loom_kernel_set haswell_sets[3];
+static pthread_once_t haswell_once = PTHREAD_ONCE_INIT;
+
+static void haswell_of(const struct loom_kernel_set *base, struct loom_kernel_set *s)
+{
+    *s = *base;
+    s->orders = LOOM_ORDERS_HASWELL;
+    s->types[LOOM_TYPE_F32].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f32_vec_dot);
+    s->types[LOOM_TYPE_F32].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f32_tinyblas);
+    s->types[LOOM_TYPE_F16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f16_vec_dot);
+    s->types[LOOM_TYPE_F16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f16_tinyblas);
+    s->types[LOOM_TYPE_BF16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_bf16_vec_dot);
+    s->types[LOOM_TYPE_BF16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_bf16_tinyblas);
+    s->ops.silu = loom_hsw_silu;
+    s->ops.swiglu = loom_hsw_swiglu;
+    s->ops.conv1d_step = loom_hsw_conv1d_step;
+    s->ops.conv1d_chunk = loom_hsw_conv1d_chunk;
+    s->ops.delta_rule_step = loom_hsw_delta_rule_step;
+    s->ops.delta_rule_chunk = loom_hsw_delta_rule_chunk;
+    s->ops.attn_head = loom_hsw_attn_head;
+    s->ops.attn_heads = loom_hsw_attn_heads;
+    s->ops.attn_heads_q8 = loom_hsw_attn_heads_q8;
+}
+
+static void init_haswell(void)
+{
+    haswell_of(&set_scalar, &haswell_sets[0]);
+    haswell_of(&set_avx2, &haswell_sets[1]);
+    haswell_of(&set_avx512, &haswell_sets[2]);
+}
+
+/* set (an avx512-profile table, or NULL) in the active profile. */
+static const struct loom_kernel_set *in_orders(const struct loom_kernel_set *set)
+{
+    if (!set || orders == LOOM_ORDERS_AVX512)
+        return set;
+    pthread_once(&haswell_once, init_haswell);
+    return &haswell_sets[set->mode - LOOM_KERNELS_SCALAR];
+}
 
 /* The AVX2 set needs AVX2, FMA, F16C and BMI2; the AVX-512 set adds F, BW, VL, DQ, VNNI and BF16. */
 static int cpu_has(unsigned need) { return (loom_cpu_features() & need) == need; }
 
-const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode)
+static const struct loom_kernel_set *base_for(enum loom_kernel_mode mode)
 {
     switch (mode) {
     case LOOM_KERNELS_AUTO:
@@ -200,12 +247,14 @@ const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode)
     return 0;
 }
 
-static void init_auto(void) { active = loom_kernels_for(LOOM_KERNELS_AUTO); }
+const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode) { return in_orders(base_for(mode)); }
+
+static void init_auto(void) { active = base_for(LOOM_KERNELS_AUTO); }
 
 const struct loom_kernel_set *loom_kernels_active(void)
 {
     pthread_once(&init_once, init_auto);
-    return active;
+    return in_orders(active);
 }
 
 int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err)
@@ -215,7 +264,7 @@ int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err)
         mode != LOOM_KERNELS_AVX512)
         return loom_errorf(err, LOOM_E_ARG, "kernel mode: expected AUTO, SCALAR, AVX2 or AVX512, found %d",
                            (int)mode);
-    const struct loom_kernel_set *set = loom_kernels_for(mode);
+    const struct loom_kernel_set *set = base_for(mode);
     if (!set)
         return loom_errorf(err, LOOM_E_ARG, "kernel mode %s: this CPU lacks the required instructions",
                            mode == LOOM_KERNELS_AVX2 ? "avx2" : "avx512");
@@ -224,3 +273,15 @@ int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err)
 }
 
 const char *loom_kernels_name(void) { return loom_kernels_active()->name; }
+
+int loom_orders_select(enum loom_orders o, loom_error *err)
+{
+    if (o != LOOM_ORDERS_AVX512 && o != LOOM_ORDERS_HASWELL)
+        return loom_errorf(err, LOOM_E_ARG, "float-order profile: expected AVX512 or HASWELL, found %d", (int)o);
+    orders = o;
+    return LOOM_OK;
+}
+
+enum loom_orders loom_orders_active(void) { return orders; }
+
+const char *loom_orders_name(void) { return orders == LOOM_ORDERS_HASWELL ? "haswell" : "avx512"; }
