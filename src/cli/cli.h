@@ -159,10 +159,17 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
  * --NAME=VALUE (a value may itself start with "--" and hold '='), so for ARG spelled NAME=VALUE (-X=VALUE too)
  * with NAME in the table `options take their value as the next argument: NAME VALUE`, or for a flag `NAME takes no
  * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
- * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). A SECRET
- * option's value is never shown (`'--api-key=VALUE'`). Every command prints its synopsis or usage after it.
- * commands.c. */
+ * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). A secret's
+ * value is never shown (`'--api-key=VALUE'`): a SECRET option's in any command's table, whichever command it was
+ * given to (loom_cli_secret_name). Every command prints its synopsis or usage after it; cmd NULL: `loom: ...`
+ * (before a command). commands.c. */
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
+/* Whether an option named name[n] takes a secret, in whatever command it is given: a SECRET option of some
+ * command's table (each is listed in commands.c: the parser refuses one that is not) or a name near one, or any
+ * name holding key, token, passw or secret (ASCII case ignored). commands.c. */
+int loom_cli_secret_name(const char *name, size_t n);
+/* The command nearest to name as loom_cli_unknown finds an option (`srve`: serve), or NULL. commands.c. */
+const char *loom_cli_nearest_command(const char *name);
 /* Print `loom CMD: unexpected argument 'ARG' (WHY; loom CMD takes OPERANDS and the options A, B and C, each with a
  * value, and the flags D and E)`: WHY (NULL: none) says why ARG is not taken; OPERANDS (NULL: "only") what the
  * command takes besides the options of table. commands.c. */

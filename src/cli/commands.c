@@ -347,6 +347,31 @@ static const struct loom_cli_option *nearest_option(const struct loom_cli_option
     return tie ? NULL : best;
 }
 
+/* The options that some command's table holds as LOOM_CLI_SECRET (serve's --api-key): a value given to one of them,
+ * or to a name near one, is a secret whichever command it was given to. */
+static const struct loom_cli_option SECRET_OPTIONS[] = {{"--api-key", LOOM_CLI_SECRET}, {NULL, LOOM_CLI_SECRET}};
+
+int loom_cli_secret_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"key", "token", "passw", "secret"};
+    for (size_t i = 0; i < n; i++)
+        for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
+            if (n - i >= strlen(words[w]) && !strncasecmp(name + i, words[w], strlen(words[w])))
+                return 1;
+    return nearest_option(SECRET_OPTIONS, name, n) != NULL;
+}
+
+const char *loom_cli_nearest_command(const char *name)
+{
+    struct loom_cli_option table[sizeof loom_cli_commands / sizeof loom_cli_commands[0]];
+    size_t n = 0;
+    for (; loom_cli_commands[n].name; n++)
+        table[n] = (struct loom_cli_option){loom_cli_commands[n].name, LOOM_CLI_FLAG};
+    table[n] = (struct loom_cli_option){NULL, LOOM_CLI_FLAG};
+    const struct loom_cli_option *near = nearest_option(table, name, strlen(name));
+    return near ? near->name : NULL;
+}
+
 /* In "(A; B)" form: the opening before the first part, "; " before the others. */
 static void open_part(int *parts)
 {
@@ -368,11 +393,12 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
     if (!known)
         near = nearest_option(table, arg, n);
     const struct loom_cli_option *opt = known ? known : near;
-    int secret = eq && opt && opt->kind == LOOM_CLI_SECRET, parts = 0;
+    int secret = eq && ((opt && opt->kind == LOOM_CLI_SECRET) || loom_cli_secret_name(arg, n)), parts = 0;
+    fprintf(stderr, "loom%s%s: unknown option ", cmd ? " " : "", cmd ? cmd : "");
     if (secret)
-        fprintf(stderr, "loom %s: unknown option '%.*s=VALUE'", cmd, (int)n, arg);
+        fprintf(stderr, "'%.*s=VALUE'", (int)n, arg);
     else
-        fprintf(stderr, "loom %s: unknown option '%s'", cmd, arg);
+        fprintf(stderr, "'%s'", arg);
     if (secret)
         open_part(&parts), fputs("its value is not shown", stderr);
     if (near)

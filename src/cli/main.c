@@ -52,8 +52,14 @@ int main(int argc, char **argv)
             return loom_cli_select_kernels()
                        ? 2
                        : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1), c->trouble));
-    fprintf(stderr, "loom: unknown %s '%s'%s\n", argv[1][0] == '-' ? "option" : "command", argv[1],
-            argv[1][0] == '-' ? " (options come after the command: loom COMMAND --help lists them)" : "");
+    static const struct loom_cli_option top[] = {
+        {"-h", LOOM_CLI_FLAG}, {"--help", LOOM_CLI_FLAG}, {"--version", LOOM_CLI_FLAG}, {NULL, LOOM_CLI_FLAG}};
+    const char *near = loom_cli_nearest_command(argv[1]);
+    if (argv[1][0] == '-')
+        loom_cli_unknown(NULL, top, argv[1], "options come after the command: loom COMMAND --help lists them");
+    else
+        fprintf(stderr, "loom: unknown command '%s'%s%s%s\n", argv[1], near ? " (did you mean " : "",
+                near ? near : "", near ? "?)" : "");
     usage(stderr);
     return 2;
 }

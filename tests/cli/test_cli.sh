@@ -55,6 +55,17 @@ check "bench -t 0 shows bench's synopsis" '[ $rc -eq 2 ] && grep -q "^usage: loo
 check "loom --version extra is refused" '[ $rc -eq 2 ] && grep -q "^loom: --version takes no arguments, found .extra.$" "$err"'
 "$loom" --bogus >"$out" 2>"$err"; rc=$?
 check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--bogus. (options come after the command" "$err"'
+# an unknown command: the nearest command when one is obvious, as for an option
+for a in "srve serve" "sreve serve" "Run run" "tok tokenize" "quantise quantize" "chta chat"; do
+    "$loom" ${a% *} >"$out" 2>"$err"; rc=$?
+    check "loom ${a% *}: did you mean ${a#* }?" \
+        '[ $rc -eq 2 ] && grep -q "^loom: unknown command .${a% *}. (did you mean ${a#* }?)$" "$err" && grep -q "^usage: loom COMMAND" "$err"'
+done
+"$loom" frobnicate >"$out" 2>"$err"; rc=$?
+check "loom frobnicate: no command near it" '[ $rc -eq 2 ] && grep -q "^loom: unknown command .frobnicate.$" "$err"'
+"$loom" --verison >"$out" 2>"$err"; rc=$?
+check "loom --verison: did you mean --version?" \
+    '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--verison. (did you mean --version?; options come after the command" "$err"'
 "$loom" inspect >"$out" 2>"$err"; rc=$?
 check "inspect without FILE says so" '[ $rc -eq 2 ] && grep -q "^loom inspect: expected a GGUF FILE, found none$" "$err" && grep -q "^usage: loom inspect" "$err"'
 "$loom" inspect --ctx 16777217 "$model" >"$out" 2>"$err"; rc=$?
@@ -451,6 +462,15 @@ check "serve --api-key=SECRET: the hint, never the secret" \
 "$loom" serve -m "$model" --api-kye=s3cr3t >"$out" 2>"$err"; rc=$?
 check "serve --api-kye=SECRET: the nearest option, never the secret" \
     '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom serve: unknown option .--api-kye=VALUE. (its value is not shown; did you mean --api-key? Options take their value as the next argument: --api-key VALUE)$" "$err"'
+# a secret is a secret whichever command it was given to, before a command too: a name some command takes as a
+# secret (or near one), or any name holding key, token, passw or secret, never has its value shown
+for c in "" run chat serve bench certify xray synth tokenize inspect quantize; do
+    for a in --api-key=s3cr3t --api-kye=s3cr3t --API-KEY=s3cr3t --token=s3cr3t --db-password=s3cr3t -secret=s3cr3t; do
+        "$loom" $c $a >"$out" 2>"$err" </dev/null; rc=$?
+        check "loom $c $a: unknown, its value not shown" \
+            '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom${c:+ $c}: unknown option .${a%%=*}=VALUE. (its value is not shown" "$err"'
+    done
+done
 # a key no request could send back (the server trims the header's value), or a second key: refused before loading
 for key in " s3cr3t" "s3cr3t " "$(printf 's3\tcr3t')"; do
     "$loom" serve -m "$model" --api-key "$key" >"$out" 2>"$err"; rc=$?
