@@ -73,13 +73,15 @@ static void serve_usage(FILE *f)
                "  --timeout S        seconds a request may take from its arrival, waiting included; then it ends\n"
                "                     as at max_tokens (finish_reason length; default 600, 0 = no limit)\n"
                "  --drain-timeout S  on SIGTERM / SIGINT / SIGHUP, seconds running requests may take to finish\n"
-               "                     (default 30)\n"
+               "                     (default 30); then each ends with its text so far (finish_reason shutdown)\n"
                "  --chat-template-file FILE  the chat template to render with instead of the model file's own\n"
                "                     (any Jinja chat template: the official Qwen3.5 one renders built in, others\n"
                "                     through loom's Jinja interpreter; tool calls need the official Qwen3.5 one)\n"
                LOOM_CLI_MODEL_USAGE
                "Endpoints: GET / (a chat page), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
-               "POST /v1/completions, POST /tokenize, POST /detokenize.\n",
+               "POST /v1/completions, POST /tokenize, POST /detokenize. Of llama.cpp server's request fields,\n"
+               "n_predict (max_tokens), repeat_penalty and repeat_last_n are taken; the others loom does not\n"
+               "implement (n_probs, typical_p, mirostat, grammar, ...) only at their neutral values, else 400.\n",
             SERVE_SYNOPSIS);
 }
 
@@ -169,9 +171,10 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
             return -1;
         }
         *(int *)((char *)o + ints[i].off) = (int)v;
-        break;
+        return 0;
     }
-    return 0; /* the rest of the table: one of ints */
+    fprintf(stderr, "loom serve: %s is in serve's option table but no branch takes it (a bug in loom)\n", opt);
+    return -1;
 }
 
 /* ---- replies ---- */
@@ -361,7 +364,7 @@ static void req_finish(struct server *s, struct serve_req *r)
         else
             evhttp_send_reply(h, 503, status_reason(503), NULL);
     } else {
-        if (r->finish == SERVE_FINISH_STOP || r->finish == SERVE_FINISH_LENGTH) { /* the parser's held text */
+        if (r->finish != SERVE_FINISH_ERROR && r->finish != SERVE_FINISH_CANCELLED) { /* the parser's held text */
             struct serve_buf none = {0};
             req_deliver(s, r, &none, &none, NULL, 1);
         }
@@ -372,7 +375,7 @@ static void req_finish(struct server *s, struct serve_req *r)
             stream_end(s, r);
         else if (r->finish == SERVE_FINISH_ERROR)
             send_errorf(h, 500, NULL, "engine_error", r->error);
-        else if (r->finish == SERVE_FINISH_CANCELLED) /* the drain ran out of time (or the client went away) */
+        else if (r->finish == SERVE_FINISH_CANCELLED) /* queued when the drain began */
             send_errorf(h, 503, NULL, "cancelled", "the request was stopped: the server is shutting down");
         else {
             char *body = serve_response_json(r, s->model_id);
@@ -720,7 +723,8 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     if (t > s->drain_deadline && !s->cancelled_all) {
         int running, queued;
         count_live(s, &running, &queued, 0);
-        fprintf(stderr, "loom serve: drain timeout: stopping %d running request%s\n", running, running == 1 ? "" : "s");
+        fprintf(stderr, "loom serve: drain timeout: ending %d running request%s with the text so far (finish_reason "
+                        "shutdown)\n", running, running == 1 ? "" : "s");
         s->cancelled_all = 1;
         serve_engine_cancel_all(s->eng);
     }

@@ -22,7 +22,9 @@ enum serve_finish {
     SERVE_FINISH_NONE = 0,
     SERVE_FINISH_STOP,      /* end-of-generation token or a stop string */
     SERVE_FINISH_LENGTH,    /* max_tokens or the end of the slot's context */
-    SERVE_FINISH_CANCELLED, /* the client went away, or the server stopped waiting for it (shutdown) */
+    SERVE_FINISH_SHUTDOWN,  /* the drain ran out of time (serve_engine_cancel_all): ends as at a limit, its text so
+                             * far delivered (finish_reason "shutdown") */
+    SERVE_FINISH_CANCELLED, /* the client went away, or a queued request the drain answers 503 */
     SERVE_FINISH_ERROR,     /* the engine failed (message in error) */
 };
 
@@ -146,7 +148,8 @@ char *serve_final_chunk_json(const struct serve_req *r, const char *model);
 /* OpenAI's usage chunk of a stream (stream_options.include_usage): no choices, the usage. */
 char *serve_usage_chunk_json(const struct serve_req *r, const char *model);
 char *serve_response_json(const struct serve_req *r, const char *model);
-/* finish_reason: "tool_calls" when the answer made calls and ended on its own, else "stop" or "length". */
+/* finish_reason: "shutdown" when the drain ended it, "tool_calls" when the answer made calls and ended on its own,
+ * else "stop" or "length". */
 const char *serve_finish_name(const struct serve_req *r);
 /* Nonzero when s[n] is valid UTF-8. */
 int serve_utf8_valid(const char *s, size_t n);
@@ -172,10 +175,9 @@ int serve_engine_start(struct serve_engine **out, const loom_model *m, const str
 /* Queue r for a slot (the engine owns it until it sets r->released). Returns 0, or -1 when the queue is full
  * (r untouched). */
 int serve_engine_submit(struct serve_engine *e, struct serve_req *r);
-/* Ask every queued and running request to stop (at the engine's next step). */
+/* Ask every queued and running request to stop (at the engine's next step): a running one ends as at a limit
+ * (SERVE_FINISH_SHUTDOWN, its text so far delivered), a queued one is cancelled. */
 void serve_engine_cancel_all(struct serve_engine *e);
-/* Requests queued or in slots. */
-int serve_engine_busy(struct serve_engine *e);
 /* Positions of one slot's context. */
 int serve_engine_n_ctx(const struct serve_engine *e);
 /* Tokens the engine evaluated so far (prompts, decode steps, re-evaluations after a rewind). */

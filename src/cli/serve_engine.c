@@ -193,7 +193,7 @@ static int slot_emit(struct serve_engine *e, struct slot *sl, const char *s, siz
 static void slot_finish(struct serve_engine *e, struct slot *sl, enum serve_finish f, const char *error)
 {
     struct serve_req *r = sl->r;
-    if (f == SERVE_FINISH_STOP || f == SERVE_FINISH_LENGTH) {
+    if (f == SERVE_FINISH_STOP || f == SERVE_FINISH_LENGTH || f == SERVE_FINISH_SHUTDOWN) {
         int k = loom_detok_flush(&sl->dt, e->text, (int)sizeof e->text);
         int stopped = k > 0 ? slot_emit(e, sl, e->text, (size_t)k) : 0;
         k = sl->in_think ? loom_stop_flush(sl->think_end, e->out, sizeof e->out, NULL) : 0;
@@ -349,12 +349,17 @@ static int engine_admit(struct serve_engine *e, int *cancel)
     return !e->quit || e->n_active > 0;
 }
 
-/* Free the slots whose requests were cancelled (all of them when cancel_all). */
+/* Free the slots whose requests were cancelled, and with cancel_all (the drain's end) every other one too, as at a
+ * limit: its text so far delivered, as --timeout's. */
 static void engine_reap_cancelled(struct serve_engine *e, int cancel_all)
 {
-    for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].state != SLOT_FREE && (cancel_all || atomic_load(&e->slots[i].r->cancelled)))
-            slot_finish(e, &e->slots[i], SERVE_FINISH_CANCELLED, NULL);
+    for (int i = 0; i < e->n_slots; i++) {
+        struct slot *sl = &e->slots[i];
+        if (sl->state != SLOT_FREE && atomic_load(&sl->r->cancelled))
+            slot_finish(e, sl, SERVE_FINISH_CANCELLED, NULL);
+        else if (sl->state != SLOT_FREE && cancel_all)
+            slot_finish(e, sl, SERVE_FINISH_SHUTDOWN, NULL);
+    }
 }
 
 /* One chunk of one prompt (round robin over the slots in prefill), so that decoding slots keep streaming. */
@@ -471,14 +476,6 @@ void serve_engine_cancel_all(struct serve_engine *e)
         atomic_store(&e->queue[(e->q_head + i) % e->q_cap]->cancelled, 1);
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
-}
-
-int serve_engine_busy(struct serve_engine *e)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = e->n_active + e->q_len;
-    pthread_mutex_unlock(&e->mu);
-    return n;
 }
 
 int serve_engine_n_ctx(const struct serve_engine *e) { return e->n_ctx; }

@@ -81,11 +81,144 @@ char *serve_error_body(const struct serve_err *e)
     return s;
 }
 
+/* ---- numbers beyond what Jansson holds ---- */
+
+/* A valid number that Jansson cannot hold (an integer beyond 64 bits, a real beyond a double: 9223372036854775808,
+ * 1e400) fails the whole body. parse_body puts a stand-in real in its place (one of the largest doubles, signed as
+ * the number: every range refuses it and no integer field takes a real) and keeps the number's text here, for the
+ * parse of this one body (the HTTP side's thread), so that the field's own check names it, its range and what was
+ * found; one in a field no check reads is refused after the checks (big_unread). */
+#define BIG_MAX 16
+static _Thread_local struct {
+    const json_t *v[BIG_MAX];
+    char text[BIG_MAX][48];
+    int n;
+} g_big;
+
+/* The i-th stand-in's magnitude: DBL_MAX, then one ulp below for each next one (each tells which number it is). */
+static double big_standin(int i)
+{
+    double d = DBL_MAX;
+    while (i-- > 0)
+        d = nextafter(d, 0);
+    return d;
+}
+
+/* The number's text when v stands in for one, else NULL. */
+static const char *big_text(const json_t *v)
+{
+    for (int i = 0; v && i < g_big.n; i++)
+        if (g_big.v[i] == v)
+            return g_big.text[i];
+    return NULL;
+}
+
+/* Find the stand-ins in the parsed body. */
+static void big_find(json_t *x)
+{
+    const char *key;
+    json_t *y;
+    size_t i;
+    if (json_is_real(x))
+        for (int k = 0; k < g_big.n; k++)
+            if (fabs(json_real_value(x)) == big_standin(k))
+                g_big.v[k] = x;
+    if (json_is_object(x))
+        json_object_foreach(x, key, y)
+            big_find(y);
+    if (json_is_array(x))
+        json_array_foreach(x, i, y)
+            big_find(y);
+}
+
+/* Parse text[n] as a stand-in replaces each number Jansson overflows on (text is the body, then a copy owned here).
+ * NULL with je filled as json_loadb's when the body fails otherwise (or holds more than BIG_MAX such numbers). */
+static json_t *parse_with_standins(const char *body, size_t len, json_error_t *je)
+{
+    char *copy = NULL;
+    const char *t = body;
+    size_t n = len;
+    json_t *o;
+    g_big.n = 0;
+    while (!(o = json_loadb(t, n, JSON_DECODE_ANY, je)) && json_error_code(je) == json_error_numeric_overflow &&
+           g_big.n < BIG_MAX && je->position > 0 && (size_t)je->position <= n) {
+        size_t end = (size_t)je->position, start = end; /* Jansson stops just past the number */
+        while (start > 0 && t[start - 1] && strchr("0123456789+-.eE", t[start - 1]))
+            start--;
+        int k = g_big.n++;
+        snprintf(g_big.text[k], sizeof g_big.text[k], "%.*s%s", (int)(end - start < 40 ? end - start : 40), t + start,
+                 end - start > 40 ? "..." : "");
+        char standin[40];
+        int m = snprintf(standin, sizeof standin, "%s%.17g", t[start] == '-' ? "-" : "", big_standin(k));
+        char *next = malloc(n - (end - start) + (size_t)m + 1);
+        if (!next)
+            break;
+        memcpy(next, t, start);
+        memcpy(next + start, standin, (size_t)m);
+        memcpy(next + start + m, t + end, n - end);
+        n = n - (end - start) + (size_t)m;
+        free(copy);
+        t = copy = next;
+    }
+    free(copy);
+    if (o)
+        big_find(o);
+    else
+        g_big.n = 0;
+    return o;
+}
+
+/* The path of v in x (as messages[2].content) into buf[at..cap); 0 when found, -1 (buf[at] cleared) when not. */
+static int path_of(json_t *x, const json_t *v, char *buf, size_t cap, size_t at)
+{
+    const char *key;
+    json_t *y;
+    size_t i;
+    if (x == v)
+        return 0;
+    if (json_is_object(x))
+        json_object_foreach(x, key, y) {
+            snprintf(buf + at, cap - at, "%s%s", at ? "." : "", key);
+            if (path_of(y, v, buf, cap, strlen(buf)) == 0)
+                return 0;
+        }
+    if (json_is_array(x))
+        json_array_foreach(x, i, y) {
+            snprintf(buf + at, cap - at, "[%zu]", i);
+            if (path_of(y, v, buf, cap, strlen(buf)) == 0)
+                return 0;
+        }
+    buf[at] = 0;
+    return -1;
+}
+
+/* After a body's checks passed: -1 with e naming the first number beyond what loom reads that sits where no
+ * check looked (a field loom does not read, a tool's schema, a chat_template_kwargs value), else 0. */
+static int big_unread(json_t *o, struct serve_err *e)
+{
+    char path[96];
+    if (g_big.n == 0)
+        return 0;
+    if (path_of(o, g_big.v[0], path, sizeof path, 0) != 0)
+        path[0] = 0;
+    return serve_fail(e, 400, path, "invalid_value", "%s: expected a number loom can hold (an integer within 64 "
+                      "bits, a real within a double's range), found %s", path, g_big.text[0]), -1;
+}
+
+/* Free a parsed body, forgetting its stand-ins. */
+static void body_free(json_t *o)
+{
+    g_big.n = 0;
+    json_decref(o);
+}
+
 /* ---- typed fields ---- */
 
 /* What a JSON value is, for messages: "a string", "an array", or the number itself. */
 static const char *jfound(const json_t *v, char *buf, size_t cap)
 {
+    if (big_text(v))
+        return big_text(v);
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -135,7 +268,7 @@ static int want_int(json_t *v, const char *path, const char *what, long long lo,
         *out = (long long)json_integer_value(v);
         return 0;
     }
-    int whole = json_is_real(v) && json_real_value(v) == floor(json_real_value(v));
+    int whole = json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && !big_text(v);
     return serve_fail(e, 400, path, json_is_number(v) ? "invalid_value" : "invalid_type",
                       "%s: expected %s in [%lld, %lld], found %s%s", path, what, lo, hi, jfound(v, buf, sizeof buf),
                       whole ? " (an integer is written without a fraction or an exponent)" : ""), -1;
@@ -233,12 +366,94 @@ static int check_response_format(json_t *o, struct serve_err *e)
     return 0;
 }
 
+/* llama.cpp server's own request fields for what loom does not implement (n_predict, repeat_penalty and
+ * repeat_last_n map exactly and are taken: parse_sampling). Each is taken at its neutral value, the one that turns
+ * it off (what loom does), and refused at any other, naming the field and the OpenAI field to use where there is
+ * one; a field that only tunes another (T: dry_base tunes dry_multiplier) changes nothing while that one is off, as
+ * in llama.cpp, and is taken. */
+static const struct llama_field {
+    const char *name;
+    char kind;      /* 'n': a number, neutral; 'b': a boolean, neutral (0 or 1); 's': a string, "" neutral; 'x': only
+                     * absent or null; 'T': tunes another */
+    double neutral;
+    const char *what, *instead; /* instead: the OpenAI field, or NULL */
+} LLAMA_FIELDS[] = {
+    {"n_probs", 'n', 0, "the top-N probabilities of each token", "logprobs (chat: with top_logprobs)"},
+    {"post_sampling_probs", 'b', 0, "probabilities after the samplers", "logprobs"},
+    {"n_cmpl", 'n', 1, "several completions", "n (1 only)"},
+    {"json_schema", 'x', 0, "schema-constrained output", "response_format (only {\"type\": \"text\"} so far)"},
+    {"dynatemp_range", 'n', 0, "dynamic temperature", "temperature"},
+    {"dry_multiplier", 'n', 0, "the DRY repetition penalty", "frequency_penalty or presence_penalty"},
+    {"t_max_predict_ms", 'n', 0, "a time limit on generation", "max_tokens (loom serve --timeout for time)"},
+    {"typical_p", 'n', 1, "locally typical sampling", NULL},
+    {"mirostat", 'n', 0, "Mirostat sampling", NULL},
+    {"xtc_probability", 'n', 0, "XTC sampling", NULL},
+    {"min_keep", 'n', 0, "a least number of candidates kept by the samplers", NULL},
+    {"n_keep", 'n', 0, "prompt tokens kept when the context shifts (loom never shifts it)", NULL},
+    {"n_indent", 'n', 0, "a least indentation", NULL},
+    {"n_cache_reuse", 'n', 0, "cache reuse by shifting", NULL},
+    {"id_slot", 'n', -1, "a chosen slot", NULL},
+    {"cache_prompt", 'b', 1, "turning the prompt cache off", NULL},
+    {"ignore_eos", 'b', 0, "generating past the end-of-generation token", NULL},
+    {"return_tokens", 'b', 0, "the generated token ids", NULL},
+    {"timings_per_token", 'b', 0, "timings in each chunk", NULL},
+    {"return_progress", 'b', 0, "prompt progress in a stream", NULL},
+    {"grammar", 's', 0, "grammar-constrained sampling", NULL},
+    {"samplers", 'x', 0, "a sampler order", NULL},
+    {"response_fields", 'x', 0, "a choice of response fields", NULL},
+    {"lora", 'x', 0, "LoRA adapters", NULL},
+    {"sse_ping_interval", 'x', 0, "stream pings", NULL},
+    {"dynatemp_exponent", 'T', 0, NULL, NULL},
+    {"mirostat_tau", 'T', 0, NULL, NULL},
+    {"mirostat_eta", 'T', 0, NULL, NULL},
+    {"dry_base", 'T', 0, NULL, NULL},
+    {"dry_allowed_length", 'T', 0, NULL, NULL},
+    {"dry_penalty_last_n", 'T', 0, NULL, NULL},
+    {"dry_sequence_breakers", 'T', 0, NULL, NULL},
+    {"xtc_threshold", 'T', 0, NULL, NULL},
+};
+
+/* 1 when v is field f's neutral value. */
+static int llama_neutral(const struct llama_field *f, const json_t *v)
+{
+    switch (f->kind) {
+    case 'n': return json_is_number(v) && !big_text(v) && json_number_value(v) == f->neutral;
+    case 'b': return json_is_boolean(v) && json_is_true(v) == (f->neutral != 0);
+    case 's': return json_is_string(v) && json_string_length(v) == 0;
+    case 'T': return 1;
+    default: return 0;
+    }
+}
+
+static int refuse_llama_fields(json_t *o, struct serve_err *e)
+{
+    char buf[40], neutral[48];
+    for (size_t i = 0; i < sizeof LLAMA_FIELDS / sizeof LLAMA_FIELDS[0]; i++) {
+        const struct llama_field *f = &LLAMA_FIELDS[i];
+        json_t *v = json_object_get(o, f->name);
+        if (!v || json_is_null(v) || llama_neutral(f, v))
+            continue;
+        if (f->kind == 'n')
+            snprintf(neutral, sizeof neutral, "%g (off) or nothing", f->neutral);
+        else
+            snprintf(neutral, sizeof neutral, "%s", f->kind == 'b' ? (f->neutral ? "true or nothing" : "false or "
+                     "nothing") : f->kind == 's' ? "an empty string or nothing" : "nothing");
+        return serve_fail(e, 400, f->name, "unsupported_parameter", "%s: llama.cpp's field for %s, which loom does not "
+                          "implement: expected %s, found %s%s%s%s", f->name, f->what, neutral,
+                          jfound(v, buf, sizeof buf), f->instead ? "; use the OpenAI field " : "",
+                          f->instead ? f->instead : "", f->instead ? " instead" : ""), -1;
+    }
+    return 0;
+}
+
 /* Fields that would change the answer's meaning and are not implemented: refused rather than ignored. */
 static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_err *e)
 {
     int flag = 0;
     json_t *v;
     char buf[40];
+    if (refuse_llama_fields(o, e) != 0)
+        return -1;
     if (only_one(o, "n", "choice per request", e) != 0)
         return -1;
     if (check_response_format(o, e) != 0)
@@ -368,6 +583,47 @@ static int parse_logprobs(json_t *o, struct serve_req *r, struct serve_err *e)
     return 0;
 }
 
+/* repeat_penalty (llama.cpp's, loom run's --repeat-penalty): a divisor in (0, 100]; 1 is off. */
+static int get_repeat_penalty(json_t *o, float *out, struct serve_err *e)
+{
+    json_t *v = json_object_get(o, "repeat_penalty");
+    char buf[40];
+    if (get_float(o, "repeat_penalty", 0, 100, out, e) != 0)
+        return -1;
+    if (v && json_is_number(v) && *out == 0)
+        return serve_fail(e, 400, "repeat_penalty", "invalid_value", "repeat_penalty: expected a number in (0, 100] "
+                          "(a divisor; 1 is off), found %s", jfound(v, buf, sizeof buf)), -1;
+    return 0;
+}
+
+/* The answer's length limit into *out (0: none): max_completion_tokens, max_tokens (its older name) or llama.cpp's
+ * n_predict (-1: none, as llama.cpp's; 0, the prompt only, is not implemented); given twice, the values agree. */
+static int get_max_tokens(json_t *o, long long *out, struct serve_err *e)
+{
+    static const char *const names[] = {"max_completion_tokens", "max_tokens", "n_predict"};
+    long long v[3] = {0, 0, 0};
+    const char *given = NULL;
+    for (int i = 0; i < 3; i++) {
+        json_t *x = json_object_get(o, names[i]);
+        if (!x || json_is_null(x))
+            continue;
+        if (get_int(o, names[i], i == 2 ? -1 : 1, 1 << 24, &v[i], e) != 0)
+            return -1;
+        if (i == 2 && v[2] == 0)
+            return serve_fail(e, 400, "n_predict", "unsupported_value", "n_predict: expected -1 (no limit) or an "
+                              "integer in [1, %d], found 0 (evaluating the prompt only is not implemented)", 1 << 24),
+                   -1;
+        v[i] = v[i] < 0 ? 0 : v[i];
+        if (given && v[i] != *out)
+            return serve_fail(e, 400, names[i], "invalid_value", "%s: expected the value of %s (another name for the "
+                              "same limit) when both are given, found %s %lld and %s %lld", names[i], given, given,
+                              *out, names[i], (long long)json_integer_value(x)), -1;
+        if (!given)
+            given = names[i], *out = v[i];
+    }
+    return 0;
+}
+
 /* A seed for requests that give none: different for every request. */
 static uint64_t fresh_seed(void)
 {
@@ -382,7 +638,7 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
 {
     /* llama.cpp server's defaults, run's and chat's; the penalties look at the last 64 tokens, the prompt's included */
     loom_sampler_params sp = LOOM_CLI_SAMPLER_PARAMS;
-    long long top_k = sp.top_k, seed = -1, max_tokens = 0, max_completion = 0;
+    long long top_k = sp.top_k, seed = -1, max_tokens = 0, last_n = sp.repeat_last_n;
     static loom_logit_bias bias_none[1];
     loom_logit_bias *bias = calloc(SERVE_MAX_BIAS, sizeof *bias);
     const char *stops[SERVE_MAX_STOPS];
@@ -395,23 +651,18 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
         get_int(o, "seed", 0, INT64_MAX, &seed, e) ||
         get_float(o, "presence_penalty", -2, 2, &sp.presence_penalty, e) ||
         get_float(o, "frequency_penalty", -2, 2, &sp.frequency_penalty, e) ||
-        get_int(o, "max_tokens", 1, 1 << 24, &max_tokens, e) ||
-        get_int(o, "max_completion_tokens", 1, 1 << 24, &max_completion, e) ||
+        get_repeat_penalty(o, &sp.repeat_penalty, e) || get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, e) ||
+        get_max_tokens(o, &max_tokens, e) ||
         get_bias(o, loom_model_n_logits(c->m), bias, &sp.n_bias, e) || get_stops(o, stops, &n_stops, e) ||
         get_bool(o, "stream", "stream", &r->stream, e) || get_object(o, "stream_options", &so, e) ||
         (so && get_bool(so, "include_usage", "stream_options.include_usage", &r->include_usage, e)) ||
         get_bool(o, "return_prompt_tokens", "return_prompt_tokens", &r->return_prompt_tokens, e))
         goto out;
-    if (max_tokens && max_completion && max_tokens != max_completion) {
-        serve_fail(e, 400, "max_tokens", "invalid_value", "max_tokens: expected the value of max_completion_tokens "
-                   "(its newer name) when both are given, found max_tokens %lld and max_completion_tokens %lld",
-                   max_tokens, max_completion);
-        goto out;
-    }
     sp.top_k = (int)top_k;
+    sp.repeat_last_n = (int)last_n;
     sp.seed = seed >= 0 ? (uint64_t)seed : fresh_seed();
     sp.bias = sp.n_bias ? bias : bias_none;
-    r->max_tokens = (int)(max_completion ? max_completion : max_tokens);
+    r->max_tokens = (int)max_tokens;
     loom_error err = {0};
     r->smp = loom_sampler_new(&sp, loom_model_n_logits(c->m), loom_tokenizer_sampleable(c->tok), &err);
     if (!r->smp) {
@@ -827,11 +1078,15 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: it holds a NUL byte at "
                           "offset %zu (JSON text has none; a string would write it \\u0000, which loom refuses too)",
                           (size_t)(nul - body));
-    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je); /* a JSON value that is not an object: named below */
+    json_t *o = parse_with_standins(body, len, &je); /* a JSON value that is not an object: named below */
     if (!o && json_error_code(&je) == json_error_null_character) /* its text names its JSON_ALLOW_NUL flag */
         return serve_fail(e, 400, NULL, "invalid_value", "the body's JSON is refused: a string holds a NUL character "
                           "(\\u0000), which loom does not take (the string ends at line %d, column %d)", je.line,
                           je.column);
+    if (!o && json_error_code(&je) == json_error_numeric_overflow)
+        return serve_fail(e, 400, NULL, "invalid_value", "the body holds more than %d numbers beyond what loom reads "
+                          "(an integer within 64 bits, a real within a double's range): %s (line %d, column %d)",
+                          BIG_MAX, je.text, je.line, je.column);
     if (!o)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
                           je.text, je.line, je.column);
@@ -839,7 +1094,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         char buf[40];
         serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s",
                    jfound(o, buf, sizeof buf));
-        json_decref(o);
+        body_free(o);
         return NULL;
     }
     return o;
@@ -853,7 +1108,7 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
         return NULL;
     struct serve_req *r = calloc(1, sizeof *r);
     if (!r) {
-        json_decref(o);
+        body_free(o);
         return serve_fail(e, 500, NULL, NULL, "out of memory");
     }
     pthread_mutex_init(&r->mu, NULL);
@@ -869,13 +1124,15 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
         rc = kind == SERVE_CHAT ? parse_chat(c, o, r, e) : parse_completion(c, o, r, e);
     if (rc == 0)
         rc = parse_forced(c, o, r, e);
+    if (rc == 0)
+        rc = big_unread(o, e);
     if (rc == 0 && r->n_prompt > c->n_ctx)
         rc = (serve_fail(e, 400, kind == SERVE_CHAT ? "messages" : "prompt", "context_length_exceeded",
                          "the prompt has %d tokens, a slot's context holds %d (loom serve -c)", r->n_prompt, c->n_ctx),
               -1);
     for (int i = 0; rc == 0 && i < r->n_prompt; i++)
         loom_sampler_accept(r->smp, r->prompt[i]); /* the prompt is in the penalty window, as in loom run */
-    json_decref(o);
+    body_free(o);
     if (rc != 0) {
         serve_req_free_fields(r);
         free(r);
@@ -923,7 +1180,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
     if (need_field(o, "", "content", JSON_STRING, e) == 0 &&
         get_bool(o, "add_special", "add_special", &add_special, e) == 0 &&
         get_bool(o, "parse_special", "parse_special", &parse_special, e) == 0 &&
-        get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0) {
+        get_bool(o, "with_pieces", "with_pieces", &with_pieces, e) == 0 && big_unread(o, e) == 0) {
         int32_t bos = add_special ? loom_tokenizer_bos(c->tok) : -1;
         int mode = parse_special ? LOOM_SPECIAL_ALL : LOOM_SPECIAL_DATA;
         int n = loom_tokenizer_encode(c->tok, json_string_value(v), json_string_length(v), mode, NULL, 0, NULL);
@@ -939,7 +1196,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
     }
     int ok = e->status == 0;
     free(ids);
-    json_decref(o);
+    body_free(o);
     if (!ok) {
         json_decref(tokens);
         return NULL;
@@ -972,13 +1229,15 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
         }
         ids[i] = (int32_t)id;
     }
+    if (ok && big_unread(o, e) != 0)
+        ok = 0;
     char *text = NULL;
     int k = ok ? loom_tokenizer_detokenize(c->tok, ids, n, NULL, 0) : -1;
     if (ok && (k < 0 || !(text = malloc((size_t)k + 1)) ||
                loom_tokenizer_detokenize(c->tok, ids, n, text, (size_t)k) != k))
         ok = !!serve_fail(e, 500, NULL, NULL, "tokens: could not detokenize");
     free(ids);
-    json_decref(o);
+    body_free(o);
     char *out = ok ? dump_free(json_pack("{s:o}", "content", jtext(text, (size_t)k)), e)
                    : (e->status ? NULL : serve_fail(e, 500, NULL, NULL, "out of memory"));
     free(text);
@@ -989,7 +1248,9 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
 
 const char *serve_finish_name(const struct serve_req *r)
 {
-    return r->finish == SERVE_FINISH_LENGTH ? "length" : json_array_size(r->calls) ? "tool_calls" : "stop";
+    return r->finish == SERVE_FINISH_SHUTDOWN ? "shutdown" : r->finish == SERVE_FINISH_LENGTH ? "length"
+           : json_array_size(r->calls)       ? "tool_calls"
+                                             : "stop";
 }
 
 static json_t *usage_json(const struct serve_req *r)

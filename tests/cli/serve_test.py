@@ -5,17 +5,20 @@
 # reasoning_content; 4xx answers (malformed JSON, wrong types and values, fields not implemented, a prompt longer
 # than the slot, a body over the limit, a missing or wrong API key) after each of which the server keeps
 # serving; a number with a fraction or an exponent where an integer is expected (max_tokens, seed, top_k, a
-# token id, ...) refused, never truncated; the Authorization header's variants (RFC 6750: the scheme in any case,
-# one or more spaces, the key exact; 401 saying what was expected); a literal "<|im_start|>" in user content
-# staying data; /tokenize and /detokenize; four concurrent requests each getting exactly their solo text (batched
-# decode); a full queue (503); a client that disconnects (mid-stream, or before a non-streaming reply) freeing its
-# slot; SIGTERM letting a running request finish and exiting 0 while the queued ones get 503 at once, and one that
-# outlasts --drain-timeout being stopped; SIGHUP draining too; SIGHUP, SIGINT and SIGTERM ignored on entry (nohup,
-# a script's background job) staying ignored; tool calls (the answer forced through
+# token id, ...) refused, never truncated; a number beyond 64 bits or a double (9223372036854775808, 1e400) refused
+# naming the field, its range and the number, in every number field of every endpoint; llama.cpp's n_predict,
+# repeat_penalty and repeat_last_n honored, its other fields taken only at their neutral values; the Authorization
+# header's variants (RFC 6750: the scheme in any case, one or more spaces, the key exact; 401 saying what was
+# expected); a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
+# requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
+# (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
+# exiting 0 while the queued ones get 503 at once, and those that outlast --drain-timeout ending with their text so
+# far (finish_reason shutdown, streamed or not); SIGHUP draining too; SIGHUP, SIGINT and SIGTERM ignored on entry
+# (nohup, a script's background job) staying ignored; tool calls (the answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
 # content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
-# clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a
-# port in use named before the model loads. Prints "N passed, N failed".
+# clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a port in use
+# named before the model loads; every option of serve's table taken. Prints "N passed, N failed".
 import atexit
 import http.client
 import json
@@ -432,6 +435,105 @@ check("detokenize 1.5: the message names the index, what was expected and the nu
       str(e))
 st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 2, "seed": 7, "top_k": 40}')
 check("integers written as integers are taken", st == 200 and body["usage"]["completion_tokens"] == 2, str(body))
+# a number beyond what Jansson holds (an integer past 64 bits, a real past a double) is valid JSON: refused naming
+# the field, its range and the number as written, in every integer and number field of every endpoint
+BIG = ("9223372036854775808", "-9223372036854775809", "99999999999999999999", "1e400", "-1e400")
+big_fields = [("/v1/completions", f, r) for f, r in (
+    ("seed", "[0, 9223372036854775807]"), ("max_tokens", "[1, 16777216]"), ("max_completion_tokens", "[1, 16777216]"),
+    ("n_predict", "[-1, 16777216]"), ("top_k", "[0, 16777216]"), ("n", "[1, 1]"), ("best_of", "[1, 1]"),
+    ("logprobs", "[0, 20]"), ("repeat_last_n", "[0, 1048576]"), ("temperature", "[0, 2]"), ("top_p", "[0, 1]"),
+    ("min_p", "[0, 1]"), ("presence_penalty", "[-2, 2]"), ("frequency_penalty", "[-2, 2]"),
+    ("repeat_penalty", "[0, 100]"))] + [("/v1/chat/completions", "top_logprobs", "[0, 20]")]
+for path, field, rng in big_fields:
+    for big in BIG:
+        head = '{"prompt": "hi", ' if path == "/v1/completions" else \
+            '{"messages": [{"role": "user", "content": "hi"}], "logprobs": true, '
+        st, e = err_of(a.request("POST", path, raw=(head + f'"{field}": {big}}}').encode()))
+        check(f"{field} {big}: 400 naming it, its range and the number", st == 400 and e.get("param") == field and
+              e.get("code") == "invalid_value" and rng in e.get("message", "") and
+              e.get("message", "").endswith(f"found {big}"), f"{st} {e}")
+for what, path, raw, param, want in (
+        ("a logit_bias value", "/v1/completions", '{"prompt": "hi", "logit_bias": {"5": 1e400}}', "logit_bias",
+         "logit_bias: expected a number in [-100, 100] for token 5, found 1e400"),
+        ("a token id", "/detokenize", '{"tokens": [1, 99999999999999999999]}', "tokens[1]",
+         "tokens[1]: expected an integer token id in [0, "),
+        ("a boolean", "/tokenize", '{"content": "x", "with_pieces": 1e400}', "with_pieces",
+         "with_pieces: expected a boolean, found 1e400"),
+        ("a string", "/v1/completions", '{"prompt": 18446744073709551616}', "prompt",
+         "prompt: expected a string, found 18446744073709551616"),
+        ("a field loom does not read", "/v1/completions", '{"prompt": "hi", "x": {"y": [0, -1e999]}}', "x.y[1]",
+         "x.y[1]: expected a number loom can hold (an integer within 64 bits, a real within a double's range), "
+         "found -1e999"),
+        ("a field /tokenize does not read", "/tokenize", '{"content": "x", "z": 1e400}', "z", "z: expected a number"),
+        ("a chat_template_kwargs value", "/v1/chat/completions",
+         '{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"k": 1e999}}',
+         "chat_template_kwargs.k", "chat_template_kwargs.k: expected a number loom can hold"),
+        ("two of them (the first checked named)", "/v1/completions", '{"prompt": "hi", "seed": 1e400, "top_k": 1e401}',
+         "top_k", "top_k: expected an integer in [0, 16777216], found 1e401"),
+        ("17 of them", "/v1/completions", '{"prompt": "hi", "x": [' + ", ".join(["1e400"] * 17) + "]}", "",
+         "the body holds more than 16 numbers beyond what loom reads")):
+    st, e = err_of(a.request("POST", path, raw=raw.encode()))
+    check(f"a number beyond what loom reads in {what}: 400 naming {param or 'the body'}", st == 400 and
+          (e.get("param") or "") == param and want in e.get("message", "") and e.get("code") != "invalid_json",
+          f"{st} {e}")
+check("numbers beyond what loom reads: the server keeps serving", a.healthy())
+st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 1, "x": 1.7976931348623157e308}')
+check("the largest double in a field loom does not read is taken", st == 200, f"{st} {body}")
+
+# llama.cpp server's request names: n_predict is max_tokens, repeat_penalty and repeat_last_n are the sampler's;
+# the others loom does not implement are taken at their neutral value only, and refused naming the field otherwise
+st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "temperature": 0, "n_predict": 3})
+check("n_predict limits the answer as max_tokens does", st == 200 and body["usage"]["completion_tokens"] == 3 and
+      body["choices"][0]["finish_reason"] == "length", f"{st} {body}")
+st, b2 = a.request("POST", "/v1/completions", {"prompt": "hi", "temperature": 0, "max_tokens": 3, "n_predict": 3})
+check("n_predict equal to max_tokens: taken, the same text", st == 200 and
+      b2["choices"][0]["text"] == body["choices"][0]["text"], f"{st} {b2}")
+st, e = err_of(a.request("POST", "/v1/chat/completions", chat_body("hi", max_tokens=4, n_predict=5)))
+check("n_predict differing from max_tokens: 400 naming both", st == 400 and e.get("param") == "n_predict" and
+      "max_tokens 4 and n_predict 5" in e.get("message", ""), f"{st} {e}")
+st, e = err_of(a.request("POST", "/v1/completions", {"prompt": "hi", "n_predict": 0}))
+check("n_predict 0 (the prompt only): 400 saying so", st == 400 and e.get("param") == "n_predict" and
+      "evaluating the prompt only is not implemented" in e.get("message", ""), f"{st} {e}")
+st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "temperature": 0, "n_predict": -1, "stop": "e"})
+check("n_predict -1 (no limit) is taken", st == 200, f"{st} {body}")
+plain = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12})[1]
+pen = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12,
+                                            "repeat_penalty": 100, "repeat_last_n": 64})[1]
+check("repeat_penalty is honored (a strong one changes the greedy text)",
+      plain["choices"][0]["text"] != pen["choices"][0]["text"], f"{plain} {pen}")
+off = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12,
+                                            "repeat_penalty": 100, "repeat_last_n": 0})[1]
+check("repeat_last_n 0 turns the penalty off", off["choices"][0]["text"] == plain["choices"][0]["text"], str(off))
+st, e = err_of(a.request("POST", "/v1/completions", {"prompt": "hi", "repeat_penalty": 0}))
+check("repeat_penalty 0: 400 (a divisor)", st == 400 and e.get("param") == "repeat_penalty", f"{st} {e}")
+NEUTRAL = {"n_probs": 0, "post_sampling_probs": False, "n_cmpl": 1, "dynatemp_range": 0, "dry_multiplier": 0,
+           "t_max_predict_ms": 0, "typical_p": 1.0, "mirostat": 0, "xtc_probability": 0, "min_keep": 0, "n_keep": 0,
+           "n_indent": 0, "n_cache_reuse": 0, "id_slot": -1, "cache_prompt": True, "ignore_eos": False,
+           "return_tokens": False, "timings_per_token": False, "return_progress": False, "grammar": "",
+           "samplers": None, "json_schema": None, "response_fields": None, "lora": None, "sse_ping_interval": None,
+           "dynatemp_exponent": 2, "mirostat_tau": 3, "mirostat_eta": 0.5, "dry_base": 2, "dry_allowed_length": 3,
+           "dry_penalty_last_n": 8, "dry_sequence_breakers": ["x"], "xtc_threshold": 0.3}
+st, body = a.request("POST", "/v1/completions", dict({"prompt": "hi", "max_tokens": 2}, **NEUTRAL))
+check("llama.cpp's fields at their neutral values (and those tuning them) are taken", st == 200, f"{st} {body}")
+for field, value, instead in (("n_probs", 5, "logprobs"), ("post_sampling_probs", True, "logprobs"),
+                              ("n_cmpl", 2, "n (1 only)"), ("json_schema", {}, "response_format"),
+                              ("dynatemp_range", 0.5, "temperature"), ("dry_multiplier", 0.8, "frequency_penalty"),
+                              ("t_max_predict_ms", 100, "max_tokens"), ("typical_p", 0.5, None), ("mirostat", 2, None),
+                              ("xtc_probability", 0.5, None), ("min_keep", 1, None), ("n_keep", -1, None),
+                              ("n_indent", 2, None), ("n_cache_reuse", 4, None), ("id_slot", 0, None),
+                              ("cache_prompt", False, None), ("ignore_eos", True, None), ("return_tokens", True, None),
+                              ("timings_per_token", True, None), ("return_progress", True, None),
+                              ("grammar", "root ::= \"a\"", None), ("samplers", ["top_k"], None),
+                              ("response_fields", ["content"], None), ("lora", [], None), ("sse_ping_interval", 5, None),
+                              ("typical_p", "0.5", None)):
+    for path, body in (("/v1/completions", {"prompt": "hi"}), ("/v1/chat/completions", chat_body("hi"))):
+        st, e = err_of(a.request("POST", path, dict(body, **{field: value})))
+        msg = e.get("message", "")
+        check(f"{path} {field} {json.dumps(value)}: 400 naming it" + (f" and {instead}" if instead else ""),
+              st == 400 and e.get("param") == field and e.get("code") == "unsupported_parameter" and
+              msg.startswith(f"{field}: llama.cpp's field for ") and "expected " in msg and
+              (instead is None or f"use the OpenAI field {instead}" in msg), f"{st} {e}")
+
 st, e = err_of(a.request("POST", "/v1/completions", raw=b"null"))
 check("a body that is JSON null is said to be null, not invalid JSON",
       e.get("message") == "the body must be a JSON object, found null", str(e))
@@ -639,25 +741,45 @@ check("six slots of 4 positions: every concurrent request gets its solo text", t
 check("server D: SIGHUP exits 0", d.stop(signal.SIGHUP) == 0, "".join(d.log[-4:]))
 check("server D: SIGHUP: says it drained", any("SIGHUP: no new requests" in line for line in d.log), "".join(d.log[-4:]))
 
-# ---- server C: a drain that times out stops the running request, and the server still exits 0 -----------------
-c = Server("--parallel", "1", "-c", "32768", "--drain-timeout", "0")
+# ---- server C: a drain that times out ends the running requests as --timeout does: the text so far, finish_reason
+# shutdown, streamed or not; the server still exits 0 ------------------------------------------------------------
+c = Server("--parallel", "2", "-c", "32768", "--drain-timeout", "0")
 result = {}
 
 
-def endless():
-    result["r"] = c.stream("/v1/completions", {"prompt": "Once upon a time", "temperature": 0}, key="")
+def endless(stream):
+    body = {"prompt": "Once upon a time", "temperature": 0}
+    result[stream] = c.stream("/v1/completions", body, key="") if stream else \
+        c.request("POST", "/v1/completions", body, key="")
 
 
-t = threading.Thread(target=endless)
-t.start()
-time.sleep(0.5)
+threads = [threading.Thread(target=endless, args=(s,)) for s in (True, False)]
+for t in threads:
+    t.start()
+time.sleep(0.8)
 t0 = time.time()
 rc = c.stop(timeout=30)
-t.join(30)
-st, events = result.get("r", (None, []))
+for t in threads:
+    t.join(30)
+st, events = result.get(True, (None, []))
 check("drain timeout: exit status 0, promptly", rc == 0 and time.time() - t0 < 15, f"{rc} {''.join(c.log[-4:])}")
-check("drain timeout: the stream ends with an error event, then [DONE]", st == 200 and len(events) >= 2 and
-      events[-1] == "[DONE]" and isinstance(events[-2], dict) and "error" in events[-2], f"{st} {events[-2:]}")
+streamed = stream_text(events, chat=False)
+check("drain timeout: the stream ends with finish_reason shutdown, usage, then [DONE], no error event",
+      st == 200 and events[-1:] == ["[DONE]"] and last_choice(events).get("finish_reason") == "shutdown" and
+      not any(isinstance(x, dict) and "error" in x for x in events) and (usage_of(events) or {}).get(
+          "completion_tokens", 0) > 0, f"{st} {events[-3:]}")
+st, body = result.get(False, (None, {}))
+ok = st == 200 and isinstance(body, dict) and body.get("choices")
+plain = body["choices"][0]["text"] if ok else ""
+check("drain timeout: the non-streaming request gets 200, finish_reason shutdown, usage", ok and
+      body["choices"][0]["finish_reason"] == "shutdown" and body["usage"]["completion_tokens"] > 0,
+      f"{st} {str(body)[:300]}")
+check("drain timeout: both carry their text so far (the same greedy text, cut at two points)",
+      streamed and plain and (streamed.startswith(plain) or plain.startswith(streamed)),
+      f"{streamed[:80]!r} / {plain[:80]!r}")
+check("drain timeout: says it ends 2 running requests with their text so far", any(
+    "drain timeout: ending 2 running requests with the text so far (finish_reason shutdown)" in line
+    for line in c.log), "".join(c.log[-4:]))
 
 # ---- server E: tool calls, the answer forced (LOOM_SERVE_FORCED_OUTPUT=1: random weights never write a call) ----
 e = Server("--parallel", "8", "-c", "1024", env={"LOOM_SERVE_FORCED_OUTPUT": "1"})
@@ -868,6 +990,14 @@ check("drain with a queue: the queued ones are answered before the running one e
 check("drain with a queue: exit 0; says 1 running, 2 queued answered 503", rc == 0 and any(
     "SIGTERM: no new requests; waiting for 1 running request (at most 120 s); 2 queued requests not started: "
     "answered 503" in line for line in q.log), "".join(q.log[-4:]))
+
+# ---- every option of serve's table is taken by a branch of its own (none accepted silently, none refused) ---------
+for opt, val in (("-m", MODEL), ("--host", "127.0.0.1"), ("--port", "0"), ("--api-key", "k"),
+                 ("--chat-template-file", OFFICIAL), ("--parallel", "2"), ("-c", "64"), ("-t", "1"), ("--queue", "1"),
+                 ("--prefill-chunk", "8"), ("--drain-timeout", "1"), ("--timeout", "1"), ("--max-body", "2048")):
+    got = subprocess.run([LOOM, "serve", opt, val, "--help"], capture_output=True, text=True, timeout=60)
+    check(f"serve {opt} {val} --help: the option is taken", got.returncode == 0 and "usage: loom serve" in got.stdout
+          and not got.stderr, f"{got.returncode} {got.stderr[-300:]}")
 
 # ---- a port in use: exit 1 naming it before the model loads (the model path here does not even exist) ----------
 holder = socket.socket()
