@@ -181,15 +181,16 @@ static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *er
 
 /* Where the generation prompt's "<|im_start|>assistant\n" ends in ids[n]: the next turn's render shares the
  * tokens up to there and no further (the template re-renders this answer without its <think> block), so the
- * session keeps a checkpoint at that position. Always in [1, n - 1] for n >= 2. */
+ * session keeps a checkpoint at that position; n - 1 when the header ends the render (a ChatML turn without a
+ * think block: its last token is evaluated after the checkpoint, for the logits). Always in [1, n - 1] for n >= 2. */
 static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
 {
     static const char head_text[] = "<|im_start|>assistant\n";
     int32_t head[8];
     int k = loom_tokenizer_encode(c->tok, head_text, sizeof head_text - 1, LOOM_SPECIAL_ALL, head, 8, NULL);
-    for (int i = n - 1 - k; k > 0 && k <= 8 && i >= 0; i--)
+    for (int i = n - k; k > 0 && k <= 8 && i >= 0; i--)
         if (!memcmp(ids + i, head, (size_t)k * sizeof *ids))
-            return i + k;
+            return i + k < n ? i + k : n - 1;
     return n - 1;
 }
 
