@@ -82,7 +82,7 @@ typedef struct loom_model_params {
      * d, dmin, m are neither inf nor NaN), row by row; this reads the whole file once. 0 (the default):
      * no data check, and loading reads only what admission, binding and repacking need. */
     int check_tensors;
-    /* Nonzero (a mixture-of-experts model): the bytes of memory the process may hold for this model, its
+    /* Nonzero: the bytes of memory the process may hold for this model, its
      * sessions and the page cache it causes. The routed experts are then not mapped: they are read from the file
      * into an expert cache of fixed-size slots (io_uring, O_DIRECT where the file system allows; pread when
      * io_uring is unavailable), evicted least frequently needed (README: the policy), while the dense part (every other tensor and the
@@ -92,7 +92,9 @@ typedef struct loom_model_params {
      * part, LOOM_MEM_RESERVE for the process and every live session's arena (loom_session_arena_bytes) and
      * checkpoint budget; a budget
      * that does not hold the dense part and one step's experts (expert_used_count slots) is refused with the
-     * numbers (LOOM_E_RANGE), at load, or at loom_session_new for the session that would not fit. 0 (the
+     * numbers (LOOM_E_RANGE), at load, or at loom_session_new for the session that would not fit. A dense
+     * model (no routed experts) streams nothing: all its weights are the dense part, held as above, and the
+     * budget must hold them, LOOM_MEM_RESERVE and the sessions (its figures show no slot). 0 (the
      * default): everything mapped and resident. With a budget, the routed experts' data (and the full groups of
      * repacked matrices) cannot be read through loom_model_gguf's tensors: read such a model's file with its own
      * loom_gguf_open_model. */
@@ -150,7 +152,8 @@ typedef struct loom_expert_stats {
                                                              * ready as the computing thread saw it land */
 } loom_expert_stats;
 
-/* The expert streaming figures of a model loaded with mem_budget: LOOM_OK, or LOOM_E_ARG when it streams none. */
+/* The expert streaming figures of a model loaded with mem_budget (a dense model's: no slot, no read): LOOM_OK, or
+ * LOOM_E_ARG for a model loaded without one. */
 int loom_model_expert_stats(const loom_model *model, loom_expert_stats *out);
 
 /* loom_model_load with options (params may be NULL: all defaults). With check_tensors, a tensor that fails

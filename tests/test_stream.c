@@ -3,7 +3,8 @@
  * numerics, with a budget of three slots (evictions every token), through io_uring and pread, with 1 and 2
  * threads; budgets refused with their numbers; read faults (EIO, a short read, the file truncated under the
  * model) failing the request without changing the session and the next request working; a file replaced by
- * rename still read as loaded; saved state restorable into the resident model (one identity). Expected values
+ * rename still read as loaded; saved state restorable into the resident model (one identity); a dense model under a
+ * budget (nothing streams: bitwise the resident model, budgets refused with the numbers). Expected values
  * come from the resident model, which the parity tests tie to the reference. */
 #include <errno.h>
 #include <fcntl.h>
@@ -367,7 +368,7 @@ static void check_second_session(const char *file)
     loom_model_free(res);
 }
 
-/* Budgets refused with their numbers; a dense model refused; saved state restorable across the two loads. */
+/* Budgets refused with their numbers; saved state restorable across the two loads. */
 static void check_budgets(const char *file)
 {
     char path[1024];
@@ -418,12 +419,49 @@ static void check_budgets(const char *file)
     }
     loom_model_free(res);
     loom_model_free(m);
-    if (model_path("qwen35-tiny-Q4_K_M.gguf", path, sizeof path)) {
-        m = load(path, (uint64_t)1 << 34, &err);
-        CHECK(!m && err.code == LOOM_E_ARG && strstr(err.msg, "mixture-of-experts"),
-              "a dense model with a budget: expected LOOM_E_ARG, found '%s'", err.msg);
-        loom_model_free(m);
-    }
+}
+
+/* A dense model under a budget: nothing to stream (no slot, no read), its whole weight set the dense part held in
+ * anonymous memory; logits and state digests bitwise the resident model's in both numerics; a budget below the
+ * dense part and the reserve refused at load, one without room for a session refused at loom_session_new, both
+ * with the numbers and saying the model is dense. */
+static void check_dense(const char *file)
+{
+    char path[1024];
+    if (!model_path(file, path, sizeof path))
+        return;
+    loom_error err = {0};
+    loom_model *res = loom_model_load(path, &err), *m = res ? load(path, (uint64_t)1 << 34, &err) : NULL;
+    CHECK(res && m, "load %s resident and with a budget: %s", file, err.msg);
+    size_t n = res ? (size_t)(N_PROMPT + N_DECODE) * (size_t)loom_model_n_logits(res) : 1;
+    struct trace want = {malloc(n * sizeof(float)), {0}}, got = {calloc(n, sizeof(float)), {0}};
+    enum loom_numerics nums[2] = {LOOM_NUMERICS_CANONICAL, LOOM_NUMERICS_REFERENCE_BATCH};
+    for (int k = 0; k < 2 && m && want.logits && got.logits; k++)
+        if (!run_trace(res, nums[k], 2, &want) && !run_trace(m, nums[k], 2, &got))
+            compare(k ? "dense, reference-batch numerics" : "dense, canonical numerics", m, &got, &want);
+    free(want.logits);
+    free(got.logits);
+    loom_expert_stats st = {0};
+    CHECK(m && loom_model_expert_stats(m, &st) == LOOM_OK && st.n_slots == 0 && st.slot_bytes == 0 &&
+          st.dense_bytes > 0 && st.steps == 0 && st.reads == 0, "%s with a budget: %d slots of %llu bytes, dense part "
+          "%llu bytes, %llu steps, %llu reads: expected no slot, no step, no read", file, st.n_slots,
+          (unsigned long long)st.slot_bytes, (unsigned long long)st.dense_bytes, (unsigned long long)st.steps,
+          (unsigned long long)st.reads);
+    loom_model_free(m);
+    loom_model_free(res);
+    uint64_t fixed = st.dense_bytes + LOOM_MEM_RESERVE;
+    m = load(path, fixed - 1, &err);
+    CHECK(!m && err.code == LOOM_E_RANGE && strstr(err.msg, "memory budget at load: expected at least") &&
+          strstr(err.msg, "a dense model"), "a dense model's budget 1 byte short: expected LOOM_E_RANGE with the "
+          "numbers, found '%s'", err.msg);
+    loom_model_free(m);
+    m = load(path, fixed, &err);
+    loom_session *s = m ? new_session(m, LOOM_NUMERICS_CANONICAL, 1, &err) : NULL;
+    CHECK(m && !s && err.code == LOOM_E_RANGE && strstr(err.msg, "with this session") &&
+          strstr(err.msg, "a dense model"), "a dense model's budget of exactly its dense part and the reserve: loads, "
+          "refuses a session: '%s'", err.msg);
+    loom_session_free(s);
+    loom_model_free(m);
 }
 
 /* One step of layer il that needs experts ids[n] (decode-sized), driven through the cache itself; prediction
@@ -505,6 +543,7 @@ int main(void)
     check_bitwise("qwen35moe-tiny-fused-F32.gguf");
     check_faults("qwen35moe-tiny-Q4_K_M.gguf");
     check_budgets("qwen35moe-tiny-Q4_K_M.gguf");
+    check_dense("qwen35-tiny-Q4_K_M.gguf");
     check_second_session("qwen35moe-tiny-Q4_K_M.gguf");
     check_read_ahead("qwen35moe-tiny-Q4_K_M.gguf");
     return test_finish();

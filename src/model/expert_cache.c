@@ -2,7 +2,8 @@
  * accounting, the slots and their eviction order (evict_before), a step's protocol (held experts first, then
  * reads in order of arrival, so each expert's compute starts as soon as its bytes are in), the reads ahead (P1
  * predictions and their staleness, P2 warming from history), and the reads themselves through io_uring
- * (liburing) or pread, with O_DIRECT where the file system takes it. */
+ * (liburing) or pread, with O_DIRECT where the file system takes it. A dense model's cache has no slot: only the
+ * budget's accounting. */
 #include "model/expert_cache.h"
 
 #include <errno.h>
@@ -247,6 +248,8 @@ static int64_t capacity(const struct loom_expert_cache *c)
     uint64_t fixed = c->dense + LOOM_MEM_RESERVE + c->reserved;
     if (fixed > c->budget)
         return -1;
+    if (!c->slot_bytes) /* a dense model: no expert to hold */
+        return 0;
     uint64_t n = (c->budget - fixed) / c->slot_bytes;
     return n > INT32_MAX ? INT32_MAX : (int64_t)n;
 }
@@ -259,15 +262,19 @@ static int refuse(const struct loom_expert_cache *c, const char *when, uint64_t 
     double need = (double)c->dense / mb + (double)LOOM_MEM_RESERVE / mb + sessions +
                   c->n_used * (double)c->slot_bytes / mb;
     double up = ceil(need * 10) / 10;
-    char found[32]; /* under 1 MiB in bytes: 0.0 MiB would hide what was given */
+    char found[32], experts[96]; /* under 1 MiB in bytes: 0.0 MiB would hide what was given */
     if (c->budget < 1048576)
         snprintf(found, sizeof found, "%llu bytes", (unsigned long long)c->budget);
     else
         snprintf(found, sizeof found, "%.1f MiB", floor((double)c->budget / mb * 10) / 10);
+    if (c->n_expert)
+        snprintf(experts, sizeof experts, " + one step's %u experts of %.2f MiB each", c->n_used,
+                 (double)c->slot_bytes / mb);
+    else
+        snprintf(experts, sizeof experts, "; a dense model: every weight is in the dense part, nothing streams");
     return loom_errorf(err, LOOM_E_RANGE, "memory budget %s: expected at least %.1f MiB (dense part %.1f MiB + process "
-                       "reserve %.0f MiB + sessions %.1f MiB + one step's %u experts of %.2f MiB each), found %s"
-                       "%s", when, up, (double)c->dense / mb, (double)LOOM_MEM_RESERVE / mb, sessions, c->n_used,
-                       (double)c->slot_bytes / mb, found,
+                       "reserve %.0f MiB + sessions %.1f MiB%s), found %s%s", when, up, (double)c->dense / mb,
+                       (double)LOOM_MEM_RESERVE / mb, sessions, experts, found,
                        extra || c->reserved ? "" : "; every session then adds its arena and checkpoint budget");
 }
 
@@ -275,9 +282,6 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
                            struct loom_expert_cache **out, loom_error *err)
 {
     *out = NULL;
-    if (!m->hp.n_expert)
-        return loom_errorf(err, LOOM_E_ARG, "mem budget: expected a mixture-of-experts model, found %s (every "
-                           "weight is dense: load it without a budget)", m->hp.arch);
     struct loom_expert_cache *c = calloc(1, sizeof *c);
     if (!c)
         return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache failed");
@@ -294,11 +298,12 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
     for (uint32_t i = 0; c->fd && i < c->n_parts; i++)
         c->fd[i] = -1;
     c->path = calloc(c->n_parts, sizeof *c->path);
-    c->where = malloc(sizeof *c->where * (size_t)c->n_layer * c->n_expert);
-    c->needs = calloc((size_t)c->n_layer * c->n_expert, sizeof *c->needs);
+    size_t n_keys = (size_t)c->n_layer * c->n_expert, n_alloc = n_keys ? n_keys : 1; /* a dense model: none */
+    c->where = malloc(sizeof *c->where * n_alloc);
+    c->needs = calloc(n_alloc, sizeof *c->needs);
     if (!c->layers || !c->fd || !c->path || !c->where || !c->needs)
         return loom_errorf(err, LOOM_E_NOMEM, "mem budget: allocating the expert cache's tables failed");
-    for (size_t i = 0; i < (size_t)c->n_layer * c->n_expert; i++)
+    for (size_t i = 0; i < n_keys; i++)
         c->where[i] = -1;
     int rc = LOOM_OK;
     for (uint32_t il = 0; il < c->n_layer && !rc; il++)
@@ -311,10 +316,12 @@ int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repac
     int64_t max = capacity(c);
     if (max < c->n_used)
         return refuse(c, "at load", 0, err);
+    if (!c->n_expert) /* a dense model: its whole weight set held as the dense part, no slot, nothing to read */
+        return LOOM_OK;
     /* the slots' memory: reserved once, touched as slots come into use; huge pages, so that the first read into a
      * slot faults in one page rather than 500 (zeroing them was most of a short run's time) */
-    if (max > (int64_t)c->n_layer * c->n_expert) /* more would never be used */
-        max = (int64_t)c->n_layer * c->n_expert;
+    if (max > (int64_t)n_keys) /* more would never be used */
+        max = (int64_t)n_keys;
     c->max_slots = (int)max;
     c->arena_bytes = round_up((size_t)max * c->slot_bytes, (size_t)2 << 20);
     c->arena = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -24,9 +24,10 @@ struct loom_expert_cache;
 /* Set up streaming for model m, bound and repacked except its expert tensors (their data pointers NULL): open
  * the file's parts, record each expert tensor's file location, hold the dense part in anonymous memory
  * (loom_gguf_hold; dense = *dense_bytes besides the repacked copies) and check the budget: the dense part, the
- * repacked copies, LOOM_MEM_RESERVE and n_expert_used slots must fit, else LOOM_E_RANGE with the numbers.
- * LOOM_OK, LOOM_E_RANGE, LOOM_E_IO, LOOM_E_NOMEM, LOOM_E_ARG (not a MoE model, or not opened from a file),
- * LOOM_E_FORMAT (an expert tensor loom cannot stream, named). */
+ * repacked copies, LOOM_MEM_RESERVE and n_expert_used slots must fit, else LOOM_E_RANGE with the numbers. A dense
+ * model (no routed experts) gets no slot and reads nothing: its whole weight set is the dense part, and the budget
+ * bounds it, the reserve and the sessions. LOOM_OK, LOOM_E_RANGE, LOOM_E_IO, LOOM_E_NOMEM, LOOM_E_ARG (not opened
+ * from a file), LOOM_E_FORMAT (an expert tensor loom cannot stream, named). */
 int loom_expert_cache_open(struct loom_model *m, uint64_t budget, uint64_t repacked_bytes,
                            struct loom_expert_cache **out, loom_error *err);
 void loom_expert_cache_free(struct loom_expert_cache *c);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_stream.sh BUILD — `loom run --mem-budget` on the cached tiny MoE model: the greedy text of the resident run
 # (also for the model split in 3 parts, when build/tools/split_model exists); --stats' figures and JSON line, per token too; a
-# budget too small refused with its numbers, a malformed one named; and a run inside a cgroup v1 memory group
-# limited to the budget (created here and removed; skipped where this process cannot create one) that never
-# reaches the limit (memory.failcnt 0, memory.max_usage_in_bytes under it). Prints "N passed, N failed".
+# budget too small refused with its numbers, a malformed one named; a dense model within the budget runs (its text
+# the resident run's), over it is refused with the numbers; and a run inside a cgroup v1 memory group
+# limited to the budget (created here and removed; skipped where this process cannot create one), the MoE model's
+# and the dense model's, that never reaches the limit (memory.failcnt 0, memory.max_usage_in_bytes under it). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -52,8 +53,15 @@ check "the refusal gives the numbers" \
 check "a budget under 1 MiB is said in bytes" '[ $rc -eq 1 ] && grep -q "found 1024 bytes;" "$err"'
 "$loom" run -m "$model" "${args[@]}" --mem-budget 12X >"$out" 2>"$err"; rc=$?
 check "a malformed budget is a usage error naming the value" '[ $rc -eq 2 ] && grep -q "mem-budget expects.*12X" "$err"'
-"$loom" run -m "${model/qwen35moe/qwen35}" "${args[@]}" --mem-budget "$budget" >"$out" 2>"$err"; rc=$?
-check "a dense model with a budget is refused" '[ $rc -eq 1 ] && grep -q "expected a mixture-of-experts model" "$err"'
+dense=${model/qwen35moe/qwen35}
+"$loom" run -m "$dense" "${args[@]}" >"$out" 2>"$err"
+dense_text=$(cat "$out")
+"$loom" run -m "$dense" "${args[@]}" --mem-budget "$budget" >"$out" 2>"$err"; rc=$?
+check "a dense model within the budget runs (nothing to stream) and prints the resident run's text" \
+    '[ $rc -eq 0 ] && [ -n "$dense_text" ] && [ "$(cat "$out")" = "$dense_text" ]'
+"$loom" run -m "$dense" "${args[@]}" --mem-budget 80M >"$out" 2>"$err"; rc=$?
+check "a dense model over the budget is refused with the numbers, saying it is dense" \
+    '[ $rc -eq 1 ] && grep -qE "memory budget at load: expected at least [0-9.]+ MiB \(dense part [0-9.]+ MiB .*; a dense model: every weight is in the dense part, nothing streams\), found 80.0 MiB" "$err"'
 
 if [ -x "$split" ]; then
     "$split" "$model" "$dir/moe" 3 2>"$err"
@@ -75,6 +83,14 @@ if [ -w "$mem_root$self" ] && mkdir "$mem_root$self/loom-stream-$$" 2>/dev/null;
     check "the run inside a $budget memory cgroup succeeds" '[ $rc -eq 0 ] && [ "$(cat "$out")" = "$resident" ]'
     check "it never reached the limit (failcnt $failcnt, max usage $max of $budget_bytes)" \
         '[ "$failcnt" -eq 0 ] && [ "$max" -lt "$budget_bytes" ]'
+    echo 0 >"$cg/memory.max_usage_in_bytes"
+    sync; echo 1 >/proc/sys/vm/drop_caches 2>/dev/null
+    (echo $BASHPID >"$cg/cgroup.procs" && exec "$loom" run -m "$dense" "${args[@]}" --mem-budget "$budget") \
+        >"$out" 2>"$err"; rc=$?
+    failcnt=$(cat "$cg/memory.failcnt") max=$(cat "$cg/memory.max_usage_in_bytes")
+    echo "cgroup run of the dense model: limit $budget_bytes, max usage $max, failcnt $failcnt"
+    check "the dense model's run inside it succeeds and never reaches the limit (failcnt $failcnt, max usage $max)" \
+        '[ $rc -eq 0 ] && [ "$(cat "$out")" = "$dense_text" ] && [ "$failcnt" -eq 0 ] && [ "$max" -lt "$budget_bytes" ]'
 else
     echo "memory cgroup (v1) not writable here: the cgroup run is skipped"
 fi
