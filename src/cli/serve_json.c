@@ -161,9 +161,9 @@ static json_t *parse_with_standins(const char *body, size_t len, json_error_t *j
         t = copy = next;
     }
     free(copy);
-    if (o)
+    if (o && g_big.n)
         big_find(o);
-    else
+    else if (!o)
         g_big.n = 0;
     return o;
 }
