@@ -140,12 +140,14 @@ static int bench_parse_fa(const char *s, int *out)
     return -1;
 }
 
-/* Apply one of bench's own options (val NULL for a flag): 0, or -1 with the message printed. */
+/* Apply one of bench's own options (val NULL for a flag): 0, -1 with the message printed, or LOOM_CLI_UNHANDLED. */
 static int bench_set(void *opts, const char *a, const char *v)
 {
     struct bench_opts *o = opts;
-    if (!v) { /* --ref, --ref-only, --mem */
-        *(!strcmp(a, "--ref-only") ? &o->ref_only : a[2] == 'r' ? &o->ref : &o->mem) = 1;
+    int *flag = !strcmp(a, "--ref-only") ? &o->ref_only : !strcmp(a, "--ref") ? &o->ref
+              : !strcmp(a, "--mem") ? &o->mem : NULL;
+    if (flag) {
+        *flag = 1;
         return 0;
     }
     static const struct {
@@ -166,7 +168,9 @@ static int bench_set(void *opts, const char *a, const char *v)
     }
     if (!strcmp(a, "--ref-fa"))
         return bench_parse_fa(v, &o->ref_fa);
-    o->numerics_given = 1; /* --numerics */
+    if (strcmp(a, "--numerics"))
+        return LOOM_CLI_UNHANDLED;
+    o->numerics_given = 1;
     return loom_cli_numerics("bench", v, &o->numerics);
 }
 

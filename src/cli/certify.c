@@ -82,6 +82,8 @@ static int certify_set(void *opts, const char *opt, const char *val)
     }
     int is_t = !strcmp(opt, "-t"), hi = is_t ? LOOM_CLI_THREADS_MAX : 4096; /* -t or -n */
     long long v;
+    if (!is_t && strcmp(opt, "-n"))
+        return LOOM_CLI_UNHANDLED;
     if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom certify: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;

@@ -139,17 +139,26 @@ struct loom_cli_option {
 /* table's entry named name exactly, or NULL. commands.c. */
 const struct loom_cli_option *loom_cli_option_find(const struct loom_cli_option *table, const char *name);
 /* Parse argv[1..argc) by table: a flag takes one slot, any other option two (its value is the next argument,
- * whatever it looks like: `-p --temp=0.5` is a prompt). The model options go to mo (NULL: the table has none), the
+ * whatever it looks like: `-p --temp=0.5` is a prompt; but not one spelled exactly as an option of the table or -h
+ * or --help, refused as loom_cli_next_arg does). The model options go to mo (NULL: the table has none), the
  * others to set(o, opt, val) (val NULL for a flag), which applies one, printing its own message and returning
- * nonzero when the value is invalid. An argument that is not in the table is named (loom_cli_unknown,
+ * -1 when the value is invalid, or returns LOOM_CLI_UNHANDLED for an option no branch of it applies (the parser
+ * then says so as an internal error: loom_cli_unhandled). An argument that is not in the table is named (loom_cli_unknown,
  * loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help was given, -1 on bad
  * arguments (message printed as `loom CMD: ...`). commands.c. */
 int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
                            struct loom_cli_model_opts *mo, int (*set)(void *o, const char *opt, const char *val),
                            void *o);
+#define LOOM_CLI_UNHANDLED 1
+/* For an option in cmd's table that no branch of its parser applies: `loom CMD: internal error: ...` printed; -1.
+ * Every command's parser ends in it, so an option added to a table alone fails the first run that gives it
+ * (test_cli.sh gives every option of every table). commands.c. */
+int loom_cli_unhandled(const char *cmd, const char *opt);
 /* One step of a command's own loop over its arguments: argv[*i] by table. LOOM_CLI_ARG_OPTION: *opt is its entry
  * and *val its value (the next argument, *i moved there; NULL for a flag, or when the command line ended); OPERAND:
- * argv[*i] starts with no '-' (or is "-"); HELP: -h or --help; BAD: an unknown option (named: loom_cli_unknown).
+ * argv[*i] starts with no '-' (or is "-"); HELP: -h or --help; BAD (named): an unknown option (loom_cli_unknown),
+ * a value spelled exactly as an option of table or -h or --help (`-p --json`: its value is missing, more likely
+ * than meant; a SECRET's not shown), or a SECRET option that loom_cli_secret_name does not know (internal).
  * commands.c. */
 enum loom_cli_arg { LOOM_CLI_ARG_BAD = -1, LOOM_CLI_ARG_OPERAND, LOOM_CLI_ARG_OPTION, LOOM_CLI_ARG_HELP };
 int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,

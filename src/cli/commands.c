@@ -461,11 +461,7 @@ static void unexpected_in_options(const char *cmd, const struct loom_cli_option 
         char why[128];
         snprintf(why, sizeof why, "%s takes no value", opt->name);
         loom_cli_unexpected(cmd, table, argv[i], why, NULL);
-    } else if (opt && (loom_cli_option_find(table, argv[i - 1]) || loom_cli_option_find(HELP_OPTIONS, argv[i - 1])))
-        /* an option whose value is spelled as an option of the command */
-        fprintf(stderr, "loom %s: unexpected argument '%s' (%s took '%s' as its value: is %s's value missing?)\n",
-                cmd, argv[i], opt->name, argv[i - 1], opt->name);
-    else
+    } else
         loom_cli_unexpected(cmd, table, argv[i], NULL, NULL);
 }
 
@@ -483,9 +479,29 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
         loom_cli_unknown(cmd, table, a, NULL);
         return LOOM_CLI_ARG_BAD;
     }
-    if ((*opt)->kind != LOOM_CLI_FLAG && *i + 1 < argc)
-        *val = argv[++*i];
-    return LOOM_CLI_ARG_OPTION;
+    if ((*opt)->kind == LOOM_CLI_SECRET && !loom_cli_secret_name((*opt)->name, strlen((*opt)->name))) {
+        fprintf(stderr, "loom %s: internal error: %s is a secret of loom %s's table that commands.c does not list "
+                "(SECRET_OPTIONS: other commands would show its value)\n", cmd, (*opt)->name, cmd);
+        return LOOM_CLI_ARG_BAD;
+    }
+    if ((*opt)->kind == LOOM_CLI_FLAG || *i + 1 >= argc)
+        return LOOM_CLI_ARG_OPTION;
+    *val = argv[++*i];
+    if (!loom_cli_option_find(table, *val) && !loom_cli_option_find(HELP_OPTIONS, *val))
+        return LOOM_CLI_ARG_OPTION;
+    /* a value spelled exactly as one of the command's options: the value is missing, more likely than meant */
+    int secret = (*opt)->kind == LOOM_CLI_SECRET;
+    fprintf(stderr, "loom %s: %s expects a value, found %s%s%s (give %s's value right after it; loom %s takes no "
+            "value spelled exactly as one of its options)\n", cmd, (*opt)->name, secret ? "an option (not shown)"
+            : "the option '", secret ? "" : *val, secret ? "" : "'", (*opt)->name, cmd);
+    return LOOM_CLI_ARG_BAD;
+}
+
+int loom_cli_unhandled(const char *cmd, const char *opt)
+{
+    fprintf(stderr, "loom %s: internal error: %s is in loom %s's table of options but nothing applies it (a bug: "
+            "please report it)\n", cmd, opt, cmd);
+    return -1;
 }
 
 int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
@@ -508,8 +524,10 @@ int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct 
                     opt->name);
             return -1;
         }
-        int taken = mo ? model_option(cmd, mo, opt->name, val) : 0;
-        if (taken < 0 || (!taken && set(o, opt->name, val) != 0))
+        int taken = mo ? model_option(cmd, mo, opt->name, val) : 0, rc = taken ? 0 : set(o, opt->name, val);
+        if (rc == LOOM_CLI_UNHANDLED)
+            loom_cli_unhandled(cmd, opt->name);
+        if (taken < 0 || rc)
             return -1;
     }
     return mo ? loom_cli_model_check(cmd, mo) : 0;

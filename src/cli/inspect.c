@@ -229,7 +229,9 @@ static int inspect_option(const char *opt, const char *v, struct inspect_args *a
             return -1;
         }
         a->n_ctx = a->ctx_given = (uint32_t)n;
-    } else if (loom_kv_type_parse(v, &a->k_type, &err) != LOOM_OK) { /* --cache-type-k, -ctk */
+    } else if (strcmp(opt, "--cache-type-k") && strcmp(opt, "-ctk")) {
+        return loom_cli_unhandled("inspect", opt);
+    } else if (loom_kv_type_parse(v, &a->k_type, &err) != LOOM_OK) {
         fprintf(stderr, "loom inspect: %s expects f16 or q8_0 (the K cache; V stays f16), found %s%s%s\n", opt,
                 LOOM_CLI_FOUND(v));
         return -1;

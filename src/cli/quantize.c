@@ -69,7 +69,9 @@ static int quantize_option(const char *opt, const char *v, int *threads, loom_qu
     long long t;
     loom_error err = {0};
     int imatrix = !strcmp(opt, "--imatrix");
-    if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
+    if (!imatrix && strcmp(opt, "-t") && strcmp(opt, "--threads") && strcmp(opt, "--tensor-type")) {
+        loom_cli_unhandled("quantize", opt);
+    } else if (!strcmp(opt, "-t") || !strcmp(opt, "--threads")) {
         if (!loom_cli_parse_int(v, 1, LOOM_CLI_THREADS_MAX, &t)) {
             *threads = (int)t;
             return 0;
@@ -84,7 +86,7 @@ static int quantize_option(const char *opt, const char *v, int *threads, loom_qu
     } else if (imatrix) {
         o->imatrix = v;
         return 0;
-    } else if (loom_quantize_check_tensor_type(v, &err) != LOOM_OK) { /* --tensor-type */
+    } else if (loom_quantize_check_tensor_type(v, &err) != LOOM_OK) {
         fprintf(stderr, "loom quantize: --tensor-type: %s\n", err.msg);
         return err.code == LOOM_E_NOMEM ? 1 : 2;
     } else {

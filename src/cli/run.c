@@ -59,7 +59,8 @@ static const struct loom_cli_option RUN_OPTIONS[] = {
     {"-c", LOOM_CLI_VALUE}, {"--numerics", LOOM_CLI_VALUE}, LOOM_CLI_SAMPLER_TABLE, LOOM_CLI_MODEL_TABLE,
     {NULL, LOOM_CLI_VALUE}};
 
-/* Apply one of run's own options (each takes a value). Returns 0, or -1 with a message when the value is invalid. */
+/* Apply one of run's own options (each takes a value). Returns 0, -1 with a message when the value is invalid, or
+ * LOOM_CLI_UNHANDLED. */
 static int run_set_option(void *opts, const char *opt, const char *val)
 {
     struct run_opts *o = opts;
@@ -86,7 +87,8 @@ static int run_set_option(void *opts, const char *opt, const char *val)
         *dst_int = (int)v;
         return 0;
     }
-    return loom_cli_sampler_option("run", &o->so, opt, val) > 0 ? 0 : -1; /* the rest of the table */
+    int taken = loom_cli_sampler_option("run", &o->so, opt, val); /* the rest of the table */
+    return taken > 0 ? 0 : taken < 0 ? -1 : LOOM_CLI_UNHANDLED;
 }
 
 /* Returns 0 on success, 1 when help was asked for, -1 on bad arguments (message printed). */

@@ -78,14 +78,16 @@ struct synth_args {
     int version; /* --generator-version */
 };
 
-/* Apply one option (v NULL for a flag) to the synth_args at ctx. 0, or -1 with the message printed. */
+/* Apply one option (v NULL for a flag) to the synth_args at ctx. 0, -1 with the message printed, or
+ * LOOM_CLI_UNHANDLED. */
 static int synth_set(void *ctx, const char *a, const char *v)
 {
     struct synth_args *s = ctx;
     const char *expected = NULL; /* set when v is not what a takes */
     long long n;
-    if (!v)
-        *(!strcmp(a, "--sparse") ? &s->par.sparse : &s->version) = 1;
+    int *flag = !strcmp(a, "--sparse") ? &s->par.sparse : !strcmp(a, "--generator-version") ? &s->version : NULL;
+    if (flag)
+        *flag = 1;
     else if (!strcmp(a, "--preset"))
         s->par.preset = v;
     else if ((!strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output")) && !*v)
@@ -102,8 +104,10 @@ static int synth_set(void *ctx, const char *a, const char *v)
         expected = "an integer in [1, 65535]";
     else if (!strcmp(a, "--split"))
         s->par.n_split = (uint32_t)n;
-    else /* --seed */
+    else if (!strcmp(a, "--seed"))
         expected = loom_cli_parse_u64(v, &s->par.seed) ? "an integer in [0, 2^64)" : NULL;
+    else
+        return LOOM_CLI_UNHANDLED;
     if (!expected)
         return 0;
     fprintf(stderr, "loom synth: %s expects %s, found '%s'\n", a, expected, v);

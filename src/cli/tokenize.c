@@ -55,8 +55,10 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
                   : !strcmp(opt->name, "--decode") ? &o->decode : NULL;
         if (flag)
             *flag = 1;
-        else
+        else if (!strcmp(opt->name, "-m") || !strcmp(opt->name, "--model"))
             o->model = v;
+        else
+            return loom_cli_unhandled("tokenize", opt->name);
     }
     if (ids && o->pieces) {
         fprintf(stderr, "loom tokenize: --ids and --pieces choose the output form; give one of them\n");

@@ -53,7 +53,7 @@ static const struct loom_cli_option XRAY_OPTIONS[] = {
     {"--edges", LOOM_CLI_VALUE}, {"--perturb", LOOM_CLI_VALUE}, {"--json", LOOM_CLI_FLAG}, {"--list", LOOM_CLI_FLAG},
     LOOM_CLI_LOAD_TABLE, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};
 
-/* Apply one of xray's own options (val NULL for a flag): 0, or -1 with the message printed. */
+/* Apply one of xray's own options (val NULL for a flag): 0, -1 with the message printed, or LOOM_CLI_UNHANDLED. */
 static int xray_set(void *opts, const char *opt, const char *val)
 {
     struct xray_opts *o = opts;
@@ -77,6 +77,8 @@ static int xray_set(void *opts, const char *opt, const char *val)
         return loom_cli_numerics("xray", val, &o->req.numerics);
     int is_t = !strcmp(opt, "-t"), hi = is_t ? LOOM_CLI_THREADS_MAX : 4096; /* -t or -n */
     long long v;
+    if (!is_t && strcmp(opt, "-n"))
+        return LOOM_CLI_UNHANDLED;
     if (loom_cli_parse_int(val, is_t, hi, &v)) {
         fprintf(stderr, "loom xray: %s expects an integer in [%d, %d], found '%s'\n", opt, is_t, hi, val);
         return -1;
