@@ -221,13 +221,14 @@ void loom_ops_attn_heads_q8(int n_q, const int64_t *n_kv, int head_dim, const vo
                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                             enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
                             int64_t out_stride);
-/* The SIMD sets' part of loom_ops_attn_softmax_v after the scores (the attention kernels' own, bitwise the scalar
- * one; the probabilities stay in scores as the F32 values of their F16 rounding, probs16 unused): one row (AVX2),
- * or n_q <= LOOM_OPS_ATTN_ROWS rows of one KV head at once, row g's scores at scores + g * stride and output at
- * out + g * out_stride (AVX-512: the V tiles of loom_ops_attn_heads_avx512). */
-void loom_ops_attn_softmax_v_avx2(int64_t n_kv, float *scores, float scale, uint16_t *probs16,
-                                  const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
-                                  enum loom_attn_order order, float *out);
+/* The SIMD sets' part of loom_ops_attn_heads after the scores (the attention kernels' own, bitwise the scalar
+ * loom_ops_attn_softmax_v of each row; the probabilities stay in scores as the F32 values of their F16 rounding):
+ * n_q <= LOOM_OPS_ATTN_ROWS rows of one KV head at once, row g's scores at scores + g * stride and output at
+ * out + g * out_stride (AVX2: groups of four rows share each V row's loads; AVX-512: the V tiles of
+ * loom_ops_attn_heads_avx512). */
+void loom_ops_attn_softmax_v_rows_avx2(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
+                                       const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                       enum loom_attn_order order, float *out, int64_t out_stride);
 void loom_ops_attn_softmax_v_rows_avx512(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
                                          const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                          enum loom_attn_order order, float *out, int64_t out_stride);

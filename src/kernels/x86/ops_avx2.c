@@ -435,49 +435,88 @@ static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum 
     return lanes == 4 ? reduce4(a) : reduce16(a[0]);
 }
 
-void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
-                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
-                             enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
+/* scores[p] = K[p] . q for p < n_kv, one row. */
+static void scores_row(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache, int64_t k_stride,
+                       enum loom_attn_order order, float *scores)
 {
     for (int64_t p = 0; p < n_kv; p++) /* a single row's K dot has a scalar double tail past the last 64 */
         scores[p] = order == LOOM_ATTN_ORDER_SINGLE && head_dim % 64
                         ? loom_ops_dot_f16(head_dim, k_cache + p * k_stride, q16, order)
                         : dot_f16_lanes(head_dim, k_cache + p * k_stride, q16, order);
-    loom_ops_attn_softmax_v_avx2(n_kv, scores, scale, probs16, v_cache, v_stride, head_dim_v, order, out);
 }
 
-void loom_ops_attn_softmax_v_avx2(int64_t n_kv, float *scores, float scale, uint16_t *probs16,
-                                  const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
-                                  enum loom_attn_order order, float *out)
+/* loom_ops_attn_softmax_v of one row, the rounded probabilities kept in scores as F32 (probs16 unused). */
+static void softmax_v_row(int64_t n_kv, float *scores, float scale, const uint16_t *v_cache, int64_t v_stride,
+                          int head_dim_v, enum loom_attn_order order, float *out)
 {
-    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
     softmax(n_kv, scores, scale);
     round_probs(n_kv, scores);
     for (int j = 0; j < head_dim_v; j++)
         out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
 
+void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                             enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
+{
+    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
+    scores_row(n_kv, head_dim, q16, k_cache, k_stride, order, scores);
+    softmax_v_row(n_kv, scores, scale, v_cache, v_stride, head_dim_v, order, out);
+}
+
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
  * Each K row and V row is converted once for the whole group; every row keeps the accumulators, lane
  * blocks and reductions of the single-row kernel (head_dim a multiple of 64): `lanes` 16-lane accumulators (4 in
- * SINGLE order, 1 in BATCH order), block b of 16 elements in accumulator b % lanes. Sixteen registers cannot
- * hold four rows' accumulators, so each 8-lane slice of them (2 * lanes slices) runs its whole chain (its blocks
- * in order) before the next, from the group's converted values. */
+ * SINGLE order, 1 in BATCH order), block b of 16 elements in accumulator b % lanes, so 8-lane slice s of them
+ * (2 * lanes slices) holds the elements e with e / 8 % (2 * lanes) == s. Sixteen registers cannot hold four rows'
+ * accumulators, so the kernels below run a few slices' chains at a time (each through its blocks in order) and
+ * combine them in the single row's tree. */
 #define ATTN_G LOOM_OPS_ATTN_GROUP
 #define ATTN_MAX_HD 512
 
-/* A row's 16 * lanes accumulator lanes reduced as the single-row kernel does. */
-static float reduce_lanes(int lanes, const float *l)
+/* loom_hsum8_ps of each of u[0..3] into r[0..3], four at once: a[l] + a[l + 4], then (0 + 2) + (1 + 3). */
+ALWAYS_INLINE void hsum8_x4(const __m256 u[4], float r[4])
 {
-    struct acc16 a[4];
-    for (int s = 0; s < lanes; s++)
-        a[s] = (struct acc16){_mm256_loadu_ps(l + 16 * s), _mm256_loadu_ps(l + 16 * s + 8)};
-    return lanes == 4 ? reduce4(a) : reduce16(a[0]);
+    __m256 r01 = _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x31), _mm256_permute2f128_ps(u[0], u[1], 0x20));
+    __m256 r23 = _mm256_add_ps(_mm256_permute2f128_ps(u[2], u[3], 0x31), _mm256_permute2f128_ps(u[2], u[3], 0x20));
+    /* per 128-bit half (u0 | u1 below, u2 | u3 above): lanes 0 + 2 and 1 + 3 of each */
+    __m256 s = _mm256_add_ps(_mm256_shuffle_ps(r01, r23, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(r01, r23, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s, s, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 3, 1)));
+    float l[8];
+    _mm256_storeu_ps(l, t);
+    r[0] = l[0], r[1] = l[4], r[2] = l[1], r[3] = l[5];
 }
 
-/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). */
-static void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
-                              int64_t k_stride, float *scores, int64_t stride)
+/* y[g] = chain of slice s0 + chain of slice s1 of K row kr . q[g] (qf: the group's rows in F32, hd apart), over the
+ * row's nb blocks of `step` elements: eight independent FMA chains. */
+ALWAYS_INLINE void scores_pair(const uint16_t *kr, const float *qf, int hd, int step, int nb, int s0, int s1,
+                               __m256 y[ATTN_G])
+{
+    __m256 a[ATTN_G], b[ATTN_G];
+#pragma GCC unroll 4
+    for (int g = 0; g < ATTN_G; g++)
+        a[g] = b[g] = _mm256_setzero_ps();
+    for (int blk = 0; blk < nb; blk++) {
+        int e0 = step * blk + 8 * s0, e1 = step * blk + 8 * s1;
+        __m256 k0 = load_f16(kr + e0), k1 = load_f16(kr + e1);
+#pragma GCC unroll 4
+        for (int g = 0; g < ATTN_G; g++) {
+            a[g] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(qf + g * hd + e0), a[g]);
+            b[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(qf + g * hd + e1), b[g]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < ATTN_G; g++)
+        y[g] = _mm256_add_ps(a[g], b[g]);
+}
+
+/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). The four
+ * rows' slices in their single-row tree: SINGLE, ((s0 + s4) + (s2 + s6)) and ((s1 + s5) + (s3 + s7)) (reduce4's
+ * (a0 + a2) + (a1 + a3), lanes 0-7 and 8-15), their sum; BATCH, s1 + s0 (reduce16); then loom_hsum8_ps. */
+ALWAYS_INLINE void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
+                                     int64_t k_stride, float *scores, int64_t stride)
 {
     int64_t n_max = 0;
     for (int g = 0; g < ATTN_G; g++)
@@ -485,37 +524,35 @@ static void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const floa
     int step = 16 * lanes, nb = hd / step;
     for (int64_t p = 0; p < n_max; p++) {
         const uint16_t *kr = k + p * k_stride;
-        float acc[ATTN_G][64]; /* row g's accumulator s, lane l at [16 s + l] */
-        for (int h = 0; h < 2 * lanes; h += 2) { /* slices h, h + 1: elements 8 h .. 8 h + 15 of every step */
-            __m256 kv[2][ATTN_MAX_HD / 16];
-            for (int b = 0; b < nb; b++) {
-                kv[0][b] = load_f16(kr + step * b + 8 * h);
-                kv[1][b] = load_f16(kr + step * b + 8 * h + 8);
-            }
-            /* the two slices' chains interleaved: eight independent FMA chains, not four (the FMA latency) */
+        __m256 u[ATTN_G], x[ATTN_G], y[ATTN_G];
+        float r[ATTN_G];
+        if (lanes == 4) {
+            scores_pair(kr, qf, hd, step, nb, 0, 4, x);
+            scores_pair(kr, qf, hd, step, nb, 2, 6, y);
 #pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++) {
-                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-                for (int b = 0; b < nb; b++) {
-                    a0 = _mm256_fmadd_ps(kv[0][b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h), a0);
-                    a1 = _mm256_fmadd_ps(kv[1][b], _mm256_loadu_ps(qf + g * hd + step * b + 8 * h + 8), a1);
-                }
-                _mm256_storeu_ps(acc[g] + 8 * h, a0);
-                _mm256_storeu_ps(acc[g] + 8 * h + 8, a1);
-            }
+            for (int g = 0; g < ATTN_G; g++)
+                u[g] = _mm256_add_ps(x[g], y[g]);
+            scores_pair(kr, qf, hd, step, nb, 1, 5, x);
+            scores_pair(kr, qf, hd, step, nb, 3, 7, y);
+#pragma GCC unroll 4
+            for (int g = 0; g < ATTN_G; g++)
+                u[g] = _mm256_add_ps(_mm256_add_ps(x[g], y[g]), u[g]);
+        } else {
+            scores_pair(kr, qf, hd, step, nb, 0, 1, u);
         }
+        hsum8_x4(u, r);
+#pragma GCC unroll 4
         for (int g = 0; g < ATTN_G; g++)
             if (p < n_kv[g])
-                scores[g * stride + p] = reduce_lanes(lanes, acc[g]);
+                scores[g * stride + p] = r[g];
     }
 }
 
-/* One accumulator slice's step of attn_values_group at positions i .. i + 7 of V row vr for the four rows' a[]:
+/* One accumulator slice's step of the V products at positions i .. i + 7 of V row vr for the four rows' a[]:
  * zeros past each row's end (the single row's padded tail), and no product at all for a row that ends before
  * the block of 16 they are in. */
-static inline __attribute__((always_inline)) void values_step(const uint16_t *vr, int64_t i, int64_t n_max,
-                                                              const int64_t *n_kv, const float *probs,
-                                                              int64_t stride, __m256 *a)
+ALWAYS_INLINE void values_step(const uint16_t *vr, int64_t i, int64_t n_max, const int64_t *n_kv, const float *probs,
+                               int64_t stride, __m256 *a)
 {
     int64_t left = n_max - i;
     __m256 vb = left >= 8 ? load_f16(vr + i) : load16_f16(vr + i, left).lo;
@@ -532,67 +569,169 @@ static inline __attribute__((always_inline)) void values_step(const uint16_t *vr
     }
 }
 
-/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
- * values of F16 numbers): per V row, two accumulator slices of the four rows (eight independent FMA chains)
- * through all their positions, then the next two. */
-static void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                              const float *probs, int64_t stride, float *out, int64_t out_stride)
+/* Positions of the V products whose probabilities (four rows, 8 KiB) stay in L1 while every slice passes
+ * over them. */
+#define ATTN_V_CHUNK 512
+/* V rows a tile takes at once: 3 x 4 accumulators and 3 converted V slices in the 16 registers. */
+#define ATTN_V_TILE 3
+
+/* acc[(j*ATTN_G + g)*8*S + 8*s ..] (slice s of V row vr + j*v_stride times row g's probabilities, S = 2 *
+ * lanes slices) advanced over positions [i0, i1), multiples of 8*S that every row covers: per slice, its
+ * positions through the J x 4 tile in order, each converted V slice used by the four rows and each probability
+ * slice by the J V rows. */
+ALWAYS_INLINE void values_tile(int J, int S, const uint16_t *vr, int64_t v_stride, int64_t i0, int64_t i1,
+                               const float *probs, int64_t stride, float *acc)
 {
-    int64_t n_max = 0;
-    for (int g = 0; g < ATTN_G; g++)
-        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-    int step = 16 * lanes;
-    for (int j = 0; j < hdv; j++) {
-        const uint16_t *vr = v + (int64_t)j * v_stride;
-        float acc[ATTN_G][64];
-        for (int h = 0; h < 2 * lanes; h += 2) {
-            __m256 a[2][ATTN_G];
+    for (int s = 0; s < S; s++) {
+        __m256 a[ATTN_V_TILE][ATTN_G];
+#pragma GCC unroll 4
+        for (int j = 0; j < J; j++)
+#pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++)
-                a[0][g] = a[1][g] = _mm256_setzero_ps();
-            for (int64_t i = 8 * h; i < n_max; i += step) { /* slice h at i, slice h + 1 at i + 8 */
-                values_step(vr, i, n_max, n_kv, probs, stride, a[0]);
-                if (i + 8 < n_max)
-                    values_step(vr, i + 8, n_max, n_kv, probs, stride, a[1]);
-            }
+                a[j][g] = _mm256_loadu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s);
+        for (int64_t i = i0 + 8 * s; i < i1; i += 8 * S) {
+            __m256 v[ATTN_V_TILE];
+#pragma GCC unroll 4
+            for (int j = 0; j < J; j++)
+                v[j] = load_f16(vr + j * v_stride + i);
+#pragma GCC unroll 4
             for (int g = 0; g < ATTN_G; g++) {
-                _mm256_storeu_ps(acc[g] + 8 * h, a[0][g]);
-                _mm256_storeu_ps(acc[g] + 8 * h + 8, a[1][g]);
+                __m256 pr = _mm256_loadu_ps(probs + g * stride + i);
+#pragma GCC unroll 4
+                for (int j = 0; j < J; j++)
+                    a[j][g] = _mm256_fmadd_ps(v[j], pr, a[j][g]);
             }
         }
-        for (int g = 0; g < ATTN_G; g++)
-            out[g * out_stride + j] = reduce_lanes(lanes, acc[g]);
+#pragma GCC unroll 4
+        for (int j = 0; j < J; j++)
+#pragma GCC unroll 4
+            for (int g = 0; g < ATTN_G; g++)
+                _mm256_storeu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s, a[j][g]);
     }
 }
 
-/* Four rows that share every K and V row load. */
-static void attn_group(int lanes, const int64_t *n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
-                       int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
-                       float *scores, int64_t stride, float *out, int64_t out_stride)
+/* out[g*out_stride + j0 + j] = V[j0 + j] . probs[g] for j < J (dot_v_probs): the positions every row covers in
+ * chunks through values_tile, the rest (each row's end) a slice at a time through values_step, then each row's
+ * accumulator lanes reduced in the single row's tree. */
+ALWAYS_INLINE void values_rows(int J, int lanes, const int64_t *n_kv, int64_t n_max, int64_t n_main,
+                               const uint16_t *vr, int64_t v_stride, const float *probs, int64_t stride, float *out,
+                               int64_t out_stride)
 {
-    float qf[ATTN_G * ATTN_MAX_HD];
-    for (int i = 0; i < ATTN_G * head_dim; i += 8)
-        _mm256_storeu_ps(qf + i, load_f16(q16 + i));
-    attn_scores_group(lanes, n_kv, head_dim, qf, k_cache, k_stride, scores, stride);
-    for (int g = 0; g < ATTN_G; g++) {
-        softmax(n_kv[g], scores + g * stride, scale);
-        round_probs(n_kv[g], scores + g * stride);
+    int S = 2 * lanes;
+    float acc[ATTN_V_TILE * ATTN_G * 64] = {0};
+    for (int64_t c = 0; c < n_main; c += ATTN_V_CHUNK)
+        values_tile(J, S, vr, v_stride, c, c + ATTN_V_CHUNK < n_main ? c + ATTN_V_CHUNK : n_main, probs, stride, acc);
+    for (int j = 0; j < J; j++)
+        for (int s = 0; s < S; s++) {
+            __m256 a[ATTN_G];
+            for (int g = 0; g < ATTN_G; g++)
+                a[g] = _mm256_loadu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s);
+            for (int64_t i = n_main + 8 * s; i < n_max; i += 8 * S)
+                values_step(vr + j * v_stride, i, n_max, n_kv, probs, stride, a);
+            for (int g = 0; g < ATTN_G; g++)
+                _mm256_storeu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s, a[g]);
+        }
+    for (int j = 0; j < J; j++) {
+        __m256 u[ATTN_G];
+        for (int g = 0; g < ATTN_G; g++) {
+            const float *l = acc + (j * ATTN_G + g) * 8 * S;
+            if (lanes == 4)
+                u[g] = _mm256_add_ps(
+                    _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l + 8), _mm256_loadu_ps(l + 40)),
+                                  _mm256_add_ps(_mm256_loadu_ps(l + 24), _mm256_loadu_ps(l + 56))),
+                    _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 32)),
+                                  _mm256_add_ps(_mm256_loadu_ps(l + 16), _mm256_loadu_ps(l + 48))));
+            else
+                u[g] = _mm256_add_ps(_mm256_loadu_ps(l + 8), _mm256_loadu_ps(l));
+        }
+        float r[ATTN_G];
+        hsum8_x4(u, r);
+        for (int g = 0; g < ATTN_G; g++)
+            out[g * out_stride + j] = r[g];
     }
-    attn_values_group(lanes, n_kv, v_cache, v_stride, head_dim_v, scores, stride, out, out_stride);
 }
 
-/* Whole groups of four through attn_group (each group reads the cache itself), other rows one at a time. */
+/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
+ * values of F16 numbers), in tiles of ATTN_V_TILE V rows. */
+ALWAYS_INLINE void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                                     const float *probs, int64_t stride, float *out, int64_t out_stride)
+{
+    int64_t n_max = 0, n_min = n_kv[0];
+    for (int g = 0; g < ATTN_G; g++) {
+        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
+        n_min = n_kv[g] < n_min ? n_kv[g] : n_min;
+    }
+    int64_t n_main = n_min - n_min % (16 * lanes);
+    int j = 0;
+    for (; j + ATTN_V_TILE <= hdv; j += ATTN_V_TILE)
+        values_rows(ATTN_V_TILE, lanes, n_kv, n_max, n_main, v + (int64_t)j * v_stride, v_stride, probs, stride,
+                    out + j, out_stride);
+    for (; j < hdv; j++)
+        values_rows(1, lanes, n_kv, n_max, n_main, v + (int64_t)j * v_stride, v_stride, probs, stride, out + j,
+                    out_stride);
+}
+
+/* attn_scores_group and attn_values_group for each order, the number of accumulators a constant in each. */
+static void scores_group_single(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
+                                float *scores, int64_t stride)
+{
+    attn_scores_group(4, n_kv, hd, qf, k, k_stride, scores, stride);
+}
+
+static void scores_group_batch(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
+                               float *scores, int64_t stride)
+{
+    attn_scores_group(1, n_kv, hd, qf, k, k_stride, scores, stride);
+}
+
+static void values_group_single(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                                const float *probs, int64_t stride, float *out, int64_t out_stride)
+{
+    attn_values_group(4, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+}
+
+static void values_group_batch(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
+                               const float *probs, int64_t stride, float *out, int64_t out_stride)
+{
+    attn_values_group(1, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+}
+
+/* The scores of whole groups of four through attn_scores_group (each group reads the K rows itself), of other
+ * rows one at a time; then loom_ops_attn_softmax_v_rows_avx2. */
 void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
                               const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
                               int head_dim_v, float scale, enum loom_attn_order order, float *scores,
                               uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
 {
-    int grouped = head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD, lanes = order == LOOM_ATTN_ORDER_SINGLE ? 4 : 1;
-    int g = 0;
-    for (; grouped && g + ATTN_G <= n_q; g += ATTN_G)
-        attn_group(lanes, n_kv + g, head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
-                   head_dim_v, scale, scores + g * stride, stride, out + g * out_stride, out_stride);
+    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
+    int grouped = head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD, g = 0;
+    for (; grouped && g + ATTN_G <= n_q; g += ATTN_G) {
+        float qf[ATTN_G * ATTN_MAX_HD];
+        for (int i = 0; i < ATTN_G * head_dim; i += 8)
+            _mm256_storeu_ps(qf + i, load_f16(q16 + (int64_t)g * head_dim + i));
+        (order == LOOM_ATTN_ORDER_SINGLE ? scores_group_single : scores_group_batch)(n_kv + g, head_dim, qf, k_cache,
+                                                                                     k_stride, scores + g * stride,
+                                                                                     stride);
+    }
     for (; g < n_q; g++)
-        loom_ops_attn_head_avx2(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, v_cache, v_stride,
-                                head_dim_v, scale, order, scores + g * stride, probs16 + g * stride,
-                                out + g * out_stride);
+        scores_row(n_kv[g], head_dim, q16 + (int64_t)g * head_dim, k_cache, k_stride, order, scores + g * stride);
+    loom_ops_attn_softmax_v_rows_avx2(n_q, n_kv, scores, stride, scale, v_cache, v_stride, head_dim_v, order, out,
+                                      out_stride);
+}
+
+void loom_ops_attn_softmax_v_rows_avx2(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
+                                       const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                       enum loom_attn_order order, float *out, int64_t out_stride)
+{
+    int g = 0;
+    for (; g + ATTN_G <= n_q; g += ATTN_G) {
+        for (int r = g; r < g + ATTN_G; r++) {
+            softmax(n_kv[r], scores + r * stride, scale);
+            round_probs(n_kv[r], scores + r * stride);
+        }
+        (order == LOOM_ATTN_ORDER_SINGLE ? values_group_single : values_group_batch)(
+            n_kv + g, v_cache, v_stride, head_dim_v, scores + g * stride, stride, out + g * out_stride, out_stride);
+    }
+    for (; g < n_q; g++)
+        softmax_v_row(n_kv[g], scores + g * stride, scale, v_cache, v_stride, head_dim_v, order, out + g * out_stride);
 }
