@@ -90,6 +90,8 @@ static void parity_ref_log(enum ggml_log_level level, const char *text, void *us
 /* Load the reference's CPU backend from its bins folder (it does not look there by itself) and initialise it.
  * Call once per process before any other reference call. Returns 0, or -1 (message on stderr) when the
  * folder is missing. */
+static inline int parity_select_orders(void);
+
 static inline int parity_ref_init(void)
 {
     char bins[1100];
@@ -111,13 +113,12 @@ static inline int parity_ref_init(void)
         ggml_backend_load_all_from_path(bins);
     }
     llama_backend_init();
-    return 0;
+    return parity_select_orders();
 }
 
 /* Whether the reference's CPU backend is one of its AVX-512 builds (its "AVX512" feature, set when the build
- * was compiled with AVX-512F). loom's reference numerics are those builds' float orders on every CPU, so only
- * against one of them can its logits be bitwise; a CPU without AVX-512 loads the AVX2 build (haswell), whose
- * F32/F16/BF16 sums and softmax run 8 lanes, not 16 (README: What is tested). Call after parity_ref_init. */
+ * was compiled with AVX-512F). A CPU without AVX-512 loads the AVX2 build (haswell), whose F32/F16/BF16 sums,
+ * exp and softmax have other float orders (docs/haswell-numerics.md). Call after parity_ref_init. */
 static inline int parity_ref_avx512(void)
 {
     static int known = -1;
@@ -130,18 +131,42 @@ static inline int parity_ref_avx512(void)
         reg ? (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features") : NULL;
     for (struct ggml_backend_feature *f = features ? features(reg) : NULL; f && f->name; f++)
         known |= strcmp(f->name, "AVX512") == 0 && strcmp(f->value, "1") == 0;
-    if (!known)
-        printf("the reference's CPU build has no AVX-512 (this CPU lacks it, or LOOM_REF_CPU chose such a build): "
-               "loom reproduces the AVX-512 builds' float orders, so its bitwise comparisons with the reference "
-               "are printed here, not asserted\n");
     return known;
 }
 
-/* CHECK of a bitwise comparison of loom with the reference: asserted when the reference runs an AVX-512 build
- * (parity_ref_avx512); against another build the caller's printed row counts are the whole report. */
+/* Whether loom's float-order profile (loom_orders_select) is the reference build's: avx512 for its AVX-512
+ * builds, haswell for its AVX2 build. Only then can loom be bitwise with it. Call after parity_ref_init. */
+static inline int parity_orders_match(void)
+{
+    return parity_ref_avx512() == (strcmp(loom_orders_name(), "avx512") == 0);
+}
+
+/* loom's float-order profile for the test: $LOOM_ORDERS (avx512 or haswell) when set, else the reference build's
+ * (haswell against its AVX2 build); a line says when the two differ. Returns 0, or -1 for another $LOOM_ORDERS. */
+static inline int parity_select_orders(void)
+{
+    const char *o = getenv("LOOM_ORDERS");
+    enum loom_orders want = parity_ref_avx512() ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL;
+    if (o && *o) {
+        if (strcmp(o, "avx512") && strcmp(o, "haswell")) {
+            fprintf(stderr, "LOOM_ORDERS: expected avx512 or haswell, found '%s'\n", o);
+            return -1;
+        }
+        want = strcmp(o, "haswell") ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL;
+    }
+    loom_orders_select(want, NULL);
+    if (!parity_orders_match())
+        printf("loom's float-order profile (%s) is not the reference CPU build's (%s): its bitwise comparisons with "
+               "the reference are printed here, not asserted\n",
+               loom_orders_name(), parity_ref_avx512() ? "avx512" : "haswell");
+    return 0;
+}
+
+/* CHECK of a bitwise comparison of loom with the reference: asserted when loom's float-order profile is the
+ * reference build's (parity_orders_match); else the caller's printed row counts are the whole report. */
 #define PARITY_CHECK_BITWISE(cond, ...)                                                                                \
     do {                                                                                                               \
-        if (parity_ref_avx512())                                                                                       \
+        if (parity_orders_match())                                                                                     \
             CHECK(cond, __VA_ARGS__);                                                                                  \
     } while (0)
 
