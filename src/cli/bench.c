@@ -79,7 +79,7 @@ struct bench_engine {
 
 #define BENCH_SYNOPSIS                                                                                        \
     "usage: loom bench -m FILE [-p 512] [-n 128] [-d 0] [-t N] [-r REPS] [--ref] [--mem] [--check-tensors]\n"     \
-    "                  [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--ref-only] [--ref-fa MODE]\n"         \
+    "                  [--mem-budget SIZE [--read-ahead MODE] [--stats]] [--ref-only] [--ref-fa MODE]\n"        \
     "                  [--numerics MODE] [--cache-type-k TYPE]\n"                                                 \
     "       loom bench --mem [-t N]\n"
 static const char BENCH_USAGE[] =

@@ -95,7 +95,7 @@ static int certify_set(void *opts, const char *opt, const char *val)
 static void certify_usage(FILE *f)
 {
     fprintf(f, "usage: loom certify [-m FILE] [--prompts FILE] [-n N] [-t N] [-o PREFIX] [--cache-type-k TYPE]\n"
-               "                    [--check-tensors] [--mem-budget SIZE] [--read-ahead MODE]\n"
+               "                    [--check-tensors] [--mem-budget SIZE [--read-ahead MODE]]\n"
                "Teacher-forced logits of loom against the reference engine (llama.cpp, loaded at run time: flash\n"
                "attention off, F16 K/V) in both numerics: each prompt as one batch, then N tokens of the\n"
                "reference's greedy continuation one by one, every row compared. Writes PREFIX.md and PREFIX.json\n"

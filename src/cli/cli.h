@@ -67,11 +67,11 @@ struct loom_cli_model_opts {
     "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
     "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"       \
     "                         of 1024): routed experts read from the file into a cache (README)\n"                \
-    "  --read-ahead MODE      with --mem-budget: what the cache reads ahead: predicted (default), none,\n"        \
+    "  --read-ahead MODE      needs --mem-budget: what the cache reads ahead: predicted (default), none,\n"       \
     "                         history or all (README: reads ahead)\n"
 #define LOOM_CLI_MODEL_USAGE                                                                                      \
     LOOM_CLI_LOAD_USAGE                                                                                           \
-    "  --stats                with --mem-budget: print the expert cache's figures at the end\n"                   \
+    "  --stats                needs --mem-budget: print the expert cache's figures at the end\n"                  \
     "  --cache-type-k TYPE    (-ctk) K cache type: f16 (default) or q8_0 (V stays f16; bitwise the\n"             \
     "                         reference's -ctk q8_0 with flash attention off)\n"
 
@@ -91,8 +91,9 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
  * refused; "010" is ten). loom_cli_parse_u64: digits only, any value below 2^64 (synth's seed;
  * the sampler seeds of run, chat and serve stop at 2^63 - 1, as a JSON integer). loom_cli_parse_real: a
  * finite decimal number in [lo, hi] (strtod's decimal form: "0.5", ".5", "-1", "1e-3"; no blanks, '+', hex, inf
- * or nan; one too small for a double is the 0 or subnormal it rounds to, one too large is out of range). Each returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out
- * untouched; the caller prints the message. */
+ * or nan; one too small for a double is the 0 or subnormal it rounds to, one too large is out of range). Each
+ * returns 0 with *out set, or -1 (s NULL, empty, not such a number, or out of range) with *out untouched; the
+ * caller prints the message. */
 int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int loom_cli_parse_u64(const char *s, uint64_t *out);
 int loom_cli_parse_real(const char *s, double lo, double hi, double *out);
@@ -143,8 +144,8 @@ const struct loom_cli_option *loom_cli_option_find(const struct loom_cli_option 
  * or --help, refused as loom_cli_next_arg does). The model options go to mo (NULL: the table has none), the
  * others to set(o, opt, val) (val NULL for a flag), which applies one, printing its own message and returning
  * -1 when the value is invalid, or returns LOOM_CLI_UNHANDLED for an option no branch of it applies (the parser
- * then says so as an internal error: loom_cli_unhandled). An argument that is not in the table is named (loom_cli_unknown,
- * loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help was given, -1 on bad
+ * then says so as an internal error: loom_cli_unhandled). An argument that is not in the table is named
+ * (loom_cli_unknown, loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help was given, -1 on bad
  * arguments (message printed as `loom CMD: ...`). commands.c. */
 int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
                            struct loom_cli_model_opts *mo, int (*set)(void *o, const char *opt, const char *val),

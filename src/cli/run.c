@@ -33,7 +33,7 @@ static const char RUN_SYNOPSIS[] =
     "usage: loom run [-m FILE] -p TEXT -n N [-t THREADS] [-c CTX] [--temp T] [--seed S] [--top-k K] [--top-p P]\n"
     "                [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty A]\n"
     "                [--frequency-penalty A] [--stop STRING]... [--check-tensors]\n"
-    "                [--mem-budget SIZE] [--read-ahead MODE] [--stats] [--numerics MODE] [--cache-type-k TYPE]\n";
+    "                [--mem-budget SIZE [--read-ahead MODE] [--stats]] [--numerics MODE] [--cache-type-k TYPE]\n";
 
 static void run_usage(FILE *f)
 {

@@ -157,6 +157,15 @@ stops=$(for i in $(seq 17); do printf -- "--stop s%d " $i; done)
 check "a 17th --stop is named" '[ $rc -eq 2 ] && grep -q -- "--stop expects at most 16 strings, found another: .s17.$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --read-ahead NONE >"$out" 2>"$err"; rc=$?
 check "--read-ahead takes its value in any case (then needs --mem-budget)" '[ $rc -eq 2 ] && grep -q "it needs --mem-budget" "$err"'
+# --stats and --read-ahead need --mem-budget: said alike by --help (its synopsis nests them) and the refusal
+for c in run bench; do
+    check "$c --help: --stats and --read-ahead need --mem-budget" \
+        '"$loom" $c --help | grep -q -- "\[--mem-budget SIZE \[--read-ahead MODE\] \[--stats\]\]" &&
+         "$loom" $c --help | grep -q -- "^  --stats  *needs --mem-budget: " && "$loom" $c --help | grep -q -- "^  --read-ahead MODE  *needs --mem-budget: "'
+done
+"$loom" run -m "$model" -p hi -n 1 --stats >"$out" 2>"$err"; rc=$?
+check "run --stats without --mem-budget: refused, it needs --mem-budget" \
+    '[ $rc -eq 2 ] && grep -q "^loom run: --stats reports what the expert cache did: it needs --mem-budget$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-39 >"$out" 2>"$err"; rc=$?
 check "a value a float holds only as a subnormal is refused" \
     '[ $rc -eq 2 ] && grep -q -- "--repeat-penalty expects a number in (0, 100\], found .1e-39., which a float holds only as a subnormal or 0" "$err"'
