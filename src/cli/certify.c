@@ -491,25 +491,13 @@ static int certify_all(struct certify_run *c, const struct prompt_set *set, json
     return LOOM_OK;
 }
 
-/* -o PREFIX before anything runs: a file name after the folder; PREFIX.json and PREFIX.md files quantize and synth
- * would write (loom_cli_check_output: not the model or the prompts, in a folder that exists). 0, or -1 with the
- * message printed. */
+/* -o PREFIX before anything runs (loom_cli_check_prefix: PREFIX.json and PREFIX.md not the model or the prompts, in
+ * a folder that exists). 0, or -1 with the message printed. */
 static int check_out_prefix(const struct certify_opts *o)
 {
-    size_t n = strlen(o->out);
-    if (!n || o->out[n - 1] == '/') {
-        fprintf(stderr, "loom certify: -o '%s': expected a file name prefix (PREFIX.md, PREFIX.json are written)\n",
-                o->out);
-        return -1;
-    }
+    static const char *const exts[2] = {".json", ".md"};
     const char *const inputs[2] = {o->model, o->prompts_file}, *const what[2] = {"model", "prompts file"};
-    char path[4200];
-    for (int k = 0; k < 2; k++) {
-        snprintf(path, sizeof path, "%s.%s", o->out, k ? "md" : "json");
-        if (loom_cli_check_output("certify", path, inputs, what, 2) != 0)
-            return -1;
-    }
-    return 0;
+    return loom_cli_check_prefix("certify", "-o", o->out, exts, 2, inputs, what, 2) ? -1 : 0;
 }
 
 /* PREFIX.json and PREFIX.md; the Markdown to stdout too. */

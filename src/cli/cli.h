@@ -116,6 +116,13 @@ int loom_cli_numerics(const char *cmd, const char *val, enum loom_numerics *out)
  * missing directory, a directory given as the file: as for an input that does not open). commands.c. */
 int loom_cli_check_output(const char *cmd, const char *path, const char *const *inputs, const char *const *what,
                           int n);
+/* The same for the files PREFIX + exts[k] (k < n_exts) of an option opt taking a PREFIX (certify -o), first refusing
+ * a PREFIX that names no file to add to (empty, ending in '/', or an existing device, FIFO or socket: -o /dev/null),
+ * with `loom CMD: OPT 'PREFIX': expected a file name PREFIX (OPT takes a prefix: PREFIX.json and PREFIX.md are
+ * written), found ...` (status 2). A longer path than snprintf's PATH_MAX + 64 is cut, then refused as too long.
+ * commands.c. */
+int loom_cli_check_prefix(const char *cmd, const char *opt, const char *prefix, const char *const *exts, int n_exts,
+                          const char *const *inputs, const char *const *what, int n);
 /* Model options that only go together: --read-ahead and --stats need --mem-budget. 0, or -1 with the message
  * printed. */
 int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);

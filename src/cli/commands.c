@@ -634,6 +634,32 @@ int loom_cli_check_output(const char *cmd, const char *path, const char *const *
     return 1;
 }
 
+int loom_cli_check_prefix(const char *cmd, const char *opt, const char *prefix, const char *const *exts, int n_exts,
+                          const char *const *inputs, const char *const *what, int n)
+{
+    struct stat st;
+    size_t len = strlen(prefix);
+    const char *why = !len ? "an empty one" : prefix[len - 1] == '/' ? "a folder's name (ending in '/')"
+                    : stat(prefix, &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) ? "a device, FIFO or "
+                    "socket" : NULL;
+    if (why) {
+        fprintf(stderr, "loom %s: %s '%s': expected a file name PREFIX (%s takes a prefix: PREFIX", cmd, opt, prefix,
+                opt);
+        for (int k = 0; k < n_exts; k++)
+            fprintf(stderr, "%s%s", k == 0 ? "" : k + 1 == n_exts ? " and PREFIX" : ", PREFIX", exts[k]);
+        fprintf(stderr, " are written), found %s\n", why);
+        return 2;
+    }
+    char path[PATH_MAX + 64];
+    for (int k = 0; k < n_exts; k++) {
+        snprintf(path, sizeof path, "%s%s", prefix, exts[k]);
+        int rc = loom_cli_check_output(cmd, path, inputs, what, n);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
 {
     if (rc == LOOM_E_CANCELLED) {

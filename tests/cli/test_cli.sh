@@ -632,6 +632,13 @@ printf 'vocabulary' >"$edited"
 "$loom" synth --preset micro --vocab "$edited" -o "$edited" >"$out" 2>"$err"; rc=$?
 check "synth onto its own vocabulary is refused (status 2, as quantize onto its input)" \
     '[ $rc -eq 2 ] && [ "$(cat "$edited")" = vocabulary ] && grep -q "^loom synth: output .$edited.: expected a file other than the vocabulary, found the vocabulary itself$" "$err"'
+# certify -o takes a PREFIX: one that names no file to add .md and .json to is refused before any work, saying so
+for o in /dev/null "$edited.d/" ""; do
+    "$loom" certify -m "$model" -o "$o" >"$out" 2>"$err"; rc=$?
+    check "certify -o '$o': -o takes a prefix, said before any work" \
+        '[ $rc -eq 2 ] && grep -q "^loom certify: -o .$o.: expected a file name PREFIX (-o takes a prefix: PREFIX.json and PREFIX.md are written), found " "$err" && [ ! -s "$out" ]'
+done
+check "certify -o /dev/null wrote no /dev/null.md" '[ ! -e /dev/null.md ] && [ ! -e /dev/null.json ]'
 "$loom" certify -m "$model" -o /nonexistent/dir/cert >"$out" 2>"$err"; rc=$?
 check "certify -o into a missing directory: quantize's and synth's words" \
     '[ $rc -eq 2 ] && grep -q "^loom certify: output ./nonexistent/dir/cert.json.: directory ./nonexistent/dir. does not exist$" "$err"'
