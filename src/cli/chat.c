@@ -132,7 +132,12 @@ static int chat_set_option(void *opts, const char *opt, const char *val)
     int taken = loom_cli_sampler_option("chat", &o->so, opt, val);
     if (taken)
         return taken < 0 ? -1 : 0;
-    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : &o->n_ctx; /* or -c */
+    int *dst = !strcmp(opt, "-t") ? &o->n_threads : !strcmp(opt, "-n") ? &o->n_max : !strcmp(opt, "-c") ? &o->n_ctx
+                                                                                                          : NULL;
+    if (!dst) {
+        fprintf(stderr, "loom chat: %s is in chat's option table but no branch takes it (a bug in loom)\n", opt);
+        return -1;
+    }
     long long v, hi = dst == &o->n_threads ? LOOM_CLI_THREADS_MAX : 1 << 24;
     if (loom_cli_parse_int(val, 1, hi, &v)) {
         fprintf(stderr, "loom chat: %s expects an integer in [1, %lld], found '%s'\n", opt, hi, val);

@@ -3,8 +3,8 @@
 # template: the generation header ends the render, no think block), in both numerics: every turn after the first
 # reuses the previous turn's whole render but its last token (/timing's "reused" and "prefill" counts: the previous
 # message is never prefilled again), and the greedy answers are a fresh computation's (those `loom serve`, which
-# computes canonically, gives the same conversation) and the same in both numerics on this model. Prints
-# "N passed, N failed".
+# computes canonically, gives the same conversation) and the same in both numerics on this model; and every option
+# of chat's table taken by a branch of its own (none read as another). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 exec timeout 600 python3 - "$(realpath "$build/loom")" \
@@ -73,6 +73,14 @@ srv.terminate()
 srv.wait(60)
 check("chat's cached turns give the answers of a fresh computation (loom serve, the same messages)",
       served == answers["canonical"], f"{served} vs {answers['canonical']}")
+# every option of chat's table is taken by its own branch: given with a valid value before --help, none refused
+for opt, val in (("-m", MODEL), ("-n", "4"), ("-t", "1"), ("-c", "64"), ("--numerics", "reference"),
+                 ("--chat-template-file", MODEL), ("--temp", "0.5"), ("--seed", "3"), ("--top-k", "5"),
+                 ("--top-p", "0.9"), ("--min-p", "0.1"), ("--repeat-penalty", "1.1"), ("--repeat-last-n", "8"),
+                 ("--presence-penalty", "0.5"), ("--frequency-penalty", "0.5"), ("--stop", "x")):
+    p = subprocess.run([LOOM, "chat", opt, val, "--help"], capture_output=True, text=True, timeout=60)
+    check(f"chat {opt} {val} --help: the option is taken", p.returncode == 0 and "usage: loom chat" in p.stdout and
+          not p.stderr, f"{p.returncode} {p.stderr[-300:]}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 EOF
