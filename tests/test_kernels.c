@@ -1,15 +1,18 @@
 /* test_kernels.c — the quantization kernels and matmul without the reference: every SIMD kernel set
  * agrees bit for bit with the scalar one (activation quantizers and dot products), dots agree with a
  * double-precision dot of the dequantized rows, quantize -> dequantize round trips are within half a
- * step, and loom_matmul equals per-element vec_dot for several shapes, token counts and thread counts. */
+ * step, and loom_matmul equals per-element vec_dot for several shapes, token counts and thread counts; the
+ * haswell float-order profile's sets. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/blocks.h"
+#include "kernels/helpers_scalar.h"
 #include "kernels/kernels.h"
 #include "kernels/protos.h"
 #include "kernels/matmul.h"
+#include "kernels/orders_haswell.h"
 #include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
@@ -355,6 +358,51 @@ static void check_dispatch(void)
           "row bytes");
 }
 
+/* The haswell float-order profile (orders_haswell.h): selectable and back; every set of it runs the same scalar
+ * F32/F16/BF16 dots and order-dependent ops (so the sets agree bitwise), tinyBLAS for n_in % 8 == 0, Q2_K never
+ * repacked; its exp's branches and reduction trees. */
+static void check_orders(void)
+{
+    loom_error err;
+    CHECK(strcmp(loom_orders_name(), "avx512") == 0, "default profile avx512, found %s", loom_orders_name());
+    CHECK(loom_orders_select((enum loom_orders)5, &err) == LOOM_E_ARG, "unknown profile rejected");
+    CHECK(loom_orders_select(LOOM_ORDERS_HASWELL, &err) == LOOM_OK && strcmp(loom_orders_name(), "haswell") == 0,
+          "haswell selectable");
+    const struct loom_kernel_set *scalar = loom_kernels_for(LOOM_KERNELS_SCALAR);
+    for (int m = 0; m < n_modes; m++) {
+        const struct loom_kernel_set *ks = loom_kernels_for(modes[m]);
+        CHECK(ks->orders == LOOM_ORDERS_HASWELL && ks->mode == modes[m], "%s: haswell profile", ks->name);
+        const uint32_t t[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+        for (int i = 0; i < 3; i++)
+            CHECK(ks->types[t[i]].vec_dot.row == scalar->types[t[i]].vec_dot.row &&
+                      ks->types[t[i]].tinyblas.row == scalar->types[t[i]].tinyblas.row &&
+                      !ks->types[t[i]].tinyblas.rows4,
+                  "%s: type %u runs the profile's scalar dots", ks->name, t[i]);
+        CHECK(ks->ops.silu == loom_hsw_silu && ks->ops.attn_heads == loom_hsw_attn_heads &&
+                  ks->ops.conv1d_chunk == loom_hsw_conv1d_chunk && ks->ops.rmsnorm_rows != NULL,
+              "%s: the profile's ops", ks->name);
+        CHECK(loom_matmul_dot(ks, LOOM_TYPE_Q2_K, 8, 256, 5, 0, 0) == &ks->types[LOOM_TYPE_Q2_K].vec_dot,
+              "%s: Q2_K never repacked", ks->name);
+        CHECK(loom_matmul_dot(ks, LOOM_TYPE_F16, 8, 24, 2, 0, 0) == &ks->types[LOOM_TYPE_F16].tinyblas,
+              "%s: tinyBLAS for n_in %% 8 == 0", ks->name);
+    }
+    CHECK(loom_hsw_expf(0.0f) == 1.0f && loom_hsw_expf(-INFINITY) == 0.0f && isinf(loom_hsw_expf(200.0f)) &&
+              isnan(loom_hsw_expf(NAN)) && loom_hsw_expf(-100.0f) > 0.0f && loom_hsw_expf(-100.0f) < 1e-43f,
+          "haswell exp: 1, 0, inf, nan, and a subnormal past |n| > 126");
+    const float a[8] = {1e8f, 1.0f, -1e8f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    CHECK(loom_hsw_hsum8_t8a(a) == 0.0f && loom_hsum8(a) == 2.0f, "T8a: (r0+r1)+(r2+r3); T8b: (r0+r2)+(r1+r3)");
+    float x[7], y[7], p[4];
+    fill_floats(x, 7, 1.0f);
+    fill_floats(y, 7, 1.0f);
+    for (int i = 0; i < 4; i++)
+        p[i] = x[i] * y[i];
+    float want = fmaf(x[6], y[6], fmaf(x[5], y[5], fmaf(x[4], y[4], (((0.0f + p[0]) + p[1]) + p[2]) + p[3])));
+    CHECK(loom_hsw_tail_sum(0.0f, 7, x, y) == want, "tail of 7: four rounded products added, then three fused");
+    CHECK(loom_orders_select(LOOM_ORDERS_AVX512, &err) == LOOM_OK &&
+              loom_kernels_for(LOOM_KERNELS_SCALAR)->orders == LOOM_ORDERS_AVX512,
+          "avx512 profile back");
+}
+
 int main(void)
 {
     check_dispatch();
@@ -405,6 +453,16 @@ int main(void)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 check_matmul(grid_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
     }
+    check_orders();
+    loom_orders_select(LOOM_ORDERS_HASWELL, NULL);
+    const uint32_t float_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+    for (int m = 0; m < n_modes; m++) {
+        select_mode(modes[m]);
+        for (size_t i = 0; i < 3; i++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                check_matmul(float_types[i], shapes[s][0], shapes[s][1], shapes[s][2], pools);
+    }
+    loom_orders_select(LOOM_ORDERS_AVX512, NULL);
     loom_pool_free(pools[1]);
     loom_pool_free(pools[2]);
     return test_finish();

@@ -37,15 +37,22 @@ static const int64_t tinyblas_step[2][LOOM_TYPE_COUNT] = {
     [LOOM_ORDERS_HASWELL] = {[LOOM_TYPE_F32] = 8, [LOOM_TYPE_F16] = 8, [LOOM_TYPE_BF16] = 8, [LOOM_TYPE_IQ4_NL] = 32},
 };
 
+/* Whether a type with a repacked order is repacked: every one but Q2_K, which llama.cpp's AVX-512 builds alone
+ * repack (repack.cpp: ggml_cpu_has_avx512(), the build's): never in the haswell profile; in the avx512 profile
+ * where the machine has AVX-512F, as loom did before the profiles. */
+static int repacked(const struct loom_kernel_set *ks, uint32_t type)
+{
+    return type != LOOM_TYPE_Q2_K ||
+           (ks->orders == LOOM_ORDERS_AVX512 && (loom_cpu_features() & LOOM_CPU_AVX512F));
+}
+
 const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,
                                                int64_t n_in, int64_t n_tok, int64_t t, int plain_buffer)
 {
     if (!loom_type_traits(type))
         return 0;
     const struct loom_type_kernels *k = &ks->types[type];
-    /* llama.cpp's AVX-512 build alone repacks Q2_K */
-    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer &&
-        (type != LOOM_TYPE_Q2_K || (loom_cpu_features() & LOOM_CPU_AVX512F)))
+    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer && repacked(ks, type))
         return t < n_tok - n_tok % 4 ? &k->gemm : &k->gemv;
     if (k->iqp.row && n_out % 8 == 0 && n_tok >= 8)
         return &k->iqp;
@@ -320,8 +327,7 @@ const struct loom_dot_kernels *loom_matmul_dot_id(const struct loom_kernel_set *
     if (!loom_type_traits(type))
         return 0;
     const struct loom_type_kernels *k = &ks->types[type];
-    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer &&
-        (type != LOOM_TYPE_Q2_K || (loom_cpu_features() & LOOM_CPU_AVX512F)))
+    if (k->gemv.row && n_out % 8 == 0 && !plain_buffer && repacked(ks, type))
         return &k->gemv;
     if (k->iqp.row && n_out % 8 == 0 && n_in % 256 == 0 && n_rows >= 8)
         return &k->iqp;
