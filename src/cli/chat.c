@@ -186,8 +186,8 @@ static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *er
 
 /* Where the generation prompt's "<|im_start|>assistant\n" ends in ids[n]: the next turn's render shares the
  * tokens up to there and no further (the template re-renders this answer without its <think> block), so the
- * session keeps a checkpoint at that position; n - 1 when the header ends the render (a ChatML turn without a
- * think block: its last token is evaluated after the checkpoint, for the logits). Always in [1, n - 1] for n >= 2. */
+ * session keeps a checkpoint at that position; n when the header ends the render (a ChatML turn without a think
+ * block), n - 1 when there is no header. Always in [1, n] for n >= 2. */
 static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
 {
     static const char head_text[] = "<|im_start|>assistant\n";
@@ -195,7 +195,7 @@ static int chat_turn_start(const struct chat *c, const int32_t *ids, int n)
     int k = loom_tokenizer_encode(c->tok, head_text, sizeof head_text - 1, LOOM_SPECIAL_ALL, head, 8, NULL);
     for (int i = n - k; k > 0 && k <= 8 && i >= 0; i--)
         if (!memcmp(ids + i, head, (size_t)k * sizeof *ids))
-            return i + k < n ? i + k : n - 1;
+            return i + k;
     return n - 1;
 }
 
@@ -236,16 +236,18 @@ static int chat_prefill(struct chat *c, const int32_t *ids, int n, loom_error *e
     double t0 = loom_cli_now();
     c->last.n_to_prefill = n - start;
     int first = split - start < CHAT_PREFILL_TOKENS ? split : start + CHAT_PREFILL_TOKENS;
-    int reused = loom_session_prefill_cached(c->s, ids, first, NULL, err), rc = reused < 0 ? reused : LOOM_OK;
+    int reused = loom_session_prefill_cached(c->s, ids, first, first == n ? c->logits : NULL, err);
+    int rc = reused < 0 ? reused : LOOM_OK;
     if (rc == LOOM_OK) {
         c->last.n_reused = reused;
         c->last.reset = reused < held;
         c->last.n_to_prefill = n - reused;
         c->last.n_prefill = first - reused;
-        rc = chat_eval_chunks(c, ids, first, split, 0, err);
+        rc = chat_eval_chunks(c, ids, first, split, split == n, err);
     }
     if (rc == LOOM_OK) {
-        loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
+        if (loom_session_checkpoint_at(c->s, split) != split) /* one request's end keeps one already */
+            loom_session_checkpoint(c->s, NULL); /* a cache: without it the next turn prefills more */
         rc = chat_eval_chunks(c, ids, split, n, 1, err);
     }
     c->last.t_prefill = loom_cli_now() - t0;
