@@ -80,8 +80,9 @@ static void serve_usage(FILE *f)
                LOOM_CLI_MODEL_USAGE
                "Endpoints: GET / (a chat page), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
                "POST /v1/completions, POST /tokenize, POST /detokenize. Of llama.cpp server's request fields,\n"
-               "n_predict (max_tokens), repeat_penalty and repeat_last_n are taken; the others loom does not\n"
-               "implement (n_probs, typical_p, mirostat, grammar, ...) only at their neutral values, else 400.\n",
+               "n_predict (max_tokens), repeat_penalty, repeat_last_n (-1: the slot's context) and seed -1 (a\n"
+               "fresh one) are taken; the others loom does not implement (n_probs, typical_p, mirostat, grammar,\n"
+               "...) only at their neutral values, else 400 naming the field (and the OpenAI one to use).\n",
             SERVE_SYNOPSIS);
 }
 

@@ -648,10 +648,10 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
         return serve_fail(e, 500, NULL, NULL, "out of memory"), -1;
     if (get_float(o, "temperature", 0, 2, &sp.temp, e) || get_float(o, "top_p", 0, 1, &sp.top_p, e) ||
         get_int(o, "top_k", 0, 1 << 24, &top_k, e) || get_float(o, "min_p", 0, 1, &sp.min_p, e) ||
-        get_int(o, "seed", 0, INT64_MAX, &seed, e) ||
+        get_int(o, "seed", -1, INT64_MAX, &seed, e) ||
         get_float(o, "presence_penalty", -2, 2, &sp.presence_penalty, e) ||
         get_float(o, "frequency_penalty", -2, 2, &sp.frequency_penalty, e) ||
-        get_repeat_penalty(o, &sp.repeat_penalty, e) || get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, e) ||
+        get_repeat_penalty(o, &sp.repeat_penalty, e) || get_int(o, "repeat_last_n", -1, 1 << 20, &last_n, e) ||
         get_max_tokens(o, &max_tokens, e) ||
         get_bias(o, loom_model_n_logits(c->m), bias, &sp.n_bias, e) || get_stops(o, stops, &n_stops, e) ||
         get_bool(o, "stream", "stream", &r->stream, e) || get_object(o, "stream_options", &so, e) ||
@@ -659,8 +659,8 @@ static int parse_sampling(const struct serve_ctx *c, json_t *o, struct serve_req
         get_bool(o, "return_prompt_tokens", "return_prompt_tokens", &r->return_prompt_tokens, e))
         goto out;
     sp.top_k = (int)top_k;
-    sp.repeat_last_n = (int)last_n;
-    sp.seed = seed >= 0 ? (uint64_t)seed : fresh_seed();
+    sp.repeat_last_n = last_n >= 0 ? (int)last_n : c->n_ctx < 1 << 20 ? c->n_ctx : 1 << 20; /* -1: the context */
+    sp.seed = seed >= 0 ? (uint64_t)seed : fresh_seed(); /* -1 or none: llama.cpp's random seed */
     sp.bias = sp.n_bias ? bias : bias_none;
     r->max_tokens = (int)max_tokens;
     loom_error err = {0};

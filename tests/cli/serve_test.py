@@ -439,9 +439,9 @@ check("integers written as integers are taken", st == 200 and body["usage"]["com
 # the field, its range and the number as written, in every integer and number field of every endpoint
 BIG = ("9223372036854775808", "-9223372036854775809", "99999999999999999999", "1e400", "-1e400")
 big_fields = [("/v1/completions", f, r) for f, r in (
-    ("seed", "[0, 9223372036854775807]"), ("max_tokens", "[1, 16777216]"), ("max_completion_tokens", "[1, 16777216]"),
+    ("seed", "[-1, 9223372036854775807]"), ("max_tokens", "[1, 16777216]"), ("max_completion_tokens", "[1, 16777216]"),
     ("n_predict", "[-1, 16777216]"), ("top_k", "[0, 16777216]"), ("n", "[1, 1]"), ("best_of", "[1, 1]"),
-    ("logprobs", "[0, 20]"), ("repeat_last_n", "[0, 1048576]"), ("temperature", "[0, 2]"), ("top_p", "[0, 1]"),
+    ("logprobs", "[0, 20]"), ("repeat_last_n", "[-1, 1048576]"), ("temperature", "[0, 2]"), ("top_p", "[0, 1]"),
     ("min_p", "[0, 1]"), ("presence_penalty", "[-2, 2]"), ("frequency_penalty", "[-2, 2]"),
     ("repeat_penalty", "[0, 100]"))] + [("/v1/chat/completions", "top_logprobs", "[0, 20]")]
 for path, field, rng in big_fields:
@@ -504,6 +504,12 @@ check("repeat_penalty is honored (a strong one changes the greedy text)",
 off = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12,
                                             "repeat_penalty": 100, "repeat_last_n": 0})[1]
 check("repeat_last_n 0 turns the penalty off", off["choices"][0]["text"] == plain["choices"][0]["text"], str(off))
+whole = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12,
+                                              "repeat_penalty": 100, "repeat_last_n": -1})[1]
+check("repeat_last_n -1 (llama.cpp's: the whole context) is taken, the penalty on",
+      whole["choices"][0]["text"] == pen["choices"][0]["text"], str(whole))
+st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2, "seed": -1})
+check("seed -1 (llama.cpp's: a random seed) is taken", st == 200, f"{st} {body}")
 st, e = err_of(a.request("POST", "/v1/completions", {"prompt": "hi", "repeat_penalty": 0}))
 check("repeat_penalty 0: 400 (a divisor)", st == 400 and e.get("param") == "repeat_penalty", f"{st} {e}")
 NEUTRAL = {"n_probs": 0, "post_sampling_probs": False, "n_cmpl": 1, "dynatemp_range": 0, "dry_multiplier": 0,
