@@ -530,7 +530,8 @@ for field, value, instead in (("n_probs", 5, "logprobs"), ("post_sampling_probs"
                               ("cache_prompt", False, None), ("ignore_eos", True, None), ("return_tokens", True, None),
                               ("timings_per_token", True, None), ("return_progress", True, None),
                               ("grammar", "root ::= \"a\"", None), ("samplers", ["top_k"], None),
-                              ("response_fields", ["content"], None), ("lora", [], None), ("sse_ping_interval", 5, None),
+                              ("response_fields", ["content"], None), ("lora", [], None),
+                              ("sse_ping_interval", 5, None),
                               ("typical_p", "0.5", None)):
     for path, body in (("/v1/completions", {"prompt": "hi"}), ("/v1/chat/completions", chat_body("hi"))):
         st, e = err_of(a.request("POST", path, dict(body, **{field: value})))
