@@ -1,7 +1,10 @@
 /* main.c — the `loom` command: dispatches to one subcommand per file in src/cli/. */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -23,18 +26,24 @@ static void usage(FILE *f)
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
- * command: status `trouble` with the reason, unless it already failed with another. */
+ * command: status `trouble` with the reason, unless it already failed with another. The reason of a write that
+ * failed before (its errno is gone): a pipe whose reader closed it (POLLERR) is EPIPE's. */
 static int check_stdout(const char *cmd, int status, int trouble)
 {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout))
         return status;
-    fprintf(stderr, "loom %s: writing standard output: %s\n", cmd, errno ? strerror(errno) : "write error");
+    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    int e = errno ? errno : poll(&out, 1, 0) == 1 && (out.revents & POLLERR) ? EPIPE : 0;
+    fprintf(stderr, "loom %s: writing standard output: %s\n", cmd, e ? strerror(e) : "write error");
     return status && status != 1 ? status : trouble;
 }
 
 int main(int argc, char **argv)
 {
+    /* a reader that closes its end early (| head) makes a write fail with EPIPE, which each command's output path
+     * reports (check_stdout: standard output), instead of ending loom silently with a temporary file left behind */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : check_stdout("--help", 0, 1);

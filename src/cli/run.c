@@ -193,7 +193,7 @@ static int run_decode_loop(const loom_tokenizer *tok, loom_session *s, loom_samp
         loom_sampler_accept(smp, id);
         st->n_generated++;
         rc = run_emit(stop, text, k, err); /* 1: a stop string completed */
-        if (rc != 0 || g + 1 == n_gen)
+        if (rc != 0 || g + 1 == n_gen || ferror(stdout)) /* ferror: the text goes nowhere (main names stdout) */
             break;
         rc = loom_session_eval(s, &id, 1, logits, LOOM_LOGITS_LAST, err);
         if (rc != LOOM_OK)

@@ -6,7 +6,9 @@
 # synth and the default model's preparation stop with no temporary or half-written file, the preparation also when
 # loom is SIGKILLed (its child ends by its parent-death signal); a second loom waits for the first's preparation, a
 # signal stopping the wait; a signal ignored on entry (SIGHUP under nohup, SIGINT, SIGTERM) stays ignored in run and
-# chat (serve_test.py checks serve); chat refuses a line holding a NUL byte.
+# chat (serve_test.py checks serve); chat refuses a line holding a NUL byte; a reader that closes its pipe early
+# (SIGPIPE ignored): standard output named, status 1 (2 in xray and certify), while a closed standard error stops no
+# GGUF write (synth and quantize finish their file, no temporary file left).
 # Signals are sent once the command has shown it reached the step under test (an output marker, or for chat's
 # prefill the bytes it has read); every wait is bounded. Prints "N passed, N failed".
 set -uo pipefail
@@ -386,6 +388,48 @@ check "default model, the second of two: prepares once the first has stopped" \
     'grep -q "^loom: preparing the default model .* (once)" "$err"'
 check "default model, the second of two: SIGTERM exits 143" '[ $rc -eq 143 ]'
 check "default model, the second of two: nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-two/models")" ]'
+
+# SIGPIPE: loom ignores it, so a reader that closes its end early makes a write fail (EPIPE) instead of ending loom
+# silently. closed FD CMD...: CMD with FD (1: stdout, 2: stderr) a pipe whose reader is gone (SIGPIPE at its
+# default, as a shell leaves it); its status
+closed() {
+    python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r); fd = int(sys.argv[1])
+sys.exit(subprocess.call(sys.argv[2:], stdout=w if fd == 1 else None, stderr=w if fd == 2 else None))' "$@"
+}
+# the product on standard output (text, ids, a report, a table, JSON) not delivered: status 1 (2 for xray and
+# certify, where 1 is a difference), naming standard output; run stops generating
+for c in "1:run -m $tiny -p hi -n 40 --temp 0" "1:tokenize -m $tiny" "1:tokenize -m $tiny --decode" "1:inspect $tiny" \
+    "1:bench -m $tiny -p 8 -n 2 -r 1" "2:xray -m $tiny -p hi" "2:xray -m $tiny -p hi --json" \
+    "2:certify -m $tiny -n 1 -o $tmp/cert" "1:synth --generator-version" "1:--version" "1:run --help"; do
+    echo 11 22 | closed 1 "$loom" ${c#*:} >/dev/null 2>"$err"; rc=$?
+    check "${c#*:} | (reader gone): status ${c%%:*}, standard output named" \
+        '[ $rc -eq ${c%%:*} ] && grep -q "^loom [-a-z]*: writing standard output: Broken pipe$" "$err"'
+done
+closed 1 "$loom" run -m "$tiny" -p hi -n 40 --temp 0 2>"$err"
+check "run | (reader gone): stops generating at the first text it cannot deliver" \
+    'n=$(sed -n "s/.*(\([0-9]*\) generated).*/\1/p" "$err") && [ -n "$n" ] && [ "$n" -lt 40 ]'
+# diagnostics and progress on standard error not delivered stop no GGUF write: the file is finished (status 0,
+# as with stderr open), no temporary file left
+rm -f "$tmp"/piped*.gguf
+closed 2 "$loom" synth --preset micro --vocab "$vocab" -o "$tmp/piped.gguf"; rc=$?
+check "synth 2>| (reader gone): finishes its file, no temporary file" \
+    '[ $rc -eq 0 ] && "$loom" inspect "$tmp/piped.gguf" >/dev/null 2>&1 && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+closed 2 "$loom" quantize "$tmp/piped.gguf" "$tmp/piped-q.gguf" Q4_K_M; rc=$?
+check "quantize 2>| (reader gone): finishes its file, no temporary file" \
+    '[ $rc -eq 0 ] && "$loom" inspect "$tmp/piped-q.gguf" >/dev/null 2>&1 && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+# the same through a shell pipeline whose reader stops after one line
+"$loom" synth --preset micro --vocab "$vocab" -o "$tmp/piped2.gguf" 2>&1 >/dev/null | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+check "synth 2>&1 >/dev/null | head -1: status 0, its file whole, no temporary file" \
+    '[ $rc -eq 0 ] && "$loom" inspect "$tmp/piped2.gguf" >/dev/null 2>&1 && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+"$loom" quantize "$tmp/piped2.gguf" "$tmp/piped2-q.gguf" Q8_0 2>&1 >/dev/null | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+check "quantize 2>&1 >/dev/null | head -1: status 0, its file whole, no temporary file" \
+    '[ $rc -eq 0 ] && "$loom" inspect "$tmp/piped2-q.gguf" >/dev/null 2>&1 && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+"$loom" run -m "$tiny" -p hi -n 40 --temp 0 2>"$err" | head -c 2 >/dev/null
+rc=${PIPESTATUS[0]}
+check "run | head -c 2: status 1, standard output named" '[ $rc -eq 1 ] && grep -q "writing standard output: Broken pipe" "$err"'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
