@@ -5,7 +5,9 @@
  * loom's token-by-token rows (the decode path) against the reference's; loom runs in REFERENCE_BATCH numerics
  * for the batched comparisons, and its CANONICAL numerics (the default) must give, for the prompt in one batch,
  * exactly the reference's token-by-token rows. Models: $LOOM_CACHE/models (prepared by
- * scripts/prepare-models.sh); LOOM_PARITY_MODELS restricts the list while developing. */
+ * scripts/prepare-models.sh), and grouped-query attention with several KV heads (tests/gqa_fixture.h: 6 query
+ * heads on 2 KV heads; the prepared tiny models have one KV head), synthesized here over the reference's qwen35
+ * vocabulary in F32 and Q4_K_M; LOOM_PARITY_MODELS restricts the list while developing. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 #include "loom.h"
 #include "parity.h"
 #include "test.h"
+#include "gqa_fixture.h"
+#include "kernels/types.h"
 
 /* Fixed prompt: English and a few other scripts, tokenized by the model's tokenizer and truncated to N_PROMPT. */
 static const char PROMPT[] =
@@ -351,6 +355,35 @@ static void compare_model(struct run *r, const int32_t *cont)
     check_batch_vs_tokens(r->name, r->tol, r->lm, r->ls, r->rm, tokens, r->loom_logits, r->ref_logits, r->n);
 }
 
+/* The grouped-query attention models (gqa_tiny), written into a private folder under /tmp and compared as the
+ * prepared ones. */
+static void compare_gqa(const int32_t *cont)
+{
+    static const struct {
+        const char *file;
+        enum tolerance tol;
+        const char *recipe;
+    } GQA[] = {{"tiny-gqa-F32.gguf", TOL_F32, NULL}, {"tiny-gqa-Q4_K_M.gguf", TOL_QUANT, "Q4_K_M"}};
+    char ref[1024], vocab[1100], dir[] = "/tmp/loom-parity-gqa-XXXXXX", path[64];
+    snprintf(vocab, sizeof vocab, "%s/src/models/ggml-vocab-qwen35.gguf", parity_ref_dir(ref, sizeof ref));
+    int made = mkdtemp(dir) != NULL;
+    CHECK(made, "mkdtemp failed");
+    for (size_t m = 0; m < sizeof GQA / sizeof GQA[0] && made; m++) {
+        if (!parity_model_selected(GQA[m].file))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, GQA[m].file);
+        if (gqa_write(&gqa_tiny, vocab, LOOM_TYPE_F32, GQA[m].recipe, path) == LOOM_OK) {
+            struct run r = {.name = GQA[m].file, .path = path, .tol = GQA[m].tol};
+            compare_model(&r, cont);
+            run_free(&r);
+            fflush(stdout);
+        }
+        unlink(path);
+    }
+    if (made)
+        rmdir(dir);
+}
+
 int main(void)
 {
     char cache[1024], path[1200];
@@ -373,6 +406,7 @@ int main(void)
         run_free(&r);
         fflush(stdout);
     }
+    compare_gqa(cont);
     llama_backend_free();
     return test_finish();
 }
