@@ -344,11 +344,12 @@ static json_t *identity(const struct certify_run *c)
     snprintf(sys, sizeof sys, "%s", c->r->print_system_info());
     sys[strcspn(sys, "\n")] = 0;
     return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:i}, s:s,"
-                     " s:{s:s, s:s, s:b, s:s, s:b, s:s, s:s, s:s, s:i}}",
+                     " s:{s:s, s:s, s:b, s:b, s:s, s:b, s:s, s:s, s:s, s:i}}",
                      "date", date, "model", "path", c->o->model, "xxh3_128", digest, "arch", loom_model_arch(c->m),
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
-                     "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "avx512", loom_ref_avx512(c->r) != 0,
+                     "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "cpu_build_forced", c->r->cpu[0] != 0,
+                     "avx512", loom_ref_avx512(c->r) != 0,
                      "system_info", sys,
                      "repack", c->r->repack != 0, "flash_attention", "off", "kv_type",
                      c->o->mo.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16", "n_ubatch",
@@ -428,9 +429,10 @@ static void write_markdown(FILE *f, json_t *cert)
             json_string_value(json_object_get(lo, "kernels")), (int)json_integer_value(json_object_get(lo, "threads")),
             json_string_value(json_object_get(id, "cpu")));
     const char *kv = json_string_value(json_object_get(re, "kv_type")); /* "F16" when both are */
-    fprintf(f, "- Reference: %s, CPU build: %s, weight repacking %s; flash attention off, %s%s, n_ubatch %s, "
+    fprintf(f, "- Reference: %s, CPU build: %s (%s), weight repacking %s; flash attention off, %s%s, n_ubatch %s, "
                "threads: %d\n- Reference system info: `%s`\n- Date: %s\n",
             json_string_value(json_object_get(re, "engine")), json_string_value(json_object_get(re, "cpu_build")),
+            json_is_true(json_object_get(re, "cpu_build_forced")) ? "forced by LOOM_REF_CPU" : "the best for this CPU",
             json_is_true(json_object_get(re, "repack")) ? "on" : "off", kv, strcmp(kv, "F16") ? "" : " K/V",
             json_string_value(json_object_get(re, "n_ubatch")),
             (int)json_integer_value(json_object_get(re, "threads")),

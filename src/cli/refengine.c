@@ -3,10 +3,12 @@
  * are declared in refengine.h and checked against the reference's header by tests/parity/test_refengine.c. */
 #include "cli/refengine.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define REF_LIB "libllama.v0.5.0.so"
 
@@ -83,10 +85,85 @@ int loom_ref_avx512(const struct loom_ref *r)
 
 const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap)
 {
-    if (r->cpu[0])
-        return r->cpu;
-    snprintf(buf, cap, "%s, the best for this CPU", r->best);
+    snprintf(buf, cap, "%s, %s", r->cpu[0] ? r->cpu : r->best, r->cpu[0] ? "forced by LOOM_REF_CPU"
+                                                                          : "the best for this CPU");
     return buf;
+}
+
+/* The CPU builds in a bins folder: the NAMEs of its libggml-cpu-NAME.so, sorted. */
+enum { REF_CPU_BUILDS_MAX = 32 };
+struct ref_cpu_builds {
+    char name[REF_CPU_BUILDS_MAX][64];
+    int n;
+};
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void ref_cpu_builds(const char *bins, struct ref_cpu_builds *b)
+{
+    static const char prefix[] = "libggml-cpu-";
+    const size_t skip = sizeof prefix - 1;
+    DIR *d = opendir(bins);
+    const struct dirent *e;
+    b->n = 0;
+    while (d && b->n < REF_CPU_BUILDS_MAX && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, prefix, skip) && len > skip + 3 && !strcmp(e->d_name + len - 3, ".so") &&
+            len - skip - 3 < sizeof b->name[0])
+            snprintf(b->name[b->n++], sizeof b->name[0], "%.*s", (int)(len - skip - 3), e->d_name + skip);
+    }
+    if (d)
+        closedir(d);
+    qsort(b->name, (size_t)b->n, sizeof b->name[0], compare_names);
+}
+
+/* The reference's own score of CPU build name on this CPU (its ggml_backend_score, which ggml_backend_load asks:
+ * 0 when the CPU lacks an instruction the build needs; safe to call on any CPU), or -1 when it does not open. */
+static int ref_cpu_score(const char *bins, const char *name)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", bins, name);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *sym = lib ? dlsym(lib, "ggml_backend_score") : NULL;
+    int (*score)(void) = NULL;
+    memcpy(&score, &sym, sizeof score);
+    int s = !lib ? -1 : score ? score() : 1;
+    if (lib)
+        dlclose(lib);
+    return s;
+}
+
+/* LOOM_REF_CPU=cpu did not load build (its spelling in the folder; NULL: none there): why, and the builds this CPU
+ * can load, into err. */
+static int ref_cpu_refused(const struct loom_ref *r, const char *cpu, const char *build,
+                           const struct ref_cpu_builds *b, loom_error *err)
+{
+    /* ggml's x86 builds that need AVX-512 (its CMake variants) */
+    static const char *const avx512[] = {"skylakex", "cannonlake", "cascadelake", "cooperlake", "icelake",
+                                         "sapphirerapids", "zen4"};
+    char all[640] = "", can[640] = "";
+    for (int i = 0; i < b->n; i++) {
+        size_t n = strlen(all), k = strlen(can);
+        snprintf(all + n, sizeof all - n, "%s%s", n ? ", " : "", b->name[i]);
+        if (ref_cpu_score(r->bins, b->name[i]) > 0)
+            snprintf(can + k, sizeof can - k, "%s%s", k ? ", " : "", b->name[i]);
+    }
+    if (!build)
+        return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_CPU=%s: expected the NAME of a libggml-cpu-NAME.so in %s (any "
+                           "case), found none of that name; there: %s; this CPU can load: %s", cpu, r->bins,
+                           b->n ? all : "none", can[0] ? can : "none");
+    int needs512 = 0, score = ref_cpu_score(r->bins, build);
+    for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++)
+        needs512 |= !strcmp(build, avx512[i]);
+    __builtin_cpu_init();
+    const char *why = score == 0 && needs512 && !__builtin_cpu_supports("avx512f")
+                          ? "it needs AVX-512, which this CPU lacks"
+                      : score == 0 ? "it needs instructions this CPU lacks (the reference scores it 0 here)"
+                      : score < 0 ? "it does not open as a library" : "the reference refused it";
+    return loom_errorf(err, LOOM_E_IO, "LOOM_REF_CPU=%s: the reference's CPU build %s/libggml-cpu-%s.so is there but "
+                       "did not load: %s; this CPU can load: %s", cpu, r->bins, build, why, can[0] ? can : "none");
 }
 
 /* The reference's log sink: errors only (its loader is chatty at INFO); level 5 (CONT) continues the last. */
@@ -102,7 +179,7 @@ static void ref_log(int level, const char *text, void *user)
 
 int loom_ref_open(struct loom_ref *r, loom_error *err)
 {
-    char path[1100];
+    char path[1200]; /* bins, "/libggml-cpu-", a NAME of r->cpu and ".so" */
     memset(r, 0, sizeof *r);
     loom_ref_bins_dir(r->bins, sizeof r->bins);
     snprintf(path, sizeof path, "%s/%s", r->bins, REF_LIB);
@@ -123,15 +200,15 @@ int loom_ref_open(struct loom_ref *r, loom_error *err)
         return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_REPACK: expected 0 or 1, found '%s'", repack);
     r->repack = !repack || strcmp(repack, "0");
     const char *cpu = getenv("LOOM_REF_CPU");
-    if (cpu && *cpu) { /* one CPU build (e.g. haswell: AVX2 only) instead of the best for this CPU */
-        if (strlen(cpu) >= sizeof r->cpu || strchr(cpu, '/'))
-            return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_CPU: expected the NAME of a libggml-cpu-NAME.so in %s, "
-                               "found '%s'", r->bins, cpu);
-        snprintf(r->cpu, sizeof r->cpu, "%s", cpu);
-        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", r->bins, cpu);
-        if (!r->backend_load(path))
-            return loom_errorf(err, LOOM_E_IO, "LOOM_REF_CPU=%s: the reference's CPU build %s did not load (missing, "
-                               "or it needs instructions this CPU lacks)", cpu, path);
+    if (cpu && *cpu) { /* one CPU build (e.g. haswell: AVX2 only) instead of the best for this CPU, in any case */
+        struct ref_cpu_builds b;
+        ref_cpu_builds(r->bins, &b);
+        for (int i = 0; i < b.n && !r->cpu[0]; i++)
+            if (!strcasecmp(cpu, b.name[i]))
+                snprintf(r->cpu, sizeof r->cpu, "%s", b.name[i]);
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", r->bins, r->cpu);
+        if (!r->cpu[0] || !r->backend_load(path))
+            return ref_cpu_refused(r, cpu, r->cpu[0] ? r->cpu : NULL, &b, err);
     } else {
         r->load_all_from_path(r->bins);
         ref_best_cpu(r);

@@ -150,15 +150,17 @@ const char *loom_ref_bins_dir(char *buf, size_t cap);
 
 /* dlopen libllama.v0.5.0.so from loom_ref_bins_dir (its RUNPATH finds libggml beside it), resolve every entry
  * point of struct loom_ref, route the reference's log to stderr (errors only), load its CPU backends from the
- * same folder and initialise it. Once per process. Returns LOOM_OK, or LOOM_E_IO naming the library or the
- * missing symbol. */
+ * same folder and initialise it (LOOM_REF_CPU=NAME, in any case: that one CPU build alone). Once per process.
+ * Returns LOOM_OK, or LOOM_E_IO naming the library or the missing symbol; for a LOOM_REF_CPU build that is not
+ * there (LOOM_E_ARG) or does not load (LOOM_E_IO), why (for one that needs AVX-512 on a CPU without it, so), and
+ * the builds this CPU can load. */
 int loom_ref_open(struct loom_ref *r, loom_error *err);
 /* Whether the reference's CPU build has AVX-512 (its system info's "AVX512 = 1"): loom's reference numerics are
  * the float orders of those builds, so only against one of them are its logits bitwise; a CPU without AVX-512
  * runs the AVX2 build, whose orders differ (docs/haswell-numerics.md). After loom_ref_open. */
 int loom_ref_avx512(const struct loom_ref *r);
-/* The CPU build the reference runs, for a report: LOOM_REF_CPU's NAME, or "NAME, the best for this CPU" in buf
- * (cap bytes) when it picked the best itself. */
+/* The CPU build the reference runs, for a report, in buf (cap bytes): "NAME, forced by LOOM_REF_CPU", or "NAME, the
+ * best for this CPU" when it picked the best itself. */
 const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap);
 /* llama_backend_free. The library stays mapped (the reference keeps process-wide state). */
 void loom_ref_close(struct loom_ref *r);

@@ -343,10 +343,33 @@ check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && g
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
 check "bench -n beyond context_length: a usage error naming -d + -p + -n" '[ $rc -eq 2 ] && grep -q -- "-d + -p + -n: expected at most the model.s context_length" "$err"'
 # bench --ref with one CPU build of the reference (LOOM_REF_CPU), named in the header; a missing one refused
-LOOM_REF_CPU=haswell "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
-check "bench --ref with LOOM_REF_CPU=haswell runs that build" '[ $rc -eq 0 ] && grep -q "CPU build haswell" "$out" && grep -q "reference" "$out"'
+# (in any case), said to be forced; a missing one refused with the builds there and those this CPU can load; one
+# that needs AVX-512 on a CPU without it refused saying so; xray and certify say which chose the build
+LOOM_REF_CPU=HasWell "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
+check "bench --ref with LOOM_REF_CPU=HasWell runs the haswell build, forced" \
+    '[ $rc -eq 0 ] && grep -q "CPU build haswell, forced by LOOM_REF_CPU" "$out" && grep -q "reference" "$out"'
 LOOM_REF_CPU=nosuch "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref >"$out" 2>"$err"; rc=$?
-check "bench --ref with a missing LOOM_REF_CPU build fails naming it" '[ $rc -eq 1 ] && grep -q "LOOM_REF_CPU=nosuch: the reference.s CPU build .*libggml-cpu-nosuch.so did not load" "$err"'
+check "bench --ref with a missing LOOM_REF_CPU build: named, with the builds there and those this CPU loads" \
+    '[ $rc -eq 1 ] && grep -q "LOOM_REF_CPU=nosuch: expected the NAME of a libggml-cpu-NAME.so in .* (any case), found none of that name; there: .*haswell.*; this CPU can load: .*x64" "$err"'
+if ! grep -q avx512f /proc/cpuinfo; then
+    LOOM_REF_CPU=zen4 "$loom" xray -m "$model" -p hi >"$out" 2>"$err"; rc=$?
+    check "xray with LOOM_REF_CPU=zen4 on a CPU without AVX-512: the file is there, the CPU lacks AVX-512" \
+        '[ $rc -eq 2 ] && grep -q "LOOM_REF_CPU=zen4: the reference.s CPU build .*libggml-cpu-zen4.so is there but did not load: it needs AVX-512, which this CPU lacks; this CPU can load: .*haswell" "$err" && ! grep -q "zen4" <<<"$(sed "s/.*can load: //" "$err")"'
+fi
+LOOM_REF_CPU=x64 "$loom" xray -m "$model" -p hi >"$out" 2>"$err"
+check "xray's header: a build forced by LOOM_REF_CPU said so" 'grep -q "(CPU build x64, forced by LOOM_REF_CPU)" "$out"'
+LOOM_REF_CPU=x64 "$loom" xray -m "$model" -p hi --json >"$out" 2>"$err"
+check "xray --json: reference_cpu_build_forced true under LOOM_REF_CPU" 'grep -q "\"reference_cpu_build_forced\": true" "$out"'
+"$loom" xray -m "$model" -p hi --json >"$out" 2>"$err"
+check "xray --json: reference_cpu_build_forced false without it" 'grep -q "\"reference_cpu_build_forced\": false" "$out"'
+printf 'hello\n' >"$edited"
+for how in "haswell (forced by LOOM_REF_CPU):true" "[a-z0-9]* (the best for this CPU):false"; do
+    set_cpu=$([ "${how##*:}" = true ] && echo LOOM_REF_CPU=haswell || echo LOOM_REF_CPU=)
+    env "$set_cpu" "$loom" certify -m "$model" --prompts "$edited" -n 1 -o "$edited.cert" >"$out" 2>"$err"
+    check "certify: its CPU build said as ${how%:*}" \
+        'grep -q "CPU build: ${how%:*}, weight" "$edited.cert.md" && grep -q "\"cpu_build_forced\": ${how##*:}" "$edited.cert.json"'
+done
+rm -f "$edited.cert.md" "$edited.cert.json"
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
 check "bench -d measures at depth" '[ $rc -eq 0 ] && grep -q "pp8 @ d40" "$out" && grep -q "tg4 @ d40" "$out" && grep -q "K/V rows" "$out"'
