@@ -368,17 +368,16 @@ static void check_orders(void)
     CHECK(loom_orders_select((enum loom_orders)5, &err) == LOOM_E_ARG, "unknown profile rejected");
     CHECK(loom_orders_select(LOOM_ORDERS_HASWELL, &err) == LOOM_OK && strcmp(loom_orders_name(), "haswell") == 0,
           "haswell selectable");
-    const struct loom_kernel_set *scalar = loom_kernels_for(LOOM_KERNELS_SCALAR);
     for (int m = 0; m < n_modes; m++) {
         const struct loom_kernel_set *ks = loom_kernels_for(modes[m]);
         CHECK(ks->orders == LOOM_ORDERS_HASWELL && ks->mode == modes[m], "%s: haswell profile", ks->name);
-        const uint32_t t[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
-        for (int i = 0; i < 3; i++)
-            CHECK(ks->types[t[i]].vec_dot.row == scalar->types[t[i]].vec_dot.row &&
-                      ks->types[t[i]].tinyblas.row == scalar->types[t[i]].tinyblas.row &&
-                      !ks->types[t[i]].tinyblas.rows4,
-                  "%s: type %u runs the profile's scalar dots", ks->name, t[i]);
-        CHECK(ks->ops.silu == loom_hsw_silu && ks->ops.attn_heads == loom_hsw_attn_heads &&
+        int simd = modes[m] != LOOM_KERNELS_SCALAR;
+        CHECK(ks->types[LOOM_TYPE_F32].vec_dot.row == (simd ? loom_hsw_f32_vec_dot_avx2 : loom_hsw_f32_vec_dot) &&
+                  ks->types[LOOM_TYPE_F16].tinyblas.row ==
+                      (simd ? loom_hsw_f16_tinyblas_avx2 : loom_hsw_f16_tinyblas) &&
+                  ks->types[LOOM_TYPE_BF16].vec_dot.row == loom_hsw_bf16_vec_dot && !ks->types[LOOM_TYPE_F32].tinyblas.rows4,
+              "%s: the profile's dots", ks->name);
+        CHECK(ks->ops.silu == (simd ? loom_hsw_silu_avx2 : loom_hsw_silu) && ks->ops.attn_heads == loom_hsw_attn_heads &&
                   ks->ops.conv1d_chunk == loom_hsw_conv1d_chunk && ks->ops.rmsnorm_rows != NULL,
               "%s: the profile's ops", ks->name);
         CHECK(loom_matmul_dot(ks, LOOM_TYPE_Q2_K, 8, 256, 5, 0, 0) == &ks->types[LOOM_TYPE_Q2_K].vec_dot,
@@ -401,6 +400,31 @@ static void check_orders(void)
     CHECK(loom_orders_select(LOOM_ORDERS_AVX512, &err) == LOOM_OK &&
               loom_kernels_for(LOOM_KERNELS_SCALAR)->orders == LOOM_ORDERS_AVX512,
           "avx512 profile back");
+}
+
+/* The haswell profile's AVX2 ops (x86/orders_haswell_avx2.c) bitwise its scalar ones: SiLU/SwiGLU over every
+ * exp branch and tail length, the delta rule over a few tokens. */
+static void check_haswell_avx2_ops(void)
+{
+    float g[1003], u[1003], y[1003], y_ref[1003];
+    fill_floats(g, 1003, 150.0f);
+    fill_floats(u, 1003, 2.0f);
+    for (int n = 1; n <= 1003; n += 101) {
+        loom_hsw_silu(n, g, y_ref);
+        loom_hsw_silu_avx2(n, g, y);
+        CHECK(memcmp(y, y_ref, sizeof(float) * (size_t)n) == 0, "haswell silu avx2 n=%d", n);
+        loom_hsw_swiglu(n, g, u, y_ref);
+        loom_hsw_swiglu_avx2(n, g, u, y);
+        CHECK(memcmp(y, y_ref, sizeof(float) * (size_t)n) == 0, "haswell swiglu avx2 n=%d", n);
+    }
+    enum { D = 32, T = 3 };
+    float M0[D * D], M[D * D], M_ref[D * D], qkv[T * 3 * D], gb[2 * T], out[T * D], out_ref[T * D];
+    fill_floats(M0, D * D, 1.0f);
+    fill_floats(qkv, T * 3 * D, 0.5f);
+    fill_floats(gb, 2 * T, 0.5f);
+    loom_hsw_delta_rule_chunk(D, T, M0, M_ref, qkv, qkv + D, qkv + 2 * D, 3 * D, gb, gb + T, 1, out_ref, D);
+    loom_hsw_delta_rule_chunk_avx2(D, T, M0, M, qkv, qkv + D, qkv + 2 * D, 3 * D, gb, gb + T, 1, out, D);
+    CHECK(memcmp(M, M_ref, sizeof M) == 0 && memcmp(out, out_ref, sizeof out) == 0, "haswell delta rule avx2");
 }
 
 int main(void)
@@ -455,7 +479,15 @@ int main(void)
     }
     check_orders();
     loom_orders_select(LOOM_ORDERS_HASWELL, NULL);
+    if (n_modes > 1)
+        check_haswell_avx2_ops();
     const uint32_t float_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            check_dot(float_types[i], lens[l]);
+        for (size_t l = 0; l < sizeof odd / sizeof odd[0]; l++)
+            check_dot(float_types[i], odd[l]);
+    }
     for (int m = 0; m < n_modes; m++) {
         select_mode(modes[m]);
         for (size_t i = 0; i < 3; i++)

@@ -1,7 +1,7 @@
 /* orders_haswell.h — the "haswell" float-order profile: the kernels whose float order differs between
  * llama.cpp's AVX2 CPU build (libggml-cpu-haswell, loaded on a CPU without AVX-512) and its AVX-512 builds,
- * in the AVX2 build's order (docs/haswell-numerics.md, D1-D11). Scalar only in this phase: every kernel set
- * of the profile points at these, so all sets stay bitwise equal within the profile (sets.c). */
+ * in the AVX2 build's order (docs/haswell-numerics.md, D1-D11). Scalar kernels, with AVX2 forms of the hot
+ * dots and ops that the profile's AVX2 and AVX-512 sets use (sets.c); all sets stay bitwise equal within it. */
 #ifndef LOOM_KERNELS_ORDERS_HASWELL_H
 #define LOOM_KERNELS_ORDERS_HASWELL_H
 
@@ -86,5 +86,19 @@ void loom_hsw_bf16_vec_dot(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_f32_tinyblas(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_f16_tinyblas(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_bf16_tinyblas(int64_t n, float *s, const void *w, const void *a);
+
+/* AVX2/FMA/F16C forms of the hot ones (x86/orders_haswell_avx2.c), bitwise the scalar kernels above; call only
+ * where the CPU has AVX2, FMA and F16C. */
+void loom_hsw_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_f16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
+                                   float beta, float *out);
+void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                    const float *v, int64_t qkv_stride, const float *g, const float *beta,
+                                    int64_t gb_stride, float *out, int64_t out_stride);
+void loom_hsw_silu_avx2(int64_t n, const float *x, float *y);
+void loom_hsw_swiglu_avx2(int64_t n, const float *g, const float *u, float *y);
 
 #endif

@@ -187,7 +187,7 @@ static const struct loom_kernel_set *active; /* in the avx512 profile; loom_kern
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /* The haswell profile (orders_haswell.h): each set with its F32/F16/BF16 dots and its float-order-dependent ops
- * replaced by the profile's scalar kernels (so every set is bitwise the same in it), indexed by mode - SCALAR. */
+ * replaced by the profile's kernels (scalar, or their bitwise AVX2 forms), indexed by mode - SCALAR. */
 static enum loom_orders orders = LOOM_ORDERS_AVX512;
 static struct loom_kernel_set haswell_sets[3];
 static pthread_once_t haswell_once = PTHREAD_ONCE_INIT;
@@ -213,11 +213,25 @@ static void haswell_of(const struct loom_kernel_set *base, struct loom_kernel_se
     s->ops.attn_heads_q8 = loom_hsw_attn_heads_q8;
 }
 
+/* ... and in a SIMD set, the AVX2 forms of its hot dots and ops (x86/orders_haswell_avx2.c). */
+static void haswell_simd_of(const struct loom_kernel_set *base, struct loom_kernel_set *s)
+{
+    haswell_of(base, s);
+    s->types[LOOM_TYPE_F32].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f32_vec_dot_avx2);
+    s->types[LOOM_TYPE_F32].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f32_tinyblas_avx2);
+    s->types[LOOM_TYPE_F16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f16_vec_dot_avx2);
+    s->types[LOOM_TYPE_F16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f16_tinyblas_avx2);
+    s->ops.silu = loom_hsw_silu_avx2;
+    s->ops.swiglu = loom_hsw_swiglu_avx2;
+    s->ops.delta_rule_step = loom_hsw_delta_rule_step_avx2;
+    s->ops.delta_rule_chunk = loom_hsw_delta_rule_chunk_avx2;
+}
+
 static void init_haswell(void)
 {
     haswell_of(&set_scalar, &haswell_sets[0]);
-    haswell_of(&set_avx2, &haswell_sets[1]);
-    haswell_of(&set_avx512, &haswell_sets[2]);
+    haswell_simd_of(&set_avx2, &haswell_sets[1]);
+    haswell_simd_of(&set_avx512, &haswell_sets[2]);
 }
 
 /* set (an avx512-profile table, or NULL) in the active profile. */

@@ -1,0 +1,157 @@
+/* orders_haswell_avx2.c — AVX2/FMA/F16C forms of the haswell float-order profile's hot kernels
+ * (orders_haswell.h): the F32/F16 vec_dot and tinyBLAS dots, the delta rule and SiLU/SwiGLU, in the reference's
+ * AVX2 build's own 8-lane operations, bitwise the scalar kernels (tests/test_kernels.c, test_ops.c). The AVX2
+ * and AVX-512 sets of the profile use them; the rest of the profile stays scalar. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/helpers_avx2.h"
+#include "kernels/orders_haswell.h"
+#include "kernels/protos.h"
+
+static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+/* GGML_F32x8_REDUCE of four accumulators: (0+2), (1+3), their sum, then T8a (extract, add, hadd, hadd). */
+static inline float reduce_t8a(__m256 acc[4])
+{
+    __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+static float dot_f32(int64_t n, const float *x, const float *y)
+{
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), acc[j]);
+    return loom_hsw_tail_sum(reduce_t8a(acc), n - np, x + np, y + np);
+}
+
+void loom_hsw_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a) { *s = dot_f32(n, w, a); }
+
+void loom_hsw_f16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            acc[j] = _mm256_fmadd_ps(load_f16(x + i + 8 * j), load_f16(y + i + 8 * j), acc[j]);
+    double sum = reduce_t8a(acc);
+    for (int64_t i = np; i < n; i++)
+        sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+    *s = (float)sum;
+}
+
+void loom_hsw_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
+{
+    const float *x = w, *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+    *s = loom_hsum8_ps(acc);
+}
+
+void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        acc = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), acc);
+    *s = loom_hsum8_ps(acc);
+}
+
+/* loom_hsw_delta_rule_step: the decay and the rank-1 update are elementwise (a rounded product, a fused
+ * multiply-add per element), so 8 at a time changes nothing; the dots are dot_f32. d is a multiple of 8. */
+static void delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
+                            float *out)
+{
+    float scale = 1.0f / sqrtf((float)d);
+    __m256 decay = _mm256_set1_ps(expf(g));
+    for (int j = 0; j < d; j++) {
+        float *row = M + (int64_t)j * d;
+        for (int i = 0; i < d; i += 8)
+            _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), decay));
+        __m256 delta = _mm256_set1_ps((v[j] - dot_f32(d, row, k)) * beta);
+        for (int i = 0; i < d; i += 8)
+            _mm256_storeu_ps(row + i, _mm256_fmadd_ps(_mm256_loadu_ps(k + i), delta, _mm256_loadu_ps(row + i)));
+        out[j] = dot_f32(d, row, q) * scale;
+    }
+}
+
+void loom_hsw_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
+                                   float beta, float *out)
+{
+    if (d % 8)
+        loom_hsw_delta_rule_step(d, M, q, k, v, g, beta, out);
+    else
+        delta_rule_step(d, M, q, k, v, g, beta, out);
+}
+
+void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                    const float *v, int64_t qkv_stride, const float *g, const float *beta,
+                                    int64_t gb_stride, float *out, int64_t out_stride)
+{
+    if (M_src != M)
+        memcpy(M, M_src, (size_t)d * (size_t)d * sizeof(float));
+    for (int t = 0; t < n; t++)
+        loom_hsw_delta_rule_step_avx2(d, M, q + t * qkv_stride, k + t * qkv_stride, v + t * qkv_stride,
+                                      g[t * gb_stride], beta[t * gb_stride], out + t * out_stride);
+}
+
+/* ggml_v_expf, AVX2 form (vec.h), as the reference writes it. */
+static inline __m256 v_expf(__m256 x)
+{
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b =
+        _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+    const __m256i c =
+        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    if (!_mm256_movemask_ps(_mm256_castsi256_ps(c)))
+        return _mm256_fmadd_ps(j, k, k);
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256i d =
+        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
+    return _mm256_or_ps(
+        _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
+        _mm256_andnot_ps(_mm256_castsi256_ps(d),
+                         _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
+                                      _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
+}
+
+static inline __m256 v_silu(__m256 x)
+{
+    __m256 e = v_expf(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+void loom_hsw_silu_avx2(int64_t n, const float *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, v_silu(_mm256_loadu_ps(x + i)));
+    loom_hsw_silu(n - i, x + i, y + i);
+}
+
+void loom_hsw_swiglu_avx2(int64_t n, const float *g, const float *u, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v_silu(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    loom_hsw_swiglu(n - i, g + i, u + i, y + i);
+}
