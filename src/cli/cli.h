@@ -152,8 +152,8 @@ const struct loom_cli_option *loom_cli_option_find(const struct loom_cli_option 
  * others to set(o, opt, val) (val NULL for a flag), which applies one, printing its own message and returning
  * -1 when the value is invalid, or returns LOOM_CLI_UNHANDLED for an option no branch of it applies (the parser
  * then says so as an internal error: loom_cli_unhandled). An argument that is not in the table is named
- * (loom_cli_unknown, loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help was given, -1 on bad
- * arguments (message printed as `loom CMD: ...`). commands.c. */
+ * (loom_cli_unknown, loom_cli_unexpected) before anything after it is looked at. Returns 0, 1 when -h or --help
+ * was given, -1 on bad arguments (message printed as `loom CMD: ...`). commands.c. */
 int loom_cli_parse_options(const char *cmd, int argc, char **argv, const struct loom_cli_option *table,
                            struct loom_cli_model_opts *mo, int (*set)(void *o, const char *opt, const char *val),
                            void *o);
@@ -178,8 +178,8 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
  * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
  * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). A secret's
  * value is never shown (`'--api-key=VALUE'`): a SECRET option's in any command's table, whichever command it was
- * given to (loom_cli_secret_name). Every command prints its synopsis or usage after it; cmd NULL: `loom: ...`
- * (before a command). commands.c. */
+ * given to (loom_cli_secret_name; a flag of table's own takes none: `--per-token=1`). Every command prints its
+ * synopsis or usage after it; cmd NULL: `loom: ...` (before a command). commands.c. */
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
 /* Whether an option named name[n] takes a secret, in whatever command it is given: a SECRET option of some
  * command's table (each is listed in commands.c: the parser refuses one that is not) or a name near one, or any

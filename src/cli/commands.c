@@ -393,7 +393,8 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
     if (!known)
         near = nearest_option(table, arg, n);
     const struct loom_cli_option *opt = known ? known : near;
-    int secret = eq && ((opt && opt->kind == LOOM_CLI_SECRET) || loom_cli_secret_name(arg, n)), parts = 0;
+    int secret = eq && ((opt && opt->kind == LOOM_CLI_SECRET) || /* a flag of this command's takes no secret */
+                        (!(known && known->kind == LOOM_CLI_FLAG) && loom_cli_secret_name(arg, n))), parts = 0;
     fprintf(stderr, "loom%s%s: unknown option ", cmd ? " " : "", cmd ? cmd : "");
     if (secret)
         fprintf(stderr, "'%.*s=VALUE'", (int)n, arg);

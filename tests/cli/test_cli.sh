@@ -515,6 +515,9 @@ for c in "" run chat serve bench certify xray synth tokenize inspect quantize; d
             '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom${c:+ $c}: unknown option .${a%%=*}=VALUE. (its value is not shown" "$err"'
     done
 done
+"$loom" xray --per-token=1 >"$out" 2>"$err"; rc=$?
+check "xray --per-token=1: a flag of xray's own takes no secret, said plainly" \
+    '[ $rc -eq 2 ] && grep -q "^loom xray: unknown option .--per-token=1. (--per-token takes no value)$" "$err"'
 # a key no request could send back (the server trims the header's value), or a second key: refused before loading
 for key in " s3cr3t" "s3cr3t " "$(printf 's3\tcr3t')"; do
     "$loom" serve -m "$model" --api-key "$key" >"$out" 2>"$err"; rc=$?
