@@ -248,7 +248,8 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
                             strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
                             "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
                             loom_kernels_name(), "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best,
-                            "reference_cpu_build_forced", ref->cpu[0] != 0, "reference_avx512", loom_ref_avx512(ref) != 0, "rows", rows,
+                            "reference_cpu_build_forced", ref->cpu[0] != 0, "reference_avx512",
+                            loom_ref_avx512(ref) != 0, "rows", rows,
                             "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),
                             "not_in_reference", r->n_missing);
     int rc = doc && json_dumpf(doc, stdout, JSON_PRESERVE_ORDER) == 0
