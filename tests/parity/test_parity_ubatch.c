@@ -273,7 +273,8 @@ static void check_split(struct sweep *w, int n_batch, int n_ubatch, const int *c
  * single-token orders, which is what the reference does at its default but not here. On the float models
  * that changes the last row (so this test sees a wrong n_ubatch); on Q4_K_M the row is the same either
  * way (measured; likely because the only differing step, attention, feeds matmuls whose activations are
- * quantized to 8 bits, which absorbs its last-bit differences). */
+ * quantized to 8 bits, which absorbs its last-bit differences), and so is it on the F16 model in the haswell
+ * float orders (measured on Zen3; the F32 model still differs there). */
 static void check_issue_example(struct sweep *w)
 {
     static const int one[] = {513}, two[] = {514};
@@ -284,8 +285,9 @@ static void check_issue_example(struct sweep *w)
         int eq = same(w->ref, w->got, w->n);
         printf("%-26s 513 tokens at loom's default n_ubatch (512 + 1) against one micro-batch of 513: %s\n", w->name,
                eq ? "bitwise" : "differ");
-        CHECK(!eq || strstr(w->name, "Q4_K"), "%s: 513 tokens split 512 + 1 equal one micro-batch of 513: the split "
-              "test cannot see a wrong n_ubatch", w->name);
+        int blind = strstr(w->name, "Q4_K") || (strstr(w->name, "F16") && !strcmp(loom_orders_name(), "haswell"));
+        CHECK(!eq || blind, "%s: 513 tokens split 512 + 1 equal one micro-batch of 513: the split test cannot see a "
+              "wrong n_ubatch", w->name);
     }
     loom_session_free(ls);
 }
