@@ -100,7 +100,7 @@ long=$(for i in $(seq 4000); do printf 'word%d ' $i; done)
 rm -f "$out" "$err"
 "$loom" run -m "$tiny" -p "$long" -n 4 --temp 0 -t 1 >"$out" 2>"$err" &
 pid=$!
-wait_until "grep -q '^loom run: context' '$err'"
+wait_until "grep -qs '^loom run: context' '$err'"
 kill -INT $pid
 finish $pid; rc=$?
 check "run: SIGINT during the prompt exits 130" '[ $rc -eq 130 ]'
@@ -122,16 +122,16 @@ start_chat
 echo "hello there" >&3
 wait_until "[ -s '$out' ]"
 kill -INT $pid
-wait_until "grep -q '^(stopped' '$err'"
+wait_until "grep -qs '^(stopped' '$err'"
 partial=$(cat "$out")
 echo "/history" >&3
-wait_until "grep -q '^(2 messages)' '$err'"
+wait_until "grep -qs '^(2 messages)' '$err'"
 echo "and then?" >&3
 wait_until "[ \$(wc -c <'$out') -gt $(wc -c <"$out") ]"
 kill -INT $pid
 wait_until "[ \$(grep -c '^(stopped' '$err') -eq 2 ]"
 echo "/history" >&3
-wait_until "grep -q '^(4 messages)' '$err'"
+wait_until "grep -qs '^(4 messages)' '$err'"
 stop_chat; rc=$?
 check "chat: SIGINT mid-answer is reported as kept" 'grep -q "^(stopped: the answer so far stays in the conversation)" "$err"'
 check "chat: the partial answer is printed and in the history" '[ -n "$partial" ] && [[ "$(cat "$err")" == *"[assistant] $partial"* ]]'
@@ -141,12 +141,12 @@ check "chat: SIGINT mid-answer, then end of input: status 0" '[ $rc -eq 0 ]'
 # during the prefill of a long message: the turn is dropped, the chat goes on
 start_chat
 echo "/history" >&3
-wait_until "grep -q '^(0 messages)' '$err'"
+wait_until "grep -qs '^(0 messages)' '$err'"
 read0=$(rchar $pid)
 printf '%s\n' "$long" >&3
 wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ]" # the whole line is read: the turn has begun
 kill -INT $pid
-wait_until "grep -q '^(stopped' '$err'"
+wait_until "grep -qs '^(stopped' '$err'"
 echo "/timing" >&3
 echo "/history" >&3
 wait_until "[ \$(grep -c '^(0 messages)' '$err') -eq 2 ]"
@@ -163,7 +163,7 @@ check "chat: SIGINT during the prefill, then end of input: status 0" '[ $rc -eq 
 # at the prompt: ends the chat
 start_chat
 echo "/history" >&3
-wait_until "grep -q '^(0 messages)' '$err'"
+wait_until "grep -qs '^(0 messages)' '$err'"
 kill -INT $pid
 stop_chat; rc=$?
 check "chat: SIGINT at the prompt exits 130" '[ $rc -eq 130 ]'
@@ -184,7 +184,7 @@ done
 # SIGHUP during the prefill: the turn stops where the prefill got to, and the chat ends
 start_chat
 echo "/history" >&3
-wait_until "grep -q '^(0 messages)' '$err'"
+wait_until "grep -qs '^(0 messages)' '$err'"
 read0=$(rchar $pid)
 printf '%s\n' "$long" >&3
 wait_until "[ \$(rchar $pid) -ge $((read0 + ${#long} + 1)) ]"
@@ -277,7 +277,7 @@ for sig in INT HUP; do
         rm -f "$out" "$err"
         "$loom" quantize -t 1 "$tiny_f16" "$tmp/q/$target.gguf" Q4_K_M >"$out" 2>"$err" &
         pid=$!
-        wait_until "grep -q '^quantize: ' '$err'"
+        wait_until "grep -qs '^quantize: ' '$err'"
         kill -$sig $pid
         finish $pid; rc=$?
         want=$((128 + $(kill -l $sig)))
@@ -294,7 +294,7 @@ for sig in TERM HUP; do
     rm -f "$out" "$err"
     "$loom" synth --preset tiny --vocab "$vocab" -o "$tmp/s/tiny.gguf" >"$out" 2>"$err" &
     pid=$!
-    wait_until "grep -q '^synth:   0%' '$err'"
+    wait_until "grep -qs '^synth:   0%' '$err'"
     kill -$sig $pid
     finish $pid; rc=$?
     want=$((128 + $(kill -l $sig)))
@@ -309,7 +309,7 @@ for how in INT-group TERM HUP; do
     rm -f "$out" "$err"
     LOOM_CACHE=$tmp/cache-$how LOOM_REF=$ref "$loom" run -p hi -n 1 >"$out" 2>"$err" &
     pid=$!
-    wait_until "grep -q '^loom: synthesizing default model' '$err'"
+    wait_until "grep -qs '^loom: synthesizing default model' '$err'"
     sig=${how%-group}
     if [ $how = INT-group ]; then kill -INT -- -$pid; to="SIGINT to the group"; else kill -$sig $pid; to="SIG$sig to loom"; fi
     finish $pid; rc=$?
@@ -346,7 +346,7 @@ start_default() {
 
 # SIGKILL to loom: its child (the preparation) stops too, by its parent-death signal, and removes its files
 start_default cache-kill kill
-wait_until "grep -q '^loom: synthesizing default model' '$tmp/kill.err'"
+wait_until "grep -qs '^loom: synthesizing default model' '$tmp/kill.err'"
 child=$(pgrep -P $pid)
 kill -KILL $pid
 finish $pid
@@ -359,13 +359,13 @@ check "default model (SIGKILL to loom): nothing left in the models directory" '[
 # over when the first is stopped; a third one, waiting too, is stopped alone by Ctrl+C (SIGINT to its group)
 start_default cache-two first
 first=$pid
-wait_until "grep -q '^loom: synthesizing default model' '$tmp/first.err'"
+wait_until "grep -qs '^loom: synthesizing default model' '$tmp/first.err'"
 start_default cache-two second
 second=$pid
 start_default cache-two third
 third=$pid
-wait_until "grep -q '^loom: waiting for another loom process preparing the default model in ' '$tmp/second.err'"
-wait_until "grep -q '^loom: waiting for another loom process' '$tmp/third.err'"
+wait_until "grep -qs '^loom: waiting for another loom process preparing the default model in ' '$tmp/second.err'"
+wait_until "grep -qs '^loom: waiting for another loom process' '$tmp/third.err'"
 kill -INT -- -$third
 finish $third; rc=$?
 err=$tmp/third.err
@@ -379,7 +379,7 @@ err=$tmp/first.err
 check "default model, the first of two: SIGTERM exits 143" '[ $rc -eq 143 ]'
 check "default model, the first of two: its temporary files were removed" \
     'grep -q "^loom run: default model: preparing .* was interrupted (SIGTERM); its temporary files were removed" "$err"'
-wait_until "grep -q '^loom: synthesizing default model' '$tmp/second.err'"
+wait_until "grep -qs '^loom: synthesizing default model' '$tmp/second.err'"
 kill -TERM $second
 finish $second; rc=$?
 err=$tmp/second.err
