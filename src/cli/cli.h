@@ -65,8 +65,9 @@ struct loom_cli_model_opts {
 #define LOOM_CLI_LOAD_USAGE                                                                                       \
     "  --check-tensors        validate every tensor's data at load (finite values and block scales,\n"            \
     "                         as llama.cpp's --check-tensors; reads the whole file)\n"                            \
-    "  --mem-budget SIZE      a mixture-of-experts model within SIZE bytes of memory (K, M, G, T: powers\n"       \
-    "                         of 1024): routed experts read from the file into a cache (README)\n"                \
+    "  --mem-budget SIZE      the model within SIZE bytes of memory (K, M, G, T: powers of 1024): a\n"            \
+    "                         mixture-of-experts model's routed experts read from the file into a cache,\n"       \
+    "                         a dense model held whole (README)\n"                                                \
     "  --read-ahead MODE      needs --mem-budget: what the cache reads ahead: predicted (default), none,\n"       \
     "                         history or all (README: reads ahead)\n"
 #define LOOM_CLI_MODEL_USAGE                                                                                      \
