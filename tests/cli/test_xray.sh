@@ -4,8 +4,9 @@
 # schedules; the self-test: a one-ULP fault planted at one edge of every edge kind of both architectures (per-token
 # schedule) is named first; canonical numerics diverge where the reference's batched order differs; usage errors;
 # a certificate of a tiny model (bitwise, both numerics, the file's digest) and, against the reference's AVX2 build,
-# one that is not bitwise with the X-ray of its first divergent edge. Against a reference build without AVX-512 (a CPU
-# without it, or LOOM_REF_CPU=haswell), whose float orders are not the ones loom reproduces, the bitwise claims and the
+# one that is not bitwise in loom's avx512 float orders (the X-ray of its first divergent edge) and one bitwise in its
+# haswell orders. Where loom's float-order profile (LOOM_ORDERS) is not the reference build's (the default avx512
+# against a build without AVX-512, on a CPU without it or with LOOM_REF_CPU=haswell), the bitwise claims and the
 # fault-planting self-test (which needs a bitwise baseline) are replaced by their "not bitwise" forms or skipped, said
 # on one line. Prints "N passed, N failed".
 set -uo pipefail
@@ -34,15 +35,16 @@ check "the MoE list has the router, the selected experts (int32) and the expert 
     '[ $rc -eq 0 ] && grep -qE "^blk\.0\.moe\.logits +\[8\]" "$dir/moe.list" && grep -qE "^blk\.0\.moe\.topk .*int32$" "$dir/moe.list" &&
      grep -qE "^blk\.0\.moe\.experts " "$dir/moe.list"'
 
-# avx512=1: the reference runs one of its AVX-512 builds, whose float orders loom reproduces (xray says otherwise)
+# match=1: loom's float-order profile (LOOM_ORDERS) is the one of the reference's CPU build (xray's header has a
+# note otherwise: a build without AVX-512 under the default profile, or haswell against an AVX-512 build)
 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"
-avx512=1
-grep -q "^note: the reference's CPU build has no AVX-512" "$out" && avx512=0
-[ $avx512 = 1 ] || echo "the reference's CPU build has no AVX-512: bitwise checks and the planted-fault self-test replaced or skipped"
+match=1
+grep -qE "^note: (the reference's CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$out" && match=0
+[ $match = 1 ] || echo "loom's float orders are not the reference build's: bitwise checks and the planted-fault self-test replaced or skipped"
 for f in qwen35-tiny-F32 qwen35-tiny-F16 qwen35-tiny-Q4_K_M qwen35moe-tiny-F32 qwen35moe-tiny-Q4_K_M; do
     for sched in "" --per-token; do
         "$loom" xray -m "$models/$f.gguf" -p "$prompt" -n 3 $sched >"$out" 2>"$err"; rc=$?
-        if [ $avx512 = 1 ]; then
+        if [ $match = 1 ]; then
             check "xray $f ${sched:-batched prompt}: exit 0, every compared row bitwise, no edge missing" \
                 '[ $rc -eq 0 ] && grep -qE "^all [0-9]+ compared rows bitwise equal$" "$out" && ! grep -q "not in the reference" "$out"'
         else
@@ -61,10 +63,10 @@ check "per token, every edge of the list is compared at every position ($rows ro
 
 "$loom" xray -m "$dense" -p "$prompt" --json >"$out" 2>"$err"; rc=$?
 check "--json is one JSON object with the rows and no divergence (one, without AVX-512)" \
-    '[ $rc -eq $((1 - avx512)) ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"first_divergent\"] is None) == (sys.argv[2] == \"1\") == d[\"reference_avx512\"] and len(d[\"rows\"]) > 0" "$out" $avx512'
+    '[ $rc -eq $((1 - match)) ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"first_divergent\"] is None) == (sys.argv[2] == \"1\") and d[\"reference_avx512\"] in (True, False) and len(d[\"rows\"]) > 0" "$out" $match'
 "$loom" xray -m "$dense" -p "$prompt" --layers 3 --edges 'blk.3.attn.*' --json >"$out" 2>"$err"; rc=$?
 check "--layers 3 --edges 'blk.3.attn.*' compares only those edges" \
-    '[ $rc -eq 0 ] || [ $rc -eq $((1 - avx512)) ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"rows\"]; assert r and all(x[\"edge\"].startswith(\"blk.3.attn.\") for x in r)" "$out"'
+    '[ $rc -eq 0 ] || [ $rc -eq $((1 - match)) ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"rows\"]; assert r and all(x[\"edge\"].startswith(\"blk.3.attn.\") for x in r)" "$out"'
 
 # The self-test: each edge kind once (its first layer), both architectures, a fault planted at position 2.
 planted() { # model, list file
@@ -84,14 +86,14 @@ planted() { # model, list file
     done < <(tail -n +2 "$list")
     echo "$ok $n"
 }
-if [ $avx512 = 1 ]; then # a planted fault is named first only where everything else is bitwise
+if [ $match = 1 ]; then # a planted fault is named first only where everything else is bitwise
     read -r ok n < <(planted "$dense" "$dir/dense.list")
     check "qwen35: a fault planted at each of the $n edge kinds is named first ($ok)" '[ "$ok" = "$n" ] && [ "$n" -ge 30 ]'
     read -r ok n < <(planted "$moe" "$dir/moe.list")
     check "qwen35moe: a fault planted at each of the $n edge kinds is named first ($ok)" '[ "$ok" = "$n" ] && [ "$n" -ge 38 ]'
     [ -f "$dir/planted.log" ] && cat "$dir/planted.log"
 else
-    echo "skipped without AVX-512: the planted-fault self-test"
+    echo "skipped (float orders not the reference build's): the planted-fault self-test"
 fi
 
 "$loom" xray -m "$models/qwen35-tiny-Q4_K_M.gguf" -p "$prompt" --numerics canonical >"$out" 2>"$err"; rc=$?
@@ -122,7 +124,7 @@ done
 check "--list with -p: a usage error saying -p does not apply" '[ $rc -eq 2 ] && grep -q -- "--list prints the model.s edges only: -p does not apply" "$err"'
 "$loom" xray -m "$dense" -p "$prompt" --perturb embed@1 --edges logits >"$out" 2>"$err"; rc=$?
 check "--perturb of an edge --edges leaves out is still compared and named first (without AVX-512: exit 1)" \
-    '[ $rc -eq 1 ] && { [ $avx512 = 0 ] || grep -qE "^first divergent: embed pos 1: 1 of 256 differ" "$out"; }'
+    '[ $rc -eq 1 ] && { [ $match = 0 ] || grep -qE "^first divergent: embed pos 1: 1 of 256 differ" "$out"; }'
 "$loom" xray -m "$dense" -p "$prompt" --perturb blk.0.gdn.state@1 >"$out" 2>"$err"; rc=$?
 check "--perturb of a state inside the batched prompt: exit 2, pointing at --per-token" '[ $rc -eq 2 ] && grep -q -- "--per-token" "$err"'
 "$loom" xray -m "$dense" -p "$prompt" >/dev/full 2>"$err"; rc=$?
@@ -134,25 +136,26 @@ check "xray without -p: usage error" '[ $rc -eq 2 ] && grep -q -- "-p TEXT is re
 
 printf 'Once upon a time\n\n  \nint main(void) {\n' >"$dir/prompts.txt"
 "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 8 -o "$dir/cert" >"$out" 2>"$err"; rc=$?
-if [ $avx512 = 1 ]; then
+if [ $match = 1 ]; then
     check "certify a tiny Q4_K_M: exit 0, both files written" '[ $rc -eq 0 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
     check "the certificate says bitwise and prints the same Markdown" \
         'grep -q "^\*\*Bitwise equal in reference numerics" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
 else
-    check "certify a tiny Q4_K_M against a build without AVX-512: exit 1, both files written" \
+    check "certify a tiny Q4_K_M against a build of other float orders: exit 1, both files written" \
         '[ $rc -eq 1 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
     check "the certificate says not bitwise, says why, and prints the same Markdown" \
-        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -q "^The reference.s CPU build has no AVX-512" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
+        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -qE "^(The reference.s CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
 fi
-check "the JSON: 2 prompts in both numerics, every reference row bitwise (with AVX-512), the reference's settings, the digest" \
-    'python3 - "$dir/cert.json" "$models/qwen35-tiny-Q4_K_M.gguf" <<"PY"
+check "the JSON: 2 prompts in both numerics, every reference row bitwise (orders matching), the reference's settings, the digest" \
+    'python3 - "$dir/cert.json" $match <<"PY"
 import json, sys
 c = json.load(open(sys.argv[1]))
 ref, can = c["reference"], c["canonical"]
 r = c["identity"]["reference"]
 assert len(ref) == 2 and len(can) == 2
 assert all(p["rows"] == p["prompt_tokens"] + 8 for p in ref)
-assert not r["avx512"] or all(p["bitwise_rows"] == p["rows"] and p["top1_agree"] == p["rows"] for p in ref)
+assert sys.argv[2] == "0" or all(p["bitwise_rows"] == p["rows"] and p["top1_agree"] == p["rows"] for p in ref)
+assert c["identity"]["loom"]["orders"] in ("avx512", "haswell")
 assert r["flash_attention"] == "off" and r["kv_type"] == "F16" and "llama.cpp v0.5.0" in r["engine"]
 assert len(c["identity"]["model"]["xxh3_128"]) == 32 and c["identity"]["loom"]["version"]
 PY'
@@ -160,18 +163,24 @@ if command -v xxhsum >/dev/null; then
     want=$(xxhsum -H2 "$models/qwen35-tiny-Q4_K_M.gguf" | awk '{print $1}')
     check "the certificate's digest is xxhsum -H2 of the file" 'grep -q "$want" "$dir/cert.md"'
 fi
-LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" -n 2 \
-    -o "$dir/cert2" >"$out" 2>"$err"; rc=$?
-check "against the reference's AVX2 build: exit 1, not bitwise, why, the X-ray of the first divergent edge" \
+LOOM_ORDERS=avx512 LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" \
+    -n 2 -o "$dir/cert2" >"$out" 2>"$err"; rc=$?
+check "loom's AVX-512 orders against the reference's AVX2 build: exit 1, not bitwise, why, the first divergent edge" \
     '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert2.md" && grep -q "^The reference.s CPU build has no AVX-512" "$dir/cert2.md" &&
      python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"reference\"][\"avx512\"] is False" "$dir/cert2.json" &&
      grep -qE "X-ray: blk\.[0-9]+\.[a-z_.]+ pos [0-9]+: [0-9]+ of" "$dir/cert2.md"'
+LOOM_ORDERS=haswell LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" \
+    -n 2 -o "$dir/cert3" >"$out" 2>"$err"; rc=$?
+check "loom's haswell orders against the reference's AVX2 build: exit 0, bitwise, no note, the profile in the JSON" \
+    '[ $rc -eq 0 ] && grep -q "^\*\*Bitwise equal in reference numerics" "$dir/cert3.md" && ! grep -q "AVX-512" "$dir/cert3.md" &&
+     grep -q "float orders haswell" "$dir/cert3.md" &&
+     python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"loom\"][\"orders\"] == \"haswell\"" "$dir/cert3.json"'
 "$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
 check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: No such file" "$err"'
 printf 'one\n\xff\xfe not UTF-8\r\nthree | four\n' >"$dir/odd.txt"
 "$loom" certify -m "$dense" --prompts "$dir/odd.txt" -n 1 -o "$dir/odd" >"$out" 2>"$err"; rc=$?
 check "certify keeps a prompt that is not UTF-8 (as U+FFFD), drops the CR, escapes | in the table" \
-    '[ $rc -eq $((1 - avx512)) ] || [ $rc -eq 0 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [p[\"prompt\"] for p in d[\"reference\"]] == [\"one\", \"\ufffd\ufffd not UTF-8\", \"three | four\"] and (d[\"bitwise\"] or sys.argv[2] == \"0\")" "$dir/odd.json" $avx512 &&
+    '[ $rc -eq $((1 - match)) ] || [ $rc -eq 0 ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [p[\"prompt\"] for p in d[\"reference\"]] == [\"one\", \"\ufffd\ufffd not UTF-8\", \"three | four\"] and (d[\"bitwise\"] or sys.argv[2] == \"0\")" "$dir/odd.json" $match &&
      grep -qF "| three \| four |" "$dir/odd.md"'
 seq 1 70 | sed 's/^/prompt /' >"$dir/many.txt"
 "$loom" certify -m "$dense" --prompts "$dir/many.txt" >"$out" 2>"$err"; rc=$?
