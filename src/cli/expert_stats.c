@@ -92,21 +92,14 @@ static void trace_json(const struct loom_cli_expert_trace *t)
 
 static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 0.0; }
 
-void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens,
-                           const struct loom_cli_expert_trace *trace)
+/* The cache's figures as text: the budget's parts, steps, reads, latency, reads ahead. */
+static void text_lines(const char *cmd, const loom_expert_stats *stp, int n_tokens, const char *unused)
 {
-    loom_expert_stats st;
-    if (!mo->stats || loom_model_expert_stats(m, &st) != LOOM_OK) /* --stats comes with a budget: a cache */
-        return;
+    loom_expert_stats st = *stp;
     double tok = n_tokens > 0 ? n_tokens : 1, mb = 1048576.0;
     const char *per = n_tokens > 0 ? "per token" : "in all";
     double bw = st.busy_ns ? (double)st.bytes_read / (double)st.busy_ns : 0; /* bytes per ns = GB/s */
     uint64_t needed = st.hits + st.misses;
-    double rest = (double)st.budget_bytes - (double)st.dense_bytes - (double)st.session_bytes -
-                  (double)LOOM_MEM_RESERVE - (double)st.n_slots * (double)st.slot_bytes;
-    char unused[64] = "";
-    if (rest >= (double)st.slot_bytes) /* more than every expert of the file needs */
-        snprintf(unused, sizeof unused, " + %.0f MiB unused (a slot for every expert)", rest / mb);
     fprintf(stderr,
             "loom %s: experts: budget %.0f MiB = dense %.0f + sessions %.0f + reserve %.0f + %d slots of %.2f MiB "
             "(%d used)%s; reads %s%s\n"
@@ -125,8 +118,29 @@ void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct lo
             pct(st.prefetch_hits, st.prefetches), (unsigned long long)st.prefetch_stale,
             (unsigned long long)st.prefetch_cancelled, (unsigned long long)st.warms, pct(st.warm_hits, st.warms),
             (double)st.bytes_wasted / mb);
-    if (trace && trace->at)
-        trace_text(cmd, trace);
+}
+
+void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct loom_cli_model_opts *mo, int n_tokens,
+                           const struct loom_cli_expert_trace *trace)
+{
+    loom_expert_stats st;
+    if (!mo->stats || loom_model_expert_stats(m, &st) != LOOM_OK) /* --stats comes with a budget: a cache */
+        return;
+    double mb = 1048576.0;
+    double rest = (double)st.budget_bytes - (double)st.dense_bytes - (double)st.session_bytes -
+                  (double)LOOM_MEM_RESERVE - (double)st.n_slots * (double)st.slot_bytes;
+    char unused[64] = "";
+    if (rest >= (double)st.slot_bytes) /* more than every expert of the file needs */
+        snprintf(unused, sizeof unused, " + %.0f MiB unused (a slot for every expert)", rest / mb);
+    if (st.slot_bytes == 0) /* a dense model: nothing streams, the text has nothing more to say */
+        fprintf(stderr, "loom %s: experts: none to stream (a dense model): budget %.0f MiB = dense %.0f + sessions %.0f "
+                "+ reserve %.0f + %.0f MiB unused\n", cmd, (double)st.budget_bytes / mb, (double)st.dense_bytes / mb,
+                (double)st.session_bytes / mb, (double)LOOM_MEM_RESERVE / mb, rest / mb);
+    else {
+        text_lines(cmd, &st, n_tokens, unused);
+        if (trace && trace->at)
+            trace_text(cmd, trace);
+    }
     fprintf(stderr,
             "{\"expert_stats\":{\"tokens\":%d,\"budget_bytes\":%llu,\"dense_bytes\":%llu,\"session_bytes\":%llu,"
             "\"slot_bytes\":%llu,\"slots\":%d,\"slots_used\":%d,\"io_uring\":%s,\"direct_io\":%s,\"steps\":%llu,"

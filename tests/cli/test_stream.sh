@@ -59,6 +59,10 @@ dense_text=$(cat "$out")
 "$loom" run -m "$dense" "${args[@]}" --mem-budget "$budget" >"$out" 2>"$err"; rc=$?
 check "a dense model within the budget runs (nothing to stream) and prints the resident run's text" \
     '[ $rc -eq 0 ] && [ -n "$dense_text" ] && [ "$(cat "$out")" = "$dense_text" ]'
+"$loom" run -m "$dense" "${args[@]}" --mem-budget "$budget" --stats >"$out" 2>"$err"; rc=$?
+check "--stats of a dense model: one line, nothing to stream, the budget's parts, and the JSON line" \
+    '[ $rc -eq 0 ] && grep -qE "^loom run: experts: none to stream \(a dense model\): budget [0-9]+ MiB = dense [0-9]+ \+ sessions [0-9]+ \+ reserve 64 \+ [0-9]+ MiB unused$" "$err" &&
+     ! grep -q "hit rate" "$err" && grep -q "^{\"expert_stats\":{.*\"slot_bytes\":0," "$err"'
 "$loom" run -m "$dense" "${args[@]}" --mem-budget 80M >"$out" 2>"$err"; rc=$?
 check "a dense model over the budget is refused with the numbers, saying it is dense" \
     '[ $rc -eq 1 ] && grep -qE "memory budget at load: expected at least [0-9.]+ MiB \(dense part [0-9.]+ MiB .*; a dense model: every weight is in the dense part, nothing streams\), found 80.0 MiB" "$err"'
