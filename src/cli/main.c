@@ -1,5 +1,6 @@
 /* main.c — the `loom` command: dispatches to one subcommand per file in src/cli/. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,8 +40,19 @@ static int check_stdout(const char *cmd, int status, int trouble)
     return status && status != 1 ? status : trouble;
 }
 
+/* A standard descriptor the caller closed (2>&-) stays unusable but taken: /dev/null opened the other way round
+ * (read-only for output, write-only for input), so writes and reads there still fail with EBADF as before, while
+ * no file loom opens (a GGUF's temporary) can land on it and receive the diagnostics. */
+static void hold_closed_standard_descriptors(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY) != fd)
+            return; /* /dev/null missing or another descriptor below: nothing more to do safely */
+}
+
 int main(int argc, char **argv)
 {
+    hold_closed_standard_descriptors();
     /* a reader that closes its end early (| head) makes a write fail with EPIPE, which each command's output path
      * reports (check_stdout: standard output), instead of ending loom silently with a temporary file left behind */
     signal(SIGPIPE, SIG_IGN);

@@ -427,6 +427,18 @@ check "synth 2>&1 >/dev/null | head -1: status 0, its file whole, no temporary f
 rc=${PIPESTATUS[0]}
 check "quantize 2>&1 >/dev/null | head -1: status 0, its file whole, no temporary file" \
     '[ $rc -eq 0 ] && "$loom" inspect "$tmp/piped2-q.gguf" >/dev/null 2>&1 && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+# a closed standard error (2>&-): the descriptor stays taken, so the GGUF's temporary cannot open as descriptor 2
+# and receive the diagnostics (the file was written with progress lines inside, status 0); the same bytes as with
+# standard error open
+"$loom" synth --preset micro --vocab "$vocab" -o "$tmp/closed.gguf" 2>&-; rc=$?
+check "synth 2>&-: status 0, the same file as with standard error open, no temporary file" \
+    '[ $rc -eq 0 ] && cmp -s "$tmp/closed.gguf" "$tmp/piped2.gguf" && [ -z "$(ls "$tmp" | grep "\.tmp")" ]'
+"$loom" quantize "$tmp/piped2.gguf" "$tmp/closed-q.gguf" Q8_0 2>&-; rc=$?
+check "quantize 2>&-: status 0, the same file as with standard error open" \
+    '[ $rc -eq 0 ] && cmp -s "$tmp/closed-q.gguf" "$tmp/piped2-q.gguf"'
+"$loom" run -m "$tiny" -p hi -n 4 --temp 0 >&- 2>"$err"; rc=$?
+check "run >&-: status 1, standard output named (a closed descriptor still fails)" \
+    '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
 "$loom" run -m "$tiny" -p hi -n 40 --temp 0 2>"$err" | head -c 2 >/dev/null
 rc=${PIPESTATUS[0]}
 check "run | head -c 2: status 1, standard output named" '[ $rc -eq 1 ] && grep -q "writing standard output: Broken pipe" "$err"'
