@@ -340,14 +340,15 @@ static json_t *identity(const struct certify_run *c)
     cpu_name(cpu, sizeof cpu);
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char sys[1024];
+    char sys[1024], note[512];
     snprintf(sys, sizeof sys, "%s", c->r->print_system_info());
+    const char *why = loom_ref_orders_note(c->r, loom_orders_name(), note, sizeof note);
     sys[strcspn(sys, "\n")] = 0;
-    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:i}, s:s,"
+    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:o, s:i}, s:s,"
                      " s:{s:s, s:s, s:b, s:b, s:s, s:b, s:s, s:s, s:s, s:i}}",
                      "date", date, "model", "path", c->o->model, "xxh3_128", digest, "arch", loom_model_arch(c->m),
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "orders", loom_orders_name(),
-                     "threads", c->o->n_threads,
+                     "orders_note", why ? json_string(why) : json_null(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
                      "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "cpu_build_forced", c->r->cpu[0] != 0,
                      "avx512", loom_ref_avx512(c->r) != 0,
@@ -419,16 +420,9 @@ static void write_markdown(FILE *f, json_t *cert)
     json_t *id = json_object_get(cert, "identity"), *mo = json_object_get(id, "model");
     json_t *lo = json_object_get(id, "loom"), *re = json_object_get(id, "reference");
     fprintf(f, "# loom parity certificate\n\n**%s**\n\n", json_string_value(json_object_get(cert, "verdict")));
-    int ref_avx512 = json_is_true(json_object_get(re, "avx512"));
-    int haswell = strcmp(json_string_value(json_object_get(lo, "orders")), "haswell") == 0;
-    if (!json_is_true(json_object_get(cert, "bitwise")) && !ref_avx512 && !haswell)
-        fprintf(f, "The reference's CPU build has no AVX-512: loom's reference numerics reproduce the float orders of "
-                   "its AVX-512 builds, which differ from this build's in the F32/F16/BF16 dot products, softmax, exp "
-                   "and the conv sum (docs/haswell-numerics.md), so rows are expected to differ here "
-                   "(LOOM_ORDERS=haswell reproduces this build).\n\n");
-    else if (!json_is_true(json_object_get(cert, "bitwise")) && ref_avx512 && haswell)
-        fprintf(f, "LOOM_ORDERS=haswell: loom's reference numerics reproduce the float orders of the reference's AVX2 "
-                   "build, so rows are expected to differ from this AVX-512 one (docs/haswell-numerics.md).\n\n");
+    const char *why = json_string_value(json_object_get(lo, "orders_note")); /* NULL: the orders are the build's */
+    if (!json_is_true(json_object_get(cert, "bitwise")) && why)
+        fprintf(f, "Expected to differ: %s.\n\n", why);
     fprintf(f, "- Model: `%s` (%s), XXH3-128 `%s`\n", json_string_value(json_object_get(mo, "path")),
             json_string_value(json_object_get(mo, "arch")), json_string_value(json_object_get(mo, "xxh3_128")));
     fprintf(f, "- loom %s, kernel set %s, float orders %s, threads: %d; CPU: %s\n",

@@ -90,6 +90,26 @@ const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap)
     return buf;
 }
 
+const char *loom_ref_orders_note(const struct loom_ref *r, const char *orders, char *buf, size_t cap)
+{
+    const char *name = r->cpu[0] ? r->cpu : r->best;
+    int haswell_build = strcasecmp(name, "haswell") == 0;
+    if (strcmp(orders, "haswell") != 0) {
+        if (loom_ref_avx512(r))
+            return NULL;
+        snprintf(buf, cap, "the reference's CPU build has no AVX-512 (%s); loom's reference numerics reproduce the "
+                 "float orders of its AVX-512 builds, so expect differences from this one (%s; "
+                 "docs/haswell-numerics.md)", name, haswell_build ? "LOOM_ORDERS=haswell reproduces it"
+                                                                   : "LOOM_ORDERS=haswell reproduces its haswell build");
+        return buf;
+    }
+    if (haswell_build)
+        return NULL;
+    snprintf(buf, cap, "LOOM_ORDERS=haswell: loom's reference numerics reproduce the float orders of the reference's "
+             "haswell build, so expect differences from this one (%s; docs/haswell-numerics.md)", name);
+    return buf;
+}
+
 /* The CPU builds in a bins folder: the NAMEs of its libggml-cpu-NAME.so, sorted. */
 enum { REF_CPU_BUILDS_MAX = 32 };
 struct ref_cpu_builds {

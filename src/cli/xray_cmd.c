@@ -209,14 +209,9 @@ static void print_header(const struct xray_opts *o, int n_prompt, const struct l
            o->req.n_decode,
            numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
            o->req.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16 K/V");
-    int haswell = strcmp(loom_orders_name(), "haswell") == 0;
-    if (!loom_ref_avx512(ref) && !haswell)
-        printf("note: the reference's CPU build has no AVX-512; loom's reference numerics reproduce the float orders "
-               "of its AVX-512 builds, so expect differences from this one (LOOM_ORDERS=haswell reproduces it; "
-               "docs/haswell-numerics.md)\n");
-    else if (loom_ref_avx512(ref) && haswell)
-        printf("note: LOOM_ORDERS=haswell: loom's reference numerics reproduce the float orders of the reference's "
-               "AVX2 build, so expect differences from this AVX-512 one (docs/haswell-numerics.md)\n");
+    char note[512];
+    if (loom_ref_orders_note(ref, loom_orders_name(), note, sizeof note))
+        printf("note: %s\n", note);
 }
 
 /* x as a JSON number, null when it is not finite (JSON has no infinity). */

@@ -144,7 +144,7 @@ else
     check "certify a tiny Q4_K_M against a build of other float orders: exit 1, both files written" \
         '[ $rc -eq 1 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
     check "the certificate says not bitwise, says why, and prints the same Markdown" \
-        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -qE "^(The reference.s CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
+        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -qE "^Expected to differ: (the reference.s CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
 fi
 check "the JSON: 2 prompts in both numerics, every reference row bitwise (orders matching), the reference's settings, the digest" \
     'python3 - "$dir/cert.json" $match <<"PY"
@@ -166,7 +166,7 @@ fi
 LOOM_ORDERS=avx512 LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" \
     -n 2 -o "$dir/cert2" >"$out" 2>"$err"; rc=$?
 check "loom's AVX-512 orders against the reference's AVX2 build: exit 1, not bitwise, why, the first divergent edge" \
-    '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert2.md" && grep -q "^The reference.s CPU build has no AVX-512" "$dir/cert2.md" &&
+    '[ $rc -eq 1 ] && grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert2.md" && grep -q "^Expected to differ: the reference.s CPU build has no AVX-512 (haswell); .*(LOOM_ORDERS=haswell reproduces it;" "$dir/cert2.md" &&
      python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"reference\"][\"avx512\"] is False" "$dir/cert2.json" &&
      grep -qE "X-ray: blk\.[0-9]+\.[a-z_.]+ pos [0-9]+: [0-9]+ of" "$dir/cert2.md"'
 LOOM_ORDERS=haswell LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny-Q4_K_M.gguf" --prompts "$dir/prompts.txt" \
@@ -175,6 +175,12 @@ check "loom's haswell orders against the reference's AVX2 build: exit 0, bitwise
     '[ $rc -eq 0 ] && grep -q "^\*\*Bitwise equal in reference numerics" "$dir/cert3.md" && ! grep -q "AVX-512" "$dir/cert3.md" &&
      grep -q "float orders haswell" "$dir/cert3.md" &&
      python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"loom\"][\"orders\"] == \"haswell\"" "$dir/cert3.json"'
+LOOM_ORDERS=haswell LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
+check "loom's haswell orders against another build (sse42): a note naming it, not bitwise" \
+    '[ $rc -eq 1 ] && grep -q "^note: LOOM_ORDERS=haswell: .* haswell build, so expect differences from this one (sse42;" "$out"'
+LOOM_ORDERS=avx512 LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
+check "loom's avx512 orders against a build other than haswell without AVX-512: the note names it, no false pointer" \
+    '[ $rc -eq 1 ] && grep -q "^note: the reference.s CPU build has no AVX-512 (sse42); .*(LOOM_ORDERS=haswell reproduces its haswell build;" "$out"'
 "$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
 check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: No such file" "$err"'
 printf 'one\n\xff\xfe not UTF-8\r\nthree | four\n' >"$dir/odd.txt"
