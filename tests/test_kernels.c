@@ -2,7 +2,7 @@
  * agrees bit for bit with the scalar one (activation quantizers and dot products), dots agree with a
  * double-precision dot of the dequantized rows, quantize -> dequantize round trips are within half a
  * step, and loom_matmul equals per-element vec_dot for several shapes, token counts and thread counts; the
- * haswell float-order profile's sets. */
+ * float-order profiles: the default (the CPU's) and the haswell profile's sets. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "kernels/protos.h"
 #include "kernels/matmul.h"
 #include "kernels/orders_haswell.h"
+#include "util/cpu.h"
 #include "util/pool.h"
 #include "test.h"
 #include "test_rng.h"
@@ -358,13 +359,23 @@ static void check_dispatch(void)
           "row bytes");
 }
 
+/* The default float-order profile is the CPU's (haswell without AVX-512F, else avx512), read before any select;
+ * the rest of the test selects each profile explicitly. */
+static void check_default_orders(void)
+{
+    const char *cpu = loom_cpu_features() & LOOM_CPU_AVX512F ? "avx512" : "haswell";
+    CHECK(strcmp(loom_orders_name(), cpu) == 0 && loom_kernels_active()->orders == loom_orders_active(),
+          "default profile: expected the CPU's %s, found %s", cpu, loom_orders_name());
+    printf("default float-order profile: %s\n", loom_orders_name());
+}
+
 /* The haswell float-order profile (orders_haswell.h): selectable and back; every set of it runs the same scalar
  * F32/F16/BF16 dots and order-dependent ops (so the sets agree bitwise), tinyBLAS for n_in % 8 == 0, Q2_K never
- * repacked; its exp's branches and reduction trees. */
+ * repacked (in the avx512 profile always); its exp's branches and reduction trees. */
 static void check_orders(void)
 {
     loom_error err;
-    CHECK(strcmp(loom_orders_name(), "avx512") == 0, "default profile avx512, found %s", loom_orders_name());
+    CHECK(strcmp(loom_orders_name(), "avx512") == 0, "avx512 profile selected, found %s", loom_orders_name());
     CHECK(loom_orders_select((enum loom_orders)5, &err) == LOOM_E_ARG, "unknown profile rejected");
     CHECK(loom_orders_select(LOOM_ORDERS_HASWELL, &err) == LOOM_OK && strcmp(loom_orders_name(), "haswell") == 0,
           "haswell selectable");
@@ -400,6 +411,11 @@ static void check_orders(void)
     CHECK(loom_orders_select(LOOM_ORDERS_AVX512, &err) == LOOM_OK &&
               loom_kernels_for(LOOM_KERNELS_SCALAR)->orders == LOOM_ORDERS_AVX512,
           "avx512 profile back");
+    for (int m = 0; m < n_modes; m++) {
+        const struct loom_kernel_set *ks = loom_kernels_for(modes[m]);
+        CHECK(loom_matmul_dot(ks, LOOM_TYPE_Q2_K, 8, 256, 5, 0, 0) == &ks->types[LOOM_TYPE_Q2_K].gemm,
+              "%s: Q2_K repacked in the avx512 profile, whatever the CPU", ks->name);
+    }
 }
 
 /* The haswell profile's AVX2 ops (x86/orders_haswell_avx2.c) bitwise its scalar ones: SiLU/SwiGLU over every
@@ -429,6 +445,8 @@ static void check_haswell_avx2_ops(void)
 
 int main(void)
 {
+    check_default_orders();
+    loom_orders_select(LOOM_ORDERS_AVX512, NULL);
     check_dispatch();
     const int64_t lens[] = {256, 512, 1024, 3584};
     for (size_t i = 0; i < N_WEIGHT_TYPES; i++)

@@ -77,8 +77,8 @@ const struct loom_kernel_set *loom_kernels_for(enum loom_kernel_mode mode);
  * call). Read by model load (the set a model holds) and by callers without a model (quantization). */
 const struct loom_kernel_set *loom_kernels_active(void);
 
-/* The process-wide float-order profile (loom_orders_select; LOOM_ORDERS_AVX512 until then): the sets above are
- * its, and the router (router.c), which no set holds, reads it. */
+/* The process-wide float-order profile (loom_orders_select; until then the CPU's: HASWELL without AVX-512F,
+ * else AVX512): the sets above are its, and the router (router.c), which no set holds, reads it. */
 enum loom_orders loom_orders_active(void);
 
 #endif

@@ -9,7 +9,6 @@
 
 #include "kernels/ops.h"
 #include "kernels/protos.h"
-#include "util/cpu.h"
 #include "util/pool.h"
 
 /* Prefill blocking: TOKEN_TILE tokens' converted rows are used against each weight row in turn (they
@@ -38,12 +37,11 @@ static const int64_t tinyblas_step[2][LOOM_TYPE_COUNT] = {
 };
 
 /* Whether a type with a repacked order is repacked: every one but Q2_K, which llama.cpp's AVX-512 builds alone
- * repack (repack.cpp: ggml_cpu_has_avx512(), the build's): never in the haswell profile; in the avx512 profile
- * where the machine has AVX-512F, as loom did before the profiles. */
+ * repack (repack.cpp: ggml_cpu_has_avx512(), the build's compile-time __AVX512F__, not the machine's): always in
+ * the avx512 profile, never in the haswell profile (docs/haswell-numerics.md D11). */
 static int repacked(const struct loom_kernel_set *ks, uint32_t type)
 {
-    return type != LOOM_TYPE_Q2_K ||
-           (ks->orders == LOOM_ORDERS_AVX512 && (loom_cpu_features() & LOOM_CPU_AVX512F));
+    return type != LOOM_TYPE_Q2_K || ks->orders == LOOM_ORDERS_AVX512;
 }
 
 const struct loom_dot_kernels *loom_matmul_dot(const struct loom_kernel_set *ks, uint32_t type, int64_t n_out,

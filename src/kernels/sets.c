@@ -1,7 +1,8 @@
 /* sets.c — the three kernel sets (kernels.h) as const tables, their copies in the haswell float-order profile,
  * and the choice among them: the widest the CPU runs at the first use, or the one loom_kernels_select names, in
- * the profile loom_orders_select names. Every SIMD kernel returns bit-identical results to its scalar
- * counterpart (tests/test_kernels.c, test_ops.c, test_q4_k_x16.c and test_q6_k_x16.c check this). */
+ * the profile loom_orders_select names (else the CPU's: haswell without AVX-512F). Every SIMD kernel returns
+ * bit-identical results to its scalar counterpart (tests/test_kernels.c, test_ops.c, test_q4_k_x16.c and
+ * test_q6_k_x16.c check this). */
 #include <pthread.h>
 
 #include "kernels/kernels.h"
@@ -186,9 +187,18 @@ static const struct loom_kernel_set set_avx512 = {
 static const struct loom_kernel_set *active; /* in the avx512 profile; loom_kernels_active maps it */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/* The process-wide float-order profile: loom_orders_select's, else the one of the reference build this CPU loads
+ * (haswell without AVX-512F, avx512 with it), chosen at the first use. */
+static enum loom_orders orders;
+static pthread_once_t orders_once = PTHREAD_ONCE_INIT;
+
+static void init_orders(void)
+{
+    orders = loom_cpu_features() & LOOM_CPU_AVX512F ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL;
+}
+
 /* The haswell profile (orders_haswell.h): each set with its F32/F16/BF16 dots and its float-order-dependent ops
  * replaced by the profile's kernels (scalar, or their bitwise AVX2 forms), indexed by mode - SCALAR. */
-static enum loom_orders orders = LOOM_ORDERS_AVX512;
 static struct loom_kernel_set haswell_sets[3];
 static pthread_once_t haswell_once = PTHREAD_ONCE_INIT;
 
@@ -237,7 +247,7 @@ static void init_haswell(void)
 /* set (an avx512-profile table, or NULL) in the active profile. */
 static const struct loom_kernel_set *in_orders(const struct loom_kernel_set *set)
 {
-    if (!set || orders == LOOM_ORDERS_AVX512)
+    if (!set || loom_orders_active() == LOOM_ORDERS_AVX512)
         return set;
     pthread_once(&haswell_once, init_haswell);
     return &haswell_sets[set->mode - LOOM_KERNELS_SCALAR];
@@ -292,10 +302,15 @@ int loom_orders_select(enum loom_orders o, loom_error *err)
 {
     if (o != LOOM_ORDERS_AVX512 && o != LOOM_ORDERS_HASWELL)
         return loom_errorf(err, LOOM_E_ARG, "float-order profile: expected AVX512 or HASWELL, found %d", (int)o);
+    pthread_once(&orders_once, init_orders);
     orders = o;
     return LOOM_OK;
 }
 
-enum loom_orders loom_orders_active(void) { return orders; }
+enum loom_orders loom_orders_active(void)
+{
+    pthread_once(&orders_once, init_orders);
+    return orders;
+}
 
-const char *loom_orders_name(void) { return orders == LOOM_ORDERS_HASWELL ? "haswell" : "avx512"; }
+const char *loom_orders_name(void) { return loom_orders_active() == LOOM_ORDERS_HASWELL ? "haswell" : "avx512"; }
