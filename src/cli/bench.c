@@ -797,7 +797,7 @@ static int bench_mem_forked(int n_threads, loom_machine_probe *m)
         errno = 0;
         int delivered = fflush(stdout) == 0 && !ferror(stdout); /* its line, as main's check of the parent's */
         if (!delivered)
-            fprintf(stderr, "loom bench: writing standard output: %s\n", errno ? strerror(errno) : "write error");
+            loom_cli_stdout_failed("bench", errno);
         _exit(!delivered ? 2 : ok ? 0 : 1); /* the child ends here: it owns nothing the parent must release */
     }
     close(fd[1]);

@@ -220,6 +220,11 @@ void loom_cli_expert_stats(const char *cmd, const loom_model *m, const struct lo
  * else 1). commands.c. */
 int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
 
+/* Say on stderr that standard output could not be delivered: `loom CMD: writing standard output (PATH): REASON`,
+ * PATH when it is a file, REASON err's text, or when err is 0 the reason found now (ENOSPC for a full disk or
+ * /dev/full, EPIPE for a pipe whose reader left), else "write error". commands.c. */
+void loom_cli_stdout_failed(const char *cmd, int err);
+
 /* Apply $LOOM_ORDERS (avx512 or haswell: the float-order profile) and $LOOM_KERNELS (auto, scalar, avx2 or
  * avx512) if set: the kernel set for every model loaded after. Returns 0, or -1 with a message on stderr for an
  * unknown value or one the CPU cannot run. commands.c. */

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -181,7 +183,7 @@ int loom_cli_parse_real(const char *s, double lo, double hi, double *out)
 }
 
 /* Parse a byte count: digits with an optional suffix K, M, G or T (powers of 1024; KiB/KB and B spellings
- * too). Returns 0 on success. */
+ * too). Returns 0 on success, -2 for a count written right but beyond 64 bits of bytes, else -1. */
 static int parse_bytes(const char *s, uint64_t *out)
 {
     char *end;
@@ -202,8 +204,10 @@ static int parse_bytes(const char *s, uint64_t *out)
         end += strlen(end);
     else if (!shift && !strcmp(end, "B"))
         end++;
-    if (errno || *end || v == 0 || v > (UINT64_MAX >> shift))
+    if (*end || v == 0)
         return -1;
+    if (errno || v > (UINT64_MAX >> shift))
+        return -2;
     *out = (uint64_t)v << shift;
     return 0;
 }
@@ -237,10 +241,15 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
     }
     if (strcmp(opt, "--mem-budget"))
         return 0;
-    if (val && !parse_bytes(val, &mo->params.mem_budget))
+    int rc = val ? parse_bytes(val, &mo->params.mem_budget) : -1;
+    if (rc == 0)
         return 1;
-    const char *why = !val || !*val ? "" : val[0] == '-' || strspn(val, "0") == strlen(val) ? " (it must be above 0)"
-                    : val[0] >= '0' && val[0] <= '9' && strspn(val, "0123456789") >= 15 ? " (too large)" : "";
+    char why[96] = "";
+    if (rc == -2)
+        snprintf(why, sizeof why, ", beyond the largest it takes, %llu bytes (%lluT)", (unsigned long long)UINT64_MAX,
+                 (unsigned long long)(UINT64_MAX >> 40));
+    else if (val && *val && (val[0] == '-' || strspn(val, "0") == strlen(val)))
+        snprintf(why, sizeof why, " (it must be above 0)");
     fprintf(stderr, "loom %s: --mem-budget expects a whole byte count above 0 such as 6G, 800M or 123456789 (K, M, "
             "G, T: powers of 1024), found %s%s%s%s\n", cmd, LOOM_CLI_FOUND(val), why);
     return -1;
@@ -671,6 +680,33 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err)
     return rc == LOOM_CLI_E_USAGE ? 2 : 1;
 }
 
+/* Why standard output failed when errno no longer says (a write that failed before): a pipe whose reader closed
+ * it (POLLERR) is EPIPE's; a device that refuses every write (/dev/full) says so again to an empty write; a file on
+ * a file system with no block left is ENOSPC's. 0 when none of these. */
+static int stdout_errno(void)
+{
+    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    struct stat st;
+    struct statvfs fs;
+    if (poll(&out, 1, 0) == 1 && (out.revents & POLLERR))
+        return EPIPE;
+    errno = 0;
+    if (write(STDOUT_FILENO, "", 0) < 0)
+        return errno;
+    return fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode) && fstatvfs(STDOUT_FILENO, &fs) == 0 &&
+                   fs.f_bavail == 0 ? ENOSPC : 0;
+}
+
+void loom_cli_stdout_failed(const char *cmd, int err)
+{
+    char path[256];
+    ssize_t n = readlink("/proc/self/fd/1", path, sizeof path - 1);
+    int e = err ? err : stdout_errno();
+    path[n > 0 && path[0] == '/' ? n : 0] = 0; /* a file's path; a pipe's or socket's name is no path */
+    fprintf(stderr, "loom %s: writing standard output%s%s%s: %s\n", cmd, path[0] ? " (" : "", path,
+            path[0] ? ")" : "", e ? strerror(e) : "write error");
+}
+
 const char *loom_cli_listed(const char *name, const char *(*list)(int i))
 {
     for (int i = 0; list(i); i++)
@@ -780,10 +816,11 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         if (strcmp(opt, f->name))
             continue;
         int ok = loom_cli_parse_real(val, f->lo, f->hi, &v) == 0;
-        /* a number other than 0 that is 0 or subnormal as a float (1e-39, 1e-400): a divisor of inf, or off */
-        if (ok && strcspn(val, "123456789") < strcspn(val, "eE") && !(fabs(v) >= FLT_MIN)) {
+        /* a number other than 0 that is 0 or subnormal as the float the sampler stores (1e-39, 1e-400; not
+         * 1.1754943e-38, which rounds to the least normal): a divisor of inf, or off; shown as written */
+        if (ok && strcspn(val, "123456789") < strcspn(val, "eE") && !(fabsf((float)v) >= FLT_MIN)) {
             fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s', which a float holds only as a "
-                            "subnormal or 0 (its least normal number is %g)\n", cmd, opt, f->lo_open ? '(' : '[',
+                            "subnormal or 0 (its least normal number is %.9g)\n", cmd, opt, f->lo_open ? '(' : '[',
                     f->lo, f->hi, val, (double)FLT_MIN);
             return -1;
         }

@@ -1,7 +1,6 @@
 /* main.c — the `loom` command: dispatches to one subcommand per file in src/cli/. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,21 +22,41 @@ static void usage(FILE *f)
                "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
                "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
                "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
-               "loom COMMAND --help lists a command's options; loom --version prints the version.\n");
+               "loom COMMAND --help (or loom help COMMAND) lists a command's options; loom --version prints the "
+               "version.\n");
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
- * command: status `trouble` with the reason, unless it already failed with another. The reason of a write that
- * failed before (its errno is gone): a pipe whose reader closed it (POLLERR) is EPIPE's. */
+ * command: status `trouble` with the reason (loom_cli_stdout_failed), unless it already failed with another. */
 static int check_stdout(const char *cmd, int status, int trouble)
 {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout))
         return status;
-    struct pollfd out = {.fd = STDOUT_FILENO, .events = POLLOUT};
-    int e = errno ? errno : poll(&out, 1, 0) == 1 && (out.revents & POLLERR) ? EPIPE : 0;
-    fprintf(stderr, "loom %s: writing standard output: %s\n", cmd, e ? strerror(e) : "write error");
+    loom_cli_stdout_failed(cmd, errno);
     return status && status != 1 ? status : trouble;
+}
+
+/* loom help [COMMAND]: the general help, or the command's own (as its --help); an unknown one is refused. */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        usage(stdout);
+        return check_stdout("help", 0, 1);
+    }
+    for (const struct loom_cli_command *c = loom_cli_commands; c->name && argc == 3; c++)
+        if (!strcmp(argv[2], c->name)) {
+            char *args[] = {argv[2], "--help", NULL};
+            return check_stdout(c->name, c->main(2, args), c->trouble);
+        }
+    const char *near = argc == 3 ? loom_cli_nearest_command(argv[2]) : NULL;
+    if (argc > 3)
+        fprintf(stderr, "loom help: expects at most one command, found '%s' after '%s'\n", argv[3], argv[2]);
+    else
+        fprintf(stderr, "loom help: expects a command, found '%s'%s%s%s\n", argv[2], near ? " (did you mean " : "",
+                near ? near : "", near ? "?)" : "");
+    usage(stderr);
+    return 2;
 }
 
 /* A standard descriptor the caller closed (2>&-) stays unusable but taken: /dev/null opened the other way round
@@ -54,8 +73,12 @@ int main(int argc, char **argv)
 {
     hold_closed_standard_descriptors();
     /* a reader that closes its end early (| head) makes a write fail with EPIPE, which each command's output path
-     * reports (check_stdout: standard output), instead of ending loom silently with a temporary file left behind */
+     * reports (check_stdout: standard output), instead of ending loom silently with a temporary file left behind;
+     * the one place: serve's client gone mid-reply is an error on its socket, and the default model's forked child
+     * (its parent's stderr possibly a pipe nobody reads) keeps it */
     signal(SIGPIPE, SIG_IGN);
+    if (argc >= 2 && !strcmp(argv[1], "help"))
+        return help(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : check_stdout("--help", 0, 1);

@@ -4,9 +4,10 @@
 # bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
 # first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
-# output that cannot be written (status 1), a chat answer cut at the context's end (said), a peak RSS that
-# is loom's own, --numerics (both values taken, a bad one named, bench saying which it used), one number syntax in
-# every option (no blanks, "+", hex, inf or nan), an option that conflicts with the model exiting 2, and chat's
+# output that cannot be written (status 1, its path and reason named), a chat answer cut at the context's end
+# (said), a peak RSS that is loom's own, `loom help [COMMAND]`, --numerics (both values taken, a bad one named,
+# bench saying which it used), one number syntax in every option (no blanks, "+", hex, inf or nan), an option
+# that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
 # refused by every command knowing its own options (how to write a value option, a flag taking no value, the
 # nearest option of a misspelled name, never serve's --api-key value), an unexpected argument named with what the
@@ -55,6 +56,17 @@ check "bench -t 0 shows bench's synopsis" '[ $rc -eq 2 ] && grep -q "^usage: loo
 check "loom --version extra is refused" '[ $rc -eq 2 ] && grep -q "^loom: --version takes no arguments, found .extra.$" "$err"'
 "$loom" --bogus >"$out" 2>"$err"; rc=$?
 check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--bogus. (options come after the command" "$err"'
+# loom help [COMMAND]: the general help, or the command's own; anything else refused with the nearest command
+"$loom" help >"$out" 2>"$err"; rc=$?
+check "loom help prints the general help" '[ $rc -eq 0 ] && "$loom" --help | cmp -s - "$out"'
+for c in run serve xray; do
+    "$loom" help $c >"$out" 2>"$err"; rc=$?
+    check "loom help $c prints $c --help" '[ $rc -eq 0 ] && "$loom" $c --help | cmp -s - "$out"'
+done
+"$loom" help rnu >"$out" 2>"$err"; rc=$?
+check "loom help rnu: refused, the nearest command named" '[ $rc -eq 2 ] && grep -q "^loom help: expects a command, found .rnu. (did you mean run?)$" "$err"'
+"$loom" help run serve >"$out" 2>"$err"; rc=$?
+check "loom help run serve: one command at most" '[ $rc -eq 2 ] && grep -q "^loom help: expects at most one command, found .serve. after .run.$" "$err"'
 # an unknown command: the nearest command when one is obvious, as for an option
 for a in "srve serve" "sreve serve" "Run run" "tok tokenize" "quantise quantize" "chta chat"; do
     "$loom" ${a% *} >"$out" 2>"$err"; rc=$?
@@ -179,6 +191,19 @@ done
 "$loom" run -m "$model" -p hi -n 1 --repeat-penalty 1e-400 >"$out" 2>"$err"; rc=$?
 check "run --repeat-penalty 1e-400: a float's 0, said so (not only the range)" \
     '[ $rc -eq 2 ] && grep -q -- "found .1e-400., which a float holds only as a subnormal or 0" "$err"'
+# the check is on the float the sampler stores: 1.1754943e-38 rounds to its least normal number (taken), 1.175494e-38
+# to a subnormal (refused, the least normal shown with every digit it needs, not as the value refused)
+for o in --temp --top-p --min-p; do
+    "$loom" run -m "$model" -p hi -n 1 $o 1.1754943e-38 >"$out" 2>"$err"; rc=$?
+    check "run $o 1.1754943e-38 (a float's least normal number) is taken" '[ $rc -eq 0 ]'
+    "$loom" run -m "$model" -p hi -n 1 $o 1.175494e-38 >"$out" 2>"$err"; rc=$?
+    check "run $o 1.175494e-38 (a float's subnormal) is refused, as written" '[ $rc -eq 2 ] && grep -q -- "found .1.175494e-38., which a float holds only as a subnormal or 0 (its least normal number is 1.17549435e-38)$" "$err"'
+done
+# --mem-budget beyond 64 bits of bytes: named with the value as written and the largest it takes (which is taken)
+"$loom" run -m "$model" -p hi -n 1 --mem-budget 99999999T >"$out" 2>"$err"; rc=$?
+check "run --mem-budget 99999999T names the largest it takes" '[ $rc -eq 2 ] && grep -q -- "--mem-budget expects .*, found .99999999T., beyond the largest it takes, 18446744073709551615 bytes (16777215T)$" "$err"'
+"$loom" run -m "$model" -p hi -n 1 --mem-budget 16777215T >"$out" 2>"$err"; rc=$?
+check "run --mem-budget 16777215T (the largest) is taken" '[ $rc -eq 0 ]'
 "$loom" run -m "$model" -p hi -n 1 --temp 0e-400 >"$out" 2>"$err"; rc=$?
 check "run --temp 0e-400 is 0" '[ $rc -eq 0 ]'
 "$loom" run -m "$model" -p hi -n 1 --temp 1e999 >"$out" 2>"$err"; rc=$?
@@ -324,20 +349,24 @@ check "run --seed -1 names the range" '[ $rc -eq 2 ] && grep -q -- "--seed expec
 check "run --stop '' names the length" '[ $rc -eq 2 ] && grep -q -- "--stop expects a string of 1 to 256 bytes, found 0 bytes" "$err"'
 "$loom" quantize "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" q8_0 >"$out" 2>"$err"; rc=$?
 check "quantize takes a type name in any case" '[ $rc -eq 0 ] && grep -q "(Q8_0)" "$err"'
+# output that cannot be written: the output named (its path) and the reason (ENOSPC's text), never "write error"
+full='writing standard output (/dev/full): No space left on device$'
 "$loom" run -m "$model" -p hi -n 4 >/dev/full 2>"$err"; rc=$?
-check "run to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+check "run to a full disk fails, naming stdout and ENOSPC" '[ $rc -eq 1 ] && grep -q "^loom run: $full" "$err"'
+"$loom" inspect "$model" >/dev/full 2>"$err"; rc=$?
+check "inspect to a full disk fails, naming stdout and ENOSPC" '[ $rc -eq 1 ] && grep -q "^loom inspect: $full" "$err"'
 "$loom" --help >/dev/full 2>"$err"; rc=$?
-check "--help to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+check "--help to a full disk fails, naming stdout and ENOSPC" '[ $rc -eq 1 ] && grep -q "^loom --help: $full" "$err"'
 # the peak RSS run reports is loom's own, not that of a program that exec'd it holding 300 MiB
 python3 -c 'import os,sys; b=bytearray(300 << 20); b[::4096] = b"\1" * len(b[::4096]); os.execv(sys.argv[1], sys.argv[1:])' \
     "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 rss=$(sed -n 's/.*peak RSS \([0-9]*\)\..*/\1/p' "$err")
 check "run's peak RSS is its own after an exec" '[ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -lt 250 ]'
 echo hi | "$loom" tokenize -m "$model" >/dev/full 2>"$err"; rc=$?
-check "tokenize to a full disk fails, naming stdout" '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+check "tokenize to a full disk fails, naming stdout and ENOSPC" '[ $rc -eq 1 ] && grep -q "^loom tokenize: $full" "$err"'
 "$loom" bench --mem -t 1 >/dev/full 2>"$err"; rc=$?
-check "bench --mem to a full disk fails, naming stdout (its line comes from a child process)" \
-    '[ $rc -eq 1 ] && grep -q "^loom bench: writing standard output" "$err"'
+check "bench --mem to a full disk fails, naming stdout and ENOSPC (its line comes from a child process)" \
+    '[ $rc -eq 1 ] && grep -q "^loom bench: $full" "$err"'
 printf 'hello there friend\n' | "$loom" chat -m "$model" -c 40 -n 100 --temp 0 >"$out" 2>"$err"; rc=$?
 check "chat says when an answer is cut at the context's end" '[ $rc -eq 0 ] && grep -q "cut where the context ends (-c 40 positions" "$err"'
 "$loom" bench -m "$model" -p 8 -n 40000 -r 1 >"$out" 2>"$err"; rc=$?
