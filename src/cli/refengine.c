@@ -93,20 +93,22 @@ const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap)
 const char *loom_ref_orders_note(const struct loom_ref *r, const char *orders, char *buf, size_t cap)
 {
     const char *name = r->cpu[0] ? r->cpu : r->best;
-    int haswell_build = strcasecmp(name, "haswell") == 0;
+    /* the alderlake build (AVX2 + AVX-VNNI) has the haswell build's float orders (docs/haswell-numerics.md) */
+    int haswell_build = !strcasecmp(name, "haswell") || !strcasecmp(name, "alderlake");
     if (strcmp(orders, "haswell") != 0) {
         if (loom_ref_avx512(r))
             return NULL;
-        snprintf(buf, cap, "the reference's CPU build has no AVX-512 (%s); loom's reference numerics reproduce the "
-                 "float orders of its AVX-512 builds, so expect differences from this one (%s; "
-                 "docs/haswell-numerics.md)", name, haswell_build ? "LOOM_ORDERS=haswell reproduces it"
-                                                                   : "LOOM_ORDERS=haswell reproduces its haswell build");
+        snprintf(buf, cap, "the reference's CPU build has no AVX-512 (%s); loom's float-order profile avx512 "
+                 "reproduces its AVX-512 builds, so expect differences from this one (%s; docs/haswell-numerics.md)",
+                 name, haswell_build ? "LOOM_ORDERS=haswell reproduces it"
+                                     : "LOOM_ORDERS=haswell reproduces its haswell and alderlake builds");
         return buf;
     }
     if (haswell_build)
         return NULL;
-    snprintf(buf, cap, "LOOM_ORDERS=haswell: loom's reference numerics reproduce the float orders of the reference's "
-             "haswell build, so expect differences from this one (%s; docs/haswell-numerics.md)", name);
+    snprintf(buf, cap, "loom's float-order profile haswell reproduces the reference's haswell and alderlake builds, "
+             "so expect differences from this one (%s; %sdocs/haswell-numerics.md)", name,
+             loom_ref_avx512(r) ? "LOOM_ORDERS=avx512 reproduces it; " : "");
     return buf;
 }
 

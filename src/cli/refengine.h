@@ -163,8 +163,8 @@ int loom_ref_avx512(const struct loom_ref *r);
  * best for this CPU" when it picked the best itself. */
 const char *loom_ref_cpu_build(const struct loom_ref *r, char *buf, size_t cap);
 /* NULL when loom's float-order profile `orders` (loom_orders_name: "avx512", "haswell") reproduces the reference's
- * CPU build (avx512: a build with AVX-512; haswell: the haswell build), else why its logits are expected to differ,
- * one sentence in buf (cap bytes), naming the build and, where one does, the profile that reproduces it. */
+ * CPU build (avx512: a build with AVX-512; haswell: the haswell or alderlake build), else why its logits are expected
+ * to differ, one sentence in buf (cap bytes), naming the build and, where one does, the profile that reproduces it. */
 const char *loom_ref_orders_note(const struct loom_ref *r, const char *orders, char *buf, size_t cap);
 /* llama_backend_free. The library stays mapped (the reference keeps process-wide state). */
 void loom_ref_close(struct loom_ref *r);

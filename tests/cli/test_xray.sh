@@ -5,10 +5,11 @@
 # schedule) is named first; canonical numerics diverge where the reference's batched order differs; usage errors;
 # a certificate of a tiny model (bitwise, both numerics, the file's digest) and, against the reference's AVX2 build,
 # one that is not bitwise in loom's avx512 float orders (the X-ray of its first divergent edge) and one bitwise in its
-# haswell orders. Where loom's float-order profile (LOOM_ORDERS) is not the reference build's (the default avx512
-# against a build without AVX-512, on a CPU without it or with LOOM_REF_CPU=haswell), the bitwise claims and the
-# fault-planting self-test (which needs a bitwise baseline) are replaced by their "not bitwise" forms or skipped, said
-# on one line. Prints "N passed, N failed".
+# haswell orders. The default float-order profile is the one of the build the reference picks for this CPU (haswell
+# without AVX-512, avx512 with it). Where loom's profile (LOOM_ORDERS, else the CPU's) is not the reference build's
+# (avx512 against a build without AVX-512, haswell against one with it, or LOOM_REF_CPU naming another build), the
+# bitwise claims and the fault-planting self-test (which needs a bitwise baseline) are replaced by their "not bitwise"
+# forms or skipped, said on one line. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -35,12 +36,15 @@ check "the MoE list has the router, the selected experts (int32) and the expert 
     '[ $rc -eq 0 ] && grep -qE "^blk\.0\.moe\.logits +\[8\]" "$dir/moe.list" && grep -qE "^blk\.0\.moe\.topk .*int32$" "$dir/moe.list" &&
      grep -qE "^blk\.0\.moe\.experts " "$dir/moe.list"'
 
-# match=1: loom's float-order profile (LOOM_ORDERS) is the one of the reference's CPU build (xray's header has a
-# note otherwise: a build without AVX-512 under the default profile, or haswell against an AVX-512 build)
+# match=1: loom's float-order profile is the one of the reference's CPU build (xray's header has a note otherwise:
+# avx512 against a build without AVX-512, or haswell against a build other than haswell and alderlake)
 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"
 match=1
-grep -qE "^note: (the reference's CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$out" && match=0
+grep -qE "^note: (the reference's CPU build has no AVX-512|loom's float-order profile haswell)" "$out" && match=0
 [ $match = 1 ] || echo "loom's float orders are not the reference build's: bitwise checks and the planted-fault self-test replaced or skipped"
+build_picked=$(sed -n 's/.*(CPU build \([a-z0-9_]*\), the best for this CPU).*/\1/p' "$out" | head -n 1)
+check "the default float-order profile is the one of the build the reference picks ($build_picked)" \
+    '[ -n "${LOOM_ORDERS:-}${LOOM_REF_CPU:-}" ] || [ $match = 1 ] || grep -qE "^(x64|sse42|sandybridge|ivybridge|piledriver)$" <<<"$build_picked"'
 for f in qwen35-tiny-F32 qwen35-tiny-F16 qwen35-tiny-Q4_K_M qwen35moe-tiny-F32 qwen35moe-tiny-Q4_K_M; do
     for sched in "" --per-token; do
         "$loom" xray -m "$models/$f.gguf" -p "$prompt" -n 3 $sched >"$out" 2>"$err"; rc=$?
@@ -144,7 +148,7 @@ else
     check "certify a tiny Q4_K_M against a build of other float orders: exit 1, both files written" \
         '[ $rc -eq 1 ] && [ -s "$dir/cert.md" ] && [ -s "$dir/cert.json" ]'
     check "the certificate says not bitwise, says why, and prints the same Markdown" \
-        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -qE "^Expected to differ: (the reference.s CPU build has no AVX-512|LOOM_ORDERS=haswell)" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
+        'grep -q "^\*\*Not bitwise in reference numerics" "$dir/cert.md" && grep -qE "^Expected to differ: (the reference.s CPU build has no AVX-512|loom.s float-order profile haswell)" "$dir/cert.md" && cmp -s "$out" "$dir/cert.md"'
 fi
 check "the JSON: 2 prompts in both numerics, every reference row bitwise (orders matching), the reference's settings, the digest" \
     'python3 - "$dir/cert.json" $match <<"PY"
@@ -177,10 +181,10 @@ check "loom's haswell orders against the reference's AVX2 build: exit 0, bitwise
      python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"loom\"][\"orders\"] == \"haswell\"" "$dir/cert3.json"'
 LOOM_ORDERS=haswell LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
 check "loom's haswell orders against another build (sse42): a note naming it, not bitwise" \
-    '[ $rc -eq 1 ] && grep -q "^note: LOOM_ORDERS=haswell: .* haswell build, so expect differences from this one (sse42;" "$out"'
+    '[ $rc -eq 1 ] && grep -q "^note: loom.s float-order profile haswell reproduces the reference.s haswell and alderlake builds, so expect differences from this one (sse42; docs/" "$out"'
 LOOM_ORDERS=avx512 LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
 check "loom's avx512 orders against a build other than haswell without AVX-512: the note names it, no false pointer" \
-    '[ $rc -eq 1 ] && grep -q "^note: the reference.s CPU build has no AVX-512 (sse42); .*(LOOM_ORDERS=haswell reproduces its haswell build;" "$out"'
+    '[ $rc -eq 1 ] && grep -q "^note: the reference.s CPU build has no AVX-512 (sse42); .*(LOOM_ORDERS=haswell reproduces its haswell and alderlake builds;" "$out"'
 "$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
 check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: No such file" "$err"'
 printf 'one\n\xff\xfe not UTF-8\r\nthree | four\n' >"$dir/odd.txt"
