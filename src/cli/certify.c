@@ -172,7 +172,7 @@ static int tokenize_prompts(const loom_model *m, struct prompt_set *set, loom_er
                  set->line[i] ? set->line[i] : i + 1);
         set->ids[i] = malloc((MAX_PROMPT_TOKENS + 1) * sizeof(int32_t));
         if (!set->ids[i])
-            return loom_errorf(err, LOOM_E_NOMEM, "%s: %d token ids", where, MAX_PROMPT_TOKENS);
+            return loom_errorf(err, LOOM_E_NOMEM, "%s: out of memory for %d token ids", where, MAX_PROMPT_TOKENS);
         const char *t = set->text[i];
         int n = loom_tokenizer_encode(loom_model_tokenizer(m), t, strlen(t), LOOM_SPECIAL_DATA, set->ids[i],
                                       MAX_PROMPT_TOKENS + 1, err);
@@ -438,10 +438,10 @@ static void write_markdown(FILE *f, json_t *cert)
             json_string_value(json_object_get(re, "n_ubatch")),
             (int)json_integer_value(json_object_get(re, "threads")),
             json_string_value(json_object_get(re, "system_info")), json_string_value(json_object_get(id, "date")));
-    fprintf(f, "- Method: each prompt evaluated as one batch with every row's logits, then %d tokens of the "
+    int n_cont = (int)json_integer_value(json_object_get(cert, "continuation_tokens"));
+    fprintf(f, "- Method: each prompt evaluated as one batch with every row's logits, then %d token%s of the "
                "reference's greedy continuation fed to both engines one by one; KL(reference || loom) over the "
-               "sampleable tokens.\n",
-            (int)json_integer_value(json_object_get(cert, "continuation_tokens")));
+               "sampleable tokens.\n", n_cont, n_cont == 1 ? "" : "s");
     for (int k = 0; k < 2; k++) {
         json_t *rows = json_object_get(cert, numerics_name(k));
         fprintf(f, "\n## %s numerics\n\n| # | prompt | tokens | rows | bitwise | top-1 agree | max abs diff | "
@@ -474,10 +474,10 @@ static int certify_all(struct certify_run *c, const struct prompt_set *set, json
     for (int k = 0; k < 2; k++) {
         json_t *arr = json_array();
         if (!arr || json_object_set_new(cert, numerics_name(k), arr))
-            return loom_errorf(err, LOOM_E_NOMEM, "certify: the certificate's JSON");
+            return loom_errorf(err, LOOM_E_NOMEM, "out of memory building the certificate's JSON");
         for (int i = 0; i < set->n; i++) {
-            fprintf(stderr, "loom certify: %s numerics, prompt %d of %d (%d tokens, then %d)...\n", numerics_name(k),
-                    i + 1, set->n, set->n_ids[i], c->o->n_gen);
+            fprintf(stderr, "loom certify: %s numerics, prompt %d of %d (%d token%s, then %d generated)...\n",
+                    numerics_name(k), i + 1, set->n, set->n_ids[i], set->n_ids[i] == 1 ? "" : "s", c->o->n_gen);
             memcpy(c->ids, set->ids[i], (size_t)set->n_ids[i] * sizeof *c->ids);
             struct prompt_result p;
             enum loom_numerics nu = k == 0 ? LOOM_NUMERICS_REFERENCE_BATCH : LOOM_NUMERICS_CANONICAL;
@@ -486,7 +486,7 @@ static int certify_all(struct certify_run *c, const struct prompt_set *set, json
                 return rc;
             *all_bitwise &= k != 0 || p.bitwise == p.rows;
             if (json_array_append_new(arr, prompt_json(set->text[i], &p)))
-                return loom_errorf(err, LOOM_E_NOMEM, "certify: the certificate's JSON");
+                return loom_errorf(err, LOOM_E_NOMEM, "out of memory building the certificate's JSON");
             fprintf(stderr, "loom certify: %s numerics, prompt %d of %d: %d of %d rows bitwise\n", numerics_name(k),
                     i + 1, set->n, p.bitwise, p.rows);
         }
@@ -537,7 +537,7 @@ static int certify_model(const loom_model *m, const struct certify_opts *o, cons
         c.loom_rows = malloc((size_t)set->max_ids * (size_t)nl * sizeof(float));
         c.ids = malloc((size_t)(set->max_ids + o->n_gen) * sizeof *c.ids);
         if (!c.loom_rows || !c.ids)
-            rc = loom_errorf(err, LOOM_E_NOMEM, "certify: logits rows for %d tokens", set->max_ids);
+            rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory for logits rows for %d tokens", set->max_ids);
     }
     json_t *cert = json_object();
     if (rc == LOOM_OK) {

@@ -173,7 +173,7 @@ static int chat_render_ids(struct chat *c, int32_t **ids, int *n, loom_error *er
 {
     loom_chat_message *all = malloc((c->n_msgs + 1) * sizeof *all);
     if (!all)
-        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not allocate %zu messages", c->n_msgs + 1);
+        return loom_errorf(err, LOOM_E_NOMEM, "could not allocate %zu messages", c->n_msgs + 1);
     size_t k = 0;
     if (c->system)
         all[k++] = (loom_chat_message){.role = "system", .content = c->system};
@@ -291,7 +291,7 @@ static int chat_emit(struct chat *c, struct chat_answer *a, const char *text, si
     fwrite(out, 1, (size_t)k, stdout);
     fflush(stdout);
     if (chat_answer_put(a, out, (size_t)k) != LOOM_OK)
-        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not grow the answer");
     return stopped;
 }
 
@@ -309,7 +309,7 @@ static int chat_flush(struct chat *c, struct chat_answer *a, loom_detok *dt, loo
         return k;
     fwrite(text, 1, (size_t)k, stdout);
     if (chat_answer_put(a, text, (size_t)k) != LOOM_OK)
-        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not grow the answer");
     return LOOM_OK;
 }
 
@@ -355,7 +355,7 @@ static int chat_generate(struct chat *c, struct chat_answer *a, loom_error *err)
         fprintf(stderr, "loom chat: the answer was cut where the context ends (-c %d position%s; %s)\n", c->o->n_ctx,
                 c->o->n_ctx == 1 ? "" : "s", c->interactive ? "use /reset, or a larger -c" : "give a larger -c");
     if (rc >= 0 && !a->text && chat_answer_put(a, "", 0) != LOOM_OK)
-        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not grow the answer");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not grow the answer");
     return rc < 0 ? rc : LOOM_OK;
 }
 
@@ -402,7 +402,7 @@ static int chat_turn(struct chat *c, const char *line, size_t len, loom_error *e
     }
     int keep = rc == LOOM_OK || (rc == LOOM_E_CANCELLED && ans.len > 0);
     if (keep && chat_push_message(c, "assistant", ans.text, ans.len) != LOOM_OK) {
-        rc = loom_errorf(err, LOOM_E_NOMEM, "chat: could not store the answer");
+        rc = loom_errorf(err, LOOM_E_NOMEM, "could not store the answer");
         keep = 0;
     }
     if (!keep)
@@ -606,7 +606,7 @@ static int chat_setup(struct chat *c, loom_error *err)
         return err->code ? err->code : LOOM_E_NOMEM;
     c->history = malloc(sizeof *c->history * (size_t)loom_session_n_ctx(c->s));
     if (!c->history)
-        return loom_errorf(err, LOOM_E_NOMEM, "chat: could not allocate the token history");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not allocate the token history");
     loom_session_set_abort(c->s, loom_cli_abort, NULL);
     c->smp = loom_sampler_new(&c->o->so.sp, n_rows, loom_tokenizer_sampleable(c->tok), err);
     return c->smp ? LOOM_OK : err->code;

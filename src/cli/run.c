@@ -237,11 +237,12 @@ static void run_print_stats(const struct run_stats *st)
     int first = st->n_prompt < RUN_PREFILL_TOKENS ? st->n_prompt : RUN_PREFILL_TOKENS;
     double prefill_rate = st->t_prefill > 0 ? st->n_prefilled / st->t_prefill : 0.0;
     if (st->n_prefilled == 0)
-        snprintf(prompt, sizeof prompt, "prompt interrupted after 0 of %d tokens, before its first request (%d "
-                 "tokens) finished: no speed", st->n_prompt, first);
+        snprintf(prompt, sizeof prompt, "prompt interrupted after 0 of %d token%s, before its first request (%d "
+                 "token%s) finished: no speed", st->n_prompt, st->n_prompt == 1 ? "" : "s", first,
+                 first == 1 ? "" : "s");
     else if (st->n_prefilled < st->n_prompt)
         snprintf(prompt, sizeof prompt, "prompt interrupted after %d of %d tokens, %.2f tok/s", st->n_prefilled,
-                 st->n_prompt, prefill_rate);
+                 st->n_prompt, prefill_rate); /* 2 at least: some prefilled, not all */
     else
         snprintf(prompt, sizeof prompt, "prompt %d token%s, %.2f tok/s", st->n_prompt, st->n_prompt == 1 ? "" : "s",
                  prefill_rate);

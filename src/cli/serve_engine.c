@@ -523,7 +523,7 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
     e->batch_slot = calloc(ns, sizeof *e->batch_slot);
     e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     if (!e->slots || !e->logits || !e->batch_s || !e->batch_tok || !e->batch_slot || !e->queue)
-        return loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate %d slots", o->n_slots);
+        return loom_errorf(err, LOOM_E_NOMEM, "could not allocate %d slots", o->n_slots);
     loom_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, /* checkpoints at prompt ends */
                               .k_type = o->k_type};
     for (int i = 0; i < o->n_slots; i++) {
@@ -538,7 +538,7 @@ static int engine_alloc(struct serve_engine *e, const struct serve_engine_opts *
     e->n_ctx = loom_session_n_ctx(e->slots[0].s);
     e->max_batch = loom_sessions_decode_max(e->slots[0].s); /* every slot has the same context */
     e->history = malloc(sizeof *e->history * (size_t)e->n_ctx);
-    return e->history ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate the token history");
+    return e->history ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "could not allocate the token history");
 }
 
 int serve_engine_start(struct serve_engine **out, const loom_model *m, const struct serve_engine_opts *o,
@@ -546,7 +546,7 @@ int serve_engine_start(struct serve_engine **out, const loom_model *m, const str
 {
     struct serve_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return loom_errorf(err, LOOM_E_NOMEM, "serve: could not allocate the engine");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not allocate the engine");
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->m = m;
@@ -572,7 +572,7 @@ int serve_engine_start(struct serve_engine **out, const loom_model *m, const str
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         engine_free(e);
-        return loom_errorf(err, LOOM_E_NOMEM, "serve: could not start the engine thread");
+        return loom_errorf(err, LOOM_E_NOMEM, "could not start the engine thread");
     }
     e->started = 1;
     *out = e;

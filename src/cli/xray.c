@@ -334,7 +334,7 @@ static int plan(struct xray_state *x, const loom_model *m, loom_error *err)
     r->n_edges = loom_model_edges(m, NULL, 0);
     r->edges = malloc((size_t)r->n_edges * sizeof *r->edges);
     if (!r->edges)
-        return loom_errorf(err, LOOM_E_NOMEM, "xray: the edge list (%d edges)", r->n_edges);
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for the edge list (%d edges)", r->n_edges);
     loom_model_edges(m, r->edges, r->n_edges);
     for (int i = 0; i < r->n_edges; i++) {
         x->n_layer = r->edges[i].layer + 1 > x->n_layer ? r->edges[i].layer + 1 : x->n_layer;
@@ -345,7 +345,7 @@ static int plan(struct xray_state *x, const loom_model *m, loom_error *err)
     x->edge_at = malloc((size_t)(x->n_layer + 1) * (size_t)x->n_kinds * sizeof *x->edge_at);
     x->want_ref = calloc((size_t)(x->n_layer + 1) * N_REF_NAMES, 1);
     if (!x->selected || !x->seen || !x->edge_at || !x->want_ref)
-        return loom_errorf(err, LOOM_E_NOMEM, "xray: the edge tables");
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for the edge tables");
     for (int i = 0; i < (x->n_layer + 1) * x->n_kinds; i++)
         x->edge_at[i] = -1;
     int rc = xray_select(q, r->edges, r->n_edges, x->selected, err);
@@ -421,7 +421,7 @@ static int step(struct xray_state *x, const struct loom_ref *r, struct loom_ref_
     if (rc == LOOM_OK)
         rc = loom_session_eval(s, tokens, n, NULL, LOOM_LOGITS_LAST, err);
     if (rc == LOOM_OK && x->failed)
-        rc = loom_errorf(err, LOOM_E_NOMEM, "xray: out of memory keeping the reference's tensors");
+        rc = loom_errorf(err, LOOM_E_NOMEM, "out of memory keeping the reference's tensors");
     return rc;
 }
 
@@ -459,7 +459,7 @@ static int run_steps(struct xray_state *x, const loom_model *m, const struct loo
     int n_ids = q->n_prompt + (q->decode_given ? q->n_decode : 1);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
     if (!ids)
-        return loom_errorf(err, LOOM_E_NOMEM, "xray: %d token ids", n_ids);
+        return loom_errorf(err, LOOM_E_NOMEM, "out of memory for %d token ids", n_ids);
     memcpy(ids, q->tokens, (size_t)(q->n_prompt + (q->decode_given ? q->n_decode : 0)) * sizeof *ids);
     int rc = LOOM_OK;
     for (int i = 0; rc == LOOM_OK && i < q->n_prompt; i += q->per_token ? 1 : q->n_prompt)

@@ -150,7 +150,7 @@ static int list_edges(const loom_model *m, const struct xray_opts *o, loom_error
     char *selected = malloc((size_t)n);
     struct xray_request q = o->req;
     q.perturb = NULL;
-    int rc = e && selected ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "xray: listing %d edges", n);
+    int rc = e && selected ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "out of memory listing %d edges", n);
     if (rc == LOOM_OK) {
         loom_model_edges(m, e, n);
         rc = xray_select(&q, e, n, selected, err);
@@ -180,7 +180,7 @@ static int tokenize(const loom_model *m, const char *text, int32_t **ids, loom_e
     int cap = (int)(len < (1u << 20) ? len : 1u << 20) + 16;
     *ids = malloc((size_t)cap * sizeof **ids);
     if (!*ids)
-        return loom_errorf(err, LOOM_E_NOMEM, "prompt: %d token ids", cap);
+        return loom_errorf(err, LOOM_E_NOMEM, "prompt: out of memory for %d token ids", cap);
     int n = loom_tokenizer_encode(loom_model_tokenizer(m), text, len, LOOM_SPECIAL_DATA, *ids, cap, err);
     if (n > cap)
         return loom_errorf(err, LOOM_E_RANGE, "prompt: more than %d tokens", cap);
@@ -247,10 +247,10 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
                             loom_ref_avx512(ref) != 0, "rows", rows,
                             "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),
                             "not_in_reference", r->n_missing);
-    int rc = doc && json_dumpf(doc, stdout, JSON_PRESERVE_ORDER) == 0
-                 ? LOOM_OK
-                 : loom_errorf(err, LOOM_E_NOMEM, "xray: writing the JSON report failed");
-    printf("\n");
+    /* a write that fails (a full disk) is main's to report, standard output named (its error flag stays set) */
+    int rc = doc ? LOOM_OK : loom_errorf(err, LOOM_E_NOMEM, "out of memory building the JSON report");
+    if (doc && json_dumpf(doc, stdout, JSON_PRESERVE_ORDER) == 0)
+        printf("\n");
     json_decref(doc);
     return rc;
 }

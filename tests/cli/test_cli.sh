@@ -391,6 +391,9 @@ LOOM_REF_CPU=x64 "$loom" xray -m "$model" -p hi --json >"$out" 2>"$err"
 check "xray --json: reference_cpu_build_forced true under LOOM_REF_CPU" 'grep -q "\"reference_cpu_build_forced\": true" "$out"'
 "$loom" xray -m "$model" -p hi --json >"$out" 2>"$err"
 check "xray --json: reference_cpu_build_forced false without it" 'grep -q "\"reference_cpu_build_forced\": false" "$out"'
+"$loom" xray -m "$model" -p hi --json >/dev/full 2>"$err"; rc=$?
+check "xray --json to a full disk: one message, standard output and ENOSPC named once (no doubled 'xray: ')" \
+    '[ $rc -eq 2 ] && [ "$(cat "$err")" = "loom xray: writing standard output (/dev/full): No space left on device" ]'
 printf 'hello\n' >"$edited"
 for how in "haswell (forced by LOOM_REF_CPU):true" "[a-z0-9]* (the best for this CPU):false"; do
     set_cpu=$([ "${how##*:}" = true ] && echo LOOM_REF_CPU=haswell || echo LOOM_REF_CPU=)
@@ -398,6 +401,8 @@ for how in "haswell (forced by LOOM_REF_CPU):true" "[a-z0-9]* (the best for this
     check "certify: its CPU build said as ${how%:*}" \
         'grep -q "CPU build: ${how%:*}, weight" "$edited.cert.md" && grep -q "\"cpu_build_forced\": ${how##*:}" "$edited.cert.json"'
 done
+check "certify's progress and method: singular forms for one token" \
+    'grep -q "prompt 1 of 1 (1 token, then 1 generated)" "$err" && grep -q "then 1 token of the reference" "$edited.cert.md"'
 rm -f "$edited.cert.md" "$edited.cert.json"
 # bench -d: both tests measured after the depth is filled, named as llama-bench names them
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 >"$out" 2>"$err"; rc=$?
