@@ -1,7 +1,7 @@
 /* test_attn_q8.c — attention over a Q8_0 K cache (ops.h loom_ops_attn_heads_q8) and the Hadamard rotation
- * before it (loom_ops_fwht): every kernel set's variant bitwise the scalar one in both orders, over query
- * groups, KV lengths around the 16- and 64-lane blocks and several head sizes; the scalar kernel equal to its
- * definition (Q8_0 dots, then the F16 V part of loom_ops_attn_softmax_v); the rotation against Sylvester's
+ * before it (loom_ops_fwht): in each float-order profile every kernel set's variant bitwise the scalar one in
+ * both orders, over query groups, KV lengths around the 16- and 64-lane blocks and several head sizes; the
+ * avx512 profile's scalar kernel equal to its definition (Q8_0 dots, then the F16 V part of loom_ops_attn_softmax_v); the rotation against Sylvester's
  * Hadamard matrix computed in double (ggml_gen_hadamard's matrix: H[i][j] = (-1)^popcount(i & j) / sqrt(n))
  * and its known values; on the synthetic micro model (head size 64: rotated), a session with a Q8_0 K cache
  * partition invariant in CANONICAL numerics (one batch = token by token = two requests, bitwise), decoded with
@@ -61,17 +61,21 @@ static void check_group(int n_q, const int64_t *n_kv, int hd, float spread)
     float sc = 1.0f / sqrtf((float)hd);
     for (int o = 0; o < 2; o++) {
         enum loom_attn_order order = o ? LOOM_ATTN_ORDER_SINGLE : LOOM_ATTN_ORDER_BATCH;
-        for (int g = 0; g < n_q; g++) {
-            for (int64_t p = 0; p < n_kv[g]; p++)
-                loom_q8_0_vec_dot(hd, &scores[p], k + p * 2 * row8, Q8 + g * row8);
-            loom_ops_attn_softmax_v(n_kv[g], scores, sc, probs, V, n, hd, order, want + g * DMAX);
-        }
-        loom_ops_attn_heads_q8(n_q, n_kv, hd, Q8, k, 2 * row8, V, n, hd, sc, order, scores, probs, NMAX, got, DMAX);
+        /* the active profile's scalar kernel; in the avx512 profile also against its definition */
+        loom_kernels_for(LOOM_KERNELS_SCALAR)->ops.attn_heads_q8(n_q, n_kv, hd, Q8, k, 2 * row8, V, n, hd, sc, order,
+                                                                 scores, probs, NMAX, got, DMAX);
         int same = 1;
-        for (int g = 0; g < n_q; g++)
-            same &= memcmp(got + g * DMAX, want + g * DMAX, (size_t)hd * sizeof(float)) == 0;
-        CHECK(same, "scalar q8 attention (n_q %d, n_kv[0] %lld, hd %d, order %d) differs from its definition", n_q,
-              (long long)n_kv[0], hd, o);
+        if (loom_orders_active() == LOOM_ORDERS_AVX512) {
+            for (int g = 0; g < n_q; g++) {
+                for (int64_t p = 0; p < n_kv[g]; p++)
+                    loom_q8_0_vec_dot(hd, &scores[p], k + p * 2 * row8, Q8 + g * row8);
+                loom_ops_attn_softmax_v(n_kv[g], scores, sc, probs, V, n, hd, order, want + g * DMAX);
+            }
+            for (int g = 0; g < n_q; g++)
+                same &= memcmp(got + g * DMAX, want + g * DMAX, (size_t)hd * sizeof(float)) == 0;
+            CHECK(same, "scalar q8 attention (n_q %d, n_kv[0] %lld, hd %d, order %d) differs from its definition",
+                  n_q, (long long)n_kv[0], hd, o);
+        }
         static const enum loom_kernel_mode modes[] = {LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             const struct loom_kernel_set *set = loom_kernels_for(modes[m]);
@@ -275,7 +279,14 @@ static void test_session(void)
 
 int main(void)
 {
-    test_attention();
+    const enum loom_orders profiles[] = {LOOM_ORDERS_AVX512, LOOM_ORDERS_HASWELL};
+    for (size_t o = 0; o < sizeof profiles / sizeof profiles[0]; o++) { /* each float-order profile */
+        loom_error err;
+        CHECK(loom_orders_select(profiles[o], &err) == LOOM_OK, "float-order profile %d: %s", (int)profiles[o],
+              err.msg);
+        test_attention();
+    }
+    CHECK(loom_orders_select(LOOM_ORDERS_AVX512, NULL) == LOOM_OK, "avx512 profile back");
     test_fwht();
     test_session();
     return test_finish();

@@ -23,6 +23,9 @@
 /* Uniform in [-1, 1), from the top 53 bits of the generator's state. */
 static float frand(void) { return (float)((double)(rnd_next() >> 11) / 4503599627370496.0 - 1.0); }
 
+/* The scalar kernels of the active float-order profile: the oracle each variant must equal bitwise. */
+static const struct loom_ops_kernels *scalar_ops(void) { return &loom_kernels_for(LOOM_KERNELS_SCALAR)->ops; }
+
 static void fill(float *x, int64_t n, float scale)
 {
     for (int64_t i = 0; i < n; i++)
@@ -90,8 +93,8 @@ static void test_elementwise(void)
     float x[37], g[37], y[37], z[37];
     fill(x, 37, 8.0f);
     fill(g, 37, 2.0f);
-    loom_ops_silu(37, x, y);
-    loom_ops_swiglu(37, x, g, z);
+    scalar_ops()->silu(37, x, y);
+    scalar_ops()->swiglu(37, x, g, z);
     for (int i = 0; i < 37; i++) {
         double s = (double)x[i] / (1.0 + exp(-(double)x[i]));
         CHECK(fabs(y[i] - s) <= 1e-6 * fabs(s) + 1e-7, "silu(%g) = %g, expected %g", x[i], y[i], s);
@@ -109,9 +112,9 @@ static void test_elementwise(void)
     for (int i = 0; i < NW; i++)
         xw[i] = -160.0f + 320.0f * (float)i / NW;
     xw[3] = INFINITY, xw[4] = -INFINITY, xw[5] = 0.0f, xw[6] = -0.0f;
-    loom_ops_silu(NW, xw, yw);
+    scalar_ops()->silu(NW, xw, yw);
     ops->silu(NW, xw, yw2);
-    loom_ops_swiglu(NW, xw, xw, zw);
+    scalar_ops()->swiglu(NW, xw, xw, zw);
     ops->swiglu(NW, xw, xw, zw2);
     CHECK(memcmp(yw, yw2, sizeof yw) == 0 && memcmp(zw, zw2, sizeof zw) == 0,
           "silu/swiglu over [-160, 160] and infinities: %s variant differs", loom_kernels_name());
@@ -202,7 +205,7 @@ static void test_conv1d(void)
     fill(w, C * K, 1.0f);
     fill(&x[0][0], T * C, 1.0f);
     for (int t = 0; t < T; t++)
-        loom_ops_conv1d_step(C, K, state, w, x[t], y[t]);
+        scalar_ops()->conv1d_step(C, K, state, w, x[t], y[t]);
     for (int t = 0; t < T; t++)
         for (int c = 0; c < C; c++) {
             double r = 0;
@@ -229,7 +232,7 @@ static void test_conv1d(void)
         int same = 1;
         for (int t = 0; t < 3; t++) {
             fill(xs, CH, 1.0f);
-            loom_ops_conv1d_step(CH, k, s1, wk, xs, y1);
+            scalar_ops()->conv1d_step(CH, k, s1, wk, xs, y1);
             ops->conv1d_step(CH, k, s2, wk, xs, y2);
             same &= memcmp(y1, y2, sizeof y1) == 0 && memcmp(s1, s2, sizeof s1) == 0;
         }
@@ -261,7 +264,7 @@ static void check_delta_rule(int d)
     }
     double worst = 0;
     for (int t = 0; t < T; t++) {
-        loom_ops_delta_rule_step(d, M, q[t], k[t], v[t], g[t], beta[t], out);
+        scalar_ops()->delta_rule_step(d, M, q[t], k[t], v[t], g[t], beta[t], out);
         ops->delta_rule_step(d, M2, q[t], k[t], v[t], g[t], beta[t], out2);
         same &= memcmp(out, out2, (size_t)d * sizeof(float)) == 0;
         double e = exp((double)g[t]), u[DMAX], o[DMAX];
@@ -328,7 +331,7 @@ static void check_attention(int nkv, int hd, int vs, float q_mag)
     const struct loom_ops_kernels *ops = &loom_kernels_active()->ops;
     for (int o = 0; o < 2; o++) {
         enum loom_attn_order order = o ? LOOM_ATTN_ORDER_SINGLE : LOOM_ATTN_ORDER_BATCH;
-        loom_ops_attn_head(nkv, hd, q16, K, hd, V, vs, hd, (float)sc, order, scores, probs, out);
+        scalar_ops()->attn_head(nkv, hd, q16, K, hd, V, vs, hd, (float)sc, order, scores, probs, out);
         /* probabilities are rounded to F16 (relative 2^-11) before the V product */
         CHECK(max_abs_diff(out, ref, hd) < 1e-3, "attention n_kv %d hd %d (order %d) differs from dense by %g", nkv,
               hd, o, max_abs_diff(out, ref, hd));
@@ -360,9 +363,9 @@ static void check_attention_group(int n_q, const int64_t *n_kv, int hd, int vs)
             if (k)
                 ops->attn_heads(n_q, n_kv, hd, q16, K, hd, V, vs, hd, sc, order, scores, probs, NMAX, out, DMAX);
             else
-                loom_ops_attn_heads(n_q, n_kv, hd, q16, K, hd, V, vs, hd, sc, order, scores, probs, NMAX, out, DMAX);
+                scalar_ops()->attn_heads(n_q, n_kv, hd, q16, K, hd, V, vs, hd, sc, order, scores, probs, NMAX, out, DMAX);
             for (int g = 0; g < n_q; g++) {
-                loom_ops_attn_head(n_kv[g], hd, q16 + g * hd, K, hd, V, vs, hd, sc, order, scores, probs, out1);
+                scalar_ops()->attn_head(n_kv[g], hd, q16 + g * hd, K, hd, V, vs, hd, sc, order, scores, probs, out1);
                 CHECK(memcmp(out + g * DMAX, out1, (size_t)hd * sizeof(float)) == 0,
                       "attention group row %d (n_kv %lld hd %d order %d): %s differs from the single row", g,
                       (long long)n_kv[g], hd, o, k ? loom_kernels_name() : "scalar");
@@ -623,19 +626,24 @@ int main(void)
     test_rope();
     test_softmax();
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) { /* each per-head variant the CPU runs */
-        loom_error err;
-        if (loom_kernels_select(modes[m], &err) != LOOM_OK)
-            continue;
-        printf("per-head kernels: %s\n", loom_kernels_name());
-        test_elementwise();
-        test_conv1d();
-        check_delta_rule(16);
-        check_delta_rule(32);
-        check_delta_rule(80);
-        test_attention();
-    }
+    const enum loom_orders profiles[] = {LOOM_ORDERS_AVX512, LOOM_ORDERS_HASWELL};
     loom_error err;
+    for (size_t o = 0; o < sizeof profiles / sizeof profiles[0]; o++) { /* each float-order profile */
+        CHECK(loom_orders_select(profiles[o], &err) == LOOM_OK, "float-order profile %d: %s", (int)profiles[o],
+              err.msg);
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) { /* each per-head variant the CPU runs */
+            if (loom_kernels_select(modes[m], &err) != LOOM_OK)
+                continue;
+            printf("per-head kernels: %s, %s orders\n", loom_kernels_name(), loom_orders_name());
+            test_elementwise();
+            test_conv1d();
+            check_delta_rule(16);
+            check_delta_rule(32);
+            check_delta_rule(80);
+            test_attention();
+        }
+    }
+    CHECK(loom_orders_select(LOOM_ORDERS_AVX512, &err) == LOOM_OK, "avx512 profile back: %s", err.msg);
     CHECK(loom_kernels_select(LOOM_KERNELS_AUTO, &err) == LOOM_OK, "auto kernels: %s", err.msg);
     test_model();
     return test_finish();

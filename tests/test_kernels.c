@@ -388,8 +388,10 @@ static void check_orders(void)
                       (simd ? loom_hsw_f16_tinyblas_avx2 : loom_hsw_f16_tinyblas) &&
                   ks->types[LOOM_TYPE_BF16].vec_dot.row == loom_hsw_bf16_vec_dot && !ks->types[LOOM_TYPE_F32].tinyblas.rows4,
               "%s: the profile's dots", ks->name);
-        CHECK(ks->ops.silu == (simd ? loom_hsw_silu_avx2 : loom_hsw_silu) && ks->ops.attn_heads == loom_hsw_attn_heads &&
-                  ks->ops.conv1d_chunk == loom_hsw_conv1d_chunk && ks->ops.rmsnorm_rows != NULL,
+        CHECK(ks->ops.silu == (simd ? loom_hsw_silu_avx2 : loom_hsw_silu) &&
+                  ks->ops.attn_heads == (simd ? loom_hsw_attn_heads_avx2 : loom_hsw_attn_heads) &&
+                  ks->ops.conv1d_chunk == (simd ? loom_hsw_conv1d_chunk_avx2 : loom_hsw_conv1d_chunk) &&
+                  ks->ops.rmsnorm_rows != NULL,
               "%s: the profile's ops", ks->name);
         CHECK(loom_matmul_dot(ks, LOOM_TYPE_Q2_K, 8, 256, 5, 0, 0) == &ks->types[LOOM_TYPE_Q2_K].vec_dot,
               "%s: Q2_K never repacked", ks->name);

@@ -1,8 +1,9 @@
 /* test_ops.c — the multi-token Gated DeltaNet kernels (loom_ops_conv1d_chunk, loom_ops_delta_rule_chunk)
  * and the many-row norms (loom_ops_rmsnorm_rows, loom_ops_l2norm_rows) against the single-token and
- * single-row scalar kernels, bitwise: scalar and active variants, several kernel widths, head dims and row
- * lengths, channel counts with a tail past the last 16-lane group, strided rows, and runs of tokens that
- * switch between state buffers as a multi-sequence chunk does; and the MoE router on non-finite logits. */
+ * single-row scalar kernels, bitwise, in each float-order profile: scalar and active variants, several kernel
+ * widths, head dims and row lengths, channel counts with a tail past the last 16-lane group, strided rows, and
+ * runs of tokens that switch between state buffers as a multi-sequence chunk does; and the MoE router on
+ * non-finite logits. */
 #include <math.h>
 #include <string.h>
 
@@ -11,6 +12,9 @@
 #include "loom.h"
 #include "test.h"
 #include "test_rng.h"
+
+/* The scalar kernels of the active float-order profile: the oracle each variant must equal bitwise. */
+static const struct loom_ops_kernels *scalar_ops(void) { return &loom_kernels_for(LOOM_KERNELS_SCALAR)->ops; }
 
 static void fill(float *x, int64_t n, float scale)
 {
@@ -43,7 +47,7 @@ static void conv_case(const char *name,
     for (int64_t i = 0; i < n * stride; i++)
         y_ref[i] = y[i] = -7.0f; /* the padding between rows must stay untouched */
     for (int t = 0; t < n; t++)
-        loom_ops_conv1d_step(CH, K, s_ref[conv_buf[t]], w, x + t * stride, y_ref + t * stride);
+        scalar_ops()->conv1d_step(CH, K, s_ref[conv_buf[t]], w, x + t * stride, y_ref + t * stride);
     for (int t0 = 0; t0 < n;) {
         int t1 = t0 + 1;
         while (t1 < n && conv_buf[t1] == conv_buf[t0])
@@ -65,7 +69,7 @@ static void test_conv1d_chunk(void)
     for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++)
         for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++)
             for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
-                conv_case("scalar", loom_ops_conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
+                conv_case("scalar", scalar_ops()->conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
                 conv_case(loom_kernels_name(), ops->conv1d_chunk, kernels[ki], channels[ci], tokens[ti]);
             }
     /* the active single-token variant is the one-token chunk */
@@ -76,7 +80,7 @@ static void test_conv1d_chunk(void)
     int same = 1;
     for (int t = 0; t < 5; t++) {
         fill(x, CONV_CH, 1.0f);
-        loom_ops_conv1d_step(CONV_CH, 4, s1, w, x, y1);
+        scalar_ops()->conv1d_step(CONV_CH, 4, s1, w, x, y1);
         ops->conv1d_step(CONV_CH, 4, s2, w, x, y2);
         same &= memcmp(y1, y2, sizeof y1) == 0 && memcmp(s1, s2, sizeof s1) == 0;
     }
@@ -131,7 +135,7 @@ static void delta_case(const char *name, delta_chunk_fn chunk, int d, int n, int
         o_ref[i] = o[i] = -7.0f;
     for (int t = 0; t < n; t++) {
         const float *row = in.qkv + t * stride;
-        loom_ops_delta_rule_step(d, M_ref[switch_buffers ? delta_buf[t] : 0], row, row + d, row + 2 * d,
+        scalar_ops()->delta_rule_step(d, M_ref[switch_buffers ? delta_buf[t] : 0], row, row + d, row + 2 * d,
                                  in.g[t * DR_HV + h], in.beta[t * DR_HV + h], o_ref + t * os);
     }
     for (int t0 = 0; t0 < n;) {
@@ -162,7 +166,7 @@ static void test_delta_rule_chunk(void)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++)
             for (int mode = 0; mode < 4; mode++) {
-                delta_case("scalar", loom_ops_delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
+                delta_case("scalar", scalar_ops()->delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
                 delta_case(loom_kernels_name(), ops->delta_rule_chunk, dims[di], tokens[ti], mode & 1, mode >> 1);
             }
     /* the active single-token variant against the scalar one */
@@ -176,7 +180,7 @@ static void test_delta_rule_chunk(void)
         fill(v, 128, 1.0f);
         loom_ops_l2norm(128, q, 1e-6f, q);
         loom_ops_l2norm(128, k, 1e-6f, k);
-        loom_ops_delta_rule_step(128, M1, q, k, v, -0.3f, 0.7f, o1);
+        scalar_ops()->delta_rule_step(128, M1, q, k, v, -0.3f, 0.7f, o1);
         ops->delta_rule_step(128, M2, q, k, v, -0.3f, 0.7f, o2);
         same &= memcmp(o1, o2, sizeof o1) == 0 && memcmp(M1, M2, sizeof M1) == 0;
     }
@@ -275,16 +279,21 @@ int main(void)
 {
     test_route_nonfinite();
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-        loom_error err;
-        if (loom_kernels_select(modes[m], &err) != LOOM_OK) {
-            printf("kernel mode %d: not on this CPU (%s)\n", (int)modes[m], err.msg);
-            continue;
+    const enum loom_orders profiles[] = {LOOM_ORDERS_AVX512, LOOM_ORDERS_HASWELL};
+    loom_error err;
+    for (size_t o = 0; o < sizeof profiles / sizeof profiles[0]; o++) { /* each float-order profile */
+        CHECK(loom_orders_select(profiles[o], &err) == LOOM_OK, "float-order profile %d: %s", (int)profiles[o],
+              err.msg);
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            if (loom_kernels_select(modes[m], &err) != LOOM_OK) {
+                printf("kernel mode %d: not on this CPU (%s)\n", (int)modes[m], err.msg);
+                continue;
+            }
+            printf("kernel set: %s, %s orders\n", loom_kernels_name(), loom_orders_name());
+            test_conv1d_chunk();
+            test_delta_rule_chunk();
+            test_norm_rows();
         }
-        printf("kernel set: %s\n", loom_kernels_name());
-        test_conv1d_chunk();
-        test_delta_rule_chunk();
-        test_norm_rows();
     }
     return test_finish();
 }

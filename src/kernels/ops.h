@@ -232,6 +232,9 @@ void loom_ops_attn_softmax_v_rows_avx2(int n_q, const int64_t *n_kv, float *scor
 void loom_ops_attn_softmax_v_rows_avx512(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
                                          const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                          enum loom_attn_order order, float *out, int64_t out_stride);
+/* scores[g*stride + p] = K[p] . q8[g] for p < n_kv[g] over a Q8_0 K cache (loom_q8_0_vec_dot_avx2 each). */
+void loom_ops_attn_scores_q8_avx2(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                                  int64_t k_stride, float *scores, int64_t stride);
 void loom_ops_attn_heads_q8_avx2(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
                                  int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
                                  float scale, enum loom_attn_order order, float *scores, uint16_t *probs16,

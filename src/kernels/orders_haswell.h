@@ -100,5 +100,21 @@ void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, 
                                     int64_t gb_stride, float *out, int64_t out_stride);
 void loom_hsw_silu_avx2(int64_t n, const float *x, float *y);
 void loom_hsw_swiglu_avx2(int64_t n, const float *g, const float *u, float *y);
+/* conv1d in x86/ops_avx2.c (the avx512 profile's kernel in this profile's tap order); the attention kernels in
+ * four-row groups (x86/attn_group_avx2.h) for head_dim a multiple of 32 up to 512, else the scalar kernels. */
+void loom_hsw_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y);
+void loom_hsw_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                int64_t x_stride, float *y, int64_t y_stride);
+void loom_hsw_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                             enum loom_attn_order order, float *scores, uint16_t *probs16, float *out);
+void loom_hsw_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                              const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                              int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                              uint16_t *probs16, int64_t stride, float *out, int64_t out_stride);
+void loom_hsw_attn_heads_q8_avx2(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                                 int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                 float scale, enum loom_attn_order order, float *scores, uint16_t *probs16,
+                                 int64_t stride, float *out, int64_t out_stride);
 
 #endif

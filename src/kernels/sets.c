@@ -235,6 +235,11 @@ static void haswell_simd_of(const struct loom_kernel_set *base, struct loom_kern
     s->ops.swiglu = loom_hsw_swiglu_avx2;
     s->ops.delta_rule_step = loom_hsw_delta_rule_step_avx2;
     s->ops.delta_rule_chunk = loom_hsw_delta_rule_chunk_avx2;
+    s->ops.conv1d_step = loom_hsw_conv1d_step_avx2;
+    s->ops.conv1d_chunk = loom_hsw_conv1d_chunk_avx2;
+    s->ops.attn_head = loom_hsw_attn_head_avx2;
+    s->ops.attn_heads = loom_hsw_attn_heads_avx2;
+    s->ops.attn_heads_q8 = loom_hsw_attn_heads_q8_avx2;
 }
 
 static void init_haswell(void)

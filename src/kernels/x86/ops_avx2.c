@@ -1,13 +1,15 @@
 /* ops_avx2.c — AVX2 (+FMA, F16C) variants of the per-head kernels of ops.h (row norms, causal conv1d, SiLU,
  * the gated delta rule, attention heads). They compute exactly what the scalar versions in ops.c compute, in
  * the same order: each 16-lane accumulator of the scalar code is a pair of 8-lane registers reduced in its
- * order, so results are bitwise identical. */
+ * order, so results are bitwise identical. The conv1d kernel also serves the haswell profile (loom_hsw_conv1d_*). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/helpers_avx2.h"
+#include "kernels/x86/attn_group_avx2.h"
 #include "kernels/ops.h"
+#include "kernels/orders_haswell.h"
 #include "util/fp16.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -132,13 +134,15 @@ void loom_ops_l2norm_rows_avx2(int64_t n_rows, int64_t n, const float *x, int64_
 }
 
 /* ---- causal conv1d ---------------------------------------------------------------------------------
- * 8 channels at a time for kernels shorter than 8 taps (a chain of fused multiply-adds per channel, as the
- * scalar tail order gives for n < 8); longer kernels take the scalar path. The group's K taps and K-1
- * state columns are gathered into registers once, the tokens stream through (one load, K fused
- * multiply-adds, one store each, the state columns shifting by one register), and the state is written
- * back once. m selects the nc channels present (a tail group has fewer than 8). */
-ALWAYS_INLINE void conv_group(int K, int nc, float *s, const float *wc, int n, const float *x, int64_t x_stride,
-                              float *y, int64_t y_stride)
+ * 8 channels at a time for kernels shorter than 8 taps, in a profile's tap order: the first `unfused` taps'
+ * products rounded and added in order, the rest by fused multiply-adds (the scalar tail orders for n < 8: the
+ * avx512 profile's loom_ops_tail_sum fuses them all, the haswell profile's loom_hsw_tail_sum rounds the first 4
+ * when there are 4 or more); longer kernels take the scalar path. The group's K taps and K-1 state columns are
+ * gathered into registers once, the tokens stream through (one load, K multiply-adds, one store each, the state
+ * columns shifting by one register), and the state is written back once. m selects the nc channels present (a
+ * tail group has fewer than 8). */
+ALWAYS_INLINE void conv_group(int K, int unfused, int nc, float *s, const float *wc, int n, const float *x,
+                              int64_t x_stride, float *y, int64_t y_stride)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), lane);
@@ -155,15 +159,14 @@ ALWAYS_INLINE void conv_group(int K, int nc, float *s, const float *wc, int n, c
     for (int t = 0; t < n; t++) {
         __m256 xv = _mm256_maskload_ps(x + t * x_stride, m);
         __m256 acc = zero;
+        sv[K - 1] = xv;
+#pragma GCC unroll 8
+        for (int j = 0; j < K; j++)
+            acc = j < unfused ? _mm256_add_ps(acc, _mm256_mul_ps(sv[j], wv[j])) : _mm256_fmadd_ps(sv[j], wv[j], acc);
+        _mm256_maskstore_ps(y + t * y_stride, m, acc);
 #pragma GCC unroll 8
         for (int j = 0; j < K - 1; j++)
-            acc = _mm256_fmadd_ps(sv[j], wv[j], acc);
-        _mm256_maskstore_ps(y + t * y_stride, m, _mm256_fmadd_ps(xv, wv[K - 1], acc));
-#pragma GCC unroll 8
-        for (int j = 0; j + 1 < K - 1; j++)
             sv[j] = sv[j + 1];
-        if (K > 1)
-            sv[K - 2] = xv;
     }
 #pragma GCC unroll 8
     for (int j = 0; j < K - 1; j++) {
@@ -175,22 +178,23 @@ ALWAYS_INLINE void conv_group(int K, int nc, float *s, const float *wc, int n, c
 }
 
 /* Every group of the channel range for one kernel width (K a constant once inlined). */
-ALWAYS_INLINE void conv_groups(int K, int64_t channels, float *state, const float *w, int n, const float *x,
-                               int64_t x_stride, float *y, int64_t y_stride)
+ALWAYS_INLINE void conv_groups(int K, int unfused, int64_t channels, float *state, const float *w, int n,
+                               const float *x, int64_t x_stride, float *y, int64_t y_stride)
 {
     for (int64_t c0 = 0; c0 < channels; c0 += 8)
-        conv_group(K, channels - c0 >= 8 ? 8 : (int)(channels - c0), state + c0 * (K - 1), w + c0 * K, n, x + c0,
-                   x_stride, y + c0, y_stride);
+        conv_group(K, unfused, channels - c0 >= 8 ? 8 : (int)(channels - c0), state + c0 * (K - 1), w + c0 * K, n,
+                   x + c0, x_stride, y + c0, y_stride);
 }
 
-void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
-                                int64_t x_stride, float *y, int64_t y_stride)
+/* conv_groups for K < 8 in the profile's tap order (hsw: haswell's), 0 when K takes the scalar path. */
+ALWAYS_INLINE int conv_chunk(int hsw, int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                             int64_t x_stride, float *y, int64_t y_stride)
 {
     switch (K) {
 #define CONV_CASE(k)                                                                                               \
     case k:                                                                                                        \
-        conv_groups(k, channels, state, w, n, x, x_stride, y, y_stride);                                           \
-        return;
+        conv_groups(k, hsw && k >= 4 ? 4 : 0, channels, state, w, n, x, x_stride, y, y_stride);                    \
+        return 1;
         CONV_CASE(1)
         CONV_CASE(2)
         CONV_CASE(3)
@@ -200,13 +204,32 @@ void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, co
         CONV_CASE(7)
 #undef CONV_CASE
     default:
-        loom_ops_conv1d_chunk(channels, K, n, state, w, x, x_stride, y, y_stride);
+        return 0;
     }
+}
+
+void loom_ops_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                int64_t x_stride, float *y, int64_t y_stride)
+{
+    if (!conv_chunk(0, channels, K, n, state, w, x, x_stride, y, y_stride))
+        loom_ops_conv1d_chunk(channels, K, n, state, w, x, x_stride, y, y_stride);
 }
 
 void loom_ops_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
 {
     loom_ops_conv1d_chunk_avx2(channels, K, 1, state, w, x, 0, y, 0);
+}
+
+void loom_hsw_conv1d_chunk_avx2(int64_t channels, int K, int n, float *state, const float *w, const float *x,
+                                int64_t x_stride, float *y, int64_t y_stride)
+{
+    if (!conv_chunk(1, channels, K, n, state, w, x, x_stride, y, y_stride))
+        loom_hsw_conv1d_chunk(channels, K, n, state, w, x, x_stride, y, y_stride);
+}
+
+void loom_hsw_conv1d_step_avx2(int64_t channels, int K, float *state, const float *w, const float *x, float *y)
+{
+    loom_hsw_conv1d_chunk_avx2(channels, K, 1, state, w, x, 0, y, 0);
 }
 
 /* ---- SiLU ------------------------------------------------------------------------------------------ */
@@ -327,17 +350,15 @@ void loom_ops_delta_rule_step_avx2(int d, float *M, const float *q, const float 
 
 /* ---- attention over an F16 KV cache (ops.h) ---------------------------------------------------------- */
 
-static __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
 /* 16 F16 values at p as an accumulator's lanes: the first n (any n; none when n <= 0), zeros after. */
 static struct acc16 load16_f16(const uint16_t *p, int64_t n)
 {
     if (n >= 16)
-        return (struct acc16){load_f16(p), load_f16(p + 8)};
+        return (struct acc16){attn_load_f16(p), attn_load_f16(p + 8)};
     uint16_t t[16] = {0};
     if (n > 0)
         memcpy(t, p, (size_t)n * sizeof *t);
-    return (struct acc16){load_f16(t), load_f16(t + 8)};
+    return (struct acc16){attn_load_f16(t), attn_load_f16(t + 8)};
 }
 
 ALWAYS_INLINE struct acc16 fma16(struct acc16 x, struct acc16 y, struct acc16 a)
@@ -397,26 +418,6 @@ static void softmax(int64_t n, float *x, float scale)
         x[i] *= (float)(1.0 / sum);
 }
 
-/* x[p] = f32(f16(x[p])) for p < n: the probabilities rounded to F16 as the reference stores them, kept in F32
- * (exact) so that the V products load them without a conversion each. */
-static void round_probs(int64_t n, float *x)
-{
-    int64_t p = 0;
-    for (; p + 8 <= n; p += 8)
-        _mm256_storeu_ps(x + p, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + p), _MM_FROUND_TO_NEAREST_INT)));
-    for (; p < n; p++)
-        x[p] = loom_f16_to_f32(loom_f32_to_f16(x[p]));
-}
-
-/* 8 floats at p: the first n (any n; none when n <= 0), zeros after. */
-static __m256 load8_part(const float *p, int64_t n)
-{
-    float t[8] = {0};
-    if (n > 0)
-        memcpy(t, p, (size_t)(n < 8 ? n : 8) * sizeof *t);
-    return _mm256_loadu_ps(t);
-}
-
 /* V row . probabilities (F32 values of F16 numbers) with every element in a lane, as dot_f16_lanes: one
  * accumulator (BATCH) or block b of 16 in accumulator b % 4 (SINGLE); zeros past n. */
 static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum loom_attn_order order)
@@ -425,13 +426,14 @@ static float dot_v_probs(int64_t n, const uint16_t *v, const float *probs, enum 
     int lanes = order == LOOM_ATTN_ORDER_BATCH ? 1 : 4;
     int64_t i = 0, blk = 0;
     for (; i + 16 <= n; i += 16, blk++)
-        a[blk % lanes] = fma16((struct acc16){load_f16(v + i), load_f16(v + i + 8)},
+        a[blk % lanes] = fma16((struct acc16){attn_load_f16(v + i), attn_load_f16(v + i + 8)},
                                (struct acc16){_mm256_loadu_ps(probs + i), _mm256_loadu_ps(probs + i + 8)},
                                a[blk % lanes]);
     if (i < n)
-        a[blk % lanes] = fma16(load16_f16(v + i, n - i),
-                               (struct acc16){load8_part(probs + i, n - i), load8_part(probs + i + 8, n - i - 8)},
-                               a[blk % lanes]);
+        a[blk % lanes] =
+            fma16(load16_f16(v + i, n - i),
+                  (struct acc16){attn_load8_part(probs + i, n - i), attn_load8_part(probs + i + 8, n - i - 8)},
+                  a[blk % lanes]);
     return lanes == 4 ? reduce4(a) : reduce16(a[0]);
 }
 
@@ -450,7 +452,7 @@ static void softmax_v_row(int64_t n_kv, float *scores, float scale, const uint16
                           int head_dim_v, enum loom_attn_order order, float *out)
 {
     softmax(n_kv, scores, scale);
-    round_probs(n_kv, scores);
+    attn_round_probs(n_kv, scores);
     for (int j = 0; j < head_dim_v; j++)
         out[j] = dot_v_probs(n_kv, v_cache + (int64_t)j * v_stride, scores, order);
 }
@@ -465,235 +467,33 @@ void loom_ops_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, co
 }
 
 /* ---- several query rows of one head (loom_ops_attn_heads) -------------------------------------------
- * Each K row and V row is converted once for the whole group; every row keeps the accumulators, lane
- * blocks and reductions of the single-row kernel (head_dim a multiple of 64): `lanes` 16-lane accumulators (4 in
- * SINGLE order, 1 in BATCH order), block b of 16 elements in accumulator b % lanes, so 8-lane slice s of them
- * (2 * lanes slices) holds the elements e with e / 8 % (2 * lanes) == s. Sixteen registers cannot hold four rows'
- * accumulators, so the kernels below run a few slices' chains at a time (each through its blocks in order) and
- * combine them in the single row's tree. */
-#define ATTN_G LOOM_OPS_ATTN_GROUP
-#define ATTN_MAX_HD 512
+ * Each K row and V row is converted once for a group of four rows (attn_group_avx2.h), every row keeping the
+ * accumulators, lane blocks and reductions of the single-row kernel (head_dim a multiple of 64): `lanes` 16-lane
+ * accumulators (4 in SINGLE order, 1 in BATCH order) as 8-lane slices, the forms ATTN_R16X4 and ATTN_R16X1. */
 
-/* loom_hsum8_ps of each of u[0..3] into r[0..3], four at once: a[l] + a[l + 4], then (0 + 2) + (1 + 3). */
-ALWAYS_INLINE void hsum8_x4(const __m256 u[4], float r[4])
-{
-    __m256 r01 = _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x31), _mm256_permute2f128_ps(u[0], u[1], 0x20));
-    __m256 r23 = _mm256_add_ps(_mm256_permute2f128_ps(u[2], u[3], 0x31), _mm256_permute2f128_ps(u[2], u[3], 0x20));
-    /* per 128-bit half (u0 | u1 below, u2 | u3 above): lanes 0 + 2 and 1 + 3 of each */
-    __m256 s = _mm256_add_ps(_mm256_shuffle_ps(r01, r23, _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(r01, r23, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s, s, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm256_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 3, 1)));
-    float l[8];
-    _mm256_storeu_ps(l, t);
-    r[0] = l[0], r[1] = l[4], r[2] = l[1], r[3] = l[5];
-}
-
-/* y[g] = chain of slice s0 + chain of slice s1 of K row kr . q[g] (qf: the group's rows in F32, hd apart), over the
- * row's nb blocks of `step` elements: eight independent FMA chains. */
-ALWAYS_INLINE void scores_pair(const uint16_t *kr, const float *qf, int hd, int step, int nb, int s0, int s1,
-                               __m256 y[ATTN_G])
-{
-    __m256 a[ATTN_G], b[ATTN_G];
-#pragma GCC unroll 4
-    for (int g = 0; g < ATTN_G; g++)
-        a[g] = b[g] = _mm256_setzero_ps();
-    for (int blk = 0; blk < nb; blk++) {
-        int e0 = step * blk + 8 * s0, e1 = step * blk + 8 * s1;
-        __m256 k0 = load_f16(kr + e0), k1 = load_f16(kr + e1);
-#pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++) {
-            a[g] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(qf + g * hd + e0), a[g]);
-            b[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(qf + g * hd + e1), b[g]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < ATTN_G; g++)
-        y[g] = _mm256_add_ps(a[g], b[g]);
-}
-
-/* scores[g*stride + p] = K[p] . q[g] for p < n_kv[g]; qf[g*hd ..] is q[g] in F32 (exact from F16). The four
- * rows' slices in their single-row tree: SINGLE, ((s0 + s4) + (s2 + s6)) and ((s1 + s5) + (s3 + s7)) (reduce4's
- * (a0 + a2) + (a1 + a3), lanes 0-7 and 8-15), their sum; BATCH, s1 + s0 (reduce16); then loom_hsum8_ps. */
-ALWAYS_INLINE void attn_scores_group(int lanes, const int64_t *n_kv, int hd, const float *qf, const uint16_t *k,
-                                     int64_t k_stride, float *scores, int64_t stride)
-{
-    int64_t n_max = 0;
-    for (int g = 0; g < ATTN_G; g++)
-        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-    int step = 16 * lanes, nb = hd / step;
-    for (int64_t p = 0; p < n_max; p++) {
-        const uint16_t *kr = k + p * k_stride;
-        __m256 u[ATTN_G], x[ATTN_G], y[ATTN_G];
-        float r[ATTN_G];
-        if (lanes == 4) {
-            scores_pair(kr, qf, hd, step, nb, 0, 4, x);
-            scores_pair(kr, qf, hd, step, nb, 2, 6, y);
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                u[g] = _mm256_add_ps(x[g], y[g]);
-            scores_pair(kr, qf, hd, step, nb, 1, 5, x);
-            scores_pair(kr, qf, hd, step, nb, 3, 7, y);
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                u[g] = _mm256_add_ps(_mm256_add_ps(x[g], y[g]), u[g]);
-        } else {
-            scores_pair(kr, qf, hd, step, nb, 0, 1, u);
-        }
-        hsum8_x4(u, r);
-#pragma GCC unroll 4
-        for (int g = 0; g < ATTN_G; g++)
-            if (p < n_kv[g])
-                scores[g * stride + p] = r[g];
-    }
-}
-
-/* One accumulator slice's step of the V products at positions i .. i + 7 of V row vr for the four rows' a[]:
- * zeros past each row's end (the single row's padded tail), and no product at all for a row that ends before
- * the block of 16 they are in. */
-ALWAYS_INLINE void values_step(const uint16_t *vr, int64_t i, int64_t n_max, const int64_t *n_kv, const float *probs,
-                               int64_t stride, __m256 *a)
-{
-    int64_t left = n_max - i;
-    __m256 vb = left >= 8 ? load_f16(vr + i) : load16_f16(vr + i, left).lo;
-    int64_t blk = i - i % 16;
-#pragma GCC unroll 4
-    for (int g = 0; g < ATTN_G; g++) {
-        int64_t r = n_kv[g] - i;
-        if (n_kv[g] <= blk)
-            continue;
-        if (r >= 8)
-            a[g] = _mm256_fmadd_ps(vb, _mm256_loadu_ps(probs + g * stride + i), a[g]);
-        else
-            a[g] = _mm256_fmadd_ps(load16_f16(vr + i, r).lo, load8_part(probs + g * stride + i, r), a[g]);
-    }
-}
-
-/* Positions of the V products whose probabilities (four rows, 8 KiB) stay in L1 while every slice passes
- * over them. */
-#define ATTN_V_CHUNK 512
-/* V rows a tile takes at once: 3 x 4 accumulators and 3 converted V slices in the 16 registers. */
-#define ATTN_V_TILE 3
-
-/* acc[(j*ATTN_G + g)*8*S + 8*s ..] (slice s of V row vr + j*v_stride times row g's probabilities, S = 2 *
- * lanes slices) advanced over positions [i0, i1), multiples of 8*S that every row covers: per slice, its
- * positions through the J x 4 tile in order, each converted V slice used by the four rows and each probability
- * slice by the J V rows. */
-ALWAYS_INLINE void values_tile(int J, int S, const uint16_t *vr, int64_t v_stride, int64_t i0, int64_t i1,
-                               const float *probs, int64_t stride, float *acc)
-{
-    for (int s = 0; s < S; s++) {
-        __m256 a[ATTN_V_TILE][ATTN_G];
-#pragma GCC unroll 4
-        for (int j = 0; j < J; j++)
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                a[j][g] = _mm256_loadu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s);
-        for (int64_t i = i0 + 8 * s; i < i1; i += 8 * S) {
-            __m256 v[ATTN_V_TILE];
-#pragma GCC unroll 4
-            for (int j = 0; j < J; j++)
-                v[j] = load_f16(vr + j * v_stride + i);
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++) {
-                __m256 pr = _mm256_loadu_ps(probs + g * stride + i);
-#pragma GCC unroll 4
-                for (int j = 0; j < J; j++)
-                    a[j][g] = _mm256_fmadd_ps(v[j], pr, a[j][g]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int j = 0; j < J; j++)
-#pragma GCC unroll 4
-            for (int g = 0; g < ATTN_G; g++)
-                _mm256_storeu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s, a[j][g]);
-    }
-}
-
-/* out[g*out_stride + j0 + j] = V[j0 + j] . probs[g] for j < J (dot_v_probs): the positions every row covers in
- * chunks through values_tile, the rest (each row's end) a slice at a time through values_step, then each row's
- * accumulator lanes reduced in the single row's tree. */
-ALWAYS_INLINE void values_rows(int J, int lanes, const int64_t *n_kv, int64_t n_max, int64_t n_main,
-                               const uint16_t *vr, int64_t v_stride, const float *probs, int64_t stride, float *out,
-                               int64_t out_stride)
-{
-    int S = 2 * lanes;
-    float acc[ATTN_V_TILE * ATTN_G * 64] = {0};
-    for (int64_t c = 0; c < n_main; c += ATTN_V_CHUNK)
-        values_tile(J, S, vr, v_stride, c, c + ATTN_V_CHUNK < n_main ? c + ATTN_V_CHUNK : n_main, probs, stride, acc);
-    for (int j = 0; j < J; j++)
-        for (int s = 0; s < S; s++) {
-            __m256 a[ATTN_G];
-            for (int g = 0; g < ATTN_G; g++)
-                a[g] = _mm256_loadu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s);
-            for (int64_t i = n_main + 8 * s; i < n_max; i += 8 * S)
-                values_step(vr + j * v_stride, i, n_max, n_kv, probs, stride, a);
-            for (int g = 0; g < ATTN_G; g++)
-                _mm256_storeu_ps(acc + (j * ATTN_G + g) * 8 * S + 8 * s, a[g]);
-        }
-    for (int j = 0; j < J; j++) {
-        __m256 u[ATTN_G];
-        for (int g = 0; g < ATTN_G; g++) {
-            const float *l = acc + (j * ATTN_G + g) * 8 * S;
-            if (lanes == 4)
-                u[g] = _mm256_add_ps(
-                    _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l + 8), _mm256_loadu_ps(l + 40)),
-                                  _mm256_add_ps(_mm256_loadu_ps(l + 24), _mm256_loadu_ps(l + 56))),
-                    _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 32)),
-                                  _mm256_add_ps(_mm256_loadu_ps(l + 16), _mm256_loadu_ps(l + 48))));
-            else
-                u[g] = _mm256_add_ps(_mm256_loadu_ps(l + 8), _mm256_loadu_ps(l));
-        }
-        float r[ATTN_G];
-        hsum8_x4(u, r);
-        for (int g = 0; g < ATTN_G; g++)
-            out[g * out_stride + j] = r[g];
-    }
-}
-
-/* out[g*out_stride + j] = V[j] . probs[g] over p < n_kv[g] (dot_v_probs; probs[g] at probs + g*stride, F32
- * values of F16 numbers), in tiles of ATTN_V_TILE V rows. */
-ALWAYS_INLINE void attn_values_group(int lanes, const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
-                                     const float *probs, int64_t stride, float *out, int64_t out_stride)
-{
-    int64_t n_max = 0, n_min = n_kv[0];
-    for (int g = 0; g < ATTN_G; g++) {
-        n_max = n_kv[g] > n_max ? n_kv[g] : n_max;
-        n_min = n_kv[g] < n_min ? n_kv[g] : n_min;
-    }
-    int64_t n_main = n_min - n_min % (16 * lanes);
-    int j = 0;
-    for (; j + ATTN_V_TILE <= hdv; j += ATTN_V_TILE)
-        values_rows(ATTN_V_TILE, lanes, n_kv, n_max, n_main, v + (int64_t)j * v_stride, v_stride, probs, stride,
-                    out + j, out_stride);
-    for (; j < hdv; j++)
-        values_rows(1, lanes, n_kv, n_max, n_main, v + (int64_t)j * v_stride, v_stride, probs, stride, out + j,
-                    out_stride);
-}
-
-/* attn_scores_group and attn_values_group for each order, the number of accumulators a constant in each. */
+/* attn_scores_group and attn_values_group for each order, the form a constant in each. */
 static void scores_group_single(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
                                 float *scores, int64_t stride)
 {
-    attn_scores_group(4, n_kv, hd, qf, k, k_stride, scores, stride);
+    attn_scores_group(ATTN_R16X4, ATTN_G, n_kv, hd, qf, k, k_stride, scores, stride);
 }
 
 static void scores_group_batch(const int64_t *n_kv, int hd, const float *qf, const uint16_t *k, int64_t k_stride,
                                float *scores, int64_t stride)
 {
-    attn_scores_group(1, n_kv, hd, qf, k, k_stride, scores, stride);
+    attn_scores_group(ATTN_R16X1, ATTN_G, n_kv, hd, qf, k, k_stride, scores, stride);
 }
 
 static void values_group_single(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
                                 const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
-    attn_values_group(4, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+    attn_values_group(ATTN_R16X4, ATTN_G, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
 }
 
 static void values_group_batch(const int64_t *n_kv, const uint16_t *v, int64_t v_stride, int hdv,
                                const float *probs, int64_t stride, float *out, int64_t out_stride)
 {
-    attn_values_group(1, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+    attn_values_group(ATTN_R16X1, ATTN_G, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
 }
 
 /* The scores of whole groups of four through attn_scores_group (each group reads the K rows itself), of other
@@ -707,8 +507,7 @@ void loom_ops_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const 
     int grouped = head_dim % 64 == 0 && head_dim <= ATTN_MAX_HD, g = 0;
     for (; grouped && g + ATTN_G <= n_q; g += ATTN_G) {
         float qf[ATTN_G * ATTN_MAX_HD];
-        for (int i = 0; i < ATTN_G * head_dim; i += 8)
-            _mm256_storeu_ps(qf + i, load_f16(q16 + (int64_t)g * head_dim + i));
+        attn_q_f32(ATTN_G, head_dim, q16 + (int64_t)g * head_dim, qf);
         (order == LOOM_ATTN_ORDER_SINGLE ? scores_group_single : scores_group_batch)(n_kv + g, head_dim, qf, k_cache,
                                                                                      k_stride, scores + g * stride,
                                                                                      stride);
@@ -727,7 +526,7 @@ void loom_ops_attn_softmax_v_rows_avx2(int n_q, const int64_t *n_kv, float *scor
     for (; g + ATTN_G <= n_q; g += ATTN_G) {
         for (int r = g; r < g + ATTN_G; r++) {
             softmax(n_kv[r], scores + r * stride, scale);
-            round_probs(n_kv[r], scores + r * stride);
+            attn_round_probs(n_kv[r], scores + r * stride);
         }
         (order == LOOM_ATTN_ORDER_SINGLE ? values_group_single : values_group_batch)(
             n_kv + g, v_cache, v_stride, head_dim_v, scores + g * stride, stride, out + g * out_stride, out_stride);

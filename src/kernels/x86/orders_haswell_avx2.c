@@ -1,15 +1,14 @@
 /* orders_haswell_avx2.c — AVX2/FMA/F16C forms of the haswell float-order profile's hot kernels
- * (orders_haswell.h): the F32/F16 vec_dot and tinyBLAS dots, the delta rule and SiLU/SwiGLU, in the reference's
- * AVX2 build's own 8-lane operations, bitwise the scalar kernels (tests/test_kernels.c, test_ops.c). The AVX2
- * and AVX-512 sets of the profile use them; the rest of the profile stays scalar. */
+ * (orders_haswell.h): the F32/F16 vec_dot and tinyBLAS dots, the delta rule, SiLU/SwiGLU and attention, in the
+ * reference's AVX2 build's own 8-lane operations, bitwise the scalar kernels (tests/test_kernels.c, test_ops.c).
+ * The AVX2 and AVX-512 sets of the profile use them (and ops_avx2.c's conv1d); the rest stays scalar. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels/helpers_avx2.h"
 #include "kernels/orders_haswell.h"
 #include "kernels/protos.h"
-
-static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+#include "kernels/x86/attn_group_avx2.h"
 
 /* GGML_F32x8_REDUCE of four accumulators: (0+2), (1+3), their sum, then T8a (extract, add, hadd, hadd). */
 static inline float reduce_t8a(__m256 acc[4])
@@ -39,7 +38,7 @@ void loom_hsw_f16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a
     int64_t np = n & ~(int64_t)31;
     for (int64_t i = 0; i < np; i += 32)
         for (int j = 0; j < 4; j++)
-            acc[j] = _mm256_fmadd_ps(load_f16(x + i + 8 * j), load_f16(y + i + 8 * j), acc[j]);
+            acc[j] = _mm256_fmadd_ps(attn_load_f16(x + i + 8 * j), attn_load_f16(y + i + 8 * j), acc[j]);
     double sum = reduce_t8a(acc);
     for (int64_t i = np; i < n; i++)
         sum += (double)(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
@@ -60,7 +59,7 @@ void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *
     const uint16_t *x = w, *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i += 8)
-        acc = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), acc);
+        acc = _mm256_fmadd_ps(attn_load_f16(x + i), attn_load_f16(y + i), acc);
     *s = loom_hsum8_ps(acc);
 }
 
@@ -154,4 +153,130 @@ void loom_hsw_swiglu_avx2(int64_t n, const float *g, const float *u, float *y)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_mul_ps(v_silu(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
     loom_hsw_swiglu(n - i, g + i, u + i, y + i);
+}
+
+/* ---- attention (D3, D5, D8): attn_group_avx2.h's groups in the forms ATTN_T8AX4 (SINGLE) and ATTN_T8BX1 (BATCH) */
+
+/* loom_hsw_softmax: scale, max, the exponentials (v_expf) in blocks of 8 with zeros past n, each block's T8b sum
+ * added in double, then times (float)(1 / sum). */
+static void softmax(int64_t n, float *x, float scale)
+{
+    __m256 vs = _mm256_set1_ps(scale), vmax = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        _mm256_storeu_ps(x + i, w);
+        vmax = _mm256_max_ps(vmax, w);
+    }
+    float lanes[8], max = -INFINITY;
+    _mm256_storeu_ps(lanes, vmax);
+    for (int l = 0; l < 8; l++)
+        max = lanes[l] > max ? lanes[l] : max;
+    for (; i < n; i++) {
+        x[i] *= scale;
+        max = x[i] > max ? x[i] : max;
+    }
+    __m256 m = _mm256_set1_ps(max);
+    double sum = 0.0;
+    for (i = 0; i < n; i += 8) {
+        int64_t k = n - i < 8 ? n - i : 8;
+        __m256 e = v_expf(_mm256_sub_ps(attn_load8_part(x + i, k), m));
+        if (k < 8) { /* the lanes past n: exactly 0 */
+            e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)k),
+                                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
+            float t[8];
+            _mm256_storeu_ps(t, e);
+            memcpy(x + i, t, (size_t)k * sizeof *t);
+        } else {
+            _mm256_storeu_ps(x + i, e);
+        }
+        sum += (double)loom_hsum8_ps(e);
+    }
+    float inv = (float)(1.0 / sum);
+    __m256 vinv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+/* The scores of G rows (4 or 1), the order's form and G constants in each call. */
+static void scores_group(enum loom_attn_order order, int G, const int64_t *n_kv, int hd, const float *qf,
+                         const uint16_t *k, int64_t k_stride, float *scores, int64_t stride)
+{
+    if (order == LOOM_ATTN_ORDER_SINGLE && G == ATTN_G)
+        attn_scores_group(ATTN_T8AX4, ATTN_G, n_kv, hd, qf, k, k_stride, scores, stride);
+    else if (order == LOOM_ATTN_ORDER_SINGLE)
+        attn_scores_group(ATTN_T8AX4, 1, n_kv, hd, qf, k, k_stride, scores, stride);
+    else if (G == ATTN_G)
+        attn_scores_group(ATTN_T8BX1, ATTN_G, n_kv, hd, qf, k, k_stride, scores, stride);
+    else
+        attn_scores_group(ATTN_T8BX1, 1, n_kv, hd, qf, k, k_stride, scores, stride);
+}
+
+static void values_group(enum loom_attn_order order, int G, const int64_t *n_kv, const uint16_t *v, int64_t v_stride,
+                         int hdv, const float *probs, int64_t stride, float *out, int64_t out_stride)
+{
+    if (order == LOOM_ATTN_ORDER_SINGLE && G == ATTN_G)
+        attn_values_group(ATTN_T8AX4, ATTN_G, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+    else if (order == LOOM_ATTN_ORDER_SINGLE)
+        attn_values_group(ATTN_T8AX4, 1, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+    else if (G == ATTN_G)
+        attn_values_group(ATTN_T8BX1, ATTN_G, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+    else
+        attn_values_group(ATTN_T8BX1, 1, n_kv, v, v_stride, hdv, probs, stride, out, out_stride);
+}
+
+/* The part after the scores for n_q rows: softmax, the probabilities rounded to F16 (kept in scores as F32), the
+ * V products in groups of four, then one row at a time. */
+static void softmax_v_rows(int n_q, const int64_t *n_kv, float *scores, int64_t stride, float scale,
+                           const uint16_t *v_cache, int64_t v_stride, int head_dim_v, enum loom_attn_order order,
+                           float *out, int64_t out_stride)
+{
+    for (int g = 0; g < n_q; g++) {
+        softmax(n_kv[g], scores + g * stride, scale);
+        attn_round_probs(n_kv[g], scores + g * stride);
+    }
+    for (int g = 0, G; g < n_q; g += G) {
+        G = n_q - g >= ATTN_G ? ATTN_G : 1;
+        values_group(order, G, n_kv + g, v_cache, v_stride, head_dim_v, scores + g * stride, stride,
+                     out + g * out_stride, out_stride);
+    }
+}
+
+void loom_hsw_attn_heads_avx2(int n_q, const int64_t *n_kv, int head_dim, const uint16_t *q16,
+                              const uint16_t *k_cache, int64_t k_stride, const uint16_t *v_cache, int64_t v_stride,
+                              int head_dim_v, float scale, enum loom_attn_order order, float *scores,
+                              uint16_t *probs16, int64_t stride, float *out, int64_t out_stride)
+{
+    if (head_dim % 32 || head_dim > ATTN_MAX_HD) {
+        loom_hsw_attn_heads(n_q, n_kv, head_dim, q16, k_cache, k_stride, v_cache, v_stride, head_dim_v, scale, order,
+                            scores, probs16, stride, out, out_stride);
+        return;
+    }
+    for (int g = 0, G; g < n_q; g += G) {
+        G = n_q - g >= ATTN_G ? ATTN_G : 1;
+        float qf[ATTN_G * ATTN_MAX_HD];
+        attn_q_f32(G, head_dim, q16 + (int64_t)g * head_dim, qf);
+        scores_group(order, G, n_kv + g, head_dim, qf, k_cache, k_stride, scores + g * stride, stride);
+    }
+    softmax_v_rows(n_q, n_kv, scores, stride, scale, v_cache, v_stride, head_dim_v, order, out, out_stride);
+}
+
+void loom_hsw_attn_head_avx2(int64_t n_kv, int head_dim, const uint16_t *q16, const uint16_t *k_cache,
+                             int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
+                             enum loom_attn_order order, float *scores, uint16_t *probs16, float *out)
+{
+    loom_hsw_attn_heads_avx2(1, &n_kv, head_dim, q16, k_cache, k_stride, v_cache, v_stride, head_dim_v, scale, order,
+                             scores, probs16, 0, out, 0);
+}
+
+void loom_hsw_attn_heads_q8_avx2(int n_q, const int64_t *n_kv, int head_dim, const void *q8, const void *k_cache,
+                                 int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v,
+                                 float scale, enum loom_attn_order order, float *scores, uint16_t *probs16,
+                                 int64_t stride, float *out, int64_t out_stride)
+{
+    (void)probs16; /* the rounded probabilities stay in scores, as F32 */
+    loom_ops_attn_scores_q8_avx2(n_q, n_kv, head_dim, q8, k_cache, k_stride, scores, stride);
+    softmax_v_rows(n_q, n_kv, scores, stride, scale, v_cache, v_stride, head_dim_v, order, out, out_stride);
 }
