@@ -216,11 +216,11 @@ static int default_wait(pid_t pid, int *status, loom_error *err)
  * It stops as on SIGTERM when the parent (pid parent) dies in any way, SIGKILL included: SIGTERM is its
  * parent-death signal, sent when the thread that forked exits (loom forks from the main thread, whose exit is the
  * process's), and a parent already gone before that was set shows as a new getppid(). With the parent's stderr
- * possibly a pipe nobody reads any more, SIGPIPE is ignored: a progress line must not end it before its cleanup. */
+ * possibly a pipe nobody reads any more, SIGPIPE stays ignored (main's setting, which fork keeps): a progress line
+ * must not end it before its cleanup. */
 static int default_child(pid_t parent, const char *path, const char *dir, int locked)
 {
     loom_cli_signals_install_child();
-    signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* fails only for a bad signal number */
     if (getppid() != parent)
         raise(SIGTERM); /* counted by the handler: the preparation is cancelled before it starts */

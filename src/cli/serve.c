@@ -43,7 +43,7 @@ struct server {
     struct serve_req *live; /* submitted requests not yet freed (doubly linked) */
     int n_live;
     int n_sending; /* generation replies not yet written out */
-    int draining, cancelled_all;
+    int draining, cancelled_all, second_sig; /* second_sig: the signal that cut the drain short, else 0 */
     double drain_deadline;
     unsigned long long n_requests;
     struct serve_buf take_content, take_reasoning; /* text taken from a request under its lock */
@@ -724,8 +724,12 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     if (t > s->drain_deadline && !s->cancelled_all) {
         int running, queued;
         count_live(s, &running, &queued, 0);
-        fprintf(stderr, "loom serve: drain timeout: ending %d running request%s with the text so far (finish_reason "
-                        "shutdown)\n", running, running == 1 ? "" : "s");
+        char why[64] = "drain timeout";
+        if (s->second_sig)
+            snprintf(why, sizeof why, "a second signal (%s) during the drain",
+                     loom_cli_handled_signal_name(s->second_sig));
+        fprintf(stderr, "loom serve: %s: ending %d running request%s with the text so far (finish_reason "
+                        "shutdown)\n", why, running, running == 1 ? "" : "s");
         s->cancelled_all = 1;
         serve_engine_cancel_all(s->eng);
     }
@@ -738,6 +742,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     struct server *s = arg;
     if (s->draining) {
+        s->second_sig = s->second_sig ? s->second_sig : (int)sig;
         s->drain_deadline = now_s() - 1;
         return;
     }
@@ -926,7 +931,6 @@ int loom_cli_serve(int argc, char **argv)
     }
     loom_cli_check_threads("serve", o.n_threads);
     loom_cli_signals_install(); /* Ctrl+C while the default model is prepared; libevent's handlers come after */
-    signal(SIGPIPE, SIG_IGN);   /* a client gone mid-reply is an error on its socket, not the end of the server */
     char path[4096];
     int status = 1;
     struct server s = {.o = &o};

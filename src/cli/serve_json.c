@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/serve.h"
+#include "cli/serve_jnum.h"
 
 void *serve_fail(struct serve_err *e, int status, const char *param, const char *code, const char *fmt, ...)
 {
@@ -81,93 +82,6 @@ char *serve_error_body(const struct serve_err *e)
     return s;
 }
 
-/* ---- numbers beyond what Jansson holds ---- */
-
-/* A valid number that Jansson cannot hold (an integer beyond 64 bits, a real beyond a double: 9223372036854775808,
- * 1e400) fails the whole body. parse_body puts a stand-in real in its place (one of the largest doubles, signed as
- * the number: every range refuses it and no integer field takes a real) and keeps the number's text here, for the
- * parse of this one body (the HTTP side's thread), so that the field's own check names it, its range and what was
- * found; one in a field no check reads is refused after the checks (big_unread). */
-#define BIG_MAX 16
-static _Thread_local struct {
-    const json_t *v[BIG_MAX];
-    char text[BIG_MAX][48];
-    int n;
-} g_big;
-
-/* The i-th stand-in's magnitude: DBL_MAX, then one ulp below for each next one (each tells which number it is). */
-static double big_standin(int i)
-{
-    double d = DBL_MAX;
-    while (i-- > 0)
-        d = nextafter(d, 0);
-    return d;
-}
-
-/* The number's text when v stands in for one, else NULL. */
-static const char *big_text(const json_t *v)
-{
-    for (int i = 0; v && i < g_big.n; i++)
-        if (g_big.v[i] == v)
-            return g_big.text[i];
-    return NULL;
-}
-
-/* Find the stand-ins in the parsed body. */
-static void big_find(json_t *x)
-{
-    const char *key;
-    json_t *y;
-    size_t i;
-    if (json_is_real(x))
-        for (int k = 0; k < g_big.n; k++)
-            if (fabs(json_real_value(x)) == big_standin(k))
-                g_big.v[k] = x;
-    if (json_is_object(x))
-        json_object_foreach(x, key, y)
-            big_find(y);
-    if (json_is_array(x))
-        json_array_foreach(x, i, y)
-            big_find(y);
-}
-
-/* Parse text[n] as a stand-in replaces each number Jansson overflows on (text is the body, then a copy owned here).
- * NULL with je filled as json_loadb's when the body fails otherwise (or holds more than BIG_MAX such numbers). */
-static json_t *parse_with_standins(const char *body, size_t len, json_error_t *je)
-{
-    char *copy = NULL;
-    const char *t = body;
-    size_t n = len;
-    json_t *o;
-    g_big.n = 0;
-    while (!(o = json_loadb(t, n, JSON_DECODE_ANY, je)) && json_error_code(je) == json_error_numeric_overflow &&
-           g_big.n < BIG_MAX && je->position > 0 && (size_t)je->position <= n) {
-        size_t end = (size_t)je->position, start = end; /* Jansson stops just past the number */
-        while (start > 0 && t[start - 1] && strchr("0123456789+-.eE", t[start - 1]))
-            start--;
-        int k = g_big.n++;
-        snprintf(g_big.text[k], sizeof g_big.text[k], "%.*s%s", (int)(end - start < 40 ? end - start : 40), t + start,
-                 end - start > 40 ? "..." : "");
-        char standin[40];
-        int m = snprintf(standin, sizeof standin, "%s%.17g", t[start] == '-' ? "-" : "", big_standin(k));
-        char *next = malloc(n - (end - start) + (size_t)m + 1);
-        if (!next)
-            break;
-        memcpy(next, t, start);
-        memcpy(next + start, standin, (size_t)m);
-        memcpy(next + start + m, t + end, n - end);
-        n = n - (end - start) + (size_t)m;
-        free(copy);
-        t = copy = next;
-    }
-    free(copy);
-    if (o && g_big.n)
-        big_find(o);
-    else if (!o)
-        g_big.n = 0;
-    return o;
-}
-
 /* The path of v in x (as messages[2].content) into buf[at..cap); 0 when found, -1 (buf[at] cleared) when not. */
 static int path_of(json_t *x, const json_t *v, char *buf, size_t cap, size_t at)
 {
@@ -197,28 +111,23 @@ static int path_of(json_t *x, const json_t *v, char *buf, size_t cap, size_t at)
 static int big_unread(json_t *o, struct serve_err *e)
 {
     char path[96];
-    if (g_big.n == 0)
+    const char *text;
+    const json_t *v = serve_jnum_first_big(&text);
+    if (!v)
         return 0;
-    if (path_of(o, g_big.v[0], path, sizeof path, 0) != 0)
+    if (path_of(o, v, path, sizeof path, 0) != 0)
         path[0] = 0;
     return serve_fail(e, 400, path, "invalid_value", "%s: expected a number loom can hold (an integer within 64 "
-                      "bits, a real within a double's range), found %s", path, g_big.text[0]), -1;
-}
-
-/* Free a parsed body, forgetting its stand-ins. */
-static void body_free(json_t *o)
-{
-    g_big.n = 0;
-    json_decref(o);
+                      "bits, a real within a double's range), found %s", path, text), -1;
 }
 
 /* ---- typed fields ---- */
 
-/* What a JSON value is, for messages: "a string", "an array", or the number itself. */
+/* What a JSON value is, for messages: "a string", "an array", or the number itself as the body writes it. */
 static const char *jfound(const json_t *v, char *buf, size_t cap)
 {
-    if (big_text(v))
-        return big_text(v);
+    if (serve_jnum_text(v, buf, cap))
+        return buf;
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -248,9 +157,12 @@ static int get_float(json_t *o, const char *key, double lo, double hi, float *ou
                    "%s: expected a number in [%g, %g], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
         return -1;
     }
-    if (d != 0 && !(fabs(d) >= FLT_MIN)) { /* as run's options: a float holds it only as a subnormal or 0 */
-        serve_fail(e, 400, key, "invalid_value", "%s: expected 0 or a magnitude of at least %g (a float's least "
-                   "normal number), found %s", key, (double)FLT_MIN, jfound(v, buf, sizeof buf));
+    /* as run's options: a number written other than 0 that the float stored holds only as a subnormal or 0
+     * (1e-39, 1e-400: a double's 0 too; not 1.1754943e-38, which rounds to the float's least normal number) */
+    const char *text = jfound(v, buf, sizeof buf);
+    if ((d != 0 || strcspn(text, "123456789") < strcspn(text, "eE")) && !(fabsf((float)d) >= FLT_MIN)) {
+        serve_fail(e, 400, key, "invalid_value", "%s: expected a number in [%g, %g], found %s, which a float holds "
+                   "only as a subnormal or 0 (its least normal number is %.9g)", key, lo, hi, text, (double)FLT_MIN);
         return -1;
     }
     *out = (float)d;
@@ -268,7 +180,7 @@ static int want_int(json_t *v, const char *path, const char *what, long long lo,
         *out = (long long)json_integer_value(v);
         return 0;
     }
-    int whole = json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && !big_text(v);
+    int whole = json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && !serve_jnum_big(v);
     return serve_fail(e, 400, path, json_is_number(v) ? "invalid_value" : "invalid_type",
                       "%s: expected %s in [%lld, %lld], found %s%s", path, what, lo, hi, jfound(v, buf, sizeof buf),
                       whole ? " (an integer is written without a fraction or an exponent)" : ""), -1;
@@ -417,7 +329,7 @@ static const struct llama_field {
 static int llama_neutral(const struct llama_field *f, const json_t *v)
 {
     switch (f->kind) {
-    case 'n': return json_is_number(v) && !big_text(v) && json_number_value(v) == f->neutral;
+    case 'n': return json_is_number(v) && !serve_jnum_big(v) && json_number_value(v) == f->neutral;
     case 'b': return json_is_boolean(v) && json_is_true(v) == (f->neutral != 0);
     case 's': return json_is_string(v) && json_string_length(v) == 0;
     case 'T': return 1;
@@ -596,8 +508,27 @@ static int get_repeat_penalty(json_t *o, float *out, struct serve_err *e)
     return 0;
 }
 
+/* llama.cpp's n_predict into *v: -1 (no limit) and -2 (until the context is filled) are loom's no limit, which
+ * ends at the slot's context; 0, the prompt only, is not implemented. 0, or -1 with e filled. */
+static int get_n_predict(json_t *x, long long *v, struct serve_err *e)
+{
+    char buf[40];
+    long long n = json_is_integer(x) ? (long long)json_integer_value(x) : 0;
+    if (json_is_integer(x) && n >= -2 && n <= 1 << 24 && n != 0) {
+        *v = n < 0 ? 0 : n;
+        return 0;
+    }
+    int zero = json_is_integer(x) && n == 0;
+    int whole = json_is_real(x) && json_real_value(x) == floor(json_real_value(x)) && !serve_jnum_big(x);
+    return serve_fail(e, 400, "n_predict", zero ? "unsupported_value" : json_is_number(x) ? "invalid_value"
+                      : "invalid_type", "n_predict: expected -1 (no limit), -2 (until the context is filled, the same "
+                      "in loom) or an integer in [1, %d], found %s%s", 1 << 24, jfound(x, buf, sizeof buf),
+                      zero ? " (evaluating the prompt only is not implemented)" : whole ? " (an integer is written "
+                      "without a fraction or an exponent)" : ""), -1;
+}
+
 /* The answer's length limit into *out (0: none): max_completion_tokens, max_tokens (its older name) or llama.cpp's
- * n_predict (-1: none, as llama.cpp's; 0, the prompt only, is not implemented); given twice, the values agree. */
+ * n_predict (get_n_predict); given twice, the values agree. */
 static int get_max_tokens(json_t *o, long long *out, struct serve_err *e)
 {
     static const char *const names[] = {"max_completion_tokens", "max_tokens", "n_predict"};
@@ -607,13 +538,8 @@ static int get_max_tokens(json_t *o, long long *out, struct serve_err *e)
         json_t *x = json_object_get(o, names[i]);
         if (!x || json_is_null(x))
             continue;
-        if (get_int(o, names[i], i == 2 ? -1 : 1, 1 << 24, &v[i], e) != 0)
+        if (i == 2 ? get_n_predict(x, &v[2], e) != 0 : get_int(o, names[i], 1, 1 << 24, &v[i], e) != 0)
             return -1;
-        if (i == 2 && v[2] == 0)
-            return serve_fail(e, 400, "n_predict", "unsupported_value", "n_predict: expected -1 (no limit) or an "
-                              "integer in [1, %d], found 0 (evaluating the prompt only is not implemented)", 1 << 24),
-                   -1;
-        v[i] = v[i] < 0 ? 0 : v[i];
         if (given && v[i] != *out)
             return serve_fail(e, 400, names[i], "invalid_value", "%s: expected the value of %s (another name for the "
                               "same limit) when both are given, found %s %lld and %s %lld", names[i], given, given,
@@ -1022,7 +948,8 @@ static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_r
         r->prompt[0] = bos;
     int k = loom_tokenizer_encode(c->tok, text, len, LOOM_SPECIAL_DATA, r->prompt + (bos >= 0), n, &err);
     if (k != n)
-        return serve_fail(e, 500, NULL, NULL, "prompt: the tokenizer gave %d tokens, then %d", n, k), -1;
+        return serve_fail(e, 500, NULL, NULL, "prompt: the tokenizer counted %d token%s, then wrote %d", n,
+                          n == 1 ? "" : "s", k), -1;
     r->n_prompt = n + (bos >= 0);
     r->cache_mark = r->n_prompt - 1; /* the same prompt again reuses all but its last token */
     return 0;
@@ -1078,7 +1005,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: it holds a NUL byte at "
                           "offset %zu (JSON text has none; a string would write it \\u0000, which loom refuses too)",
                           (size_t)(nul - body));
-    json_t *o = parse_with_standins(body, len, &je); /* a JSON value that is not an object: named below */
+    json_t *o = serve_jnum_parse(body, len, &je); /* a JSON value that is not an object: named below */
     if (!o && json_error_code(&je) == json_error_null_character) /* its text names its JSON_ALLOW_NUL flag */
         return serve_fail(e, 400, NULL, "invalid_value", "the body's JSON is refused: a string holds a NUL character "
                           "(\\u0000), which loom does not take (the string ends at line %d, column %d)", je.line,
@@ -1086,7 +1013,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
     if (!o && json_error_code(&je) == json_error_numeric_overflow)
         return serve_fail(e, 400, NULL, "invalid_value", "the body holds more than %d numbers beyond what loom reads "
                           "(an integer within 64 bits, a real within a double's range): %s (line %d, column %d)",
-                          BIG_MAX, je.text, je.line, je.column);
+                          SERVE_BIG_MAX, je.text, je.line, je.column);
     if (!o)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
                           je.text, je.line, je.column);
@@ -1094,7 +1021,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         char buf[40];
         serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s",
                    jfound(o, buf, sizeof buf));
-        body_free(o);
+        serve_jnum_release(o);
         return NULL;
     }
     return o;
@@ -1108,7 +1035,7 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
         return NULL;
     struct serve_req *r = calloc(1, sizeof *r);
     if (!r) {
-        body_free(o);
+        serve_jnum_release(o);
         return serve_fail(e, 500, NULL, NULL, "out of memory");
     }
     pthread_mutex_init(&r->mu, NULL);
@@ -1132,7 +1059,7 @@ struct serve_req *serve_parse_request(const struct serve_ctx *c, enum serve_kind
               -1);
     for (int i = 0; rc == 0 && i < r->n_prompt; i++)
         loom_sampler_accept(r->smp, r->prompt[i]); /* the prompt is in the penalty window, as in loom run */
-    body_free(o);
+    serve_jnum_release(o);
     if (rc != 0) {
         serve_req_free_fields(r);
         free(r);
@@ -1196,7 +1123,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
     }
     int ok = e->status == 0;
     free(ids);
-    body_free(o);
+    serve_jnum_release(o);
     if (!ok) {
         json_decref(tokens);
         return NULL;
@@ -1237,7 +1164,7 @@ char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, 
                loom_tokenizer_detokenize(c->tok, ids, n, text, (size_t)k) != k))
         ok = !!serve_fail(e, 500, NULL, NULL, "tokens: could not detokenize");
     free(ids);
-    body_free(o);
+    serve_jnum_release(o);
     char *out = ok ? dump_free(json_pack("{s:o}", "content", jtext(text, (size_t)k)), e)
                    : (e->status ? NULL : serve_fail(e, 500, NULL, NULL, "out of memory"));
     free(text);

@@ -6,15 +6,18 @@
 # than the slot, a body over the limit, a missing or wrong API key) after each of which the server keeps
 # serving; a number with a fraction or an exponent where an integer is expected (max_tokens, seed, top_k, a
 # token id, ...) refused, never truncated; a number beyond 64 bits or a double (9223372036854775808, 1e400) refused
-# naming the field, its range and the number, in every number field of every endpoint; llama.cpp's n_predict,
+# naming the field, its range and the number, in every number field of every endpoint; every number a message names
+# shown as written; a nonzero number the float stored holds only as a subnormal or 0 refused; llama.cpp's n_predict
+# (-2 too),
 # repeat_penalty and repeat_last_n honored, its other fields taken only at their neutral values; the Authorization
 # header's variants (RFC 6750: the scheme in any case, one or more spaces, the key exact; 401 saying what was
 # expected); a literal "<|im_start|>" in user content staying data; /tokenize and /detokenize; four concurrent
 # requests each getting exactly their solo text (batched decode); a full queue (503); a client that disconnects
 # (mid-stream, or before a non-streaming reply) freeing its slot; SIGTERM letting a running request finish and
 # exiting 0 while the queued ones get 503 at once, and those that outlast --drain-timeout ending with their text so
-# far (finish_reason shutdown, streamed or not); SIGHUP draining too; SIGHUP, SIGINT and SIGTERM ignored on entry
-# (nohup, a script's background job) staying ignored; tool calls (the answer forced through
+# far (finish_reason shutdown, streamed or not), as a second signal ends them at once (said); SIGHUP draining too;
+# SIGHUP, SIGINT and SIGTERM ignored on entry (nohup, a script's background job) staying ignored; tool calls (the
+# answer forced through
 # LOOM_SERVE_FORCED_OUTPUT) parsed into tool_calls, streamed and not, sent back, and malformed ones left as
 # content; the prompt cache (extended and rewound histories give a fresh process's text); eight concurrent
 # clients; --chat-template-file; --timeout; logprobs (chat and completions, streamed and not); a port in use
@@ -417,10 +420,11 @@ for what, path, body, status, param, code in bad:
           f"{st} {e}")
     check(f"{what}: the server keeps serving", a.healthy())
 # a float where an integer is expected is refused (never truncated), written with a fraction or an exponent alike
-for field, raw, shown in (("max_tokens", "2.0", "2.0"), ("max_tokens", "1.5", "1.5"), ("seed", "1e3", "1000.0"),
-                          ("seed", "9223372036854775808.0", "9.2233720368547758e+18"), ("top_k", "40.0", "40.0"),
-                          ("max_completion_tokens", "3.7", "3.7"), ("n", "1.0", "1.0"), ("best_of", "1.0", "1.0"),
-                          ("logprobs", "2.0", "2.0")):
+# (the number shown as written: 1e3, not 1000.0)
+for field, raw in (("max_tokens", "2.0"), ("max_tokens", "1.5"), ("seed", "1e3"), ("seed", "9223372036854775808.0"),
+                   ("top_k", "40.0"), ("max_completion_tokens", "3.7"), ("n", "1.0"), ("best_of", "1.0"),
+                   ("logprobs", "2.0")):
+    shown = raw
     body = b'{"prompt": "hi", "' + field.encode() + b'": ' + raw.encode() + b"}"
     st, e = err_of(a.request("POST", "/v1/completions", raw=body))
     check(f"{field} {raw}: 400 naming it and the number", st == 400 and e.get("param") == field and
@@ -440,7 +444,8 @@ check("integers written as integers are taken", st == 200 and body["usage"]["com
 BIG = ("9223372036854775808", "-9223372036854775809", "99999999999999999999", "1e400", "-1e400")
 big_fields = [("/v1/completions", f, r) for f, r in (
     ("seed", "[-1, 9223372036854775807]"), ("max_tokens", "[1, 16777216]"), ("max_completion_tokens", "[1, 16777216]"),
-    ("n_predict", "[-1, 16777216]"), ("top_k", "[0, 16777216]"), ("n", "[1, 1]"), ("best_of", "[1, 1]"),
+    ("n_predict", "-1 (no limit), -2 (until the context is filled, the same in loom) or an integer in [1, 16777216]"),
+    ("top_k", "[0, 16777216]"), ("n", "[1, 1]"), ("best_of", "[1, 1]"),
     ("logprobs", "[0, 20]"), ("repeat_last_n", "[-1, 1048576]"), ("temperature", "[0, 2]"), ("top_p", "[0, 1]"),
     ("min_p", "[0, 1]"), ("presence_penalty", "[-2, 2]"), ("frequency_penalty", "[-2, 2]"),
     ("repeat_penalty", "[0, 100]"))] + [("/v1/chat/completions", "top_logprobs", "[0, 20]")]
@@ -479,6 +484,36 @@ for what, path, raw, param, want in (
 check("numbers beyond what loom reads: the server keeps serving", a.healthy())
 st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 1, "x": 1.7976931348623157e308}')
 check("the largest double in a field loom does not read is taken", st == 200, f"{st} {body}")
+# every number a message names is shown as the body writes it (its JSON text), never as parsed (0.10000000000000001,
+# 2.1, inf); a key given twice: the value Jansson keeps, the last
+for path, raw, param, want in (
+        ("/v1/completions", '{"prompt": "hi", "temperature": 2.10}', "temperature", "found 2.10"),
+        ("/v1/completions", '{"prompt": "hi", "min_p": 1E+1}', "min_p", "found 1E+1"),
+        ("/v1/completions", '{"prompt": "hi", "logit_bias": {"5": 100.50}}', "logit_bias", "found 100.50"),
+        ("/v1/completions", '{"prompt": "hi", "mirostat": 0.10}', "mirostat", "found 0.10"),
+        ("/v1/completions", '{"prompt": "hi", "temperature": 0.5, "temperature": 3.00}', "temperature", "found 3.00"),
+        ("/v1/completions", '{"prompt": "hi", "x": {"temperature": 9}, "temperature": 2.50}', "temperature",
+         "found 2.50"),
+        ("/v1/completions", '{"prompt": "hi", "max_tokens": -0}', "max_tokens", "found -0"),
+        ("/v1/completions", '0.10', None, "the body must be a JSON object, found 0.10"),
+        ("/detokenize", '{"tokens": [1, 2.50e0]}', "tokens[1]", "found 2.50e0")):
+    st, e = err_of(a.request("POST", path, raw=raw.encode()))
+    check(f"{raw}: the number named as written ({want})", st == 400 and e.get("param") == param and
+          re.search(re.escape(want) + "($|[^0-9])", e.get("message", "")), f"{st} {e}")
+# a number written other than 0 that the float stored holds only as a subnormal or 0 (a double's 0 too: 1e-400) is
+# refused naming the field, as run's options are; 1.1754943e-38 (the float's least normal number) and 0e-400 taken
+for field in ("temperature", "top_p", "min_p", "presence_penalty", "repeat_penalty"):
+    for raw in ("1e-400", "-1e-400", "1e-39", "1.175494e-38"):
+        st, e = err_of(a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "{field}": {raw}}}'.encode()))
+        check(f"{field} {raw}: 400 naming it, a float's subnormal or 0", st == 400 and e.get("param") == field and
+              e.get("code") == "invalid_value" and e.get("message", "").endswith(
+                  f"found {raw}, which a float holds only as a subnormal or 0 (its least normal number is "
+                  "1.17549435e-38)"), f"{st} {e}")
+for field in ("temperature", "top_p", "min_p"):
+    for raw in ("1.1754943e-38", "0e-400"):
+        st, body = a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "max_tokens": 1, "{field}": {raw}}}'
+                             .encode())
+        check(f"{field} {raw}: taken", st == 200, f"{st} {body}")
 
 # llama.cpp server's request names: n_predict is max_tokens, repeat_penalty and repeat_last_n are the sampler's;
 # the others loom does not implement are taken at their neutral value only, and refused naming the field otherwise
@@ -496,6 +531,13 @@ check("n_predict 0 (the prompt only): 400 saying so", st == 400 and e.get("param
       "evaluating the prompt only is not implemented" in e.get("message", ""), f"{st} {e}")
 st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "temperature": 0, "n_predict": -1, "stop": "e"})
 check("n_predict -1 (no limit) is taken", st == 200, f"{st} {body}")
+st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "temperature": 0, "n_predict": -2, "stop": "e"})
+check("n_predict -2 (llama.cpp's until the context is filled: loom's no limit) is taken", st == 200, f"{st} {body}")
+for raw in ("-3", "-2.0", "16777217"):
+    st, e = err_of(a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "n_predict": {raw}}}'.encode()))
+    check(f"n_predict {raw}: 400 saying what is taken", st == 400 and e.get("param") == "n_predict" and
+          e.get("message", "").startswith("n_predict: expected -1 (no limit), -2 (until the context is filled, the "
+                                          f"same in loom) or an integer in [1, 16777216], found {raw}"), f"{st} {e}")
 plain = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12})[1]
 pen = a.request("POST", "/v1/completions", {"prompt": "hi hi hi", "temperature": 0, "max_tokens": 12,
                                             "repeat_penalty": 100, "repeat_last_n": 64})[1]
@@ -654,6 +696,9 @@ for rnd, count in ((0, 4), (1, 6)):
             want = body["choices"][0]["message"]["content"] if st == 200 else "?"
         check(f"concurrent round {rnd}: request {i} gets its solo text", results[i] == want,
               f"{results[i]!r} vs {want!r}")
+with open(f"/proc/{a.proc.pid}/status") as f:
+    sigign = int(next(line.split()[1] for line in f if line.startswith("SigIgn:")), 16)
+check("server A ignores SIGPIPE (main's setting): a client gone mid-reply ends no server", sigign >> 12 & 1)
 rc = a.stop()
 check("server A: SIGTERM with nothing running exits 0", rc == 0, "".join(a.log[-5:]))
 
@@ -787,6 +832,26 @@ check("drain timeout: both carry their text so far (the same greedy text, cut at
 check("drain timeout: says it ends 2 running requests with their text so far", any(
     "drain timeout: ending 2 running requests with the text so far (finish_reason shutdown)" in line
     for line in c.log), "".join(c.log[-4:]))
+
+# ---- server C2: a second signal during the drain ends the running request at once, and says so (not a timeout) ---
+c2 = Server("-c", "32768", "--drain-timeout", "120")
+result = {}
+t = threading.Thread(target=lambda: result.update(r=c2.request("POST", "/v1/completions", {
+    "prompt": "Once upon a time", "temperature": 0}, key="")))
+t.start()
+time.sleep(0.8)
+c2.proc.send_signal(signal.SIGTERM)
+time.sleep(0.3)
+t0 = time.time()
+rc = c2.stop(signal.SIGINT, timeout=30)
+t.join(30)
+st, body = result.get("r", (None, {}))
+check("second signal: exit status 0, promptly, the request ends with finish_reason shutdown", rc == 0 and
+      time.time() - t0 < 15 and st == 200 and body["choices"][0]["finish_reason"] == "shutdown",
+      f"{rc} {st} {str(body)[:200]}")
+check("second signal: says so, not drain timeout", any(
+    "a second signal (SIGINT) during the drain: ending 1 running request with the text so far" in line
+    for line in c2.log) and not any("drain timeout" in line for line in c2.log), "".join(c2.log[-4:]))
 
 # ---- server E: tool calls, the answer forced (LOOM_SERVE_FORCED_OUTPUT=1: random weights never write a call) ----
 e = Server("--parallel", "8", "-c", "1024", env={"LOOM_SERVE_FORCED_OUTPUT": "1"})

@@ -348,10 +348,13 @@ start_default() {
 start_default cache-kill kill
 wait_until "grep -qs '^loom: synthesizing default model' '$tmp/kill.err'"
 child=$(pgrep -P $pid)
+sigign=$(awk '/^SigIgn:/ {print $2}' "/proc/$child/status" 2>/dev/null)
 kill -KILL $pid
 finish $pid
 wait_until "gone $child"
 err=$tmp/kill.err
+check "default model: its preparing child ignores SIGPIPE (main's setting, kept across fork)" \
+    '[ -n "$sigign" ] && [ $(( 0x$sigign >> 12 & 1 )) -eq 1 ]'
 check "default model (SIGKILL to loom): its preparing child ends too" '[ -n "$child" ] && gone $child'
 check "default model (SIGKILL to loom): nothing left in the models directory" '[ -z "$(ls -A "$tmp/cache-kill/models")" ]'
 
