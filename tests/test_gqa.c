@@ -1,10 +1,10 @@
 /* test_gqa.c — the forward pass of a model with grouped-query attention (2 KV heads of 3 query heads each,
  * tests/gqa_fixture.h; the presets' tiny models have one KV head), on every kernel set the CPU runs (scalar,
- * AVX2, AVX-512), both numerics and both K cache types: every kernel set gives the scalar set's logits bit for
- * bit; CANONICAL gives one batch, chunks (5 + 7) and token by token alike; and the same model with each KV head
- * repeated for its query heads (n_head_kv = n_head) gives the same logits, so query head h reads KV head
- * h / 3 and the K and V caches keep each KV head's positions apart. Writes its files into a private folder
- * under /tmp. */
+ * AVX2, AVX-512), in both float-order profiles, both numerics and both K cache types: every kernel set gives the
+ * scalar set's logits bit for bit; CANONICAL gives one batch, chunks (5 + 7) and token by token alike; and the same
+ * model with each KV head repeated for its query heads (n_head_kv = n_head) gives the same logits, so query head h
+ * reads KV head h / 3 and the K and V caches keep each KV head's positions apart. Writes its files into a private
+ * folder under /tmp. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,32 +137,37 @@ int main(void)
     if (write_mini_vocab(vocab) == LOOM_OK && gqa_write(&gqa_micro, vocab, LOOM_TYPE_F32, NULL, gqa) == LOOM_OK &&
         gqa_write_expanded(gqa, &gqa_micro, mha) == LOOM_OK) {
         const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
-        struct logits scalar = {0};
-        int nv = 0;
-        for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
-            loom_error err;
-            if (loom_kernels_select(modes[k], &err) != LOOM_OK)
-                continue;
-            struct logits g = {0}, h = {0};
-            char what[96];
-            printf("kernels %s: micro-gqa (6 query heads on 2 KV heads) and its KV heads repeated\n",
-                   loom_kernels_name());
-            if (run_model(gqa, tok, &nv, &g) == LOOM_OK && run_model(mha, tok, &nv, &h) == LOOM_OK) {
-                snprintf(what, sizeof what, "%s: GQA vs KV heads repeated", loom_kernels_name());
-                same_logits(&g, &h, nv, what);
-                snprintf(what, sizeof what, "%s: GQA", loom_kernels_name());
-                check_partitions(&g, nv, what);
-                snprintf(what, sizeof what, "%s vs scalar kernels", loom_kernels_name());
-                if (k)
-                    same_logits(&g, &scalar, nv, what);
+        const enum loom_orders profiles[] = {LOOM_ORDERS_AVX512, LOOM_ORDERS_HASWELL};
+        for (size_t o = 0; o < sizeof profiles / sizeof profiles[0]; o++) {
+            loom_orders_select(profiles[o], NULL);
+            struct logits scalar = {0};
+            int nv = 0;
+            for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+                loom_error err;
+                if (loom_kernels_select(modes[k], &err) != LOOM_OK)
+                    continue;
+                struct logits g = {0}, h = {0};
+                char what[96];
+                printf("kernels %s, %s orders: micro-gqa (6 query heads on 2 KV heads) and its KV heads repeated\n",
+                       loom_kernels_name(), loom_orders_name());
+                if (run_model(gqa, tok, &nv, &g) == LOOM_OK && run_model(mha, tok, &nv, &h) == LOOM_OK) {
+                    snprintf(what, sizeof what, "%s, %s: GQA vs KV heads repeated", loom_kernels_name(),
+                             loom_orders_name());
+                    same_logits(&g, &h, nv, what);
+                    snprintf(what, sizeof what, "%s, %s: GQA", loom_kernels_name(), loom_orders_name());
+                    check_partitions(&g, nv, what);
+                    snprintf(what, sizeof what, "%s vs scalar kernels, %s", loom_kernels_name(), loom_orders_name());
+                    if (k)
+                        same_logits(&g, &scalar, nv, what);
+                }
+                logits_free(&h);
+                if (!k)
+                    scalar = g;
+                else
+                    logits_free(&g);
             }
-            logits_free(&h);
-            if (!k)
-                scalar = g;
-            else
-                logits_free(&g);
+            logits_free(&scalar);
         }
-        logits_free(&scalar);
         loom_error err;
         CHECK(loom_kernels_select(LOOM_KERNELS_AUTO, &err) == LOOM_OK, "auto kernels: %s", err.msg);
     }

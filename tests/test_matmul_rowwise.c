@@ -1,6 +1,7 @@
 /* test_matmul_rowwise.c — loom_matmul_rowwise (the CANONICAL prefill path, with its multi-token kernels)
  * against the one-row product, bit for bit: every output row equals a one-token loom_matmul_rowwise of
- * that row, in every kernel set, for 1 and 2 threads, and the SIMD sets equal the scalar set. */
+ * that row, in every kernel set and float-order profile, for 1 and 2 threads, and the SIMD sets equal the scalar
+ * set. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,23 +92,28 @@ int main(void)
     const uint32_t types[] = {LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q8_0, LOOM_TYPE_F32, LOOM_TYPE_F16};
     const int64_t shapes[][3] = {{64, 512, 1}, {40, 256, 7}, {24, 1024, 13}, {72, 512, 33}};
     const enum loom_kernel_mode modes[] = {LOOM_KERNELS_SCALAR, LOOM_KERNELS_AVX2, LOOM_KERNELS_AVX512};
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            size_t ny = (size_t)(shapes[s][0] * shapes[s][2]);
-            float *y_scalar = malloc(sizeof(float) * ny), *y_simd = malloc(sizeof(float) * ny);
-            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-                loom_error err;
-                if (loom_kernels_select(modes[m], &err) != LOOM_OK)
-                    continue;
-                rng_state = 0x2545f4914f6cdd1dull + s; /* the same data in every kernel set */
-                check_shape(types[ti], shapes[s][0], shapes[s][1], shapes[s][2], pools, m ? y_simd : y_scalar);
-                if (m)
-                    CHECK(memcmp(y_simd, y_scalar, sizeof(float) * ny) == 0, "%s rowwise %s equals scalar",
-                          loom_type_traits(types[ti])->name, loom_kernels_name());
+    const enum loom_orders profiles[] = {LOOM_ORDERS_AVX512, LOOM_ORDERS_HASWELL};
+    for (size_t o = 0; o < sizeof profiles / sizeof profiles[0]; o++) {
+        loom_orders_select(profiles[o], NULL);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                size_t ny = (size_t)(shapes[s][0] * shapes[s][2]);
+                float *y_scalar = malloc(sizeof(float) * ny), *y_simd = malloc(sizeof(float) * ny);
+                for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                    loom_error err;
+                    if (loom_kernels_select(modes[m], &err) != LOOM_OK)
+                        continue;
+                    rng_state = 0x2545f4914f6cdd1dull + s; /* the same data in every kernel set */
+                    check_shape(types[ti], shapes[s][0], shapes[s][1], shapes[s][2], pools, m ? y_simd : y_scalar);
+                    if (m)
+                        CHECK(memcmp(y_simd, y_scalar, sizeof(float) * ny) == 0,
+                              "%s rowwise %s equals scalar (%s orders)", loom_type_traits(types[ti])->name,
+                              loom_kernels_name(), loom_orders_name());
+                }
+                free(y_scalar);
+                free(y_simd);
             }
-            free(y_scalar);
-            free(y_simd);
-        }
+    }
     select_mode(LOOM_KERNELS_AUTO);
     loom_pool_free(pools[1]);
     loom_pool_free(pools[2]);
