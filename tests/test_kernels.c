@@ -386,7 +386,9 @@ static void check_orders(void)
         CHECK(ks->types[LOOM_TYPE_F32].vec_dot.row == (simd ? loom_hsw_f32_vec_dot_avx2 : loom_hsw_f32_vec_dot) &&
                   ks->types[LOOM_TYPE_F16].tinyblas.row ==
                       (simd ? loom_hsw_f16_tinyblas_avx2 : loom_hsw_f16_tinyblas) &&
-                  ks->types[LOOM_TYPE_BF16].vec_dot.row == loom_hsw_bf16_vec_dot && !ks->types[LOOM_TYPE_F32].tinyblas.rows4,
+                  ks->types[LOOM_TYPE_BF16].vec_dot.row ==
+                      (simd ? loom_hsw_bf16_vec_dot_avx2 : loom_hsw_bf16_vec_dot) &&
+                  !ks->types[LOOM_TYPE_F32].tinyblas.rows4,
               "%s: the profile's dots", ks->name);
         CHECK(ks->ops.silu == (simd ? loom_hsw_silu_avx2 : loom_hsw_silu) &&
                   ks->ops.attn_heads == (simd ? loom_hsw_attn_heads_avx2 : loom_hsw_attn_heads) &&

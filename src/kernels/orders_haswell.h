@@ -93,6 +93,8 @@ void loom_hsw_f32_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a
 void loom_hsw_f16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_bf16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
+void loom_hsw_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
                                    float beta, float *out);
 void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,

@@ -231,6 +231,8 @@ static void haswell_simd_of(const struct loom_kernel_set *base, struct loom_kern
     s->types[LOOM_TYPE_F32].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f32_tinyblas_avx2);
     s->types[LOOM_TYPE_F16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f16_vec_dot_avx2);
     s->types[LOOM_TYPE_F16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f16_tinyblas_avx2);
+    s->types[LOOM_TYPE_BF16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_bf16_vec_dot_avx2);
+    s->types[LOOM_TYPE_BF16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_bf16_tinyblas_avx2);
     s->ops.silu = loom_hsw_silu_avx2;
     s->ops.swiglu = loom_hsw_swiglu_avx2;
     s->ops.delta_rule_step = loom_hsw_delta_rule_step_avx2;

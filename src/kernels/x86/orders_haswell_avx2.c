@@ -1,5 +1,5 @@
 /* orders_haswell_avx2.c — AVX2/FMA/F16C forms of the haswell float-order profile's hot kernels
- * (orders_haswell.h): the F32/F16 vec_dot and tinyBLAS dots, the delta rule, SiLU/SwiGLU and attention, in the
+ * (orders_haswell.h): the F32/F16/BF16 vec_dot and tinyBLAS dots, the delta rule, SiLU/SwiGLU and attention, in the
  * reference's AVX2 build's own 8-lane operations, bitwise the scalar kernels (tests/test_kernels.c, test_ops.c).
  * The AVX2 and AVX-512 sets of the profile use them (and ops_avx2.c's conv1d); the rest stays scalar. */
 #include <immintrin.h>
@@ -9,6 +9,7 @@
 #include "kernels/orders_haswell.h"
 #include "kernels/protos.h"
 #include "kernels/x86/attn_group_avx2.h"
+#include "util/fp16.h"
 
 /* GGML_F32x8_REDUCE of four accumulators: (0+2), (1+3), their sum, then T8a (extract, add, hadd, hadd). */
 static inline float reduce_t8a(__m256 acc[4])
@@ -60,6 +61,39 @@ void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i += 8)
         acc = _mm256_fmadd_ps(attn_load_f16(x + i), attn_load_f16(y + i), acc);
+    *s = loom_hsum8_ps(acc);
+}
+
+/* 8 BF16 values at p as floats (exact: the bits shifted into the high half). */
+static inline __m256 load_bf16(const uint16_t *p)
+{
+    __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+}
+
+/* loom_hsw_bf16_vec_dot: four 8-lane FMA accumulators over 32-element steps, (0+2)+(1+3), T8b, added to 0.0 in
+ * double, the n % 32 tail in double. */
+void loom_hsw_bf16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++)
+            acc[j] = _mm256_fmadd_ps(load_bf16(x + i + 8 * j), load_bf16(y + i + 8 * j), acc[j]);
+    double sum = 0.0;
+    sum += (double)loom_hsum8_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3])));
+    for (; i < n; i++)
+        sum += (double)(loom_bf16_to_f32(x[i]) * loom_bf16_to_f32(y[i]));
+    *s = (float)sum;
+}
+
+void loom_hsw_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *x = w, *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        acc = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), acc);
     *s = loom_hsum8_ps(acc);
 }
 
