@@ -22,6 +22,11 @@ static void usage(FILE *f)
                "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
                "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
                "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
+               "environment:\n"
+               "  LOOM_ORDERS=avx512|haswell  float orders to reproduce: llama.cpp's AVX-512 or AVX2 build (default: "
+               "this CPU's)\n"
+               "  LOOM_REF_CPU=NAME           llama.cpp's CPU build for xray, certify and bench --ref (default: the best "
+               "for this CPU)\n"
                "loom COMMAND --help (or loom help COMMAND) lists a command's options; loom --version prints the "
                "version.\n");
 }
