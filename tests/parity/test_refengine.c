@@ -2,7 +2,7 @@
  * of the structs it declares has the offset and size of the reference header's field, the defaults it gets
  * through dlsym equal the linked library's, a short evaluation through the binding works, and a short
  * `loom bench --ref` run on the tiny Q4_K_M model prints both engines' rows and the ratios, from a loom binary
- * that does not link libllama. */
+ * that does not link libllama; xray's and certify's float-order note for each profile against builds by name. */
 #include <libgen.h>
 #include <stddef.h>
 #include <unistd.h>
@@ -141,6 +141,33 @@ static void test_cli(const char *argv0, const char *model)
         CHECK(strstr(out, want[i]) != NULL, "output lacks '%s'", want[i]);
 }
 
+static const char *info_avx2(void) { return "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX_VNNI = 1 | AVX512 = 0 |"; }
+static const char *info_avx512(void) { return "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 |"; }
+
+/* loom_ref_orders_note for builds this CPU may not load (a reference with only its build name and system info):
+ * haswell orders reproduce the haswell and alderlake builds, avx512 orders the AVX-512 ones; else a note naming the
+ * build and the profile that reproduces it, if one does. */
+static void test_orders_note(void)
+{
+    struct loom_ref r = {.print_system_info = info_avx2};
+    char note[512];
+    snprintf(r.cpu, sizeof r.cpu, "alderlake");
+    CHECK(!loom_ref_orders_note(&r, "haswell", note, sizeof note), "haswell orders vs alderlake: no note");
+    CHECK(loom_ref_orders_note(&r, "avx512", note, sizeof note) && strstr(note, "no AVX-512 (alderlake); ") &&
+              strstr(note, "(LOOM_ORDERS=haswell reproduces it; "),
+          "avx512 orders vs alderlake: a note pointing at haswell, found '%s'", note);
+    snprintf(r.cpu, sizeof r.cpu, "sse42");
+    CHECK(loom_ref_orders_note(&r, "haswell", note, sizeof note) && strstr(note, "haswell and alderlake builds") &&
+              strstr(note, "(sse42; docs/") && !strstr(note, "LOOM_ORDERS=avx512"),
+          "haswell orders vs sse42: a note, no profile named, found '%s'", note);
+    r.print_system_info = info_avx512;
+    snprintf(r.cpu, sizeof r.cpu, "zen4");
+    CHECK(!loom_ref_orders_note(&r, "avx512", note, sizeof note), "avx512 orders vs zen4: no note");
+    CHECK(loom_ref_orders_note(&r, "haswell", note, sizeof note) &&
+              strstr(note, "(zen4; LOOM_ORDERS=avx512 reproduces it; "),
+          "haswell orders vs zen4: a note pointing at avx512, found '%s'", note);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -162,6 +189,7 @@ int main(int argc, char **argv)
         test_eval(&r, model);
         loom_ref_close(&r);
     }
+    test_orders_note();
     test_cli(argv[0], model);
     return test_finish();
 }
