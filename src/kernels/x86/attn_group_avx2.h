@@ -62,6 +62,28 @@ static inline void attn_round_probs(int64_t n, float *x)
         x[p] = loom_f16_to_f32(loom_f32_to_f16(x[p]));
 }
 
+/* The softmax's first pass over scores x[n] (both profiles): x[i] *= scale, returning the largest (exact in any
+ * order). */
+static inline float attn_scale_max(int64_t n, float *x, float scale)
+{
+    __m256 vs = _mm256_set1_ps(scale), vmax = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        _mm256_storeu_ps(x + i, w);
+        vmax = _mm256_max_ps(vmax, w);
+    }
+    float lanes[8], max = -INFINITY;
+    _mm256_storeu_ps(lanes, vmax);
+    for (int l = 0; l < 8; l++)
+        max = lanes[l] > max ? lanes[l] : max;
+    for (; i < n; i++) {
+        x[i] *= scale;
+        max = x[i] > max ? x[i] : max;
+    }
+    return max;
+}
+
 /* The slices s[0 .. S-1] of one row folded in the form's tree to one 8-lane sum: R16X4 reduce4's
  * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) (lanes 0-7 and 8-15 of (a0 + a2) + (a1 + a3)), R16X1 s0 + s1,
  * T8AX4 (s0 + s2) + (s1 + s3), T8BX1 s0. */

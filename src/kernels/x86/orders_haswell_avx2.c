@@ -195,23 +195,9 @@ void loom_hsw_swiglu_avx2(int64_t n, const float *g, const float *u, float *y)
  * added in double, then times (float)(1 / sum). */
 static void softmax(int64_t n, float *x, float scale)
 {
-    __m256 vs = _mm256_set1_ps(scale), vmax = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 w = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
-        _mm256_storeu_ps(x + i, w);
-        vmax = _mm256_max_ps(vmax, w);
-    }
-    float lanes[8], max = -INFINITY;
-    _mm256_storeu_ps(lanes, vmax);
-    for (int l = 0; l < 8; l++)
-        max = lanes[l] > max ? lanes[l] : max;
-    for (; i < n; i++) {
-        x[i] *= scale;
-        max = x[i] > max ? x[i] : max;
-    }
-    __m256 m = _mm256_set1_ps(max);
+    __m256 m = _mm256_set1_ps(attn_scale_max(n, x, scale));
     double sum = 0.0;
+    int64_t i;
     for (i = 0; i < n; i += 8) {
         int64_t k = n - i < 8 ? n - i : 8;
         __m256 e = v_expf(_mm256_sub_ps(attn_load8_part(x + i, k), m));
