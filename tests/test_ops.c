@@ -262,7 +262,7 @@ static void test_route_nonfinite(void)
             for (int e = 0; e < n; e++)
                 logits[e] = (int)(rnd_u32() % 6) <= pattern ? specials[rnd_u32() % 3] : rnd_f();
             loom_ops_argsort_desc(n, logits, order);
-            loom_ops_moe_route(n, k, logits, ids, w);
+            loom_ops_moe_route(loom_ops_softmax_router, n, k, logits, ids, w);
             uint8_t seen[1024] = {0};
             for (int e = 0; e < n; e++) {
                 bad += order[e] < 0 || order[e] >= n || seen[order[e]];

@@ -115,9 +115,15 @@ void loom_ops_softmax(int64_t n, float *x, float scale);
  * 2 * floor(log2 n), then insertion sort), so ties come out in the reference's order. */
 void loom_ops_argsort_desc(int n, const float *x, int32_t *idx);
 
+/* The router's soft_max above, in place over p[n] (the avx512 profile's order; the haswell profile's is
+ * loom_hsw_softmax_router): a kernel set's ops.router_softmax. */
+void loom_ops_softmax_router(int n, float *p);
+
 /* One token's router, n (1..LOOM_OPS_MAX_EXPERTS) experts, k (1..n) used: logits[n] in, probabilities
- * out (in place); ids[k] the selected experts, best first; weights[k] their normalized weights. */
-void loom_ops_moe_route(int n, int k, float *logits, int32_t *ids, float *weights);
+ * out (in place, by softmax: the kernel set's ops.router_softmax); ids[k] the selected experts, best first;
+ * weights[k] their normalized weights. */
+void loom_ops_moe_route(void (*softmax)(int n, float *p), int n, int k, float *logits, int32_t *ids,
+                        float *weights);
 
 /* The n_tok * k (token, slot) pairs of a ubatch (ids[t * k + slot]: expert of the pair, < n_expert) grouped
  * by expert as MUL_MAT_ID groups its rows (ggml-cpu.c ggml_compute_forward_mul_mat_id: tokens in order,
@@ -274,6 +280,7 @@ struct loom_ops_kernels {
                           int64_t k_stride, const uint16_t *v_cache, int64_t v_stride, int head_dim_v, float scale,
                           enum loom_attn_order order, float *scores, uint16_t *probs16, int64_t stride, float *out,
                           int64_t out_stride);
+    void (*router_softmax)(int n, float *p); /* the same in every set of a profile (loom_ops_moe_route) */
 };
 
 /* AVX2 variants (src/kernels/x86/ops_avx2.c); call only where the CPU has AVX2, FMA and F16C. */

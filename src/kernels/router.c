@@ -1,12 +1,10 @@
 /* router.c — the mixture-of-experts router of one token (ops.h): softmax over the router logits, the top k
  * by the reference's argsort (libstdc++'s std::sort, ties included), and the selected weights normalized,
  * each step with the rounding points of llama.cpp's CPU backend (see ops.h for the op-by-op source; the softmax
- * in the active float-order profile's, orders_haswell.h for haswell). */
+ * passed in is the kernel set's, in its float-order profile: orders_haswell.h has haswell's). */
 #include <math.h>
 
-#include "kernels/kernels.h"
 #include "kernels/ops.h"
-#include "kernels/orders_haswell.h"
 
 /* ---- libstdc++'s std::sort on indices, compared by x[a] > x[b] --------------------------------------
  * The algorithm of bits/stl_algo.h and bits/stl_heap.h (introsort), written out for int32 indices so that
@@ -175,8 +173,7 @@ void loom_ops_argsort_desc(int n, const float *x, int32_t *idx)
 static inline float ggml_max(float a, float b) { return a > b ? a : b; }
 static inline float ggml_min(float a, float b) { return a < b ? a : b; }
 
-/* In-place softmax of p[0..n) as ggml_compute_forward_soft_max_f32 with scale 1 and no mask. */
-static void soft_max(int n, float *p)
+void loom_ops_softmax_router(int n, float *p)
 {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
@@ -197,13 +194,11 @@ static void soft_max(int n, float *p)
         p[i] *= inv;
 }
 
-void loom_ops_moe_route(int n, int k, float *logits, int32_t *ids, float *weights)
+void loom_ops_moe_route(void (*softmax)(int n, float *p), int n, int k, float *logits, int32_t *ids,
+                        float *weights)
 {
     int32_t order[LOOM_OPS_MAX_EXPERTS];
-    if (loom_orders_active() == LOOM_ORDERS_HASWELL)
-        loom_hsw_softmax_router(n, logits);
-    else
-        soft_max(n, logits);
+    softmax(n, logits);
     loom_ops_argsort_desc(n, logits, order);
     double sum = 0.0;
     for (int j = 0; j < k; j++) {

@@ -63,6 +63,7 @@
         .delta_rule_chunk = loom_ops_delta_rule_chunk##sfx, .rmsnorm_rows = loom_ops_rmsnorm_rows##sfx,               \
         .l2norm_rows = loom_ops_l2norm_rows##sfx, .attn_head = loom_ops_attn_head##sfx,                               \
         .attn_heads = loom_ops_attn_heads##sfx, .attn_heads_q8 = loom_ops_attn_heads_q8##sfx,                         \
+        .router_softmax = loom_ops_softmax_router,                                                                     \
     }
 
 static const struct loom_kernel_set set_scalar = {
@@ -221,6 +222,7 @@ static void haswell_of(const struct loom_kernel_set *base, struct loom_kernel_se
     s->ops.attn_head = loom_hsw_attn_head;
     s->ops.attn_heads = loom_hsw_attn_heads;
     s->ops.attn_heads_q8 = loom_hsw_attn_heads_q8;
+    s->ops.router_softmax = loom_hsw_softmax_router;
 }
 
 /* ... and in a SIMD set, the AVX2 forms of its hot dots and ops (x86/orders_haswell_avx2.c). */

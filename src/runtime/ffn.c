@@ -134,7 +134,8 @@ static void route_task(void *ctx, int64_t begin, int64_t end, int thread)
     const struct loom_scratch *sc = &f->s->sc;
     int E = (int)hp->n_expert, k = (int)hp->n_expert_used;
     for (int64_t t = begin; t < end; t++)
-        loom_ops_moe_route(E, k, sc->moe_route + t * E, sc->moe_ids + t * k, sc->moe_weights + t * k);
+        loom_ops_moe_route(f->s->ops->router_softmax, E, k, sc->moe_route + t * E, sc->moe_ids + t * k,
+                           sc->moe_weights + t * k);
 }
 
 void loom_moe_route(struct loom_ffn *f)
@@ -275,7 +276,7 @@ static void predict_next(struct loom_ffn *f, uint32_t il)
     uint8_t seen[LOOM_MAX_EXPERTS] = {0};
     int n = 0;
     for (int t = 0; t < f->n; t++) {
-        loom_ops_moe_route(E, k, logits + (int64_t)t * E, top, w);
+        loom_ops_moe_route(f->s->ops->router_softmax, E, k, logits + (int64_t)t * E, top, w);
         for (int j = 0; j < k; j++)
             if (!seen[top[j]])
                 seen[top[j]] = 1, ids[n++] = top[j];

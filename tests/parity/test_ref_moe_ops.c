@@ -97,7 +97,7 @@ static void check_router(int n, int k, int kind)
         float w[LOOM_OPS_MAX_EXPERTS];
         float *p = probs + t * n;
         memcpy(p, logits + t * n, sizeof(float) * (size_t)n);
-        loom_ops_moe_route(n, k, p, ids, w);
+        loom_ops_moe_route(loom_kernels_active()->ops.router_softmax, n, k, p, ids, w);
         bad_p += n - count_equal(p, p_ref + t * n, n);
         loom_ops_argsort_desc(n, p_ref + t * n, order);
         for (int i = 0; i < n; i++)
