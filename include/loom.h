@@ -61,8 +61,9 @@ const char *loom_kernels_name(void);
 /* Float-order profile: the reference CPU build whose float orders loom's reference numerics reproduce. AVX512:
  * llama.cpp's AVX-512 builds (libggml-cpu-zen4 and kin); HASWELL: its AVX2 build (libggml-cpu-haswell), the one
  * a CPU without AVX-512 loads (docs/haswell-numerics.md). The default follows the CPU, as the reference's build
- * choice does: HASWELL without AVX-512F, else AVX512. Every kernel set runs either profile. Choose it
- * process-wide before loading models (LOOM_ORDERS=avx512|haswell in the CLI); LOOM_E_ARG for an unknown value. */
+ * choice does: HASWELL without AVX-512F, else AVX512. Every kernel set runs either profile. Process-wide; a model
+ * runs in the profile active when it was loaded (LOOM_ORDERS=avx512|haswell in the CLI); LOOM_E_ARG for an
+ * unknown value. */
 enum loom_orders { LOOM_ORDERS_AVX512 = 0, LOOM_ORDERS_HASWELL = 1 };
 int loom_orders_select(enum loom_orders orders, loom_error *err);
 /* Name of the active float-order profile ("avx512", "haswell"). */
