@@ -229,6 +229,11 @@ void loom_cli_stdout_failed(const char *cmd, int err);
  * avx512) if set: the kernel set for every model loaded after. Returns 0, or -1 with a message on stderr for an
  * unknown value or one the CPU cannot run. commands.c. */
 int loom_cli_select_kernels(void);
+/* Who chose the float-order profile (loom_orders_name()): "LOOM_ORDERS" when the variable did, "cpu" when it
+ * follows the CPU (the library's default), for the reports' JSON; loom_cli_orders_text writes "float orders NAME
+ * (LOOM_ORDERS)" or "float orders NAME (the CPU's)" to buf[cap] for their text. commands.c. */
+const char *loom_cli_orders_from(void);
+const char *loom_cli_orders_text(char *buf, size_t cap);
 
 /* Ctrl+C (SIGINT), SIGTERM and SIGHUP (signals.c). The long-running subcommands (run, chat, bench, quantize,
  * synth) install handlers that only count the signals; their work polls them, stops at the next step, cleans up

@@ -715,15 +715,27 @@ const char *loom_cli_listed(const char *name, const char *(*list)(int i))
     return NULL;
 }
 
+static int orders_chosen; /* 1: $LOOM_ORDERS chose the float-order profile; 0: it follows the CPU */
+
+const char *loom_cli_orders_from(void) { return orders_chosen ? "LOOM_ORDERS" : "cpu"; }
+
+const char *loom_cli_orders_text(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "float orders %s (%s)", loom_orders_name(), orders_chosen ? "LOOM_ORDERS" : "the CPU's");
+    return buf;
+}
+
 /* $LOOM_ORDERS (avx512 or haswell) if set: the float-order profile. 0, or -1 with a message. */
 static int select_orders(void)
 {
     const char *v = getenv("LOOM_ORDERS");
     if (!v || !*v)
         return 0;
-    if (!strcasecmp(v, "avx512") || !strcasecmp(v, "haswell"))
+    if (!strcasecmp(v, "avx512") || !strcasecmp(v, "haswell")) {
+        orders_chosen = 1;
         return loom_orders_select(strcasecmp(v, "haswell") ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL,
                                   &(loom_error){0});
+    }
     fprintf(stderr, "loom: LOOM_ORDERS: expected avx512 or haswell, found '%s'\n", v);
     return -1;
 }

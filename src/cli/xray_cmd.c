@@ -197,17 +197,17 @@ static const char *numerics_name(const struct xray_opts *o)
 /* What was compared, before the text report. */
 static void print_header(const struct xray_opts *o, int n_prompt, const struct loom_ref *ref)
 {
-    char steps[64], build[96];
+    char steps[64], build[96], orders[64];
     if (o->req.per_token)
         snprintf(steps, sizeof steps, "one per step");
     else if (n_prompt > 512)
         snprintf(steps, sizeof steps, "one batch, micro-batches of 512");
     else
         snprintf(steps, sizeof steps, "one batch");
-    printf("%s: %d prompt token%s (%s), then %d decoded; loom: %s numerics, kernels %s; reference: llama.cpp v0.5.0 "
-           "(CPU build %s), flash attention off, %s\n", o->model, n_prompt, n_prompt == 1 ? "" : "s", steps,
-           o->req.n_decode,
-           numerics_name(o), loom_kernels_name(), loom_ref_cpu_build(ref, build, sizeof build),
+    printf("%s: %d prompt token%s (%s), then %d decoded; loom: %s numerics, kernels %s, %s; reference: llama.cpp "
+           "v0.5.0 (CPU build %s), flash attention off, %s\n", o->model, n_prompt, n_prompt == 1 ? "" : "s", steps,
+           o->req.n_decode, numerics_name(o), loom_kernels_name(), loom_cli_orders_text(orders, sizeof orders),
+           loom_ref_cpu_build(ref, build, sizeof build),
            o->req.k_type == LOOM_KV_Q8_0 ? "K cache Q8_0, V cache F16" : "F16 K/V");
     char note[512];
     if (loom_ref_orders_note(ref, loom_orders_name(), note, sizeof note))
@@ -239,10 +239,11 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
                                               "max_abs", jnum(w->max_abs), "rmse", jnum(w->rmse), "max_ulp",
                                               (json_int_t)w->max_ulp));
     }
-    json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:i}", "model", o->model,
-                            strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
+    json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:i}", "model",
+                            o->model, strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
                             "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
-                            loom_kernels_name(), "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best,
+                            loom_kernels_name(), "orders", loom_orders_name(), "orders_from", loom_cli_orders_from(),
+                            "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best,
                             "reference_cpu_build_forced", ref->cpu[0] != 0, "reference_avx512",
                             loom_ref_avx512(ref) != 0, "rows", rows,
                             "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),

@@ -9,7 +9,8 @@
 # without AVX-512, avx512 with it). Where loom's profile (LOOM_ORDERS, else the CPU's) is not the reference build's
 # (avx512 against a build without AVX-512, haswell against one with it, or LOOM_REF_CPU naming another build), the
 # bitwise claims and the fault-planting self-test (which needs a bitwise baseline) are replaced by their "not bitwise"
-# forms or skipped, said on one line. Prints "N passed, N failed".
+# forms or skipped, said on one line. xray's header and JSON name the profile and who chose it (LOOM_ORDERS unset,
+# avx512, haswell). Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -68,6 +69,19 @@ check "per token, every edge of the list is compared at every position ($rows ro
 "$loom" xray -m "$dense" -p "$prompt" --json >"$out" 2>"$err"; rc=$?
 check "--json is one JSON object with the rows and no divergence (one, without AVX-512)" \
     '[ $rc -eq $((1 - match)) ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"first_divergent\"] is None) == (sys.argv[2] == \"1\") and d[\"reference_avx512\"] in (True, False) and len(d[\"rows\"]) > 0" "$out" $match'
+# the float-order profile and who chose it, in the header and the JSON: LOOM_ORDERS unset (the CPU's), then each value
+cpu_orders=haswell
+grep -qw avx512f /proc/cpuinfo && cpu_orders=avx512
+for v in "" avx512 haswell; do
+    want=${v:-$cpu_orders} from=cpu said="float orders ${v:-$cpu_orders} (the CPU's)" envs=(env -u LOOM_ORDERS)
+    [ -z "$v" ] || from=LOOM_ORDERS said="float orders $v (LOOM_ORDERS)" envs=(env LOOM_ORDERS=$v)
+    "${envs[@]}" "$loom" xray -m "$dense" -p hi >"$out" 2>"$err"
+    check "LOOM_ORDERS=${v:-(unset)}: the header names $said next to the kernel set" \
+        'head -n 1 "$out" | grep -qE "; loom: reference numerics, kernels [a-z0-9]+, ${said//[()]/.}; reference: "'
+    "${envs[@]}" "$loom" xray -m "$dense" -p hi --json >"$out" 2>"$err"
+    check "LOOM_ORDERS=${v:-(unset)}: the JSON's orders $want, orders_from $from" \
+        'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"orders\"] == sys.argv[2] and d[\"orders_from\"] == sys.argv[3] and d[\"kernels\"]" "$out" $want $from'
+done
 "$loom" xray -m "$dense" -p "$prompt" --layers 3 --edges 'blk.3.attn.*' --json >"$out" 2>"$err"; rc=$?
 check "--layers 3 --edges 'blk.3.attn.*' compares only those edges" \
     '[ $rc -eq 0 ] || [ $rc -eq $((1 - match)) ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"rows\"]; assert r and all(x[\"edge\"].startswith(\"blk.3.attn.\") for x in r)" "$out"'
