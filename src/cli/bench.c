@@ -628,6 +628,18 @@ static struct bench_engine *bench_engines(const struct bench_opts *o, struct ben
     return o->ref_only ? &eng[1] : eng;
 }
 
+/* loom's settings for the report's first line (nothing with --ref-only): kernel set, float-order profile (the
+ * haswell profile's kernels are slower), numerics, K cache. */
+static void bench_print_loom(const struct bench_opts *o)
+{
+    char orders[64];
+    if (!o->ref_only)
+        printf(", loom kernels %s, %s, numerics %s, %s K cache", loom_kernels_name(),
+               loom_cli_orders_text(orders, sizeof orders),
+               o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical",
+               o->mo.k_type == LOOM_KV_Q8_0 ? "Q8_0" : "F16");
+}
+
 /* After a signal stopped the measurement: the table of the runs completed, if any. */
 static void bench_print_stopped(const struct bench_opts *o, const struct bench_work *w, struct bench_engine *eng,
                                 const struct bench_tests *t)
@@ -635,8 +647,10 @@ static void bench_print_stopped(const struct bench_opts *o, const struct bench_w
     int runs = eng[0].n_runs[TEST_PP] + eng[0].n_runs[TEST_TG] + eng[1].n_runs[TEST_PP] + eng[1].n_runs[TEST_TG];
     if (runs == 0)
         return;
-    printf("loom bench: %s, %d thread%s, stopped by %s after %d run%s (rows show the repetitions completed)\n\n",
-           o->model, o->n_threads, o->n_threads == 1 ? "" : "s", loom_cli_signal_name(), runs, runs == 1 ? "" : "s");
+    printf("loom bench: %s, %d thread%s", o->model, o->n_threads, o->n_threads == 1 ? "" : "s");
+    bench_print_loom(o);
+    printf("; stopped by %s after %d run%s (rows show the repetitions completed)\n\n", loom_cli_signal_name(), runs,
+           runs == 1 ? "" : "s");
     int n;
     const struct bench_engine *run = bench_engines(o, eng, &n);
     bench_print_table(w, run, n, t, o->n_threads);
@@ -690,10 +704,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
     double load1 = bench_load_average();
     printf("loom bench: %s, %d thread%s, %d repetition%s", o->model, o->n_threads, o->n_threads == 1 ? "" : "s",
            o->reps, o->reps == 1 ? "" : "s");
-    if (!o->ref_only)
-        printf(", loom kernels %s, numerics %s, %s K cache", loom_kernels_name(),
-               o->numerics == LOOM_NUMERICS_REFERENCE_BATCH ? "reference" : "canonical",
-               o->mo.k_type == LOOM_KV_Q8_0 ? "Q8_0" : "F16");
+    bench_print_loom(o);
     if (o->ref || o->ref_only) {
         printf("; ");
         bench_print_ref(ref, o->ref_fa, o->mo.k_type);

@@ -6,7 +6,7 @@
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
 # output that cannot be written (status 1, its path and reason named), a chat answer cut at the context's end
 # (said), a peak RSS that is loom's own, `loom help [COMMAND]`, --numerics (both values taken, a bad one named,
-# bench saying which it used), one number syntax in every option (no blanks, "+", hex, inf or nan), an option
+# bench saying which it used and the float-order profile it ran in), one number syntax in every option (no blanks, "+", hex, inf or nan), an option
 # that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
 # refused by every command knowing its own options (how to write a value option, a flag taking no value, the
@@ -438,6 +438,15 @@ done
 for n in canonical reference; do
     "$loom" bench -m "$model" -p 8 -n 4 -r 1 -t 2 --numerics $n >"$out" 2>"$err"; rc=$?
     check "bench --numerics $n says so" '[ $rc -eq 0 ] && grep -q "^loom bench: .*, numerics $n, F16 K cache$" "$out"'
+done
+cpu_orders=haswell # the float-order profile bench ran in, and who chose it: LOOM_ORDERS unset (the CPU's), each value
+grep -qw avx512f /proc/cpuinfo && cpu_orders=avx512
+for v in "" avx512 haswell; do
+    said="float orders $cpu_orders (the CPU's)" envs=(env -u LOOM_ORDERS)
+    [ -z "$v" ] || said="float orders $v (LOOM_ORDERS)" envs=(env LOOM_ORDERS=$v)
+    "${envs[@]}" "$loom" bench -m "$model" -p 8 -n 4 -r 1 -t 2 >"$out" 2>"$err"; rc=$?
+    check "bench with LOOM_ORDERS=${v:-(unset)} names $said next to the kernel set" \
+        '[ $rc -eq 0 ] && grep -qE "^loom bench: .*, loom kernels [a-z0-9]+, ${said//[()]/.}, numerics canonical, " "$out"'
 done
 "$loom" bench -m "$model" -p 8 -n 4 -r 1 --ref-only --numerics reference >"$out" 2>"$err"; rc=$?
 check "bench --ref-only refuses --numerics (a loom option)" '[ $rc -eq 2 ] && grep -q -- "--numerics) do not apply" "$err"'
