@@ -531,11 +531,13 @@ static void handle_health(struct server *s, struct evhttp_request *h, const char
 static void handle_models(struct server *s, struct evhttp_request *h, const char *body, size_t len)
 {
     (void)body, (void)len;
-    char buf[640];
+    char buf[768];
     snprintf(buf, sizeof buf,
              "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":"
-             "\"loom\",\"meta\":{\"n_ctx_slot\":%d,\"n_ctx_train\":%d,\"n_slots\":%d}}]}",
-             s->model_id, s->started, s->ctx.n_ctx, loom_model_n_ctx_train(s->ctx.m), s->o->n_parallel);
+             "\"loom\",\"meta\":{\"n_ctx_slot\":%d,\"n_ctx_train\":%d,\"n_slots\":%d,\"kernels\":\"%s\","
+             "\"orders\":\"%s\",\"orders_from\":\"%s\"}}]}",
+             s->model_id, s->started, s->ctx.n_ctx, loom_model_n_ctx_train(s->ctx.m), s->o->n_parallel,
+             loom_kernels_name(), loom_orders_name(), loom_cli_orders_from());
     send_body(h, 200, buf);
 }
 
@@ -802,9 +804,12 @@ static void serve_announce(const struct server *s)
         port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     int v6 = strchr(s->o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
-    fprintf(stderr, "loom serve: listening on http://%s%s%s:%d (model %s, %d slot%s of %d position%s)\n",
+    char orders[64];
+    fprintf(stderr,
+            "loom serve: listening on http://%s%s%s:%d (model %s, %d slot%s of %d position%s; kernels %s, %s)\n",
             v6 ? "[" : "", s->o->host, v6 ? "]" : "", port, s->model_id, s->o->n_parallel,
-            s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx, s->ctx.n_ctx == 1 ? "" : "s");
+            s->o->n_parallel == 1 ? "" : "s", s->ctx.n_ctx, s->ctx.n_ctx == 1 ? "" : "s", loom_kernels_name(),
+            loom_cli_orders_text(orders, sizeof orders));
 }
 
 /* A signal event added, unless the signal was ignored on entry (nohup, `trap '' INT`, a script's background job):

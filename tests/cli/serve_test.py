@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # serve_test.py LOOM MODEL — `loom serve` driven over HTTP (Python's standard library only) on a free loopback
-# port: /health and /v1/models; chat and text completions agreeing between streaming and not at temperature 0;
+# port: /health and /v1/models (its meta naming the kernel set and float-order profile, as the startup line does,
+# under LOOM_ORDERS unset, avx512 and haswell); chat and text completions agreeing between streaming and not at temperature 0;
 # finish_reason length and stop (also at the end of a slot's context); usage; thinking text as
 # reasoning_content; 4xx answers (malformed JSON, wrong types and values, fields not implemented, a prompt longer
 # than the slot, a body over the limit, a missing or wrong API key) after each of which the server keeps
@@ -60,12 +61,14 @@ def check(what, cond, detail=""):
 
 class Server:
     def __init__(self, *args, env=None, ignore=()):
-        """ignore: names of signals the server starts with ignored (HUP: as under nohup)."""
+        """ignore: names of signals the server starts with ignored (HUP: as under nohup); env: variables set, or
+        unset where the value is None."""
         if "--chat-template-file" not in args:
             args = ("--chat-template-file", OFFICIAL, *args)
         ign = ["env", *("--ignore-signal=" + name for name in ignore)] if ignore else []
         self.proc = subprocess.Popen([*ign, LOOM, "serve", "-m", MODEL, "--port", "0", "-t", "1", *args],
-                                     stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
+                                     stderr=subprocess.PIPE, text=True,
+                                     env={k: v for k, v in dict(os.environ, **(env or {})).items() if v is not None})
         self.log = []
         deadline = time.time() + 60
         self.port = None
@@ -1062,6 +1065,21 @@ check("drain with a queue: the queued ones are answered before the running one e
 check("drain with a queue: exit 0; says 1 running, 2 queued answered 503", rc == 0 and any(
     "SIGTERM: no new requests; waiting for 1 running request (at most 120 s); 2 queued requests not started: "
     "answered 503" in line for line in q.log), "".join(q.log[-4:]))
+
+# ---- the float-order profile and who chose it, next to the kernel set: the startup line and /v1/models' meta ------
+cpu_orders = "avx512" if re.search(r"\bavx512f\b", open("/proc/cpuinfo").read()) else "haswell"
+for v in (None, "avx512", "haswell"):
+    o = Server("--parallel", "1", "-c", "64", env={"LOOM_ORDERS": v})
+    want, said = (v, "LOOM_ORDERS") if v else (cpu_orders, "the CPU's")
+    line = next(x for x in o.log if "listening on" in x)
+    check(f"LOOM_ORDERS={v or '(unset)'}: the startup line names float orders {want} ({said}) after the kernel set",
+          re.search(r"; kernels [a-z0-9]+, float orders %s \(%s\)\)$" % (want, re.escape(said)), line), line)
+    st, body = o.request("GET", "/v1/models", key=None)
+    meta = body["data"][0]["meta"] if st == 200 else {}
+    check(f"LOOM_ORDERS={v or '(unset)'}: /v1/models' meta names the kernel set, orders {want}, orders_from",
+          meta.get("kernels") and meta.get("orders") == want and
+          meta.get("orders_from") == ("LOOM_ORDERS" if v else "cpu"), f"{st} {body}")
+    check(f"LOOM_ORDERS={v or '(unset)'}: the server stops on SIGTERM", o.stop() == 0)
 
 # ---- every option of serve's table is taken by a branch of its own (none accepted silently, none refused) ---------
 for opt, val in (("-m", MODEL), ("--host", "127.0.0.1"), ("--port", "0"), ("--api-key", "k"),
