@@ -369,9 +369,10 @@ static void check_default_orders(void)
     printf("default float-order profile: %s\n", loom_orders_name());
 }
 
-/* The haswell float-order profile (orders_haswell.h): selectable and back; every set of it runs the same scalar
- * F32/F16/BF16 dots and order-dependent ops (so the sets agree bitwise), tinyBLAS for n_in % 8 == 0, Q2_K never
- * repacked (in the avx512 profile always); its exp's branches and reduction trees. */
+/* The haswell float-order profile (orders_haswell.h): selectable and back; every set of it runs the profile's
+ * F32/F16/BF16 dots and order-dependent ops (scalar, or in the SIMD sets their AVX2 forms, bitwise: checked below
+ * and by check_matmul), tinyBLAS for n_in % 8 == 0, Q2_K never repacked (in the avx512 profile always); its exp's
+ * branches and reduction trees. */
 static void check_orders(void)
 {
     loom_error err;
@@ -388,7 +389,8 @@ static void check_orders(void)
                       (simd ? loom_hsw_f16_tinyblas_avx2 : loom_hsw_f16_tinyblas) &&
                   ks->types[LOOM_TYPE_BF16].vec_dot.row ==
                       (simd ? loom_hsw_bf16_vec_dot_avx2 : loom_hsw_bf16_vec_dot) &&
-                  !ks->types[LOOM_TYPE_F32].tinyblas.rows4,
+                  ks->types[LOOM_TYPE_F32].tinyblas.rows4 == (simd ? loom_hsw_f32_tinyblas_rows4_avx2 : NULL) &&
+                  ks->types[LOOM_TYPE_F16].tinyblas.rows8 == (simd ? loom_hsw_f16_tinyblas_rows8_avx2 : NULL),
               "%s: the profile's dots", ks->name);
         CHECK(ks->ops.silu == (simd ? loom_hsw_silu_avx2 : loom_hsw_silu) &&
                   ks->ops.attn_heads == (simd ? loom_hsw_attn_heads_avx2 : loom_hsw_attn_heads) &&

@@ -6,6 +6,7 @@
 #define LOOM_KERNELS_ORDERS_HASWELL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/ops.h"
@@ -95,6 +96,14 @@ void loom_hsw_f32_tinyblas_avx2(int64_t n, float *s, const void *w, const void *
 void loom_hsw_f16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_bf16_vec_dot_avx2(int64_t n, float *s, const void *w, const void *a);
 void loom_hsw_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void *a);
+/* The tinyBLAS dots for 4 / 8 activation rows at once (kernels.h's rows4 / rows8 forms), each row bitwise the
+ * one-row kernel. */
+void loom_hsw_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_hsw_f32_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_hsw_f16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_hsw_f16_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
+void loom_hsw_bf16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride);
+void loom_hsw_bf16_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride);
 void loom_hsw_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
                                    float beta, float *out);
 void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,

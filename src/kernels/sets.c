@@ -226,15 +226,17 @@ static void haswell_of(const struct loom_kernel_set *base, struct loom_kernel_se
 }
 
 /* ... and in a SIMD set, the AVX2 forms of its hot dots and ops (x86/orders_haswell_avx2.c). */
+#define HSW_TINYBLAS(t)                                                                                                \
+    {loom_hsw_##t##_tinyblas_avx2, loom_hsw_##t##_tinyblas_rows4_avx2, loom_hsw_##t##_tinyblas_rows8_avx2}
 static void haswell_simd_of(const struct loom_kernel_set *base, struct loom_kernel_set *s)
 {
     haswell_of(base, s);
     s->types[LOOM_TYPE_F32].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f32_vec_dot_avx2);
-    s->types[LOOM_TYPE_F32].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f32_tinyblas_avx2);
+    s->types[LOOM_TYPE_F32].tinyblas = (struct loom_dot_kernels)HSW_TINYBLAS(f32);
     s->types[LOOM_TYPE_F16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_f16_vec_dot_avx2);
-    s->types[LOOM_TYPE_F16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_f16_tinyblas_avx2);
+    s->types[LOOM_TYPE_F16].tinyblas = (struct loom_dot_kernels)HSW_TINYBLAS(f16);
     s->types[LOOM_TYPE_BF16].vec_dot = (struct loom_dot_kernels)DOT(loom_hsw_bf16_vec_dot_avx2);
-    s->types[LOOM_TYPE_BF16].tinyblas = (struct loom_dot_kernels)DOT(loom_hsw_bf16_tinyblas_avx2);
+    s->types[LOOM_TYPE_BF16].tinyblas = (struct loom_dot_kernels)HSW_TINYBLAS(bf16);
     s->ops.silu = loom_hsw_silu_avx2;
     s->ops.swiglu = loom_hsw_swiglu_avx2;
     s->ops.delta_rule_step = loom_hsw_delta_rule_step_avx2;

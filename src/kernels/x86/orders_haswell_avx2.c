@@ -97,6 +97,64 @@ void loom_hsw_bf16_tinyblas_avx2(int64_t n, float *s, const void *w, const void 
     *s = loom_hsum8_ps(acc);
 }
 
+/* 8 elements of type t (0 F32, 1 F16, 2 BF16) from element i of p, as floats. */
+static inline __attribute__((always_inline)) __m256 load8_t(const void *p, int64_t i, int t)
+{
+    return t == 0 ? _mm256_loadu_ps((const float *)p + i)
+                  : t == 1 ? attn_load_f16((const uint16_t *)p + i) : load_bf16((const uint16_t *)p + i);
+}
+
+/* The tinyBLAS dots above (type t a constant at each use) for R activation rows (a + k * a_stride bytes) at once:
+ * row k keeps its own 8-lane accumulator, so each result is bitwise the one-row dot, while R independent FMA chains
+ * keep the units busy (the one-row form waits on one chain). */
+static inline __attribute__((always_inline)) void tinyblas_rows(int R, int t, int64_t n, float *s, const void *w,
+                                                                const void *a, size_t a_stride)
+{
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < R; k++)
+        acc[k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 x = load8_t(w, i, t);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++)
+            acc[k] = _mm256_fmadd_ps(x, load8_t((const char *)a + k * a_stride, i, t), acc[k]);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < R; k++)
+        s[k] = loom_hsum8_ps(acc[k]);
+}
+
+void loom_hsw_f32_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(4, 0, n, s, w, a, a_stride);
+}
+
+void loom_hsw_f32_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(8, 0, n, s, w, a, a_stride);
+}
+
+void loom_hsw_f16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(4, 1, n, s, w, a, a_stride);
+}
+
+void loom_hsw_f16_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(8, 1, n, s, w, a, a_stride);
+}
+
+void loom_hsw_bf16_tinyblas_rows4_avx2(int64_t n, float s[4], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(4, 2, n, s, w, a, a_stride);
+}
+
+void loom_hsw_bf16_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, const void *a, size_t a_stride)
+{
+    tinyblas_rows(8, 2, n, s, w, a, a_stride);
+}
+
 /* loom_hsw_delta_rule_step: the decay and the rank-1 update are elementwise (a rounded product, a fused
  * multiply-add per element), so 8 at a time changes nothing; the dots are dot_f32. d is a multiple of 8. */
 static void delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
