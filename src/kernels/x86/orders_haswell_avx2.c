@@ -258,15 +258,17 @@ static void softmax(int64_t n, float *x, float scale)
     int64_t i;
     for (i = 0; i < n; i += 8) {
         int64_t k = n - i < 8 ? n - i : 8;
-        __m256 e = v_expf(_mm256_sub_ps(attn_load8_part(x + i, k), m));
-        if (k < 8) { /* the lanes past n: exactly 0 */
-            e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)k),
-                                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
+        __m256 e;
+        if (k == 8) {
+            e = v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+            _mm256_storeu_ps(x + i, e);
+        } else { /* the lanes past n: exactly 0 */
+            e = _mm256_and_ps(v_expf(_mm256_sub_ps(attn_load8_part(x + i, k), m)),
+                              _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)k),
+                                                                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
             float t[8];
             _mm256_storeu_ps(t, e);
             memcpy(x + i, t, (size_t)k * sizeof *t);
-        } else {
-            _mm256_storeu_ps(x + i, e);
         }
         sum += (double)loom_hsum8_ps(e);
     }
