@@ -4,6 +4,7 @@
  * choice from the environment. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -701,8 +702,10 @@ void loom_cli_stdout_failed(const char *cmd, int err)
 {
     char path[256];
     ssize_t n = readlink("/proc/self/fd/1", path, sizeof path - 1);
-    int e = err ? err : stdout_errno();
-    path[n > 0 && path[0] == '/' ? n : 0] = 0; /* a file's path; a pipe's or socket's name is no path */
+    int e = err ? err : stdout_errno(), fl = fcntl(STDOUT_FILENO, F_GETFL);
+    /* a file's path; a pipe's or socket's name is no path, nor is the read-only /dev/null main holds in place of a
+     * closed standard output */
+    path[n > 0 && path[0] == '/' && fl >= 0 && (fl & O_ACCMODE) != O_RDONLY ? n : 0] = 0;
     fprintf(stderr, "loom %s: writing standard output%s%s%s: %s\n", cmd, path[0] ? " (" : "", path,
             path[0] ? ")" : "", e ? strerror(e) : "write error");
 }

@@ -23,6 +23,7 @@ static void usage(FILE *f)
                "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
                "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
                "environment:\n"
+               "  LOOM_KERNELS=NAME           kernel set: auto (default: the best this CPU runs), scalar, avx2, avx512\n"
                "  LOOM_ORDERS=avx512|haswell  float orders to reproduce: llama.cpp's AVX-512 or AVX2 build (default: "
                "this CPU's)\n"
                "  LOOM_REF_CPU=NAME           llama.cpp's CPU build for xray, certify and bench --ref (default: the best "

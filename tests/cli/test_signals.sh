@@ -440,8 +440,8 @@ check "synth 2>&-: status 0, the same file as with standard error open, no tempo
 check "quantize 2>&-: status 0, the same file as with standard error open" \
     '[ $rc -eq 0 ] && cmp -s "$tmp/closed-q.gguf" "$tmp/piped2-q.gguf"'
 "$loom" run -m "$tiny" -p hi -n 4 --temp 0 >&- 2>"$err"; rc=$?
-check "run >&-: status 1, standard output named (a closed descriptor still fails)" \
-    '[ $rc -eq 1 ] && grep -q "writing standard output" "$err"'
+check "run >&-: status 1, standard output named, not the /dev/null held in its place (a closed descriptor still fails)" \
+    '[ $rc -eq 1 ] && grep -q "writing standard output: Bad file descriptor" "$err" && ! grep -q /dev/null "$err"'
 "$loom" run -m "$tiny" -p hi -n 40 --temp 0 2>"$err" | head -c 2 >/dev/null
 rc=${PIPESTATUS[0]}
 check "run | head -c 2: status 1, standard output named" '[ $rc -eq 1 ] && grep -q "writing standard output: Broken pipe" "$err"'
