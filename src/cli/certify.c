@@ -344,11 +344,11 @@ static json_t *identity(const struct certify_run *c)
     snprintf(sys, sizeof sys, "%s", c->r->print_system_info());
     const char *why = loom_ref_orders_note(c->r, loom_orders_name(), note, sizeof note);
     sys[strcspn(sys, "\n")] = 0;
-    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:o, s:i}, s:s,"
+    return json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:o, s:i}, s:s,"
                      " s:{s:s, s:s, s:b, s:b, s:s, s:b, s:s, s:s, s:s, s:i}}",
                      "date", date, "model", "path", c->o->model, "xxh3_128", digest, "arch", loom_model_arch(c->m),
                      "loom", "version", loom_version(), "kernels", loom_kernels_name(), "orders", loom_orders_name(),
-                     "orders_note", why ? json_string(why) : json_null(), "threads", c->o->n_threads,
+                     "orders_from", loom_cli_orders_from(), "orders_note", why ? json_string(why) : json_null(), "threads", c->o->n_threads,
                      "cpu", cpu, "reference", "engine", "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libllama.v0.5.0.so)",
                      "cpu_build", c->r->cpu[0] ? c->r->cpu : c->r->best, "cpu_build_forced", c->r->cpu[0] != 0,
                      "avx512", loom_ref_avx512(c->r) != 0,
@@ -425,9 +425,11 @@ static void write_markdown(FILE *f, json_t *cert)
         fprintf(f, "Expected to differ: %s.\n\n", why);
     fprintf(f, "- Model: `%s` (%s), XXH3-128 `%s`\n", json_string_value(json_object_get(mo, "path")),
             json_string_value(json_object_get(mo, "arch")), json_string_value(json_object_get(mo, "xxh3_128")));
-    fprintf(f, "- loom %s, kernel set %s, float orders %s, threads: %d; CPU: %s\n",
+    const char *from = json_string_value(json_object_get(lo, "orders_from"));
+    fprintf(f, "- loom %s, kernel set %s, float orders %s (%s), threads: %d; CPU: %s\n",
             json_string_value(json_object_get(lo, "version")), json_string_value(json_object_get(lo, "kernels")),
-            json_string_value(json_object_get(lo, "orders")), (int)json_integer_value(json_object_get(lo, "threads")),
+            json_string_value(json_object_get(lo, "orders")), strcmp(from, "cpu") ? from : "the CPU's",
+            (int)json_integer_value(json_object_get(lo, "threads")),
             json_string_value(json_object_get(id, "cpu")));
     const char *kv = json_string_value(json_object_get(re, "kv_type")); /* "F16" when both are */
     fprintf(f, "- Reference: %s, CPU build: %s (%s), weight repacking %s; flash attention off, %s%s, n_ubatch %s, "

@@ -166,7 +166,7 @@ else
 fi
 check "the JSON: 2 prompts in both numerics, every reference row bitwise (orders matching), the reference's settings, the digest" \
     'python3 - "$dir/cert.json" $match <<"PY"
-import json, sys
+import json, os, sys
 c = json.load(open(sys.argv[1]))
 ref, can = c["reference"], c["canonical"]
 r = c["identity"]["reference"]
@@ -174,6 +174,7 @@ assert len(ref) == 2 and len(can) == 2
 assert all(p["rows"] == p["prompt_tokens"] + 8 for p in ref)
 assert sys.argv[2] == "0" or all(p["bitwise_rows"] == p["rows"] and p["top1_agree"] == p["rows"] for p in ref)
 assert c["identity"]["loom"]["orders"] in ("avx512", "haswell")
+assert c["identity"]["loom"]["orders_from"] == ("LOOM_ORDERS" if os.environ.get("LOOM_ORDERS") else "cpu")
 assert r["flash_attention"] == "off" and r["kv_type"] == "F16" and "llama.cpp v0.5.0" in r["engine"]
 assert len(c["identity"]["model"]["xxh3_128"]) == 32 and c["identity"]["loom"]["version"]
 PY'
@@ -191,8 +192,8 @@ LOOM_ORDERS=haswell LOOM_REF_CPU=haswell "$loom" certify -m "$models/qwen35-tiny
     -n 2 -o "$dir/cert3" >"$out" 2>"$err"; rc=$?
 check "loom's haswell orders against the reference's AVX2 build: exit 0, bitwise, no note, the profile in the JSON" \
     '[ $rc -eq 0 ] && grep -q "^\*\*Bitwise equal in reference numerics" "$dir/cert3.md" && ! grep -q "AVX-512" "$dir/cert3.md" &&
-     grep -q "float orders haswell" "$dir/cert3.md" &&
-     python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"identity\"][\"loom\"][\"orders\"] == \"haswell\"" "$dir/cert3.json"'
+     grep -q "float orders haswell (LOOM_ORDERS)" "$dir/cert3.md" &&
+     python3 -c "import json,sys; l = json.load(open(sys.argv[1]))[\"identity\"][\"loom\"]; assert l[\"orders\"] == \"haswell\" and l[\"orders_from\"] == \"LOOM_ORDERS\"" "$dir/cert3.json"'
 LOOM_ORDERS=haswell LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
 check "loom's haswell orders against another build (sse42): a note naming it, not bitwise" \
     '[ $rc -eq 1 ] && grep -q "^note: loom.s float-order profile haswell reproduces the reference.s haswell and alderlake builds, so expect differences from this one (sse42; docs/" "$out"'
