@@ -8,6 +8,7 @@
 
 #include "kernels/helpers_avx2.h"
 #include "kernels/x86/attn_group_avx2.h"
+#include "kernels/x86/delta_rule_avx2.h"
 #include "kernels/ops.h"
 #include "kernels/orders_haswell.h"
 #include "util/fp16.h"
@@ -292,54 +293,13 @@ void loom_ops_swiglu_avx2(int64_t n, const float *g, const float *u, float *y)
         y[i] = silu_libm(g[i]) * u[i];
 }
 
-/* ---- gated delta rule ------------------------------------------------------------------------------
- * loom_ops_delta_rule_step per row of the state: decay, the dot with k, the update, the dot with q. A row
- * (d floats) stays in L1 while a block of tokens passes over it; q and k of the block stay in L1 too. */
-
-/* Tokens a row walks before the next row. */
-#define DELTA_BLOCK 16
-
-/* Row j of the state through the nb tokens of a block: read from src, written to row. */
-static void delta_row(int d, const float *src, float *row, int j, int nb, const float *q, const float *k,
-                      const float *v, int64_t qkv_stride, const float *decay, const float *beta, float scale,
-                      float *out, int64_t out_stride)
-{
-    for (int t = 0; t < nb; t++) {
-        const float *kt = k + t * qkv_stride, *in = t == 0 ? src : row;
-        __m256 dec = _mm256_set1_ps(decay[t]);
-        int i = 0;
-        for (; i + 8 <= d; i += 8)
-            _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(in + i), dec));
-        for (; i < d; i++)
-            row[i] = in[i] * decay[t];
-        float dj = (v[t * qkv_stride + j] - dot_f32(d, row, kt)) * beta[t];
-        __m256 vd = _mm256_set1_ps(dj);
-        for (i = 0; i + 8 <= d; i += 8)
-            _mm256_storeu_ps(row + i, _mm256_fmadd_ps(_mm256_loadu_ps(kt + i), vd, _mm256_loadu_ps(row + i)));
-        for (; i < d; i++)
-            row[i] = fmaf(kt[i], dj, row[i]);
-        out[t * out_stride + j] = dot_f32(d, row, q + t * qkv_stride) * scale;
-    }
-}
+/* ---- gated delta rule (delta_rule_avx2.h, with this profile's dot_f32) ---------------------------------------- */
 
 void loom_ops_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
                                     const float *v, int64_t qkv_stride, const float *g, const float *beta,
                                     int64_t gb_stride, float *out, int64_t out_stride)
 {
-    float scale = 1.0f / sqrtf((float)d);
-    for (int t0 = 0; t0 < n; t0 += DELTA_BLOCK) {
-        int nb = n - t0 < DELTA_BLOCK ? n - t0 : DELTA_BLOCK;
-        float decay[DELTA_BLOCK], bt[DELTA_BLOCK];
-        for (int t = 0; t < nb; t++) {
-            decay[t] = expf(g[(t0 + t) * gb_stride]);
-            bt[t] = beta[(t0 + t) * gb_stride];
-        }
-        const float *src = t0 == 0 ? M_src : M; /* the first block reads the source, later ones M */
-        for (int j = 0; j < d; j++)
-            delta_row(d, src + (int64_t)j * d, M + (int64_t)j * d, j, nb, q + t0 * qkv_stride,
-                      k + t0 * qkv_stride, v + t0 * qkv_stride, qkv_stride, decay, bt, scale, out + t0 * out_stride,
-                      out_stride);
-    }
+    delta_rule_chunk_avx2(dot_f32, d, n, M_src, M, q, k, v, qkv_stride, g, beta, gb_stride, out, out_stride);
 }
 
 void loom_ops_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,

@@ -9,6 +9,7 @@
 #include "kernels/orders_haswell.h"
 #include "kernels/protos.h"
 #include "kernels/x86/attn_group_avx2.h"
+#include "kernels/x86/delta_rule_avx2.h"
 #include "util/fp16.h"
 
 /* GGML_F32x8_REDUCE of four accumulators: (0+2), (1+3), their sum, then T8a (extract, add, hadd, hadd). */
@@ -155,42 +156,19 @@ void loom_hsw_bf16_tinyblas_rows8_avx2(int64_t n, float s[8], const void *w, con
     tinyblas_rows(8, 2, n, s, w, a, a_stride);
 }
 
-/* loom_hsw_delta_rule_step: the decay and the rank-1 update are elementwise (a rounded product, a fused
- * multiply-add per element), so 8 at a time changes nothing; the dots are dot_f32. d is a multiple of 8. */
-static void delta_rule_step(int d, float *M, const float *q, const float *k, const float *v, float g, float beta,
-                            float *out)
+/* The delta rule (delta_rule_avx2.h) with the profile's dot_f32 (D1); the decay and the update are elementwise
+ * (a rounded product, a fused multiply-add per element), so 8 at a time changes nothing. */
+void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
+                                    const float *v, int64_t qkv_stride, const float *g, const float *beta,
+                                    int64_t gb_stride, float *out, int64_t out_stride)
 {
-    float scale = 1.0f / sqrtf((float)d);
-    __m256 decay = _mm256_set1_ps(expf(g));
-    for (int j = 0; j < d; j++) {
-        float *row = M + (int64_t)j * d;
-        for (int i = 0; i < d; i += 8)
-            _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), decay));
-        __m256 delta = _mm256_set1_ps((v[j] - dot_f32(d, row, k)) * beta);
-        for (int i = 0; i < d; i += 8)
-            _mm256_storeu_ps(row + i, _mm256_fmadd_ps(_mm256_loadu_ps(k + i), delta, _mm256_loadu_ps(row + i)));
-        out[j] = dot_f32(d, row, q) * scale;
-    }
+    delta_rule_chunk_avx2(dot_f32, d, n, M_src, M, q, k, v, qkv_stride, g, beta, gb_stride, out, out_stride);
 }
 
 void loom_hsw_delta_rule_step_avx2(int d, float *M, const float *q, const float *k, const float *v, float g,
                                    float beta, float *out)
 {
-    if (d % 8)
-        loom_hsw_delta_rule_step(d, M, q, k, v, g, beta, out);
-    else
-        delta_rule_step(d, M, q, k, v, g, beta, out);
-}
-
-void loom_hsw_delta_rule_chunk_avx2(int d, int n, const float *M_src, float *M, const float *q, const float *k,
-                                    const float *v, int64_t qkv_stride, const float *g, const float *beta,
-                                    int64_t gb_stride, float *out, int64_t out_stride)
-{
-    if (M_src != M)
-        memcpy(M, M_src, (size_t)d * (size_t)d * sizeof(float));
-    for (int t = 0; t < n; t++)
-        loom_hsw_delta_rule_step_avx2(d, M, q + t * qkv_stride, k + t * qkv_stride, v + t * qkv_stride,
-                                      g[t * gb_stride], beta[t * gb_stride], out + t * out_stride);
+    loom_hsw_delta_rule_chunk_avx2(d, 1, M, M, q, k, v, 0, &g, &beta, 0, out, 0);
 }
 
 /* ggml_v_expf, AVX2 form (vec.h), as the reference writes it. */
