@@ -183,6 +183,19 @@ int loom_cli_parse_real(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+enum loom_cli_real loom_cli_real_as_float(double v, const char *text, double lo, int lo_open, double hi, float *out)
+{
+    if (!(fabs(v) <= FLT_MAX)) /* no float: converting it would be undefined */
+        return LOOM_CLI_REAL_RANGE;
+    float f = (float)v;
+    if ((v != 0 || strcspn(text, "123456789") < strcspn(text, "eE")) && !(fabsf(f) >= FLT_MIN))
+        return LOOM_CLI_REAL_TINY;
+    if (!(f >= lo && f <= hi) || (lo_open && f == lo))
+        return LOOM_CLI_REAL_RANGE;
+    *out = f;
+    return LOOM_CLI_REAL_OK;
+}
+
 /* Parse a byte count: digits with an optional suffix K, M, G or T (powers of 1024; KiB/KB and B spellings
  * too). Returns 0 on success, -2 for a count written right but beyond 64 bits of bytes, else -1. */
 static int parse_bytes(const char *s, uint64_t *out)
@@ -830,21 +843,17 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         double v;
         if (strcmp(opt, f->name))
             continue;
-        int ok = loom_cli_parse_real(val, f->lo, f->hi, &v) == 0;
-        /* a number other than 0 that is 0 or subnormal as the float the sampler stores (1e-39, 1e-400; not
-         * 1.1754943e-38, which rounds to the least normal): a divisor of inf, or off; shown as written */
-        if (ok && strcspn(val, "123456789") < strcspn(val, "eE") && !(fabsf((float)v) >= FLT_MIN)) {
-            fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s', which a float holds only as a "
-                            "subnormal or 0 (its least normal number is %.9g)\n", cmd, opt, f->lo_open ? '(' : '[',
-                    f->lo, f->hi, val, (double)FLT_MIN);
-            return -1;
-        }
-        if (ok && !(f->lo_open && v == f->lo)) {
-            *(float *)((char *)&so->sp + f->off) = (float)v;
+        enum loom_cli_real r = loom_cli_parse_real(val, -DBL_MAX, DBL_MAX, &v) ? LOOM_CLI_REAL_RANGE
+                               : loom_cli_real_as_float(v, val, f->lo, f->lo_open, f->hi,
+                                                        (float *)((char *)&so->sp + f->off));
+        if (r == LOOM_CLI_REAL_OK)
             return 1;
-        }
-        fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s'\n", cmd, opt, f->lo_open ? '(' : '[',
-                f->lo, f->hi, val);
+        char tiny[96] = "";
+        if (r == LOOM_CLI_REAL_TINY)
+            snprintf(tiny, sizeof tiny, ", which a float holds only as a subnormal or 0 (its least normal number is "
+                     "%.9g)", (double)FLT_MIN);
+        fprintf(stderr, "loom %s: %s expects a number in %c%g, %g], found '%s'%s\n", cmd, opt,
+                f->lo_open ? '(' : '[', f->lo, f->hi, val, tiny);
         return -1;
     }
     return sampler_int(cmd, so, opt, val);

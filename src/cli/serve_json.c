@@ -144,29 +144,26 @@ static const char *jfound(const json_t *v, char *buf, size_t cap)
     return buf;
 }
 
-/* Field `key` of o as a number in [lo, hi] into *out (float). Absent or null: untouched. 0 or -1 (e filled). */
+/* Field `key` of o as a number in [lo, hi] into *out (float), checked as the float stored (loom_cli_real_as_float:
+ * as run's options). Absent or null: untouched. 0 or -1 (e filled). */
 static int get_float(json_t *o, const char *key, double lo, double hi, float *out, struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
     char buf[40];
     if (!v || json_is_null(v))
         return 0;
-    double d = json_number_value(v);
-    if (!json_is_number(v) || !(d >= lo && d <= hi)) {
-        serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
-                   "%s: expected a number in [%g, %g], found %s", key, lo, hi, jfound(v, buf, sizeof buf));
-        return -1;
-    }
-    /* as run's options: a number written other than 0 that the float stored holds only as a subnormal or 0
-     * (1e-39, 1e-400: a double's 0 too; not 1.1754943e-38, which rounds to the float's least normal number) */
     const char *text = jfound(v, buf, sizeof buf);
-    if ((d != 0 || strcspn(text, "123456789") < strcspn(text, "eE")) && !(fabsf((float)d) >= FLT_MIN)) {
-        serve_fail(e, 400, key, "invalid_value", "%s: expected a number in [%g, %g], found %s, which a float holds "
-                   "only as a subnormal or 0 (its least normal number is %.9g)", key, lo, hi, text, (double)FLT_MIN);
-        return -1;
-    }
-    *out = (float)d;
-    return 0;
+    enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
+                           : loom_cli_real_as_float(json_number_value(v), text, lo, 0, hi, out);
+    if (r == LOOM_CLI_REAL_OK)
+        return 0;
+    char tiny[96] = "";
+    if (r == LOOM_CLI_REAL_TINY)
+        snprintf(tiny, sizeof tiny, ", which a float holds only as a subnormal or 0 (its least normal number is %.9g)",
+                 (double)FLT_MIN);
+    serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
+               "%s: expected a number in [%g, %g], found %s%s", key, lo, hi, text, tiny);
+    return -1;
 }
 
 /* v at path as an integer in [lo, hi] into *out, what it is named in the message ("an integer", "an integer token
@@ -425,12 +422,15 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
             return serve_fail(e, 400, "logit_bias", "invalid_value",
                               "logit_bias: expected token ids in [0, %d] written in decimal digits as keys, found "
                               "\"%.40s\"", n_rows - 1, key), -1;
-        double d = json_number_value(v);
-        if (!json_is_number(v) || !(d >= -100 && d <= 100))
+        const char *text = jfound(v, buf, sizeof buf);
+        float d = 0;
+        enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
+                               : loom_cli_real_as_float(json_number_value(v), text, -100, 0, 100, &d);
+        if (r != LOOM_CLI_REAL_OK)
             return serve_fail(e, 400, "logit_bias", json_is_number(v) ? "invalid_value" : "invalid_type",
-                              "logit_bias: expected a number in [-100, 100] for token %ld, found %s", id,
-                              jfound(v, buf, sizeof buf)), -1;
-        bias[(*n_bias)++] = (loom_logit_bias){.id = (int32_t)id, .bias = (float)d};
+                              "logit_bias: expected a number in [-100, 100] for token %ld, found %s%s", id, text,
+                              r == LOOM_CLI_REAL_TINY ? ", which a float holds only as a subnormal or 0" : ""), -1;
+        bias[(*n_bias)++] = (loom_logit_bias){.id = (int32_t)id, .bias = d};
     }
     return 0;
 }

@@ -8,7 +8,8 @@
 # serving; a number with a fraction or an exponent where an integer is expected (max_tokens, seed, top_k, a
 # token id, ...) refused, never truncated; a number beyond 64 bits or a double (9223372036854775808, 1e400) refused
 # naming the field, its range and the number, in every number field of every endpoint; every number a message names
-# shown as written; a nonzero number the float stored holds only as a subnormal or 0 refused; llama.cpp's n_predict
+# shown as written; a nonzero number the float stored holds only as a subnormal or 0 refused; every range checked
+# on the float stored (top_p 1.00000001 is 1); llama.cpp's n_predict
 # (-2 too),
 # repeat_penalty and repeat_last_n honored, its other fields taken only at their neutral values; the Authorization
 # header's variants (RFC 6750: the scheme in any case, one or more spaces, the key exact; 401 saying what was
@@ -517,6 +518,18 @@ for field in ("temperature", "top_p", "min_p"):
         st, body = a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "max_tokens": 1, "{field}": {raw}}}'
                              .encode())
         check(f"{field} {raw}: taken", st == 200, f"{st} {body}")
+# at every bound the float stored is checked, not the number as written: 1.00000001 is the float 1, 2.0000001 the
+# float 2 (taken); 1.0000001 a float above 1 (refused, named as written); logit_bias alike
+for field, raw in (("top_p", "1.00000001"), ("min_p", "1.00000001"), ("temperature", "2.0000001"),
+                   ("presence_penalty", "-2.0000001"), ("repeat_penalty", "100.000001")):
+    st, body = a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "max_tokens": 1, "{field}": {raw}}}'
+                         .encode())
+    check(f"{field} {raw}: the float stored is at the bound, taken", st == 200, f"{st} {body}")
+st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 1, "logit_bias": {"5": 100.000001}}')
+check("logit_bias 100.000001: the float stored is 100, taken", st == 200, f"{st} {body}")
+st, e = err_of(a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "top_p": 1.0000001}'))
+check("top_p 1.0000001: a float above 1, refused as written", st == 400 and e.get("param") == "top_p" and
+      e.get("message", "").endswith("found 1.0000001"), f"{st} {e}")
 
 # llama.cpp server's request names: n_predict is max_tokens, repeat_penalty and repeat_last_n are the sampler's;
 # the others loom does not implement are taken at their neutral value only, and refused naming the field otherwise

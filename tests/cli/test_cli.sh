@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cli.sh BUILD — the `loom` command's user-facing contract on the cached tiny model: kernel choice from
-# $LOOM_KERNELS (bit-identical output in every set), option range messages (integer and float), run's context
-# bound, the thread-count warning, the token-id message of `tokenize --decode`, a chat's second turn reusing the
-# first, a metadata key the reference refuses (refused) or only the GGUF convention forbids (warned about), the
+# $LOOM_KERNELS (bit-identical output in every set), option range messages (integer and float, a float's checked
+# as the float stored: --top-p 1.00000001 is 1), run's context bound, the thread-count warning, the token-id
+# message of `tokenize --decode`, a chat's second turn reusing the first, a metadata key the reference refuses
+# (refused) or only the GGUF convention forbids (warned about), the
 # expert plan `inspect` shows for the cached qwen35moe model, conflicting or empty options refused by name,
 # output that cannot be written (status 1, its path and reason named), a chat answer cut at the context's end
 # (said), a peak RSS that is loom's own, `loom help [COMMAND]`, --numerics (both values taken, a bad one named,
@@ -199,6 +200,18 @@ for o in --temp --top-p --min-p; do
     "$loom" run -m "$model" -p hi -n 1 $o 1.175494e-38 >"$out" 2>"$err"; rc=$?
     check "run $o 1.175494e-38 (a float's subnormal) is refused, as written" '[ $rc -eq 2 ] && grep -q -- "found .1.175494e-38., which a float holds only as a subnormal or 0 (its least normal number is 1.17549435e-38)$" "$err"'
 done
+# at every bound, the value is checked as the float loom stores, not as written: 1.00000001 is the float 1 (taken),
+# 1.0000001 is a float above 1 (refused, as written); in run and chat alike
+for a in "run:--top-p 1.00000001" "run:--min-p 1.00000001" "run:--temp 100.000001" "chat:--presence-penalty -100.000001" \
+    "chat:--repeat-penalty 100.000001" "chat:--frequency-penalty 100.000001"; do
+    c=${a%%:*} o=${a#*:}
+    if [ $c = run ]; then "$loom" run -m "$model" -p hi -n 1 $o >"$out" 2>"$err"; rc=$?
+    else echo hi | "$loom" chat -m "$model" -n 1 $o >"$out" 2>"$err"; rc=$?; fi
+    check "$c $o: the float stored is at the bound, taken" '[ $rc -eq 0 ]'
+done
+"$loom" run -m "$model" -p hi -n 1 --top-p 1.0000001 >"$out" 2>"$err"; rc=$?
+check "run --top-p 1.0000001: a float above 1, refused as written" \
+    '[ $rc -eq 2 ] && grep -q -- "--top-p expects a number in \[0, 1\], found .1.0000001.$" "$err"'
 # --mem-budget beyond 64 bits of bytes: named with the value as written and the largest it takes (which is taken)
 "$loom" run -m "$model" -p hi -n 1 --mem-budget 99999999T >"$out" 2>"$err"; rc=$?
 check "run --mem-budget 99999999T names the largest it takes" '[ $rc -eq 2 ] && grep -q -- "--mem-budget expects .*, found .99999999T., beyond the largest it takes, 18446744073709551615 bytes (16777215T)$" "$err"'
