@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "kernels/types.h"
 #include "runtime/session.h"
 #include "test.h"
@@ -516,6 +517,41 @@ static int write_all(const char *path, const void *buf, size_t n)
     if (f)
         ok &= fclose(f) == 0;
     return ok ? 0 : -1;
+}
+
+/* A state saved by a model in one float-order profile is refused, naming both, by the same file loaded in the
+ * other (its sums would continue in other orders), with the session unchanged. */
+static void check_restore_other_orders(const loom_model *m, const char *model_path, const int32_t *tok,
+                                       const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/orders.state", dir);
+    loom_error err = {0};
+    enum loom_orders mine = loom_orders_active();
+    enum loom_orders other = mine == LOOM_ORDERS_HASWELL ? LOOM_ORDERS_AVX512 : LOOM_ORDERS_HASWELL;
+    loom_session *a = new_session(m, 128, 1), *b = NULL;
+    int rc = a ? loom_session_eval(a, tok, 5, NULL, LOOM_LOGITS_LAST, &err) : LOOM_E_NOMEM;
+    rc = rc ? rc : loom_session_save(a, path, &err);
+    CHECK(rc == LOOM_OK, "save for the other profile: %s", err.msg);
+    loom_model *o = NULL;
+    if (rc == LOOM_OK && loom_orders_select(other, &err) == LOOM_OK) {
+        o = loom_model_load(model_path, &err);
+        loom_orders_select(mine, &err);
+    }
+    CHECK(o != NULL, "load %s in the %s profile: %s", model_path, loom_orders_label(other), err.msg);
+    if (o && (b = new_session(o, 128, 1))) {
+        uint64_t before = loom_session_digest(b);
+        rc = loom_session_restore(b, path, &err);
+        char want[128];
+        snprintf(want, sizeof want, "saved in the %s float-order profile, this model runs in %s",
+                 loom_orders_label(mine), loom_orders_label(other));
+        CHECK(rc == LOOM_E_FORMAT && strstr(err.msg, want), "restore in the other profile: rc %d (%s)", rc, err.msg);
+        CHECK(loom_session_digest(b) == before, "a refused restore changed the session");
+    }
+    loom_session_free(b);
+    loom_model_free(o);
+    loom_session_free(a);
+    unlink(path);
 }
 
 /* Save after a prompt, continue n_gen greedy tokens; a restored session continues bitwise the same. Damaged
@@ -1296,6 +1332,7 @@ static void test_micro(void)
     test_context(m, tok);
     test_digest(m, tok);
     check_save_restore("micro F16", m, m2, tok, 9, 64, dir);
+    check_restore_other_orders(m, path, tok, dir);
     check_rewind_cache("micro F16", m, tok);
     check_live_prefix("micro F16", m, tok, LOOM_NUMERICS_CANONICAL, dir);
     check_live_prefix("micro F16", m, tok, LOOM_NUMERICS_REFERENCE_BATCH, dir);

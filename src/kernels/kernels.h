@@ -81,4 +81,7 @@ const struct loom_kernel_set *loom_kernels_active(void);
  * else AVX512): the sets above are its, and the router (router.c), which no set holds, reads it. */
 enum loom_orders loom_orders_active(void);
 
+/* The profile's name ("avx512", "haswell"), or NULL for a value that is none (read from a file). */
+const char *loom_orders_label(enum loom_orders orders);
+
 #endif

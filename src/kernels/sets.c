@@ -324,4 +324,9 @@ enum loom_orders loom_orders_active(void)
     return orders;
 }
 
-const char *loom_orders_name(void) { return loom_orders_active() == LOOM_ORDERS_HASWELL ? "haswell" : "avx512"; }
+const char *loom_orders_label(enum loom_orders o)
+{
+    return o == LOOM_ORDERS_AVX512 ? "avx512" : o == LOOM_ORDERS_HASWELL ? "haswell" : NULL;
+}
+
+const char *loom_orders_name(void) { return loom_orders_label(loom_orders_active()); }

@@ -19,8 +19,9 @@
 #include "util/error.h"
 
 #define STATE_MAGIC "LOOMSEQ\1"
-#define STATE_VERSION 4u /* 2: the identity hashes the hyper-parameters field by field; 3: and the weight table's
-                          * fused attention row (attn_qkv in attention layers); 4: K rows per head (session.h) */
+#define STATE_VERSION 5u /* 2: the identity hashes the hyper-parameters field by field; 3: and the weight table's
+                          * fused attention row (attn_qkv in attention layers); 4: K rows per head (session.h);
+                          * 5: the float-order profile that computed the state */
 
 struct file_header {
     char magic[8];
@@ -31,6 +32,8 @@ struct file_header {
     int32_t has_logits;
     int32_t n_logits;
     int32_t k_type; /* enum loom_kv_type of the K rows (0 = F16: the field was reserved, 0, before Q8_0 K) */
+    int32_t orders; /* enum loom_orders of the model that computed the state: its sums continue bitwise only there */
+    int32_t reserved; /* 0 */
     uint64_t payload_bytes; /* everything between the header and the checksum */
 };
 
@@ -195,7 +198,8 @@ int loom_session_save(const loom_session *session, const char *path, loom_error 
 {
     struct loom_session *s = (struct loom_session *)session; /* visit_payload only reads here */
     struct file_header h = {STATE_MAGIC, STATE_VERSION, s->model->hp.n_layer, model_identity(s->model), s->pos,
-                            s->has_logits, s->n_logits, (int32_t)s->k_type, 0};
+                            s->has_logits, s->n_logits, (int32_t)s->k_type, (int32_t)s->model->kernels->orders, 0,
+                            0};
     h.payload_bytes = visit_payload(s, s->pos, s->has_logits, count_piece, NULL);
     size_t len = strlen(path);
     char *tmp = malloc(len + 16);
@@ -295,6 +299,14 @@ static int check_image(struct loom_session *s, const char *path, const char *buf
         snprintf(num, sizeof num, "%d (unknown)", h.k_type);
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved with K cache type %s, this session's is %s "
                            "(--cache-type-k)", path, saved ? saved : num, loom_kv_type_name(s->k_type));
+    }
+    if (h.orders != (int32_t)s->model->kernels->orders) {
+        const char *saved = loom_orders_label((enum loom_orders)h.orders);
+        char num[32];
+        snprintf(num, sizeof num, "%d (unknown)", h.orders);
+        return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved in the %s float-order profile, this model runs in "
+                           "%s (LOOM_ORDERS; a state continues bitwise only in the profile that computed it)", path,
+                           saved ? saved : num, loom_orders_label(s->model->kernels->orders));
     }
     if (h.pos < 0 || h.pos > s->n_ctx || (h.has_logits != 0 && h.has_logits != 1))
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: position %d does not fit this session's context of %d",
