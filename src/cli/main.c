@@ -22,6 +22,7 @@ static void usage(FILE *f)
                "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
                "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
                "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
+               "  help     this help, or a command's options: loom help COMMAND (as loom COMMAND --help)\n"
                "environment:\n"
                "  LOOM_KERNELS=NAME           kernel set: auto (default: the best this CPU runs), scalar, avx2, avx512\n"
                "  LOOM_ORDERS=avx512|haswell  float orders to reproduce: llama.cpp's AVX-512 or AVX2 build (default: "
@@ -43,17 +44,29 @@ static int check_stdout(const char *cmd, int status, int trouble)
     return status && status != 1 ? status : trouble;
 }
 
-/* loom help [COMMAND]: the general help, or the command's own (as its --help); an unknown one is refused. */
+/* Whether name is one of what the general help describes besides the commands: help, version and their option
+ * spellings (loom help help: the general help). */
+static int general_topic(const char *name)
+{
+    static const char *const topics[] = {"help", "-h", "--help", "version", "--version"};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
+        if (!strcmp(name, topics[i]))
+            return 1;
+    return 0;
+}
+
+/* loom help [COMMAND]: the general help (also for help and version themselves), or the command's own (as its
+ * --help); an unknown one is refused. A failed write is help's: `loom help: writing standard output`, status 1. */
 static int help(int argc, char **argv)
 {
-    if (argc < 3) {
+    if (argc < 3 || (argc == 3 && general_topic(argv[2]))) {
         usage(stdout);
         return check_stdout("help", 0, 1);
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name && argc == 3; c++)
         if (!strcmp(argv[2], c->name)) {
             char *args[] = {argv[2], "--help", NULL};
-            return check_stdout(c->name, c->main(2, args), c->trouble);
+            return check_stdout("help", c->main(2, args), 1);
         }
     const char *near = argc == 3 ? loom_cli_nearest_command(argv[2]) : NULL;
     if (argc > 3)
@@ -87,7 +100,7 @@ int main(int argc, char **argv)
         return help(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : check_stdout("--help", 0, 1);
+        return argc < 2 ? 2 : check_stdout(argv[1], 0, 1);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         if (argc > 2) {
@@ -95,7 +108,7 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("loom %s\n", loom_version());
-        return check_stdout("--version", 0, 1);
+        return check_stdout(argv[1], 0, 1);
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))

@@ -60,9 +60,25 @@ check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep 
 # loom help [COMMAND]: the general help, or the command's own; anything else refused with the nearest command
 "$loom" help >"$out" 2>"$err"; rc=$?
 check "loom help prints the general help" '[ $rc -eq 0 ] && "$loom" --help | cmp -s - "$out"'
-for c in run serve xray; do
+for c in run inspect synth tokenize chat quantize bench serve xray certify; do
     "$loom" help $c >"$out" 2>"$err"; rc=$?
     check "loom help $c prints $c --help" '[ $rc -eq 0 ] && "$loom" $c --help | cmp -s - "$out"'
+done
+# help and version are described by the general help, which `loom help help` prints (help is listed with the
+# commands)
+for c in help --help -h version --version; do
+    "$loom" help $c >"$out" 2>"$err"; rc=$?
+    check "loom help $c prints the general help" '[ $rc -eq 0 ] && "$loom" --help | cmp -s - "$out"'
+done
+check "the general help lists help" '"$loom" --help | grep -q "^  help     this help, or a command.s options"'
+# a help that cannot be written is the failure of the command that ran, named as given: help's (status 1, also
+# for xray's and certify's help, whose own 2 is for trouble beside a result), --help's, -h's, version's
+for a in "help run:help:1" "help xray:help:1" "help help:help:1" "help:help:1" "run --help:run:1" "xray -h:xray:2" \
+    "--help:--help:1" "-h:-h:1" "version:version:1" "--version:--version:1"; do
+    IFS=: read -r args name st <<<"$a"
+    "$loom" $args >/dev/full 2>"$err"; rc=$?
+    check "loom $args >/dev/full: named as loom $name, status $st" \
+        '[ $rc -eq $st ] && [ "$(cat "$err")" = "loom $name: writing standard output (/dev/full): No space left on device" ]'
 done
 "$loom" help rnu >"$out" 2>"$err"; rc=$?
 check "loom help rnu: refused, the nearest command named" '[ $rc -eq 2 ] && grep -q "^loom help: expects a command, found .rnu. (did you mean run?)$" "$err"'
