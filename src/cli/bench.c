@@ -110,7 +110,7 @@ static const char BENCH_USAGE[] =
 
 /* What bench takes: its options, then the model options. */
 static const struct loom_cli_option BENCH_OPTIONS[] = {
-    {"-m", LOOM_CLI_VALUE}, {"-p", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-d", LOOM_CLI_VALUE},
+    {"-m", LOOM_CLI_ONE}, {"-p", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-d", LOOM_CLI_VALUE},
     {"-t", LOOM_CLI_VALUE}, {"-r", LOOM_CLI_VALUE}, {"--ref", LOOM_CLI_FLAG}, {"--ref-only", LOOM_CLI_FLAG},
     {"--ref-fa", LOOM_CLI_VALUE}, {"--mem", LOOM_CLI_FLAG}, {"--numerics", LOOM_CLI_VALUE}, LOOM_CLI_MODEL_TABLE,
     {NULL, LOOM_CLI_VALUE}};

@@ -67,7 +67,7 @@ struct certify_run {
 /* What certify takes: certify_set's options, then the model options it uses (its sessions and the reference's
  * take --cache-type-k; it reports no expert cache figures: no --stats). */
 static const struct loom_cli_option CERTIFY_OPTIONS[] = {
-    {"-m", LOOM_CLI_VALUE}, {"--prompts", LOOM_CLI_VALUE}, {"-o", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE},
+    {"-m", LOOM_CLI_ONE}, {"--prompts", LOOM_CLI_ONE}, {"-o", LOOM_CLI_ONE}, {"-n", LOOM_CLI_VALUE},
     {"-t", LOOM_CLI_VALUE}, LOOM_CLI_LOAD_TABLE, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE},
     {NULL, LOOM_CLI_VALUE}};
 

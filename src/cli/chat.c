@@ -97,20 +97,16 @@ static void chat_usage(FILE *f)
 
 /* What chat takes: chat_set_option's options (each takes a value), then the model options. */
 static const struct loom_cli_option CHAT_OPTIONS[] = {
-    {"-m", LOOM_CLI_VALUE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
-    {"--numerics", LOOM_CLI_VALUE}, {"--chat-template-file", LOOM_CLI_VALUE}, LOOM_CLI_SAMPLER_TABLE,
+    {"-m", LOOM_CLI_ONE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
+    {"--numerics", LOOM_CLI_VALUE}, {"--chat-template-file", LOOM_CLI_ONE}, LOOM_CLI_SAMPLER_TABLE,
     LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 
-/* --chat-template-file FILE: once, a non-empty name (the file is read once the model's tokenizer is there). */
+/* --chat-template-file FILE: a non-empty name (the file is read once the model's tokenizer is there; a second,
+ * different one is refused by the parser: LOOM_CLI_ONE). */
 static int chat_template_file(struct chat_opts *o, const char *val)
 {
     if (!*val) {
         fputs("loom chat: --chat-template-file expects a template file, found ''\n", stderr);
-        return -1;
-    }
-    if (o->template_file) {
-        fprintf(stderr, "loom chat: --chat-template-file given twice ('%s', then '%s'), expected one template\n",
-                o->template_file, val);
         return -1;
     }
     o->template_file = val;

@@ -142,7 +142,11 @@ int loom_cli_model_check(const char *cmd, const struct loom_cli_model_opts *mo);
 enum loom_cli_option_kind {
     LOOM_CLI_VALUE,  /* takes the next argument as its value */
     LOOM_CLI_FLAG,   /* takes no value */
-    LOOM_CLI_SECRET, /* takes the next argument as its value, which no message shows (serve --api-key) */
+    LOOM_CLI_SECRET, /* takes the next argument as its value, which no message shows (serve --api-key); once, as
+                      * LOOM_CLI_ONE */
+    LOOM_CLI_ONE,    /* takes the next argument as its value, once: a file or a prompt (-m, -p, -o), of which loom
+                      * takes one, so a second, different value is refused naming both (the same one again is
+                      * taken); any other option given twice takes its last value, as most commands do */
 };
 struct loom_cli_option {
     const char *name; /* "-t", "--temp" */
@@ -176,7 +180,8 @@ int loom_cli_unhandled(const char *cmd, const char *opt);
  * and *val its value (the next argument, *i moved there; NULL for a flag, or when the command line ended); OPERAND:
  * argv[*i] starts with no '-' (or is "-"); HELP: -h or --help; BAD (named): an unknown option (loom_cli_unknown),
  * a value spelled exactly as an option of table or -h or --help (`-p --json`: its value is missing, more likely
- * than meant; a SECRET's not shown), or a SECRET option that loom_cli_secret_name does not know (internal).
+ * than meant; a SECRET's not shown), a ONE or SECRET option given before with another value (under either of its
+ * names: -m and --model, -o and --output), or a SECRET option that loom_cli_secret_name does not know (internal).
  * commands.c. */
 enum loom_cli_arg { LOOM_CLI_ARG_BAD = -1, LOOM_CLI_ARG_OPERAND, LOOM_CLI_ARG_OPTION, LOOM_CLI_ARG_HELP };
 int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,

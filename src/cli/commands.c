@@ -489,6 +489,38 @@ static void unexpected_in_options(const char *cmd, const struct loom_cli_option 
         loom_cli_unexpected(cmd, table, argv[i], NULL, NULL);
 }
 
+/* Whether a and b name one option: the same name, or two names of one (tokenize's -m and --model, synth's -o and
+ * --output). */
+static int same_option(const char *a, const char *b)
+{
+    static const char *const pairs[][2] = {{"-m", "--model"}, {"-o", "--output"}};
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
+        if ((!strcmp(a, pairs[k][0]) && !strcmp(b, pairs[k][1])) ||
+            (!strcmp(a, pairs[k][1]) && !strcmp(b, pairs[k][0])))
+            return 1;
+    return !strcmp(a, b);
+}
+
+/* opt (a ONE or SECRET option of table, argv[at]) with value val, given before in argv[1..at) with another value:
+ * named (a secret's values not shown); -1. Else 0. Before argv[at], an argument spelled as an option of table is
+ * one (a value spelled so was refused), so the next one is its value. */
+static int given_twice(const char *cmd, const struct loom_cli_option *table, const struct loom_cli_option *opt,
+                       char **argv, int at, const char *val)
+{
+    for (int j = 1; j + 1 < at; j++) {
+        if (!same_option(argv[j], opt->name) || !loom_cli_option_find(table, argv[j]) || !strcmp(argv[j + 1], val))
+            continue;
+        if (opt->kind == LOOM_CLI_SECRET)
+            fprintf(stderr, "loom %s: %s expects one value, found two different ones (not shown; loom %s takes one)\n",
+                    cmd, opt->name, cmd);
+        else
+            fprintf(stderr, "loom %s: %s expects one value, found '%s' and then '%s' (given twice; loom %s takes "
+                    "one)\n", cmd, opt->name, argv[j + 1], val, cmd);
+        return -1;
+    }
+    return 0;
+}
+
 int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,
                       const struct loom_cli_option **opt, const char **val)
 {
@@ -512,7 +544,9 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
         return LOOM_CLI_ARG_OPTION;
     *val = argv[++*i];
     if (!loom_cli_option_find(table, *val) && !loom_cli_option_find(HELP_OPTIONS, *val))
-        return LOOM_CLI_ARG_OPTION;
+        return (*opt)->kind != LOOM_CLI_VALUE && given_twice(cmd, table, *opt, argv, *i - 1, *val)
+                   ? LOOM_CLI_ARG_BAD
+                   : LOOM_CLI_ARG_OPTION;
     /* a value spelled exactly as one of the command's options: the value is missing, more likely than meant */
     int secret = (*opt)->kind == LOOM_CLI_SECRET;
     fprintf(stderr, "loom %s: %s expects a value, found %s%s%s (give %s's value right after it; loom %s takes no "

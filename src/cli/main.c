@@ -30,7 +30,10 @@ static void usage(FILE *f)
                "  LOOM_REF_CPU=NAME           llama.cpp's CPU build for xray, certify and bench --ref (default: the best "
                "for this CPU)\n"
                "loom COMMAND --help (or loom help COMMAND) lists a command's options; loom --version prints the "
-               "version.\n");
+               "version.\n"
+               "An option given twice takes its last value (--stop and --tensor-type add one each time), but a\n"
+               "second, different file, prompt or key (-m, -p, -o, --prompts, --imatrix, --chat-template-file,\n"
+               "--api-key) is refused: loom takes one.\n");
 }
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the

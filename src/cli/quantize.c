@@ -58,7 +58,7 @@ static void quantize_progress(void *ctx, uint64_t index, uint64_t n_tensors, uin
 
 /* What quantize takes besides IN.gguf OUT.gguf TYPE. */
 static const struct loom_cli_option QUANTIZE_OPTIONS[] = {
-    {"-t", LOOM_CLI_VALUE}, {"--threads", LOOM_CLI_VALUE}, {"--imatrix", LOOM_CLI_VALUE},
+    {"-t", LOOM_CLI_VALUE}, {"--threads", LOOM_CLI_VALUE}, {"--imatrix", LOOM_CLI_ONE},
     {"--tensor-type", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};
 
 /* One option with its value v (NULL: the command line ended) into *threads or o (tensor_types points into

@@ -89,26 +89,25 @@ static void serve_usage(FILE *f)
 /* What serve takes: serve_set_option's options (each takes a value; --api-key's no message shows), then the
  * model options. */
 static const struct loom_cli_option SERVE_OPTIONS[] = {
-    {"-m", LOOM_CLI_VALUE}, {"--host", LOOM_CLI_VALUE}, {"--port", LOOM_CLI_VALUE}, {"--api-key", LOOM_CLI_SECRET},
-    {"--chat-template-file", LOOM_CLI_VALUE}, {"--parallel", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
+    {"-m", LOOM_CLI_ONE}, {"--host", LOOM_CLI_VALUE}, {"--port", LOOM_CLI_VALUE}, {"--api-key", LOOM_CLI_SECRET},
+    {"--chat-template-file", LOOM_CLI_ONE}, {"--parallel", LOOM_CLI_VALUE}, {"-c", LOOM_CLI_VALUE},
     {"-t", LOOM_CLI_VALUE}, {"--queue", LOOM_CLI_VALUE}, {"--prefill-chunk", LOOM_CLI_VALUE},
     {"--drain-timeout", LOOM_CLI_VALUE}, {"--timeout", LOOM_CLI_VALUE}, {"--max-body", LOOM_CLI_VALUE},
     LOOM_CLI_MODEL_TABLE, {NULL, LOOM_CLI_VALUE}};
 
-/* 1 with the reason printed (never the key) when val cannot be an --api-key: given before (prev), or holding white
- * space at either end or a control character, which no request could send back (the header's value is trimmed). */
-static int serve_bad_key(const char *prev, const char *val)
+/* 1 with the reason printed (never the key) when val cannot be an --api-key: holding white space at either end or a
+ * control character, which no request could send back (the header's value is trimmed). A second, different key is
+ * refused by the parser (the table's SECRET kind, loom_cli_next_arg). */
+static int serve_bad_key(const char *val)
 {
     size_t n = strlen(val);
     int ctl = 0;
     for (size_t i = 0; i < n; i++)
         ctl |= (unsigned char)val[i] < 0x20 || val[i] == 0x7f;
-    if (prev)
-        fprintf(stderr, "loom serve: --api-key given twice, expected one key (values not shown)\n");
-    else if (ctl || val[0] == ' ' || val[n - 1] == ' ')
+    if (ctl || val[0] == ' ' || val[n - 1] == ' ')
         fprintf(stderr, "loom serve: --api-key: expected a key without spaces at either end or control characters, "
                         "which no request could send (its value is not shown)\n");
-    return prev || ctl || val[0] == ' ' || val[n - 1] == ' ';
+    return ctl || val[0] == ' ' || val[n - 1] == ' ';
 }
 
 static int serve_set_option(void *opts, const char *opt, const char *val)
@@ -131,11 +130,7 @@ static int serve_set_option(void *opts, const char *opt, const char *val)
             return -1;
         }
         const char **slot = (const char **)((char *)o + strs[i].off);
-        if (*slot && slot == &o->template_file) {
-            fprintf(stderr, "loom serve: %s given twice ('%s', then '%s'), expected one template\n", opt, *slot, val);
-            return -1;
-        }
-        if (slot == &o->api_key && serve_bad_key(*slot, val))
+        if (slot == &o->api_key && serve_bad_key(val))
             return -1;
         *slot = val;
         return 0;

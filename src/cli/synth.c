@@ -69,7 +69,7 @@ static const char *synth_cli_type(const char *s)
 static const struct loom_cli_option SYNTH_OPTIONS[] = {
     {"--preset", LOOM_CLI_VALUE}, {"--type", LOOM_CLI_VALUE}, {"--router", LOOM_CLI_VALUE},
     {"--seed", LOOM_CLI_VALUE}, {"--vocab", LOOM_CLI_VALUE}, {"--sparse", LOOM_CLI_FLAG}, {"--split", LOOM_CLI_VALUE},
-    {"-o", LOOM_CLI_VALUE}, {"--output", LOOM_CLI_VALUE}, {"--generator-version", LOOM_CLI_FLAG},
+    {"-o", LOOM_CLI_ONE}, {"--output", LOOM_CLI_ONE}, {"--generator-version", LOOM_CLI_FLAG},
     {NULL, LOOM_CLI_VALUE}};
 
 struct synth_args {

@@ -32,7 +32,7 @@ static void usage(FILE *f)
 
 /* What tokenize takes (its text comes on stdin). */
 static const struct loom_cli_option TOKENIZE_OPTIONS[] = {
-    {"-m", LOOM_CLI_VALUE}, {"--model", LOOM_CLI_VALUE}, {"--ids", LOOM_CLI_FLAG}, {"--pieces", LOOM_CLI_FLAG},
+    {"-m", LOOM_CLI_ONE}, {"--model", LOOM_CLI_ONE}, {"--ids", LOOM_CLI_FLAG}, {"--pieces", LOOM_CLI_FLAG},
     {"--special", LOOM_CLI_FLAG}, {"--bos", LOOM_CLI_FLAG}, {"--decode", LOOM_CLI_FLAG}, {NULL, LOOM_CLI_VALUE}};
 
 /* Returns 0, 1 when help was asked for, -1 on bad arguments (message printed). */
@@ -48,7 +48,7 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
             loom_cli_unexpected("tokenize", TOKENIZE_OPTIONS, argv[i], "the text comes on stdin", NULL);
         if (kind != LOOM_CLI_ARG_OPTION)
             return kind == LOOM_CLI_ARG_HELP ? 1 : -1;
-        if (opt->kind == LOOM_CLI_VALUE && loom_cli_model_file("tokenize", opt->name, v)) /* -m, --model */
+        if (opt->kind == LOOM_CLI_ONE && loom_cli_model_file("tokenize", opt->name, v)) /* -m, --model */
             return -1;
         int *flag = !strcmp(opt->name, "--ids") ? &ids : !strcmp(opt->name, "--pieces") ? &o->pieces
                   : !strcmp(opt->name, "--special") ? &o->special : !strcmp(opt->name, "--bos") ? &o->bos

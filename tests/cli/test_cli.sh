@@ -324,8 +324,9 @@ check "chat: a template that renders 1 token is named as such, not as a full con
 "$loom" chat -m "$model" --chat-template-file /nonexistent/t.jinja </dev/null >"$out" 2>"$err"; rc=$?
 check "chat --chat-template-file names a file it cannot read" \
     '[ $rc -eq 1 ] && grep -q "^loom chat: --chat-template-file /nonexistent/t.jinja: No such file" "$err"'
-"$loom" chat -m "$model" --chat-template-file "$edited" --chat-template-file "$edited" </dev/null >"$out" 2>"$err"; rc=$?
-check "chat --chat-template-file given twice: exit 2" '[ $rc -eq 2 ] && grep -q "chat-template-file given twice" "$err"'
+"$loom" chat -m "$model" --chat-template-file "$edited" --chat-template-file "$edited"x </dev/null >"$out" 2>"$err"; rc=$?
+check "chat --chat-template-file given twice: exit 2, both named" \
+    '[ $rc -eq 2 ] && grep -q "^loom chat: --chat-template-file expects one value, found .$edited. and then .${edited}x. (given twice; loom chat takes one)$" "$err"'
 
 # a message with bytes that are not UTF-8 renders them as U+FFFD (as run's prompt reads them), not "out of memory"
 printf 'caf\xe9 au lait\n' | "$loom" chat -m "$model" -n 6 -t 1 --temp 0 >"$out" 2>"$err"; rc=$?
@@ -598,7 +599,28 @@ for key in " s3cr3t" "s3cr3t " "$(printf 's3\tcr3t')"; do
 done
 "$loom" serve -m "$model" --api-key s3cr3t --api-key other >"$out" 2>"$err"; rc=$?
 check "serve --api-key twice: refused, neither key shown" \
-    '[ $rc -eq 2 ] && ! grep -q -e s3cr3t -e other "$err" && grep -q "^loom serve: --api-key given twice, expected one key" "$err"'
+    '[ $rc -eq 2 ] && ! grep -q -e s3cr3t -e other "$err" && grep -q "^loom serve: --api-key expects one value, found two different ones (not shown; loom serve takes one)$" "$err"'
+# an option given twice takes its last value (loom --help says so), but a second, different file, prompt or key is
+# refused naming both, whichever of its names it is given by; the same one again is taken
+"$loom" --help >"$out"
+check "loom --help says an option given twice takes its last value, a second file refused" \
+    'grep -q "^An option given twice takes its last value" "$out" && grep -q "^second, different file, prompt or key" "$out"'
+"$loom" run -m "$model" -p hi -n 4 -n 2 >"$out" 2>"$err"; rc=$?
+check "run -n 4 -n 2: the last one counts" '[ $rc -eq 0 ] && grep -q "(2 generated)" "$err"'
+"$loom" run -m "$model" -m "$model" -p hi -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "run -m F -m F -p hi -p hi: the same file and prompt again, taken" '[ $rc -eq 0 ]'
+for a in "run -m a.gguf -p hi -m b.gguf -n 1:-m:a.gguf:b.gguf" "run -p one -p two -n 1:-p:one:two" \
+    "xray -p one -p two:-p:one:two" "bench -m a.gguf -m b.gguf:-m:a.gguf:b.gguf" \
+    "certify --prompts a -o x --prompts b:--prompts:a:b" "certify -o x -o y:-o:x:y" \
+    "synth -o a.gguf --output b.gguf:--output:a.gguf:b.gguf" \
+    "tokenize --model a.gguf -m b.gguf:-m:a.gguf:b.gguf" "quantize --imatrix a --imatrix b:--imatrix:a:b" \
+    "serve -m a.gguf -m b.gguf:-m:a.gguf:b.gguf" "serve --chat-template-file a --chat-template-file b:--chat-template-file:a:b"; do
+    IFS=: read -r args o v1 v2 <<<"$a"
+    c=${args%% *}
+    "$loom" $args >"$out" 2>"$err" </dev/null; rc=$?
+    check "$args: refused naming both" \
+        '[ $rc -eq 2 ] && grep -q -- "^loom $c: $o expects one value, found .$v1. and then .$v2. (given twice; loom $c takes one)$" "$err"'
+done
 "$loom" chat -m "$model" --temp=0.5 >"$out" 2>"$err" </dev/null; rc=$?
 check "chat --temp=0.5: the hint of a sampler option" \
     '[ $rc -eq 2 ] && grep -q "^loom chat: unknown option .--temp=0.5. (options take their value as the next argument: --temp 0.5)$" "$err" && grep -q "^usage: loom chat" "$err"'

@@ -3,7 +3,7 @@
 # "name" and every chat_template_kwargs key reach the template (as Hugging Face's apply_chat_template and
 # llama.cpp's server pass them); what a render raises or exceeds (raise_exception, a type error, Jinja's 1e6 loop
 # iterations or 256 MiB of values) answers 400 with the message and the server keeps serving; a kwarg that would
-# replace messages and a non-string name are 400 naming the field; --chat-template-file given twice is refused
+# replace messages and a non-string name are 400 naming the field; --chat-template-file given twice (two files) refused
 # (exit 2), an empty or whitespace-only template file too (exit 1, naming the file). Driven over HTTP with Python's
 # standard library on the cached tiny model. Prints "N passed, N failed".
 set -uo pipefail
@@ -34,7 +34,8 @@ EOF
 
 "$loom" serve -m "$model" --port 0 --chat-template-file "$dir/t.jinja" --chat-template-file "$dir/u.jinja" 2>"$err"
 rc=$?
-check "--chat-template-file given twice: exit 2" '[ $rc -eq 2 ] && grep -q "chat-template-file given twice" "$err"'
+check "--chat-template-file given twice: exit 2, both named" \
+    '[ $rc -eq 2 ] && grep -q "^loom serve: --chat-template-file expects one value, found .$dir/t.jinja. and then .$dir/u.jinja. (given twice; loom serve takes one)$" "$err"'
 : >"$dir/empty.jinja"
 printf ' \n\t\n' >"$dir/blank.jinja"
 for f in empty blank; do
