@@ -57,6 +57,8 @@ enum loom_kernel_mode { LOOM_KERNELS_AUTO = 0, LOOM_KERNELS_SCALAR = 1, LOOM_KER
 int loom_kernels_select(enum loom_kernel_mode mode, loom_error *err);
 /* Name of the active kernel set ("scalar", "avx2", "avx512"). */
 const char *loom_kernels_name(void);
+/* 1 when this CPU runs kernel set mode (which loom_kernels_select then takes; SCALAR and AUTO always), else 0. */
+int loom_kernels_runs(enum loom_kernel_mode mode);
 
 /* Float-order profile: the reference CPU build whose float orders loom's reference numerics reproduce. AVX512:
  * llama.cpp's AVX-512 builds (libggml-cpu-zen4 and kin); HASWELL: its AVX2 build (libggml-cpu-haswell), the one

@@ -1,6 +1,6 @@
 /* probe.c — loom_probe_machine (loom.h, "Machine probes"): the streaming read bandwidth and the FP32 FMA and
  * int8 dot-product peaks of the machine, measured on loom's thread pool with the widest probe kernels the CPU
- * runs (probe.h). */
+ * runs (probe.h); and loom_kernels_runs, which kernel sets the CPU runs. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -168,3 +168,5 @@ int loom_probe_machine(const loom_probe_options *options, loom_machine_probe *ou
     free(buf);
     return rc;
 }
+
+int loom_kernels_runs(enum loom_kernel_mode mode) { return loom_kernels_for(mode) != NULL; }

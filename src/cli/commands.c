@@ -808,7 +808,13 @@ int loom_cli_select_kernels(void)
         loom_error err = {0};
         if (loom_kernels_select(modes[i].mode, &err) == LOOM_OK)
             return 0;
-        fprintf(stderr, "loom: LOOM_KERNELS=%s: %s\n", v, err.msg);
+        const char *runs[3] = {"", "", ""}; /* the sets this CPU runs (scalar always), as "A, B and C" */
+        int n = 0;
+        for (size_t k = 1; k < sizeof modes / sizeof modes[0]; k++)
+            if (loom_kernels_runs(modes[k].mode))
+                runs[n++] = modes[k].name;
+        fprintf(stderr, "loom: LOOM_KERNELS=%s: %s; this CPU runs %s%s%s%s%s (auto: the widest)\n", v, err.msg,
+                runs[0], n > 2 ? ", " : n > 1 ? " and " : "", runs[1], n > 2 ? " and " : "", runs[2]);
         return -1;
     }
     fprintf(stderr, "loom: LOOM_KERNELS: expected auto, scalar, avx2 or avx512, found '%s'\n", v);

@@ -44,6 +44,13 @@ check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
 LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
+# a set this CPU cannot run is refused with those it can (scalar always; each listed one runs)
+runs=scalar
+for k in avx2 avx512; do
+    LOOM_KERNELS=$k "$loom" run -m "$model" -p hi -n 1 >"$out" 2>"$err" && runs="$runs $k" && continue
+    check "LOOM_KERNELS=$k on a CPU without it: refused, naming the sets it runs" \
+        'grep -q "^loom: LOOM_KERNELS=$k: .*; this CPU runs ${runs// / and } (auto: the widest)$" "$err"'
+done
 # bench --mem -m FILE names a file that does not open before probing the machine (seconds)
 "$loom" bench --mem -m /nonexistent/x.gguf >"$out" 2>"$err"; rc=$?
 check "bench --mem names a missing model before the probe" \
