@@ -292,6 +292,15 @@ check "chat of two turns runs" '[ $rc -eq 0 ] && [ $(wc -l <"$out") -eq 2 ]'
 reuse='^last turn: prefill [0-9]* tokens .*, [1-9][0-9]* reused from the session'
 check "chat's second turn reuses the first" 'grep -q "$reuse" "$err"'
 
+# when stdin is not a terminal, a message refused or failed still prints one line, empty (answers stay aligned with
+# the messages; status 1), as loom help chat says
+long=$(printf 'word %.0s' $(seq 80))
+printf 'hi\n%s\nhello\n' "$long" | "$loom" chat -m "$model" -c 64 -n 4 --temp 0 >"$out" 2>"$err"; rc=$?
+check "chat: a message beyond -c leaves its line empty, the next answered on the next line" \
+    '[ $rc -eq 1 ] && [ $(wc -l <"$out") -eq 3 ] && [ -n "$(sed -n 1p "$out")" ] && [ -z "$(sed -n 2p "$out")" ] && [ -n "$(sed -n 3p "$out")" ]'
+check "loom help chat says a refused or failed message prints an empty line" \
+    '"$loom" help chat | tr "\n" " " | grep -q "a message refused or failed (a NUL byte in it, a conversation beyond -c) still prints one line, empty, keeping the answers aligned"'
+
 # chat takes run's sampler options (one table: the same names, ranges, messages and defaults), --stop and
 # --chat-template-file
 echo hi | "$loom" chat -m "$model" -n 8 -t 1 --temp 0.5 --seed 7 --top-k 5 --top-p 0.9 --min-p 0.1 \
