@@ -5,8 +5,9 @@
 # the command-line tests (tests/cli/) run `loom` on those models. The tests that time things, send signals
 # or start servers (SOLO: test_jinja's runaway templates must stop within 30 s, and the command-line tests
 # with polls, signals or servers) run first, one at a time; the others then run two at a time
-# (LOOM_TEST_JOBS, default 2: the machine's two cores): they keep their files in private temporary folders
-# and measure no time. Each test writes its own log; the lines are printed in the suite's order.
+# (LOOM_TEST_JOBS, default 2: the machine's two cores), the longest (LONG, minutes each) started first so
+# the shorter ones fill the other core: they keep their files in private temporary folders and measure no
+# time. Each test writes its own log; the lines are printed in the suite's order.
 set -uo pipefail
 build=${1:-build}
 san=${2:-build-san}
@@ -14,17 +15,18 @@ export LOOM_CACHE=${LOOM_CACHE:-$HOME/.cache/loom}
 export LOOM_REF=${LOOM_REF:-$LOOM_CACHE/ref}
 max_jobs=${LOOM_TEST_JOBS:-2}
 SOLO='^((asan/)?test_jinja|cli/test_(cli|chat_cache|default_model|serve|serve_templates|signals|web)\.sh)$'
+LONG='^parity/test_(ref_quantize|parity_ubatch|parity_qwen35|parity_qwen35moe)$'
 total_pass=0
 total_fail=0
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-names=() cmds=() solo=()
+names=() cmds=() class=() # class: 0 SOLO, 1 LONG, 2 the others
 declare -A running=() # pid -> job index
 printed=0
 
 add() { # name, command (words quoted for eval)
     names+=("$1") cmds+=("$2")
-    if [[ $1 =~ $SOLO ]]; then solo+=(1); else solo+=(0); fi
+    if [[ $1 =~ $SOLO ]]; then class+=(0); elif [[ $1 =~ $LONG ]]; then class+=(1); else class+=(2); fi
 }
 
 start() { # job index: the command in the background, its log in $logs/i.log, "rc seconds" in $logs/i.rc
@@ -78,13 +80,14 @@ if [ $models_ok -eq 1 ]; then
         add "cli/$(basename "$t")" "bash $(printf '%q %q' "$t" "$build")"
     done
 fi
-for pass in 1 0; do # the SOLO tests one at a time, then the others two at a time
+for c in 0 1 2; do # the SOLO tests one at a time, then the LONG ones and the others max_jobs at a time
     for i in "${!names[@]}"; do
-        [ "${solo[i]}" -eq "$pass" ] || continue
-        while [ "${#running[@]}" -ge $((pass ? 1 : max_jobs)) ]; do reap; done
+        [ "${class[i]}" -eq "$c" ] || continue
+        while [ "${#running[@]}" -ge $((c ? max_jobs : 1)) ]; do reap; done
         start "$i"
     done
-    while [ "${#running[@]}" -gt 0 ]; do reap; done
+    [ "$c" -ne 0 ] || while [ "${#running[@]}" -gt 0 ]; do reap; done
 done
+while [ "${#running[@]}" -gt 0 ]; do reap; done
 echo "${total_pass} passed, ${total_fail} failed"
 [ "$total_fail" -eq 0 ]
