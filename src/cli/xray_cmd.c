@@ -239,13 +239,15 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
                                               "max_abs", jnum(w->max_abs), "rmse", jnum(w->rmse), "max_ulp",
                                               (json_int_t)w->max_ulp));
     }
-    json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:i}", "model",
-                            o->model, strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
+    char note_buf[512]; /* the text report's note (print_header), null when it has none */
+    const char *note = loom_ref_orders_note(ref, loom_orders_name(), note_buf, sizeof note_buf);
+    json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:i}",
+                            "model", o->model, strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
                             "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
                             loom_kernels_name(), "orders", loom_orders_name(), "orders_from", loom_cli_orders_from(),
                             "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best,
                             "reference_cpu_build_forced", ref->cpu[0] != 0, "reference_avx512",
-                            loom_ref_avx512(ref) != 0, "rows", rows,
+                            loom_ref_avx512(ref) != 0, "note", note ? json_string(note) : json_null(), "rows", rows,
                             "last_exact", json_row(r, r->last_exact), "first_divergent", json_row(r, r->first_div),
                             "not_in_reference", r->n_missing);
     /* a write that fails (a full disk) is main's to report, standard output named (its error flag stays set) */

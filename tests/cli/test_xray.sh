@@ -10,7 +10,7 @@
 # (avx512 against a build without AVX-512, haswell against one with it, or LOOM_REF_CPU naming another build), the
 # bitwise claims and the fault-planting self-test (which needs a bitwise baseline) are replaced by their "not bitwise"
 # forms or skipped, said on one line. xray's header and JSON name the profile and who chose it (LOOM_ORDERS unset,
-# avx512, haswell). Prints "N passed, N failed".
+# avx512, haswell), and the JSON carries the header's note. Prints "N passed, N failed".
 set -uo pipefail
 build=${1:-build}
 loom=$build/loom
@@ -200,6 +200,15 @@ check "loom's haswell orders against another build (sse42): a note naming it, no
 LOOM_ORDERS=avx512 LOOM_REF_CPU=sse42 "$loom" xray -m "$dense" -p "$prompt" >"$out" 2>"$err"; rc=$?
 check "loom's avx512 orders against a build other than haswell without AVX-512: the note names it, no false pointer" \
     '[ $rc -eq 1 ] && grep -q "^note: the reference.s CPU build has no AVX-512 (sse42); .*(LOOM_ORDERS=haswell reproduces its haswell and alderlake builds;" "$out"'
+# --json carries the text report's note in the same words (null when the text has none)
+for orders in avx512 haswell; do
+    for cpu in sse42 haswell; do
+        text=$(LOOM_ORDERS=$orders LOOM_REF_CPU=$cpu "$loom" xray -m "$dense" -p "$prompt" 2>"$err" | sed -n 's/^note: //p')
+        LOOM_ORDERS=$orders LOOM_REF_CPU=$cpu "$loom" xray -m "$dense" -p "$prompt" --json >"$out" 2>"$err"
+        check "xray --json under LOOM_ORDERS=$orders LOOM_REF_CPU=$cpu: the note of its text report${text:+ (one)}" \
+            'python3 -c "import json,sys; n = json.load(open(sys.argv[1]))[\"note\"]; assert n == (sys.argv[2] or None), n" "$out" "$text"'
+    done
+done
 "$loom" certify -m "$dense" --prompts "$dir/none.txt" >"$out" 2>"$err"; rc=$?
 check "certify --prompts of a missing file: usage error naming it" '[ $rc -eq 2 ] && grep -q "none.txt: No such file" "$err"'
 printf 'one\n\xff\xfe not UTF-8\r\nthree | four\n' >"$dir/odd.txt"
