@@ -31,7 +31,8 @@ add() { # name, command (words quoted for eval)
 
 start() { # job index: the command in the background, its log in $logs/i.log, "rc seconds" in $logs/i.rc
     local i=$1
-    ( t0=$SECONDS; eval "${cmds[i]}" >"$logs/$i.log" 2>&1; echo "$? $((SECONDS - t0))" >"$logs/$i.rc" ) &
+    ( t0=$SECONDS; eval "${cmds[i]}" >"$logs/$i.log" 2>&1
+      echo "$? $((SECONDS - t0))" >"$logs/$i.tmp" && mv "$logs/$i.tmp" "$logs/$i.rc" ) & # whole when seen
     running[$!]=$i
 }
 
