@@ -3,8 +3,7 @@
 # Unit tests run twice (plain and under ASan/UBSan); parity tests run against the reference engine on
 # synthetic models that scripts/prepare-models.sh generates once and caches under $LOOM_CACHE/models, and
 # the command-line tests (tests/cli/) run `loom` on those models. The tests that time things, send signals
-# or start servers (SOLO: test_jinja's runaway templates must stop within 30 s, and the command-line tests
-# with polls, signals or servers) run first, one at a time; the others then run two at a time
+# or start servers (SOLO: the command-line tests with polls, signals or servers) run first, one at a time; the others then run two at a time
 # (LOOM_TEST_JOBS, default 2: the machine's two cores), the longest (LONG, minutes each) started first so
 # the shorter ones fill the other core: they keep their files in private temporary folders and measure no
 # time. Each test writes its own log; the lines are printed in the suite's order.
@@ -14,7 +13,7 @@ san=${2:-build-san}
 export LOOM_CACHE=${LOOM_CACHE:-$HOME/.cache/loom}
 export LOOM_REF=${LOOM_REF:-$LOOM_CACHE/ref}
 max_jobs=${LOOM_TEST_JOBS:-2}
-SOLO='^((asan/)?test_jinja|cli/test_(cli|chat_cache|default_model|serve|serve_templates|signals|web)\.sh)$'
+SOLO='^cli/test_(cli|chat_cache|default_model|serve|serve_templates|signals|web)\.sh$'
 LONG='^parity/test_(ref_quantize|parity_ubatch|parity_qwen35|parity_qwen35moe)$'
 total_pass=0
 total_fail=0

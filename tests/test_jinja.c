@@ -427,7 +427,9 @@ static void test_limits(void)
         double t0 = now_s();
         int rc = render_plain(runaway[i].tmpl, &r, &err);
         double dt = now_s() - t0;
-        CHECK(rc == LOOM_E_RANGE && strstr(err.msg, runaway[i].msg) && !r.text && dt < 30,
+        /* the limits count iterations and bytes, so they stop a render whatever the machine's speed: the time is
+         * printed, not asserted (a loaded machine under ASan took 45 s where a quiet one takes a few) */
+        CHECK(rc == LOOM_E_RANGE && strstr(err.msg, runaway[i].msg) && !r.text,
               "runaway template %zu refused: expected '%s', found rc %d '%s' after %.2f s", i, runaway[i].msg, rc,
               err.msg, dt);
         printf("limits: runaway template %zu refused in %.2f s (peak RSS so far %ld MB)\n", i, dt, max_rss_mb());
