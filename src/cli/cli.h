@@ -99,14 +99,18 @@ int loom_cli_parse_int(const char *s, long long lo, long long hi, long long *out
 int loom_cli_parse_u64(const char *s, uint64_t *out);
 int loom_cli_parse_real(const char *s, double lo, double hi, double *out);
 /* A real value that loom stores as a float (the sampler options of run and chat, serve's request fields), checked
- * as that float at every bound: v (as parsed) written as text (the option's value, the body's number) rounds to the
- * float *out, which must lie in [lo, hi], or (lo, hi] when lo_open (bounds a float holds exactly): 1.00000001 is
- * 1. LOOM_CLI_REAL_OK with *out set; LOOM_CLI_REAL_RANGE when the float is out of range (or beyond a float's);
- * LOOM_CLI_REAL_TINY when text writes a number other than 0 that the float holds only as a subnormal or 0 (1e-39,
- * 1e-400; not 1.1754943e-38, which rounds to the least normal, FLT_MIN): a divisor of inf, a setting off. The
- * caller prints the message, quoting text. commands.c. */
+ * as that float at every bound: v (as parsed; written_nonzero: its text, the option's value or the body's whole
+ * number, has a digit other than 0 before any exponent) rounds to the float *out, which must lie in [lo, hi], or
+ * (lo, hi] when lo_open (bounds a float holds exactly): 1.00000001 is 1. LOOM_CLI_REAL_OK with *out set;
+ * LOOM_CLI_REAL_RANGE when the float is out of range (or beyond a float's); LOOM_CLI_REAL_TINY when a number
+ * written other than 0 is held by the float only as a subnormal or 0 (1e-39, 1e-400; not 1.1754943e-38, which
+ * rounds to the least normal, FLT_MIN): a divisor of inf, a setting off. The caller prints the message, quoting
+ * the text. commands.c. */
 enum loom_cli_real { LOOM_CLI_REAL_OK, LOOM_CLI_REAL_RANGE, LOOM_CLI_REAL_TINY };
-enum loom_cli_real loom_cli_real_as_float(double v, const char *text, double lo, int lo_open, double hi, float *out);
+enum loom_cli_real loom_cli_real_as_float(double v, int written_nonzero, double lo, int lo_open, double hi,
+                                          float *out);
+/* Whether the number written in text[len] has a digit other than 0 before any exponent (0.0e5: no; 1e-400: yes). */
+int loom_cli_written_nonzero(const char *text, size_t len);
 /* The largest -t every command takes (threads of the one pool), and the largest context (-c, inspect --ctx). */
 #define LOOM_CLI_THREADS_MAX 1024
 #define LOOM_CLI_CTX_MAX (1 << 24)

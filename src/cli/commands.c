@@ -183,12 +183,21 @@ int loom_cli_parse_real(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-enum loom_cli_real loom_cli_real_as_float(double v, const char *text, double lo, int lo_open, double hi, float *out)
+int loom_cli_written_nonzero(const char *text, size_t len)
+{
+    for (size_t i = 0; i < len && text[i] != 'e' && text[i] != 'E'; i++)
+        if (text[i] >= '1' && text[i] <= '9')
+            return 1;
+    return 0;
+}
+
+enum loom_cli_real loom_cli_real_as_float(double v, int written_nonzero, double lo, int lo_open, double hi,
+                                          float *out)
 {
     if (!(fabs(v) <= FLT_MAX)) /* no float: converting it would be undefined */
         return LOOM_CLI_REAL_RANGE;
     float f = (float)v;
-    if ((v != 0 || strcspn(text, "123456789") < strcspn(text, "eE")) && !(fabsf(f) >= FLT_MIN))
+    if ((v != 0 || written_nonzero) && !(fabsf(f) >= FLT_MIN))
         return LOOM_CLI_REAL_TINY;
     if (!(f >= lo && f <= hi) || (lo_open && f == lo))
         return LOOM_CLI_REAL_RANGE;
@@ -884,7 +893,7 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         if (strcmp(opt, f->name))
             continue;
         enum loom_cli_real r = loom_cli_parse_real(val, -DBL_MAX, DBL_MAX, &v) ? LOOM_CLI_REAL_RANGE
-                               : loom_cli_real_as_float(v, val, f->lo, f->lo_open, f->hi,
+                               : loom_cli_real_as_float(v, loom_cli_written_nonzero(val, strlen(val)), f->lo, f->lo_open, f->hi,
                                                         (float *)((char *)&so->sp + f->off));
         if (r == LOOM_CLI_REAL_OK)
             return 1;

@@ -81,9 +81,7 @@ static int quantize_option(const char *opt, const char *v, int *threads, loom_qu
     } else if (!v) {
         fprintf(stderr, "loom quantize: %s expects %s, found the end of the command line\n", opt,
                 imatrix ? "an imatrix GGUF file" : "PATTERN=TYPE");
-    } else if (imatrix && o->imatrix) {
-        fprintf(stderr, "loom quantize: --imatrix '%s': expected one importance matrix, found a second\n", v);
-    } else if (imatrix) {
+    } else if (imatrix) { /* a second, different one is refused by the parser (LOOM_CLI_ONE) */
         o->imatrix = v;
         return 0;
     } else if (loom_quantize_check_tensor_type(v, &err) != LOOM_OK) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/serve_jnum.h"
 
 /* A valid number that Jansson cannot hold (an integer beyond 64 bits, a real beyond a double: 9223372036854775808,
@@ -195,6 +196,17 @@ static void walk(struct jwalk *w, const json_t *node)
         w->i++;
     if (node && node == w->want)
         w->at = start, w->len = w->i - start; /* a later one of a key given twice overwrites an earlier one's */
+}
+
+int serve_jnum_written_nonzero(const json_t *v)
+{
+    if (serve_jnum_big(v))
+        return 1;
+    struct jwalk w = {.t = g_big.body, .n = g_big.body_len, .want = v};
+    if (!json_is_number(v) || !g_big.root)
+        return 0;
+    walk(&w, g_big.root);
+    return loom_cli_written_nonzero(w.t + w.at, w.len);
 }
 
 const char *serve_jnum_text(const json_t *v, char *buf, size_t cap)

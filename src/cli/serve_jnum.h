@@ -28,4 +28,8 @@ const json_t *serve_jnum_first_big(const char **text);
  * number of the body last parsed on this thread. */
 const char *serve_jnum_text(const json_t *v, char *buf, size_t cap);
 
+/* Whether number v of the body is written with a digit other than 0 before any exponent, read in its whole text
+ * (0.000...0001 of any length; a stand-in: yes), else 0 (also when v is no number of the body). */
+int serve_jnum_written_nonzero(const json_t *v);
+
 #endif

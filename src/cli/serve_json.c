@@ -123,6 +123,9 @@ static int big_unread(json_t *o, struct serve_err *e)
 
 /* ---- typed fields ---- */
 
+/* The tail of a message refusing a number that a float holds only as a subnormal or 0: FLT_MIN as %.9g prints it. */
+#define SERVE_LEAST_NORMAL " (its least normal number is 1.17549435e-38)"
+
 /* What a JSON value is, for messages: "a string", "an array", or the number itself as the body writes it. */
 static const char *jfound(const json_t *v, char *buf, size_t cap)
 {
@@ -144,9 +147,11 @@ static const char *jfound(const json_t *v, char *buf, size_t cap)
     return buf;
 }
 
-/* Field `key` of o as a number in [lo, hi] into *out (float), checked as the float stored (loom_cli_real_as_float:
- * as run's options). Absent or null: untouched. 0 or -1 (e filled). */
-static int get_float(json_t *o, const char *key, double lo, double hi, float *out, struct serve_err *e)
+/* Field `key` of o as a number in [lo, hi] ((lo, hi] when lo_open) into *out (float), checked as the float stored
+ * (loom_cli_real_as_float: as run's options); note, when not "", follows the range in a message. Absent or null:
+ * untouched. 0 or -1 (e filled). */
+static int get_float_in(json_t *o, const char *key, double lo, int lo_open, double hi, const char *note, float *out,
+                        struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
     char buf[40];
@@ -154,16 +159,20 @@ static int get_float(json_t *o, const char *key, double lo, double hi, float *ou
         return 0;
     const char *text = jfound(v, buf, sizeof buf);
     enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
-                           : loom_cli_real_as_float(json_number_value(v), text, lo, 0, hi, out);
+                           : loom_cli_real_as_float(json_number_value(v), serve_jnum_written_nonzero(v), lo,
+                                                                    lo_open, hi, out);
     if (r == LOOM_CLI_REAL_OK)
         return 0;
-    char tiny[96] = "";
-    if (r == LOOM_CLI_REAL_TINY)
-        snprintf(tiny, sizeof tiny, ", which a float holds only as a subnormal or 0 (its least normal number is %.9g)",
-                 (double)FLT_MIN);
     serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
-               "%s: expected a number in [%g, %g], found %s%s", key, lo, hi, text, tiny);
+               "%s: expected a number in %c%g, %g]%s, found %s%s%s", key, lo_open ? '(' : '[', lo, hi, note, text,
+               r == LOOM_CLI_REAL_TINY ? ", which a float holds only as a subnormal or 0" : "",
+               r == LOOM_CLI_REAL_TINY ? SERVE_LEAST_NORMAL : "");
     return -1;
+}
+
+static int get_float(json_t *o, const char *key, double lo, double hi, float *out, struct serve_err *e)
+{
+    return get_float_in(o, key, lo, 0, hi, "", out, e);
 }
 
 /* v at path as an integer in [lo, hi] into *out, what it is named in the message ("an integer", "an integer token
@@ -425,11 +434,13 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
         const char *text = jfound(v, buf, sizeof buf);
         float d = 0;
         enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
-                               : loom_cli_real_as_float(json_number_value(v), text, -100, 0, 100, &d);
+                               : loom_cli_real_as_float(json_number_value(v), serve_jnum_written_nonzero(v), -100, 0,
+                                                                        100, &d);
         if (r != LOOM_CLI_REAL_OK)
             return serve_fail(e, 400, "logit_bias", json_is_number(v) ? "invalid_value" : "invalid_type",
-                              "logit_bias: expected a number in [-100, 100] for token %ld, found %s%s", id, text,
-                              r == LOOM_CLI_REAL_TINY ? ", which a float holds only as a subnormal or 0" : ""), -1;
+                              "logit_bias: expected a number in [-100, 100] for token %ld, found %s%s%s", id, text,
+                              r == LOOM_CLI_REAL_TINY ? ", which a float holds only as a subnormal or 0" : "",
+                              r == LOOM_CLI_REAL_TINY ? SERVE_LEAST_NORMAL : ""), -1;
         bias[(*n_bias)++] = (loom_logit_bias){.id = (int32_t)id, .bias = d};
     }
     return 0;
@@ -498,14 +509,7 @@ static int parse_logprobs(json_t *o, struct serve_req *r, struct serve_err *e)
 /* repeat_penalty (llama.cpp's, loom run's --repeat-penalty): a divisor in (0, 100]; 1 is off. */
 static int get_repeat_penalty(json_t *o, float *out, struct serve_err *e)
 {
-    json_t *v = json_object_get(o, "repeat_penalty");
-    char buf[40];
-    if (get_float(o, "repeat_penalty", 0, 100, out, e) != 0)
-        return -1;
-    if (v && json_is_number(v) && *out == 0)
-        return serve_fail(e, 400, "repeat_penalty", "invalid_value", "repeat_penalty: expected a number in (0, 100] "
-                          "(a divisor; 1 is off), found %s", jfound(v, buf, sizeof buf)), -1;
-    return 0;
+    return get_float_in(o, "repeat_penalty", 0, 1, 100, " (a divisor; 1 is off)", out, e);
 }
 
 /* llama.cpp's n_predict into *v: -1 (no limit) and -2 (until the context is filled) are loom's no limit, which

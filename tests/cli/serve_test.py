@@ -452,7 +452,7 @@ big_fields = [("/v1/completions", f, r) for f, r in (
     ("top_k", "[0, 16777216]"), ("n", "[1, 1]"), ("best_of", "[1, 1]"),
     ("logprobs", "[0, 20]"), ("repeat_last_n", "[-1, 1048576]"), ("temperature", "[0, 2]"), ("top_p", "[0, 1]"),
     ("min_p", "[0, 1]"), ("presence_penalty", "[-2, 2]"), ("frequency_penalty", "[-2, 2]"),
-    ("repeat_penalty", "[0, 100]"))] + [("/v1/chat/completions", "top_logprobs", "[0, 20]")]
+    ("repeat_penalty", "(0, 100] (a divisor; 1 is off)"))] + [("/v1/chat/completions", "top_logprobs", "[0, 20]")]
 for path, field, rng in big_fields:
     for big in BIG:
         head = '{"prompt": "hi", ' if path == "/v1/completions" else \
@@ -513,8 +513,20 @@ for field in ("temperature", "top_p", "min_p", "presence_penalty", "repeat_penal
               e.get("code") == "invalid_value" and e.get("message", "").endswith(
                   f"found {raw}, which a float holds only as a subnormal or 0 (its least normal number is "
                   "1.17549435e-38)"), f"{st} {e}")
+# a tiny number written longer than a message shows (its nonzero digit past the cut) is still one written nonzero
+LONG_TINY = ("0." + "0" * 400 + "1", "0." + "0" * 40 + "1e-300")
+for field in ("temperature", "top_p", "min_p", "presence_penalty"):
+    for raw in LONG_TINY:
+        st, e = err_of(a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "{field}": {raw}}}'.encode()))
+        check(f"{field} {raw[:12]}...: written nonzero, a float's 0: 400", st == 400 and e.get("param") == field and
+              "which a float holds only as a subnormal or 0" in e.get("message", ""), f"{st} {e}")
+for raw in LONG_TINY + ("1e-50",):
+    st, e = err_of(a.request("POST", "/v1/completions",
+                             raw=f'{{"prompt": "hi", "logit_bias": {{"5": {raw}}}}}'.encode()))
+    check(f"logit_bias {raw[:12]}: 400, the least normal named", st == 400 and e.get("message", "").endswith(
+          "which a float holds only as a subnormal or 0 (its least normal number is 1.17549435e-38)"), f"{st} {e}")
 for field in ("temperature", "top_p", "min_p"):
-    for raw in ("1.1754943e-38", "0e-400"):
+    for raw in ("1.1754943e-38", "0e-400", "0." + "0" * 400):
         st, body = a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "max_tokens": 1, "{field}": {raw}}}'
                              .encode())
         check(f"{field} {raw}: taken", st == 200, f"{st} {body}")
@@ -570,6 +582,11 @@ st, body = a.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2
 check("seed -1 (llama.cpp's: a random seed) is taken", st == 200, f"{st} {body}")
 st, e = err_of(a.request("POST", "/v1/completions", {"prompt": "hi", "repeat_penalty": 0}))
 check("repeat_penalty 0: 400 (a divisor)", st == 400 and e.get("param") == "repeat_penalty", f"{st} {e}")
+# one range in every message of repeat_penalty: (0, 100], whatever is refused (0, a subnormal, above 100)
+for raw in ("0", "-0", "1e-40", "100.000004"):
+    st, e = err_of(a.request("POST", "/v1/completions", raw=f'{{"prompt": "hi", "repeat_penalty": {raw}}}'.encode()))
+    check(f"repeat_penalty {raw}: the range (0, 100]", st == 400 and "expected a number in (0, 100] (a divisor; 1 is "
+          f"off), found {raw}" in e.get("message", ""), f"{st} {e}")
 NEUTRAL = {"n_probs": 0, "post_sampling_probs": False, "n_cmpl": 1, "dynatemp_range": 0, "dry_multiplier": 0,
            "t_max_predict_ms": 0, "typical_p": 1.0, "mirostat": 0, "xtc_probability": 0, "min_keep": 0, "n_keep": 0,
            "n_indent": 0, "n_cache_reuse": 0, "id_slot": -1, "cache_prompt": True, "ignore_eos": False,

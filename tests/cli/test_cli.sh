@@ -625,6 +625,9 @@ check "loom --help says an option given twice takes its last value, a second fil
 check "run -n 4 -n 2: the last one counts" '[ $rc -eq 0 ] && grep -q "(2 generated)" "$err"'
 "$loom" run -m "$model" -m "$model" -p hi -p hi -n 1 >"$out" 2>"$err"; rc=$?
 check "run -m F -m F -p hi -p hi: the same file and prompt again, taken" '[ $rc -eq 0 ]'
+im=tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf
+"$loom" quantize --imatrix "$im" --imatrix "$im" "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize --imatrix F --imatrix F: the same matrix again, taken" '[ $rc -eq 0 ] && [ -s "$edited" ]'
 for a in "run -m a.gguf -p hi -m b.gguf -n 1:-m:a.gguf:b.gguf" "run -p one -p two -n 1:-p:one:two" \
     "xray -p one -p two:-p:one:two" "bench -m a.gguf -m b.gguf:-m:a.gguf:b.gguf" \
     "certify --prompts a -o x --prompts b:--prompts:a:b" "certify -o x -o y:-o:x:y" \
