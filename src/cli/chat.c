@@ -93,7 +93,8 @@ static void chat_usage(FILE *f)
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
                "answer is printed per message; a message refused or failed (a NUL byte in it, a conversation\n"
                "beyond -c) still prints one line, empty, keeping the answers aligned with the messages (the exit\n"
-               "status is then 1); empty lines and commands print nothing.\n",
+               "status is then 1), and so does a line starting with / that is no command; empty lines and commands\n"
+               "print nothing.\n",
             CHAT_SYNOPSIS);
 }
 
@@ -450,7 +451,7 @@ static void chat_print_stats(const char *what, const struct chat_turn_stats *t)
             t->n_generated == 1 ? "" : "s", t->t_decode, decode);
 }
 
-/* Run a /command. Returns 1 to quit, 0 otherwise. */
+/* Run a /command. Returns 1 to quit, -1 for an unknown one (refused, named with the commands), 0 otherwise. */
 static int chat_command(struct chat *c, const char *line)
 {
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
@@ -482,6 +483,7 @@ static int chat_command(struct chat *c, const char *line)
     } else {
         fprintf(stderr, "unknown command '%s' (commands: /reset, /system TEXT, /think on|off, /timing, /history, "
                         "/quit)\n", line);
+        return -1;
     }
     return 0;
 }
@@ -561,8 +563,13 @@ static int chat_loop(struct chat *c)
             continue;
         }
         if (line[0] == '/') {
-            if (chat_command(c, line))
+            int cmd = chat_command(c, line);
+            if (cmd > 0)
                 break;
+            if (cmd < 0 && !c->interactive) { /* a message that may have meant one (a path): refused as one is */
+                fputc('\n', stdout);
+                status = 1;
+            }
             continue;
         }
         loom_error err = {0};

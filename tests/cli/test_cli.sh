@@ -298,6 +298,9 @@ long=$(printf 'word %.0s' $(seq 80))
 printf 'hi\n%s\nhello\n' "$long" | "$loom" chat -m "$model" -c 64 -n 4 --temp 0 >"$out" 2>"$err"; rc=$?
 check "chat: a message beyond -c leaves its line empty, the next answered on the next line" \
     '[ $rc -eq 1 ] && [ $(wc -l <"$out") -eq 3 ] && [ -n "$(sed -n 1p "$out")" ] && [ -z "$(sed -n 2p "$out")" ] && [ -n "$(sed -n 3p "$out")" ]'
+printf 'hi\n/usr/bin is a path\nhello\n/timing\n' | "$loom" chat -m "$model" -n 4 --temp 0 >"$out" 2>"$err"; rc=$?
+check "chat: a line starting with / that is no command leaves its line empty (status 1); a command prints nothing" \
+    '[ $rc -eq 1 ] && [ $(wc -l <"$out") -eq 3 ] && [ -z "$(sed -n 2p "$out")" ] && grep -q "^unknown command ./usr/bin is a path." "$err"'
 check "loom help chat says a refused or failed message prints an empty line" \
     '"$loom" help chat | tr "\n" " " | grep -q "a message refused or failed (a NUL byte in it, a conversation beyond -c) still prints one line, empty, keeping the answers aligned"'
 
