@@ -305,8 +305,9 @@ int loom_session_prefill_cached(loom_session *session, const int32_t *tokens, in
  * over path. Returns LOOM_OK or LOOM_E_IO / LOOM_E_NOMEM. */
 int loom_session_save(const loom_session *session, const char *path, loom_error *err);
 /* Replace the session's sequence with the one saved in path. Refuses (LOOM_E_FORMAT, session unchanged) a
- * file that is not a loom state file, is damaged (checksum), was saved from another model, or does not fit
- * the session's context. Checkpoints are dropped (loom_session_prefill_cached extends the restored state
+ * file that is not a loom state file, is damaged (checksum), was saved from another model, with another K cache
+ * type or by a model loaded in the other float-order profile (its sums would continue in other orders), or does
+ * not fit the session's context. Checkpoints are dropped (loom_session_prefill_cached extends the restored state
  * without one). */
 int loom_session_restore(loom_session *session, const char *path, loom_error *err);
 

@@ -892,8 +892,9 @@ int loom_cli_sampler_option(const char *cmd, struct loom_cli_sampler_opts *so, c
         double v;
         if (strcmp(opt, f->name))
             continue;
+        int nonzero = loom_cli_written_nonzero(val, strlen(val));
         enum loom_cli_real r = loom_cli_parse_real(val, -DBL_MAX, DBL_MAX, &v) ? LOOM_CLI_REAL_RANGE
-                               : loom_cli_real_as_float(v, loom_cli_written_nonzero(val, strlen(val)), f->lo, f->lo_open, f->hi,
+                               : loom_cli_real_as_float(v, nonzero, f->lo, f->lo_open, f->hi,
                                                         (float *)((char *)&so->sp + f->off));
         if (r == LOOM_CLI_REAL_OK)
             return 1;

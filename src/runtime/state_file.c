@@ -305,8 +305,9 @@ static int check_image(struct loom_session *s, const char *path, const char *buf
         char num[32];
         snprintf(num, sizeof num, "%d (unknown)", h.orders);
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: saved in the %s float-order profile, this model runs in "
-                           "%s (LOOM_ORDERS; a state continues bitwise only in the profile that computed it)", path,
-                           saved ? saved : num, loom_orders_label(s->model->kernels->orders));
+                           "%s (the profile active at its load: LOOM_ORDERS, loom_orders_select; a state continues "
+                           "bitwise only in the profile that computed it)", path, saved ? saved : num,
+                           loom_orders_label(s->model->kernels->orders));
     }
     if (h.pos < 0 || h.pos > s->n_ctx || (h.has_logits != 0 && h.has_logits != 1))
         return loom_errorf(err, LOOM_E_FORMAT, "restore %s: position %d does not fit this session's context of %d",
