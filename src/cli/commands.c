@@ -363,9 +363,15 @@ static int nearness(const char *name, size_t n, const char *opt)
 }
 
 /* The one option of table nearest to name[n] (loom_cli_unknown's "did you mean"), or NULL when none is near or two
- * are equally near. */
+ * are equally near. llama.cpp's long names of the options loom spells short (--model, --prompt, ...) name those. */
 static const struct loom_cli_option *nearest_option(const struct loom_cli_option *table, const char *name, size_t n)
 {
+    static const char *const long_names[][2] = {{"--model", "-m"},    {"--prompt", "-p"},    {"--threads", "-t"},
+                                                {"--ctx-size", "-c"}, {"--n-predict", "-n"}, {"--output", "-o"}};
+    for (size_t k = 0; k < sizeof long_names / sizeof long_names[0]; k++)
+        if (n == strlen(long_names[k][0]) && !strncmp(name, long_names[k][0], n) &&
+            loom_cli_option_find(table, long_names[k][1]))
+            return loom_cli_option_find(table, long_names[k][1]);
     const struct loom_cli_option *best = NULL;
     int best_d = -1, tie = 0;
     for (; table->name; table++) {

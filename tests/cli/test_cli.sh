@@ -660,7 +660,8 @@ check "run --check-tensor=1: the nearest option, a flag" \
 "$loom" run -m "$model" -p hi -n 1 --temprature=0.5 >"$out" 2>"$err"; rc=$?
 check "run --temprature=0.5: the nearest option, with how to write it" \
     '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--temprature=0.5. (did you mean --temp? Options take their value as the next argument: --temp 0.5)$" "$err"'
-for a in "--t:-t" "-temp:--temp" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk"; do
+for a in "--t:-t" "-temp:--temp" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk" \
+    "--model:-m" "--prompt:-p" "--threads:-t" "--ctx-size:-c" "--n-predict:-n"; do # the last: llama.cpp's long names
     "$loom" run -m "$model" -p hi -n 1 "${a%%:*}" 1 >"$out" 2>"$err"; rc=$?
     check "run ${a%%:*}: did you mean ${a#*:}?" '[ $rc -eq 2 ] && grep -q -- "unknown option .${a%%:*}. (did you mean ${a#*:}?)$" "$err"'
 done
