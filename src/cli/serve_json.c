@@ -158,9 +158,9 @@ static int get_float_in(json_t *o, const char *key, double lo, int lo_open, doub
     if (!v || json_is_null(v))
         return 0;
     const char *text = jfound(v, buf, sizeof buf);
+    int nonzero = serve_jnum_written_nonzero(v);
     enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
-                           : loom_cli_real_as_float(json_number_value(v), serve_jnum_written_nonzero(v), lo,
-                                                                    lo_open, hi, out);
+                           : loom_cli_real_as_float(json_number_value(v), nonzero, lo, lo_open, hi, out);
     if (r == LOOM_CLI_REAL_OK)
         return 0;
     serve_fail(e, 400, key, json_is_number(v) ? "invalid_value" : "invalid_type",
@@ -433,9 +433,9 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
                               "\"%.40s\"", n_rows - 1, key), -1;
         const char *text = jfound(v, buf, sizeof buf);
         float d = 0;
+        int nonzero = serve_jnum_written_nonzero(v);
         enum loom_cli_real r = !json_is_number(v) ? LOOM_CLI_REAL_RANGE
-                               : loom_cli_real_as_float(json_number_value(v), serve_jnum_written_nonzero(v), -100, 0,
-                                                                        100, &d);
+                               : loom_cli_real_as_float(json_number_value(v), nonzero, -100, 0, 100, &d);
         if (r != LOOM_CLI_REAL_OK)
             return serve_fail(e, 400, "logit_bias", json_is_number(v) ? "invalid_value" : "invalid_type",
                               "logit_bias: expected a number in [-100, 100] for token %ld, found %s%s%s", id, text,
