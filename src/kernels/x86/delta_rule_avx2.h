@@ -1,6 +1,7 @@
 /* delta_rule_avx2.h — the AVX2 gated delta rule of one value head over a run of tokens, each row of the state
  * kept in L1 while a block of tokens passes over it and read from the source state by the first token (no copy):
- * included by ops_avx2.c and orders_haswell_avx2.c, each with its profile's dot_f32 (the only reduction). */
+ * included by ops_avx2.c and orders_haswell_avx2.c, each with its profile's dot_f32 (the only reduction); the
+ * block's gates (delta_block_gates) by ops_avx512.c too. */
 #ifndef LOOM_KERNELS_X86_DELTA_RULE_AVX2_H
 #define LOOM_KERNELS_X86_DELTA_RULE_AVX2_H
 
@@ -13,6 +14,19 @@
 #define DELTA_BLOCK 16
 
 typedef float (*delta_dot_fn)(int64_t n, const float *x, const float *y);
+
+/* The gates of the block of tokens t0 .. of n (gate rows gb_stride apart): decay[t] = expf(g), bt[t] = beta, for
+ * the block's nb = min(n - t0, DELTA_BLOCK) tokens; returns nb. */
+DELTA_INLINE int delta_block_gates(int n, int t0, const float *g, const float *beta, int64_t gb_stride,
+                                   float decay[DELTA_BLOCK], float bt[DELTA_BLOCK])
+{
+    int nb = n - t0 < DELTA_BLOCK ? n - t0 : DELTA_BLOCK;
+    for (int t = 0; t < nb; t++) {
+        decay[t] = expf(g[(t0 + t) * gb_stride]);
+        bt[t] = beta[(t0 + t) * gb_stride];
+    }
+    return nb;
+}
 
 /* Row j of the state through the nb tokens of a block, read from src and written to row, per token in the
  * order of loom_ops_delta_rule_step: the decay (a rounded product per element), delta_j = (v[j] - dot(row, k)) *
@@ -48,12 +62,8 @@ DELTA_INLINE void delta_rule_chunk_avx2(delta_dot_fn dot, int d, int n, const fl
 {
     float scale = 1.0f / sqrtf((float)d);
     for (int t0 = 0; t0 < n; t0 += DELTA_BLOCK) {
-        int nb = n - t0 < DELTA_BLOCK ? n - t0 : DELTA_BLOCK;
         float decay[DELTA_BLOCK], bt[DELTA_BLOCK];
-        for (int t = 0; t < nb; t++) {
-            decay[t] = expf(g[(t0 + t) * gb_stride]);
-            bt[t] = beta[(t0 + t) * gb_stride];
-        }
+        int nb = delta_block_gates(n, t0, g, beta, gb_stride, decay, bt);
         const float *src = t0 == 0 ? M_src : M; /* the first block reads the source, later ones M */
         for (int j = 0; j < d; j++)
             delta_row_avx2(dot, d, src + (int64_t)j * d, M + (int64_t)j * d, j, nb, q + t0 * qkv_stride,

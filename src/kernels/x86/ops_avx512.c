@@ -8,6 +8,7 @@
 #include "kernels/helpers_avx2.h"
 #include "kernels/ops.h"
 #include "kernels/prefetch.h"
+#include "kernels/x86/delta_rule_avx2.h"
 
 /* loom_ops_dot_f32 with zmm accumulators; _mm512_reduce_add_ps is the R16 tree. */
 static float dot_f32(int64_t n, const float *x, const float *y)
@@ -265,8 +266,7 @@ static void delta_step_rows(int d, float *M, const float *q, const float *k, con
     }
 }
 
-/* Tokens a block of rows walks before the next block: their q and k (2 x d floats each) stay in L1. */
-#define DELTA_BLOCK 16
+/* DELTA_BLOCK (delta_rule_avx2.h): tokens a block of rows walks before the next block. */
 
 /* dot_f32 of a row held in nv registers (nv % 4 == 0, so no scalar tail) with y[16*nv]. */
 ALWAYS_INLINE float dot_regs(int nv, const __m512 *r, const float *y)
@@ -346,12 +346,8 @@ void loom_ops_delta_rule_chunk_avx512(int d, int n, const float *M_src, float *M
         return;
     }
     for (int t0 = 0; t0 < n; t0 += DELTA_BLOCK) {
-        int nb = n - t0 < DELTA_BLOCK ? n - t0 : DELTA_BLOCK;
         float decay[DELTA_BLOCK], bt[DELTA_BLOCK];
-        for (int t = 0; t < nb; t++) {
-            decay[t] = expf(g[(t0 + t) * gb_stride]);
-            bt[t] = beta[(t0 + t) * gb_stride];
-        }
+        int nb = delta_block_gates(n, t0, g, beta, gb_stride, decay, bt);
         const float *qb = q + t0 * qkv_stride, *kb = k + t0 * qkv_stride, *vb = v + t0 * qkv_stride;
         float *ob = out + t0 * out_stride;
         const float *src = t0 == 0 ? M_src : M; /* the first block reads the source, later ones M */
