@@ -3,10 +3,11 @@
 # Unit tests run twice (plain and under ASan/UBSan); parity tests run against the reference engine on
 # synthetic models that scripts/prepare-models.sh generates once and caches under $LOOM_CACHE/models, and
 # the command-line tests (tests/cli/) run `loom` on those models. The tests that time things, send signals
-# or start servers (SOLO: the command-line tests with polls, signals or servers) run first, one at a time; the others then run two at a time
-# (LOOM_TEST_JOBS, default 2: the machine's two cores), the longest (LONG, minutes each) started first so
-# the shorter ones fill the other core: they keep their files in private temporary folders and measure no
-# time. Each test writes its own log; the lines are printed in the suite's order.
+# or start servers (SOLO: the command-line tests with polls, signals or servers) run first, one at a time; the
+# others then run two at a time (LOOM_TEST_JOBS, default 2: the machine's two cores), the longest (LONG,
+# minutes each) started first so the shorter ones fill the other core: they keep their files in private
+# temporary folders and measure no time. Each test writes its own log; the lines are printed in the suite's
+# order.
 set -uo pipefail
 build=${1:-build}
 san=${2:-build-san}

@@ -242,7 +242,8 @@ static int print_json(const struct xray_result *r, const struct xray_opts *o, co
     char note_buf[512]; /* the text report's note (print_header), null when it has none */
     const char *note = loom_ref_orders_note(ref, loom_orders_name(), note_buf, sizeof note_buf);
     json_t *doc = json_pack("{s:s%, s:i, s:i, s:b, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:i}",
-                            "model", o->model, strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded", o->req.n_decode,
+                            "model", o->model, strlen(o->model), "prompt_tokens", o->req.n_prompt, "decoded",
+                            o->req.n_decode,
                             "per_token", o->req.per_token, "numerics", numerics_name(o), "kernels",
                             loom_kernels_name(), "orders", loom_orders_name(), "orders_from", loom_cli_orders_from(),
                             "reference_cpu_build", ref->cpu[0] ? ref->cpu : ref->best,
