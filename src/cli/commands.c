@@ -496,7 +496,10 @@ static void unexpected_in_options(const char *cmd, const struct loom_cli_option 
                                   int last_opt)
 {
     const struct loom_cli_option *opt = last_opt ? loom_cli_option_find(table, argv[last_opt]) : NULL;
-    if (opt && opt->kind == LOOM_CLI_FLAG) {
+    if (opt && opt->kind == LOOM_CLI_SECRET && i == last_opt + 2) /* maybe the rest of a key with a space in it */
+        fprintf(stderr, "loom %s: unexpected argument right after %s's value (not shown: it may be the rest of a "
+                        "value written with a space; quote it)\n", cmd, opt->name);
+    else if (opt && opt->kind == LOOM_CLI_FLAG) {
         char why[128];
         snprintf(why, sizeof why, "%s takes no value", opt->name);
         loom_cli_unexpected(cmd, table, argv[i], why, NULL);

@@ -619,6 +619,9 @@ done
 "$loom" serve -m "$model" --api-key s3cr3t --api-key other >"$out" 2>"$err"; rc=$?
 check "serve --api-key twice: refused, neither key shown" \
     '[ $rc -eq 2 ] && ! grep -q -e s3cr3t -e other "$err" && grep -q "^loom serve: --api-key expects one value, found two different ones (not shown; loom serve takes one)$" "$err"'
+"$loom" serve -m "$model" --api-key s3cr3t other >"$out" 2>"$err" </dev/null; rc=$?
+check "serve --api-key s3cr3t other: the word after a key is not shown (the rest of a key with a space)" \
+    '[ $rc -eq 2 ] && ! grep -q -e s3cr3t -e other "$err" && grep -q "unexpected argument right after --api-key.s value (not shown" "$err"'
 # an option given twice takes its last value (loom --help says so), but a second, different file, prompt or key is
 # refused naming both, whichever of its names it is given by; the same one again is taken
 "$loom" --help >"$out"
