@@ -17,13 +17,21 @@
  * text (the caller's, or the copy with stand-ins owned here) stays too, for serve_jnum_text. */
 static _Thread_local struct {
     const json_t *v[SERVE_BIG_MAX];
-    char text[SERVE_BIG_MAX][48];
+    char text[SERVE_BIG_MAX][SERVE_JNUM_CAP];
     int n;
     const char *body; /* the body parsed, stand-ins in place */
     size_t body_len;
     char *copy;       /* the text when stand-ins made one: freed by serve_jnum_release */
     const json_t *root;
 } g_big;
+
+/* text[len] into buf[cap] (cap at least SERVE_JNUM_CAP) as a message shows it: whole up to SERVE_JNUM_SHOWN bytes,
+ * else its first SERVE_JNUM_SHOWN and "...". */
+static void shown_text(char *buf, size_t cap, const char *text, size_t len)
+{
+    int cut = len > SERVE_JNUM_SHOWN;
+    snprintf(buf, cap, "%.*s%s", (int)(cut ? SERVE_JNUM_SHOWN : len), text, cut ? "..." : "");
+}
 
 /* The i-th stand-in's magnitude: DBL_MAX, then one ulp below for each next one (each tells which number it is). */
 static double big_standin(int i)
@@ -73,8 +81,7 @@ json_t *serve_jnum_parse(const char *body, size_t len, json_error_t *je)
         while (start > 0 && t[start - 1] && strchr("0123456789+-.eE", t[start - 1]))
             start--;
         int k = g_big.n++;
-        snprintf(g_big.text[k], sizeof g_big.text[k], "%.*s%s", (int)(end - start < 40 ? end - start : 40), t + start,
-                 end - start > 40 ? "..." : "");
+        shown_text(g_big.text[k], sizeof g_big.text[k], t + start, end - start);
         char standin[40];
         int m = snprintf(standin, sizeof standin, "%s%.17g", t[start] == '-' ? "-" : "", big_standin(k));
         char *next = malloc(n - (end - start) + (size_t)m + 1);
@@ -213,7 +220,7 @@ const char *serve_jnum_text(const json_t *v, char *buf, size_t cap)
 {
     const char *big = serve_jnum_big(v);
     struct jwalk w = {.t = g_big.body, .n = g_big.body_len, .want = v};
-    if (!big && (!json_is_number(v) || !g_big.root || cap < 8))
+    if (cap < SERVE_JNUM_CAP || (!big && (!json_is_number(v) || !g_big.root)))
         return NULL;
     if (!big)
         walk(&w, g_big.root);
@@ -222,6 +229,6 @@ const char *serve_jnum_text(const json_t *v, char *buf, size_t cap)
     else if (w.len == 0)
         return NULL;
     else
-        snprintf(buf, cap, "%.*s%s", (int)(w.len < cap ? w.len : cap - 4), w.t + w.at, w.len < cap ? "" : "...");
+        shown_text(buf, cap, w.t + w.at, w.len);
     return buf;
 }

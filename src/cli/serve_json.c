@@ -154,7 +154,7 @@ static int get_float_in(json_t *o, const char *key, double lo, int lo_open, doub
                         struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!v || json_is_null(v))
         return 0;
     const char *text = jfound(v, buf, sizeof buf);
@@ -181,7 +181,7 @@ static int get_float(json_t *o, const char *key, double lo, double hi, float *ou
 static int want_int(json_t *v, const char *path, const char *what, long long lo, long long hi, long long *out,
                     struct serve_err *e)
 {
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi) {
         *out = (long long)json_integer_value(v);
         return 0;
@@ -203,7 +203,7 @@ static int get_int(json_t *o, const char *key, long long lo, long long hi, long 
 static int get_bool(json_t *o, const char *key, const char *name, int *out, struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_boolean(v)) {
@@ -219,7 +219,7 @@ static int get_bool(json_t *o, const char *key, const char *name, int *out, stru
 static int get_object(json_t *o, const char *key, json_t **out, struct serve_err *e)
 {
     json_t *v = json_object_get(o, key);
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     *out = NULL;
     if (!v || json_is_null(v))
         return 0;
@@ -237,7 +237,7 @@ static int get_object(json_t *o, const char *key, json_t **out, struct serve_err
 static int need_field(json_t *obj, const char *at, const char *key, json_type want, struct serve_err *e)
 {
     json_t *v = json_object_get(obj, key);
-    char path[96], buf[40];
+    char path[96], buf[SERVE_JNUM_CAP];
     if (v && json_typeof(v) == want)
         return 0;
     snprintf(path, sizeof path, "%s%s%s", at, *at ? "." : "", key);
@@ -253,7 +253,7 @@ static int need_field(json_t *obj, const char *at, const char *key, json_type wa
 static int only_one(json_t *o, const char *key, const char *what, struct serve_err *e)
 {
     long long n = 1;
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     json_t *v = json_object_get(o, key);
     if (get_int(o, key, 1, 1, &n, e) == 0)
         return 0;
@@ -267,7 +267,7 @@ static int only_one(json_t *o, const char *key, const char *what, struct serve_e
 static int check_response_format(json_t *o, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "response_format"), *t = json_object_get(v, "type");
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_object(v))
@@ -345,7 +345,7 @@ static int llama_neutral(const struct llama_field *f, const json_t *v)
 
 static int refuse_llama_fields(json_t *o, struct serve_err *e)
 {
-    char buf[40], neutral[48];
+    char buf[SERVE_JNUM_CAP], neutral[48];
     for (size_t i = 0; i < sizeof LLAMA_FIELDS / sizeof LLAMA_FIELDS[0]; i++) {
         const struct llama_field *f = &LLAMA_FIELDS[i];
         json_t *v = json_object_get(o, f->name);
@@ -369,7 +369,7 @@ static int refuse_unimplemented(json_t *o, enum serve_kind kind, struct serve_er
 {
     int flag = 0;
     json_t *v;
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (refuse_llama_fields(o, e) != 0)
         return -1;
     if (only_one(o, "n", "choice per request", e) != 0)
@@ -416,7 +416,7 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
 {
     json_t *lb, *v;
     const char *key;
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (get_object(o, "logit_bias", &lb, e) != 0)
         return -1;
     *n_bias = 0;
@@ -450,7 +450,7 @@ static int get_bias(json_t *o, int n_rows, loom_logit_bias *bias, int *n_bias, s
 static int get_stops(json_t *o, const char **stops, int *n_stops, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "stop"), *s;
-    char buf[40], at[32];
+    char buf[SERVE_JNUM_CAP], at[32];
     size_t i;
     *n_stops = 0;
     if (!v || json_is_null(v))
@@ -516,7 +516,7 @@ static int get_repeat_penalty(json_t *o, float *out, struct serve_err *e)
  * ends at the slot's context; 0, the prompt only, is not implemented. 0, or -1 with e filled. */
 static int get_n_predict(json_t *x, long long *v, struct serve_err *e)
 {
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     long long n = json_is_integer(x) ? (long long)json_integer_value(x) : 0;
     if (json_is_integer(x) && n >= -2 && n <= 1 << 24 && n != 0) {
         *v = n < 0 ? 0 : n;
@@ -623,7 +623,7 @@ static int opt_string(json_t *obj, const char *at, const char *key, const char *
 /* One part of a message's content array, messages[i].content[j]: {"type": "text", "text": STRING}. */
 static int message_part(json_t *part, size_t i, size_t j, struct serve_err *e)
 {
-    char at[80], buf[40];
+    char at[80], buf[SERVE_JNUM_CAP];
     int n = snprintf(at, sizeof at, "messages[%zu].content[%zu]", i, j);
     if (!json_is_object(part))
         return serve_fail(e, 400, at, "invalid_type", "%s: expected {\"type\": \"text\", \"text\": STRING}, found %s",
@@ -643,7 +643,7 @@ static int message_part(json_t *part, size_t i, size_t j, struct serve_err *e)
  * *owned is set when the text was built (caller frees). */
 static int message_content(json_t *v, size_t i, const char **out, char **owned, struct serve_err *e)
 {
-    char buf[40], at[48];
+    char buf[SERVE_JNUM_CAP], at[48];
     json_t *part;
     size_t j;
     *out = NULL;
@@ -678,7 +678,7 @@ static int message_content(json_t *v, size_t i, const char **out, char **owned, 
  * STRING, OBJECT or null}}; *name and *args set. */
 static int message_tool_call(json_t *call, size_t i, size_t j, json_t **name, json_t **args, struct serve_err *e)
 {
-    char at[96], buf[40];
+    char at[96], buf[SERVE_JNUM_CAP];
     int n = snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, j);
     if (!json_is_object(call))
         return serve_fail(e, 400, at, "invalid_type", "%s: expected {\"function\": {\"name\": STRING, \"arguments\": "
@@ -702,7 +702,7 @@ static int message_tool_call(json_t *call, size_t i, size_t j, json_t **name, js
 static int message_tool_calls(json_t *v, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
                               struct serve_err *e)
 {
-    char buf[40], at[48];
+    char buf[SERVE_JNUM_CAP], at[48];
     json_t *call, *name, *args;
     size_t j;
     if (!v || json_is_null(v))
@@ -768,7 +768,7 @@ static int no_content(const char *path, json_t *content, struct serve_err *e)
 static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***owned, size_t *n_owned,
                          struct serve_err *e)
 {
-    char buf[40], at[40], path[64];
+    char buf[SERVE_JNUM_CAP], at[40], path[64];
     snprintf(at, sizeof at, "messages[%zu]", i);
     if (!json_is_object(m))
         return serve_fail(e, 400, at, "invalid_type", "%s: expected an object, found %s", at,
@@ -803,7 +803,7 @@ static int parse_message(json_t *m, size_t i, loom_chat_message *msg, char ***ow
 /* tools[i]: {"type": "function" (or left out), "function": {"name": STRING, "parameters": SCHEMA (optional)}}. */
 static int check_tool(json_t *t, size_t i, struct serve_err *e)
 {
-    char at[64], buf[40];
+    char at[64], buf[SERVE_JNUM_CAP];
     int n = snprintf(at, sizeof at, "tools[%zu]", i);
     json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
     if (!json_is_object(t))
@@ -832,7 +832,7 @@ static int check_tool(json_t *t, size_t i, struct serve_err *e)
 static int parse_tools(const struct serve_ctx *c, json_t *o, struct serve_req *r, char **json, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "tools"), *t, *choice = json_object_get(o, "tool_choice");
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     size_t i;
     *json = NULL;
     r->parallel_tool_calls = 1;
@@ -869,7 +869,7 @@ static int prompt_ends_with(const loom_tokenizer *tok, const int32_t *ids, int n
 static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
     json_t *msgs = json_object_get(o, "messages"), *kw;
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return serve_fail(e, 400, "messages",
                           !msgs                 ? "missing_required_parameter"
@@ -933,7 +933,7 @@ static int parse_chat(const struct serve_ctx *c, json_t *o, struct serve_req *r,
 static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "prompt");
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!json_is_string(v))
         return serve_fail(e, 400, "prompt", v ? "invalid_type" : "missing_required_parameter",
                           "prompt: expected a string, found %s", v ? jfound(v, buf, sizeof buf) : "nothing"), -1;
@@ -964,7 +964,7 @@ static int parse_completion(const struct serve_ctx *c, json_t *o, struct serve_r
 static int parse_forced(const struct serve_ctx *c, json_t *o, struct serve_req *r, struct serve_err *e)
 {
     json_t *v = json_object_get(o, "forced_output");
-    char buf[40];
+    char buf[SERVE_JNUM_CAP];
     if (!v || json_is_null(v))
         return 0;
     if (!c->allow_forced)
@@ -1022,7 +1022,7 @@ static json_t *parse_body(const char *body, size_t len, struct serve_err *e)
         return serve_fail(e, 400, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)",
                           je.text, je.line, je.column);
     if (!json_is_object(o)) {
-        char buf[40];
+        char buf[SERVE_JNUM_CAP];
         serve_fail(e, 400, NULL, "invalid_json", "the body must be a JSON object, found %s",
                    jfound(o, buf, sizeof buf));
         serve_jnum_release(o);
@@ -1139,7 +1139,7 @@ char *serve_tokenize(const struct serve_ctx *c, const char *body, size_t len, st
 char *serve_detokenize(const struct serve_ctx *c, const char *body, size_t len, struct serve_err *e)
 {
     json_t *o = parse_body(body, len, e), *v, *t;
-    char buf[40], at[32];
+    char buf[SERVE_JNUM_CAP], at[32];
     size_t i;
     if (!o)
         return NULL;

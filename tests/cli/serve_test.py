@@ -486,6 +486,17 @@ for what, path, raw, param, want in (
           (e.get("param") or "") == param and want in e.get("message", "") and e.get("code") != "invalid_json",
           f"{st} {e}")
 check("numbers beyond what loom reads: the server keeps serving", a.healthy())
+# a number's text is shown whole up to 40 bytes, a longer one as its first 40 and "..." (messages stay bounded),
+# the same in every message: a typed field's, a field loom does not read, beyond 64 bits or not
+N40 = "1" * 40
+for field, raw, shown in (("max_tokens", N40, N40), ("max_tokens", "1" + N40, N40 + "..."),
+                          ("max_tokens", "-" + N40, "-" + N40[1:] + "..."),
+                          ("max_tokens", "1." + N40, "1." + N40[2:] + "..."), ("x", N40, N40),
+                          ("x", N40 + "1", N40 + "..."), ("seed", "2" + N40, "2" + N40[1:] + "...")):
+    body = f'{{"prompt": "hi", "max_tokens": 1, "{field}": {raw}}}'
+    st, e = err_of(a.request("POST", "/v1/completions", raw=body.encode()))
+    check(f"{field} of {len(raw)} bytes: shown as {len(shown)} bytes", st == 400 and e.get("param") == field and
+          e.get("message", "").endswith(f"found {shown}"), f"{st} {e}")
 st, body = a.request("POST", "/v1/completions", raw=b'{"prompt": "hi", "max_tokens": 1, "x": 1.7976931348623157e308}')
 check("the largest double in a field loom does not read is taken", st == 200, f"{st} {body}")
 # every number a message names is shown as the body writes it (its JSON text), never as parsed (0.10000000000000001,
