@@ -77,9 +77,10 @@ struct loom_cli_model_opts {
     "                         reference's -ctk q8_0 with flash attention off)\n"
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
- * buf[cap] and *path pointed there). Loads it with mo's parameters and prints its warnings. NULL when it fails,
- * with the failure printed (`loom CMD: PATH: MSG`) and *status set to 1, or to loom_cli_stopped_status() when a
- * signal stopped the default model's preparation. commands.c. */
+ * buf[cap] and *path pointed there). First applies the environment's kernel choice (loom_cli_select_kernels),
+ * then loads it with mo's parameters and prints its warnings. NULL when it fails, with the failure printed
+ * (`loom CMD: PATH: MSG`) and *status set to 1, to 2 when the environment's choice is refused, or to
+ * loom_cli_stopped_status() when a signal stopped the default model's preparation. commands.c. */
 loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
                                 const struct loom_cli_model_opts *mo, int *status);
 /* The chat template of `loom CMD`: FILE's (--chat-template-file) when given, else the model file's own, else (with
@@ -147,10 +148,13 @@ enum loom_cli_option_kind {
     LOOM_CLI_VALUE,  /* takes the next argument as its value */
     LOOM_CLI_FLAG,   /* takes no value */
     LOOM_CLI_SECRET, /* takes the next argument as its value, which no message shows (serve --api-key); once, as
-                      * LOOM_CLI_ONE */
-    LOOM_CLI_ONE,    /* takes the next argument as its value, once: a file or a prompt (-m, -p, -o), of which loom
-                      * takes one, so a second, different value is refused naming both (the same one again is
-                      * taken); any other option given twice takes its last value, as most commands do */
+                      * LOOM_CLI_ONE_TEXT */
+    LOOM_CLI_ONE,    /* takes the next argument as its value, once: a file (-m, -o, --imatrix), of which loom takes
+                      * one, so a second naming another file is refused naming both; the same file again is taken,
+                      * by any path (-m F -m ./F: compared by st_dev and st_ino; a path
+                      * not yet written by its directory's and its name); any other option given twice takes its last
+                      * value, as most commands do */
+    LOOM_CLI_ONE_TEXT, /* as LOOM_CLI_ONE, for a text (-p, a prompt): the same one is the same text */
 };
 struct loom_cli_option {
     const char *name; /* "-t", "--temp" */
@@ -184,9 +188,9 @@ int loom_cli_unhandled(const char *cmd, const char *opt);
  * and *val its value (the next argument, *i moved there; NULL for a flag, or when the command line ended); OPERAND:
  * argv[*i] starts with no '-' (or is "-"); HELP: -h or --help; BAD (named): an unknown option (loom_cli_unknown),
  * a value spelled exactly as an option of table or -h or --help (`-p --json`: its value is missing, more likely
- * than meant; a SECRET's not shown), a ONE or SECRET option given before with another value (under either of its
- * names: -m and --model, -o and --output), or a SECRET option that loom_cli_secret_name does not know (internal).
- * commands.c. */
+ * than meant; a SECRET's not shown), a ONE, ONE_TEXT or SECRET option given before with another value (under either
+ * of its names: -m and --model, -o and --output; a ONE's naming another file), or a SECRET option that
+ * loom_cli_secret_name does not know (internal). commands.c. */
 enum loom_cli_arg { LOOM_CLI_ARG_BAD = -1, LOOM_CLI_ARG_OPERAND, LOOM_CLI_ARG_OPTION, LOOM_CLI_ARG_HELP };
 int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int argc, char **argv, int *i,
                       const struct loom_cli_option **opt, const char **val);
@@ -195,10 +199,12 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
  * --NAME=VALUE (a value may itself start with "--" and hold '='), so for ARG spelled NAME=VALUE (-X=VALUE too)
  * with NAME in the table `options take their value as the next argument: NAME VALUE`, or for a flag `NAME takes no
  * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
- * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). A secret's
- * value is never shown (`'--api-key=VALUE'`): a SECRET option's in any command's table, whichever command it was
- * given to (loom_cli_secret_name; a flag of table's own takes none: `--per-token=1`). Every command prints its
- * synopsis or usage after it; cmd NULL: `loom: ...` (before a command). commands.c. */
+ * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). VALUE is
+ * shown only after a NAME of table's own that takes no secret (`--temp=0.5`, a flag's `--per-token=1`); any other
+ * is named `'NAME=VALUE'` (its value is not shown): a misspelt or unknown name's value may be a secret
+ * (`--pasword=...`), and a secret is one given to a SECRET option of any command's table or a name like one
+ * (loom_cli_secret_name). Every command prints its synopsis or usage after it; cmd NULL: `loom: ...` (before a
+ * command). commands.c. */
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
 /* Whether an option named name[n] takes a secret, in whatever command it is given: a SECRET option of some
  * command's table (each is listed in commands.c: the parser refuses one that is not) or a name near one, or any
@@ -244,8 +250,10 @@ int loom_cli_fail(const char *cmd, int rc, const loom_error *err);
 void loom_cli_stdout_failed(const char *cmd, int err);
 
 /* Apply $LOOM_ORDERS (avx512 or haswell: the float-order profile) and $LOOM_KERNELS (auto, scalar, avx2 or
- * avx512) if set: the kernel set for every model loaded after. Returns 0, or -1 with a message on stderr for an
- * unknown value or one the CPU cannot run. commands.c. */
+ * avx512) if set and not empty (empty: as unset): the kernel set for every model loaded after. Returns 0, or -1
+ * with a message on stderr for an unknown value or one the CPU cannot run. Called where a command is about to run
+ * a model (loom_cli_load_model; bench, whose --mem probes the set too), so that help, version and the commands
+ * that run none (inspect, synth, tokenize, quantize) work whatever the environment says. commands.c. */
 int loom_cli_select_kernels(void);
 /* Who chose the float-order profile (loom_orders_name()): "LOOM_ORDERS" when the variable did, "cpu" when it
  * follows the CPU (the library's default), for the reports' JSON; loom_cli_orders_text writes "float orders NAME

@@ -122,6 +122,9 @@ loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, s
                                 const struct loom_cli_model_opts *mo, int *status)
 {
     loom_error err = {0};
+    *status = 2;
+    if (loom_cli_select_kernels())
+        return NULL;
     *status = 1;
     if (!*path) {
         int rc = loom_cli_default_model(buf, cap, &err);
@@ -268,9 +271,8 @@ static int model_option(const char *cmd, struct loom_cli_model_opts *mo, const c
     if (rc == 0)
         return 1;
     char why[96] = "";
-    if (rc == -2)
-        snprintf(why, sizeof why, ", beyond the largest it takes, %llu bytes (%lluT)", (unsigned long long)UINT64_MAX,
-                 (unsigned long long)(UINT64_MAX >> 40));
+    if (rc == -2) /* one bound, exact in both spellings (the largest taken: 16777215T, 18446744073709551615) */
+        snprintf(why, sizeof why, " (it must be below 16777216T: 2^64 bytes, 18446744073709551616)");
     else if (val && *val && (val[0] == '-' || strspn(val, "0") == strlen(val)))
         snprintf(why, sizeof why, " (it must be above 0)");
     fprintf(stderr, "loom %s: --mem-budget expects a whole byte count above 0 such as 6G, 800M or 123456789 (K, M, "
@@ -431,14 +433,16 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
     if (!known)
         near = nearest_option(table, arg, n);
     const struct loom_cli_option *opt = known ? known : near;
-    int secret = eq && ((opt && opt->kind == LOOM_CLI_SECRET) || /* a flag of this command's takes no secret */
-                        (!(known && known->kind == LOOM_CLI_FLAG) && loom_cli_secret_name(arg, n))), parts = 0;
+    /* a value is shown only beside an option of this command's that takes no secret: a misspelt name's value may
+     * be anything (--pasword=...); a flag of this command's takes none */
+    int shown = known && known->kind != LOOM_CLI_SECRET &&
+                (known->kind == LOOM_CLI_FLAG || !loom_cli_secret_name(arg, n)), hidden = eq && !shown, parts = 0;
     fprintf(stderr, "loom%s%s: unknown option ", cmd ? " " : "", cmd ? cmd : "");
-    if (secret)
+    if (hidden)
         fprintf(stderr, "'%.*s=VALUE'", (int)n, arg);
     else
         fprintf(stderr, "'%s'", arg);
-    if (secret)
+    if (hidden)
         open_part(&parts), fputs("its value is not shown", stderr);
     if (near)
         open_part(&parts), fprintf(stderr, "did you mean %s?%s", near->name, eq ? " " : "");
@@ -450,7 +454,7 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
         if (!near)
             open_part(&parts);
         fprintf(stderr, "%sptions take their value as the next argument: %s ", near ? "O" : "o", opt->name);
-        secret ? (void)fputs("VALUE", stderr) : put_shell_word(stderr, eq + 1);
+        hidden ? (void)fputs("VALUE", stderr) : put_shell_word(stderr, eq + 1);
     }
     if (note)
         open_part(&parts), fputs(note, stderr);
@@ -519,14 +523,50 @@ static int same_option(const char *a, const char *b)
     return !strcmp(a, b);
 }
 
-/* opt (a ONE or SECRET option of table, argv[at]) with value val, given before in argv[1..at) with another value:
- * named (a secret's values not shown); -1. Else 0. Before argv[at], an argument spelled as an option of table is
- * one (a value spelled so was refused), so the next one is its value. */
+/* The directory holding path into dir[cap], as the GGUF writer names it: "." for a bare name, "/" for a name at the
+ * root; "." too when it does not fit. */
+static void parent_dir(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
+    if (n && n < cap)
+        snprintf(dir, cap, "%.*s", (int)n, path);
+    else
+        snprintf(dir, cap, ".");
+}
+
+/* 1 when paths a and b name one existing file. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Whether paths a and b name one file: the same file when both exist; when neither does, the same name in one
+ * existing directory (an output not yet written: -o out.gguf and -o ./out.gguf); else the same string. */
+static int same_path(const char *a, const char *b)
+{
+    struct stat st;
+    int a_is = stat(a, &st) == 0, b_is = stat(b, &st) == 0;
+    if (a_is || b_is)
+        return a_is && b_is && same_file(a, b);
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    char da[4096], db[4096];
+    parent_dir(a, da, sizeof da);
+    parent_dir(b, db, sizeof db);
+    return !strcmp(na ? na + 1 : a, nb ? nb + 1 : b) && same_file(da, db) ? 1 : !strcmp(a, b);
+}
+
+/* opt (a ONE, ONE_TEXT or SECRET option of table, argv[at]) with value val, given before in argv[1..at) with
+ * another value (a ONE's: naming another file): named (a secret's values not shown); -1. Else 0. Before argv[at],
+ * an argument spelled as an option of table is one (a value spelled so was refused), so the next one is its
+ * value. */
 static int given_twice(const char *cmd, const struct loom_cli_option *table, const struct loom_cli_option *opt,
                        char **argv, int at, const char *val)
 {
     for (int j = 1; j + 1 < at; j++) {
-        if (!same_option(argv[j], opt->name) || !loom_cli_option_find(table, argv[j]) || !strcmp(argv[j + 1], val))
+        if (!same_option(argv[j], opt->name) || !loom_cli_option_find(table, argv[j]) ||
+            (opt->kind == LOOM_CLI_ONE ? same_path(argv[j + 1], val) : !strcmp(argv[j + 1], val)))
             continue;
         if (opt->kind == LOOM_CLI_SECRET)
             fprintf(stderr, "loom %s: %s expects one value, found two different ones (not shown; loom %s takes one)\n",
@@ -653,25 +693,6 @@ loom_chat_template *loom_cli_chat_template(const char *cmd, const loom_tokenizer
         fprintf(stderr, "loom %s: --chat-template-file %s: %s\n", cmd, file, err.msg);
     free(text);
     return t;
-}
-
-/* The directory holding path into dir[cap], as the GGUF writer names it: "." for a bare name, "/" for a name at the
- * root; "." too when it does not fit. */
-static void parent_dir(const char *path, char *dir, size_t cap)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == path ? 1 : slash ? (size_t)(slash - path) : 0;
-    if (n && n < cap)
-        snprintf(dir, cap, "%.*s", (int)n, path);
-    else
-        snprintf(dir, cap, ".");
-}
-
-/* 1 when paths a and b name one existing file. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int loom_cli_check_output(const char *cmd, const char *path, const char *const *inputs, const char *const *what,

@@ -145,8 +145,8 @@ static void print_memory(const loom_model_desc *d, uint64_t weights, uint32_t n_
     print_bytes(label, d->recurrent_state_bytes);
     snprintf(label, sizeof label, "total for %s %u-token context", article(n_ctx), n_ctx);
     print_bytes(label, weights + kv + d->recurrent_state_bytes);
-    printf("  (plus a session's compute scratch, which depends on its threads and batch: `loom bench --mem` prints\n"
-           "   the whole session arena, state and scratch)\n");
+    printf("  (plus a session's compute scratch, which depends on its threads and batch: `loom bench -m FILE`\n"
+           "   prints the whole session arena, state and scratch, in its peak RSS line)\n");
 }
 
 /* Whether the file carries loom.synth.sparse = true (loom synth --sparse: no tensor data, loom_model_load

@@ -22,8 +22,10 @@ static void usage(FILE *f)
                "  serve    an OpenAI-compatible HTTP server (chat and text completions, streaming, N slots)\n"
                "  xray     compare every circuit edge with llama.cpp's tensors, naming the first divergent one\n"
                "  certify  teacher-forced logits against llama.cpp in both numerics, written as a certificate\n"
+               "  version  print loom's version (as loom --version)\n"
                "  help     this help, or a command's options: loom help COMMAND (as loom COMMAND --help)\n"
-               "environment:\n"
+               "environment (an empty value is as unset; the first two are read where a model runs, so help,\n"
+               "version, inspect, synth, tokenize and quantize take any):\n"
                "  LOOM_KERNELS=NAME           kernel set: auto (default: the best this CPU runs), scalar, avx2, avx512\n"
                "  LOOM_ORDERS=avx512|haswell  float orders to reproduce: llama.cpp's AVX-512 or AVX2 build (default: "
                "this CPU's)\n"
@@ -33,8 +35,14 @@ static void usage(FILE *f)
                "version.\n"
                "An option given twice takes its last value (--stop and --tensor-type add one each time), but a\n"
                "second, different file, prompt or key (-m, -p, -o, --prompts, --imatrix, --chat-template-file,\n"
-               "--api-key) is refused: loom takes one.\n");
+               "--api-key) is refused: loom takes one (a file is the same by any path: -m F -m ./F is taken).\n");
 }
+
+static const char VERSION_USAGE[] = "usage: loom version (or loom --version)\n"
+                                    "  print loom's version, as `loom MAJOR.MINOR.PATCH`\n";
+static const char HELP_USAGE[] = "usage: loom help [COMMAND]\n"
+                                 "  with no COMMAND the general help (the commands, the environment), as loom --help;\n"
+                                 "  with one, that command's own, as loom COMMAND --help (loom help version too)\n";
 
 /* Output a command wrote to stdout but could not deliver (a full disk, a closed pipe or descriptor) fails the
  * command: status `trouble` with the reason (loom_cli_stdout_failed), unless it already failed with another. */
@@ -47,23 +55,51 @@ static int check_stdout(const char *cmd, int status, int trouble)
     return status && status != 1 ? status : trouble;
 }
 
-/* Whether name is one of what the general help describes besides the commands: help, version and their option
- * spellings (loom help help: the general help). */
-static int general_topic(const char *name)
+static const struct loom_cli_option HELP_FLAGS[] = {
+    {"-h", LOOM_CLI_FLAG}, {"--help", LOOM_CLI_FLAG}, {NULL, LOOM_CLI_FLAG}};
+
+/* The own help of help (also as -h or --help) and version (also as --version), or NULL for another name. */
+static const char *own_usage(const char *name)
 {
-    static const char *const topics[] = {"help", "-h", "--help", "version", "--version"};
-    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
-        if (!strcmp(name, topics[i]))
-            return 1;
-    return 0;
+    if (!strcmp(name, "help") || loom_cli_option_find(HELP_FLAGS, name))
+        return HELP_USAGE;
+    return !strcmp(name, "version") || !strcmp(name, "--version") ? VERSION_USAGE : NULL;
 }
 
-/* loom help [COMMAND]: the general help (also for help and version themselves), or the command's own (as its
- * --help); an unknown one is refused. A failed write is help's: `loom help: writing standard output`, status 1. */
+/* Whether arg is spelled as an option that loom help does not take (-h, --help and --version name topics). */
+static int help_unknown_option(const char *arg)
+{
+    return arg[0] == '-' && arg[1] && !own_usage(arg);
+}
+
+/* loom help's arguments argv[2..argc), not what it takes: an option named as loom_cli_unknown names one (its value
+ * not shown), a second topic, or a topic that is no command (with the nearest when one is obvious); then the
+ * general help. 2. */
+static int help_refused(int argc, char **argv)
+{
+    const char *bad = argc > 3 && !help_unknown_option(argv[2]) ? argv[3] : argv[2];
+    const char *near = argc == 3 && !help_unknown_option(bad) ? loom_cli_nearest_command(bad) : NULL;
+    if (help_unknown_option(bad))
+        loom_cli_unknown("help", HELP_FLAGS, bad, "loom help takes one COMMAND");
+    else if (argc > 3)
+        fprintf(stderr, "loom help: expects at most one command, found '%s' after '%s'\n", argv[3], argv[2]);
+    else
+        fprintf(stderr, "loom help: expects a command, found '%s'%s%s%s\n", bad, near ? " (did you mean " : "",
+                near ? near : "", near ? "?)" : "");
+    usage(stderr);
+    return 2;
+}
+
+/* loom help [COMMAND]: the general help, or the command's own (as its --help), version's and help's included; an
+ * unknown one is refused. A failed write is help's: `loom help: writing standard output`, status 1. */
 static int help(int argc, char **argv)
 {
-    if (argc < 3 || (argc == 3 && general_topic(argv[2]))) {
+    if (argc < 3) {
         usage(stdout);
+        return check_stdout("help", 0, 1);
+    }
+    if (argc == 3 && own_usage(argv[2])) {
+        fputs(own_usage(argv[2]), stdout);
         return check_stdout("help", 0, 1);
     }
     for (const struct loom_cli_command *c = loom_cli_commands; c->name && argc == 3; c++)
@@ -71,14 +107,32 @@ static int help(int argc, char **argv)
             char *args[] = {argv[2], "--help", NULL};
             return check_stdout("help", c->main(2, args), 1);
         }
-    const char *near = argc == 3 ? loom_cli_nearest_command(argv[2]) : NULL;
-    if (argc > 3)
-        fprintf(stderr, "loom help: expects at most one command, found '%s' after '%s'\n", argv[3], argv[2]);
+    return help_refused(argc, argv);
+}
+
+/* loom version (or --version): the version, or with -h or --help its own help; any other argument refused. A
+ * failed write is the command's as given (`loom --version: ...`). */
+static int version(int argc, char **argv)
+{
+    int asked_help = 0;
+    for (int i = 2; i < argc; i++) {
+        if (loom_cli_option_find(HELP_FLAGS, argv[i])) {
+            asked_help = 1;
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1])
+            loom_cli_unknown(argv[1], HELP_FLAGS, argv[i], NULL);
+        else
+            fprintf(stderr, "loom %s: unexpected argument '%s' (loom %s takes no arguments, only -h or --help)\n",
+                    argv[1], argv[i], argv[1]);
+        fputs(VERSION_USAGE, stderr);
+        return 2;
+    }
+    if (asked_help)
+        fputs(VERSION_USAGE, stdout);
     else
-        fprintf(stderr, "loom help: expects a command, found '%s'%s%s%s\n", argv[2], near ? " (did you mean " : "",
-                near ? near : "", near ? "?)" : "");
-    usage(stderr);
-    return 2;
+        printf("loom %s\n", loom_version());
+    return check_stdout(argv[1], 0, 1);
 }
 
 /* A standard descriptor the caller closed (2>&-) stays unusable but taken: /dev/null opened the other way round
@@ -105,19 +159,11 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : check_stdout(argv[1], 0, 1);
     }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        if (argc > 2) {
-            fprintf(stderr, "loom: %s takes no arguments, found '%s'\n", argv[1], argv[2]);
-            return 2;
-        }
-        printf("loom %s\n", loom_version());
-        return check_stdout(argv[1], 0, 1);
-    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))
+        return version(argc, argv);
     for (const struct loom_cli_command *c = loom_cli_commands; c->name; c++)
         if (!strcmp(argv[1], c->name))
-            return loom_cli_select_kernels()
-                       ? 2
-                       : loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1), c->trouble));
+            return loom_cli_signal_exit(check_stdout(c->name, c->main(argc - 1, argv + 1), c->trouble));
     static const struct loom_cli_option top[] = {
         {"-h", LOOM_CLI_FLAG}, {"--help", LOOM_CLI_FLAG}, {"--version", LOOM_CLI_FLAG}, {NULL, LOOM_CLI_FLAG}};
     const char *near = loom_cli_nearest_command(argv[1]);

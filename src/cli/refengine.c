@@ -217,8 +217,8 @@ int loom_ref_open(struct loom_ref *r, loom_error *err)
         memcpy((char *)r + REF_SYMBOLS[i].off, &sym, sizeof sym);
     }
     r->log_set(ref_log, NULL);
-    const char *repack = getenv("LOOM_REF_REPACK");
-    if (repack && strcmp(repack, "0") && strcmp(repack, "1"))
+    const char *repack = getenv("LOOM_REF_REPACK"); /* empty: as unset, as every variable loom reads */
+    if (repack && *repack && strcmp(repack, "0") && strcmp(repack, "1"))
         return loom_errorf(err, LOOM_E_ARG, "LOOM_REF_REPACK: expected 0 or 1, found '%s'", repack);
     r->repack = !repack || strcmp(repack, "0");
     const char *cpu = getenv("LOOM_REF_CPU");

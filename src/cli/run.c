@@ -55,7 +55,7 @@ static void run_usage(FILE *f)
 
 /* What run takes: run_set_option's options, then the model options. */
 static const struct loom_cli_option RUN_OPTIONS[] = {
-    {"-m", LOOM_CLI_ONE}, {"-p", LOOM_CLI_ONE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
+    {"-m", LOOM_CLI_ONE}, {"-p", LOOM_CLI_ONE_TEXT}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
     {"-c", LOOM_CLI_VALUE}, {"--numerics", LOOM_CLI_VALUE}, LOOM_CLI_SAMPLER_TABLE, LOOM_CLI_MODEL_TABLE,
     {NULL, LOOM_CLI_VALUE}};
 

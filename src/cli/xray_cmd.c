@@ -48,7 +48,7 @@ static void xray_usage(FILE *f)
 /* What xray takes: xray_set's options, then the model options it uses (its sessions and the reference's take
  * --cache-type-k; it reports no expert cache figures: no --stats). */
 static const struct loom_cli_option XRAY_OPTIONS[] = {
-    {"-m", LOOM_CLI_ONE}, {"-p", LOOM_CLI_ONE}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
+    {"-m", LOOM_CLI_ONE}, {"-p", LOOM_CLI_ONE_TEXT}, {"-n", LOOM_CLI_VALUE}, {"-t", LOOM_CLI_VALUE},
     {"--numerics", LOOM_CLI_VALUE}, {"--per-token", LOOM_CLI_FLAG}, {"--layers", LOOM_CLI_VALUE},
     {"--edges", LOOM_CLI_VALUE}, {"--perturb", LOOM_CLI_VALUE}, {"--json", LOOM_CLI_FLAG}, {"--list", LOOM_CLI_FLAG},
     LOOM_CLI_LOAD_TABLE, {"--cache-type-k", LOOM_CLI_VALUE}, {"-ctk", LOOM_CLI_VALUE}, {NULL, LOOM_CLI_VALUE}};

@@ -44,6 +44,24 @@ check "LOOM_KERNELS=bogus exits 2" '[ $rc -eq 2 ]'
 check "LOOM_KERNELS=bogus names the choices" 'grep -q "expected auto, scalar, avx2 or avx512, found .bogus." "$err"'
 LOOM_KERNELS=Scalar "$loom" run -m "$model" -p hi -n 2 >"$out" 2>"$err"; rc=$?
 check "LOOM_KERNELS takes its values in any case" '[ $rc -eq 0 ]'
+# ... but only where a model would run (bench: its --mem probes too): help, version and the commands that run none
+# work whatever the environment says
+for v in LOOM_KERNELS LOOM_ORDERS; do
+    for c in "run -m $model -p hi -n 1" "chat -m $model" "bench -m $model -p 8 -n 2 -r 1" "bench --mem" \
+        "xray -m $model -p hi" "certify -m $model -o $edited"; do
+        env $v=bogus "$loom" $c >"$out" 2>"$err" </dev/null; rc=$?
+        check "$v=bogus loom ${c%% *}: refused before it runs" '[ $rc -eq 2 ] && grep -q "^loom: $v: expected .*, found .bogus.$" "$err"'
+    done
+    for c in "run --help" "help run" "serve -h" "bench --help" "--help" "help" "version" "--version" "version --help" \
+        "inspect $model" "tokenize -m $model" "synth --help" "quantize --help"; do
+        echo hi | env $v=bogus "$loom" $c >"$out" 2>"$err"; rc=$?
+        check "$v=bogus loom $c: works (runs no model)" '[ $rc -eq 0 ] && [ -s "$out" ] && ! grep -q "$v" "$err"'
+    done
+    # an empty value is as unset (the convention for an empty environment variable), which loom --help says
+    env $v= "$loom" run -m "$model" -p hi -n 1 >"$out" 2>"$err"; rc=$?
+    check "$v= (empty) is as unset" '[ $rc -eq 0 ]'
+done
+check "loom --help says an empty value is as unset" '"$loom" --help | grep -q "^environment (an empty value is as unset"'
 # a set this CPU cannot run is refused with those it can (scalar always; each listed one runs)
 runs=scalar
 for k in avx2 avx512; do
@@ -60,8 +78,11 @@ check "run -p '': a usage error, before the model loads" '[ $rc -eq 2 ] && grep 
 # a bad option value shows the command's synopsis everywhere; an option before the command is named as one
 "$loom" bench -m "$model" -t 0 >"$out" 2>"$err"; rc=$?
 check "bench -t 0 shows bench's synopsis" '[ $rc -eq 2 ] && grep -q "^usage: loom bench -m FILE" "$err" && grep -q "loom bench --help for details" "$err"'
-"$loom" --version extra >"$out" 2>"$err"; rc=$?
-check "loom --version extra is refused" '[ $rc -eq 2 ] && grep -q "^loom: --version takes no arguments, found .extra.$" "$err"'
+for v in version --version; do
+    "$loom" $v extra >"$out" 2>"$err"; rc=$?
+    check "loom $v extra is refused, then version's help" \
+        '[ $rc -eq 2 ] && grep -q "^loom $v: unexpected argument .extra. (loom $v takes no arguments, only -h or --help)$" "$err" && grep -q "^usage: loom version" "$err"'
+done
 "$loom" --bogus >"$out" 2>"$err"; rc=$?
 check "loom --bogus is an unknown option, not a command" '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--bogus. (options come after the command" "$err"'
 # loom help [COMMAND]: the general help, or the command's own; anything else refused with the nearest command
@@ -71,17 +92,25 @@ for c in run inspect synth tokenize chat quantize bench serve xray certify; do
     "$loom" help $c >"$out" 2>"$err"; rc=$?
     check "loom help $c prints $c --help" '[ $rc -eq 0 ] && "$loom" $c --help | cmp -s - "$out"'
 done
-# help and version are described by the general help, which `loom help help` prints (help is listed with the
-# commands)
+# help and version answer as every command does, with their own short help: loom help CMD, CMD --help, CMD -h
 for c in help --help -h version --version; do
     "$loom" help $c >"$out" 2>"$err"; rc=$?
-    check "loom help $c prints the general help" '[ $rc -eq 0 ] && "$loom" --help | cmp -s - "$out"'
+    own=help; case $c in *version) own=version ;; esac
+    check "loom help $c prints $own's own help" '[ $rc -eq 0 ] && head -1 "$out" | grep -q "^usage: loom $own " && ! "$loom" --help | cmp -s - "$out"'
 done
-check "the general help lists help" '"$loom" --help | grep -q "^  help     this help, or a command.s options"'
+for c in version --version help; do
+    for h in --help -h; do
+        "$loom" $c $h >"$err" 2>&1; rc=$?
+        check "loom $c $h is loom help ${c#--}" '[ $rc -eq 0 ] && "$loom" help ${c#--} | cmp -s - "$err"'
+    done
+done
+check "the general help lists help and version" \
+    '"$loom" --help | grep -q "^  help     this help, or a command.s options" && "$loom" --help | grep -q "^  version  print loom.s version"'
 # a help that cannot be written is the failure of the command that ran, named as given: help's (status 1, also
 # for xray's and certify's help, whose own 2 is for trouble beside a result), --help's, -h's, version's
 for a in "help run:help:1" "help xray:help:1" "help help:help:1" "help:help:1" "run --help:run:1" "xray -h:xray:2" \
-    "--help:--help:1" "-h:-h:1" "version:version:1" "--version:--version:1"; do
+    "--help:--help:1" "-h:-h:1" "version:version:1" "--version:--version:1" "help version:help:1" \
+    "version --help:version:1" "--version -h:--version:1"; do
     IFS=: read -r args name st <<<"$a"
     "$loom" $args >/dev/full 2>"$err"; rc=$?
     check "loom $args >/dev/full: named as loom $name, status $st" \
@@ -91,6 +120,11 @@ done
 check "loom help rnu: refused, the nearest command named" '[ $rc -eq 2 ] && grep -q "^loom help: expects a command, found .rnu. (did you mean run?)$" "$err"'
 "$loom" help run serve >"$out" 2>"$err"; rc=$?
 check "loom help run serve: one command at most" '[ $rc -eq 2 ] && grep -q "^loom help: expects at most one command, found .serve. after .run.$" "$err"'
+for a in "run --pasword=s3cr3t" "--pasword=s3cr3t run" "version --pasword=s3cr3t" "--version --pasword=s3cr3t"; do
+    "$loom" help $a >"$out" 2>"$err"; rc=$?
+    check "loom help $a: the option named, its value not shown" \
+        '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom help: unknown option .--pasword=VALUE. (its value is not shown" "$err"'
+done
 # an unknown command: the nearest command when one is obvious, as for an option
 for a in "srve serve" "sreve serve" "Run run" "tok tokenize" "quantise quantize" "chta chat"; do
     "$loom" ${a% *} >"$out" 2>"$err"; rc=$?
@@ -138,6 +172,21 @@ done
 LOOM_KERNELS=scalar "$loom" bench --mem -t 1 >"$out" 2>"$err"; rc=$?
 check "bench --mem under LOOM_KERNELS=scalar probes the scalar set" \
     '[ $rc -eq 0 ] && grep -q "^machine: 1 thread, scalar: streaming read" "$out" && ! grep -q "FMA peak" "$out"'
+# a roofline is set against, and its note printed, only where its peak is shown (the int8 dot peak: AVX-512 VNNI)
+for k in scalar auto; do
+    LOOM_KERNELS=$k "$loom" bench --mem -t 1 -m "$model" -p 8 -n 2 -r 1 >"$out" 2>"$err"; rc=$?
+    for a in "FP32 FMA:FP32 FMA peak:of FP32 FMA peak" "int8 dot:int8 dot (VNNI) peak:of int8 dot peak\|the int8 dot peak"; do
+        IFS=: read -r fig peak use <<<"$a"
+        shown=$(grep -c "^machine: .*$peak" "$out") used=$(grep -c "$use" "$out")
+        check "bench --mem, LOOM_KERNELS=$k: the $fig peak used ($used lines) only where shown ($shown)" \
+            '[ $rc -eq 0 ] && { [ $shown -eq 1 ] || [ $used -eq 0 ]; }'
+    done
+done
+# inspect's note on a session's scratch names the bench that prints the arena (without --mem: every model run)
+note=$("$loom" inspect "$model" | grep -c "\`loom bench -m FILE\`$")
+"$loom" bench -m "$model" -p 8 -n 2 -r 1 -t 1 >"$out" 2>"$err"; rc=$?
+check "inspect points to loom bench -m FILE for the session arena, which bench without --mem prints" \
+    '[ $rc -eq 0 ] && [ "$note" = 1 ] && grep -q "^peak RSS: .*session arena: state and scratch" "$out"'
 
 # every kernel set the CPU runs gives the same greedy text (Q4_K is repacked at load only for avx512)
 ref_text=
@@ -235,11 +284,17 @@ done
 "$loom" run -m "$model" -p hi -n 1 --top-p 1.0000001 >"$out" 2>"$err"; rc=$?
 check "run --top-p 1.0000001: a float above 1, refused as written" \
     '[ $rc -eq 2 ] && grep -q -- "--top-p expects a number in \[0, 1\], found .1.0000001.$" "$err"'
-# --mem-budget beyond 64 bits of bytes: named with the value as written and the largest it takes (which is taken)
-"$loom" run -m "$model" -p hi -n 1 --mem-budget 99999999T >"$out" 2>"$err"; rc=$?
-check "run --mem-budget 99999999T names the largest it takes" '[ $rc -eq 2 ] && grep -q -- "--mem-budget expects .*, found .99999999T., beyond the largest it takes, 18446744073709551615 bytes (16777215T)$" "$err"'
-"$loom" run -m "$model" -p hi -n 1 --mem-budget 16777215T >"$out" 2>"$err"; rc=$?
-check "run --mem-budget 16777215T (the largest) is taken" '[ $rc -eq 0 ]'
+# --mem-budget beyond 64 bits of bytes: named with the value as written and its bound, one number in both spellings
+# (2^64 bytes = 16777216T, refused in every spelling; whatever is below it taken)
+for v in 99999999T 16777216T 18446744073709551616 17179869184G; do
+    "$loom" run -m "$model" -p hi -n 1 --mem-budget $v >"$out" 2>"$err"; rc=$?
+    check "run --mem-budget $v names its bound" \
+        '[ $rc -eq 2 ] && grep -q -- "--mem-budget expects .*, found .$v. (it must be below 16777216T: 2^64 bytes, 18446744073709551616)$" "$err"'
+done
+for v in 16777215T 18446744073709551615 17179869183G; do
+    "$loom" run -m "$model" -p hi -n 1 --mem-budget $v >"$out" 2>"$err"; rc=$?
+    check "run --mem-budget $v (below the bound) is taken" '[ $rc -eq 0 ]'
+done
 "$loom" run -m "$model" -p hi -n 1 --temp 0e-400 >"$out" 2>"$err"; rc=$?
 check "run --temp 0e-400 is 0" '[ $rc -eq 0 ]'
 "$loom" run -m "$model" -p hi -n 1 --temp 1e999 >"$out" 2>"$err"; rc=$?
@@ -564,7 +619,8 @@ done
 # GNU-style --NAME=VALUE is not taken (a value may itself start with "--" and hold '='), but each command's
 # unknown-option message knows the command's own options (its table): for one that takes a value, how to write it
 # (-X=VALUE too); for a flag, that it takes none; for a name the command does not take, no hint (its synopsis or
-# usage follows), or the nearest option when one is obvious; a prompt spelled so stays -p's value
+# usage follows), or the nearest option when one is obvious, the value not shown (a misspelt name's may be a
+# secret: --pasword=...); a prompt spelled so stays -p's value
 declare -A args=([run]="-m $model -p hi -n 1" [chat]="-m $model" [serve]="-m $model" [bench]="-m $model"
     [certify]="-m $model" [xray]="-m $model -p hi" [synth]="--preset micro" [tokenize]="" [inspect]="$model"
     [quantize]="")
@@ -577,9 +633,10 @@ for c in run chat serve bench certify xray synth tokenize inspect quantize; do
     "$loom" $c ${args[$c]} "$o=0.5" >"$out" 2>"$err" </dev/null; rc=$?
     check "$c $o=0.5: unknown, with how to write it" \
         '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .$o=0.5. (options take their value as the next argument: $o 0.5)$" "$err"'
-    "$loom" $c ${args[$c]} --zzz=x >"$out" 2>"$err" </dev/null; rc=$?
-    check "$c --zzz=x (no option of $c): unknown, without a hint, then its synopsis or usage" \
-        '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .--zzz=x.$" "$err" && grep -q "^usage: loom $c" "$err"'
+    "$loom" $c ${args[$c]} --zzz=zvalue >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c --zzz=zvalue (no option of $c): unknown, without a hint or the value, then its synopsis or usage" \
+        '[ $rc -eq 2 ] && grep -q "^loom $c: unknown option .--zzz=VALUE. (its value is not shown)$" "$err" &&
+         ! grep -q zvalue "$err" && grep -q "^usage: loom $c" "$err"'
     [ -n "${flag[$c]:-}" ] || continue
     o=${flag[$c]}
     "$loom" $c ${args[$c]} "$o=1" >"$out" 2>"$err" </dev/null; rc=$?
@@ -600,8 +657,9 @@ check "serve --api-kye=SECRET: the nearest option, never the secret" \
     '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom serve: unknown option .--api-kye=VALUE. (its value is not shown; did you mean --api-key? Options take their value as the next argument: --api-key VALUE)$" "$err"'
 # a secret is a secret whichever command it was given to, before a command too: a name some command takes as a
 # secret (or near one), or any name holding key, token, passw or secret, never has its value shown
-for c in "" run chat serve bench certify xray synth tokenize inspect quantize; do
-    for a in --api-key=s3cr3t --api-kye=s3cr3t --API-KEY=s3cr3t --token=s3cr3t --db-password=s3cr3t -secret=s3cr3t; do
+for c in "" run chat serve bench certify xray synth tokenize inspect quantize help version; do
+    for a in --api-key=s3cr3t --api-kye=s3cr3t --API-KEY=s3cr3t --token=s3cr3t --db-password=s3cr3t -secret=s3cr3t \
+        --pasword=s3cr3t --api_key=s3cr3t --zzz=s3cr3t -x=s3cr3t; do
         "$loom" $c $a >"$out" 2>"$err" </dev/null; rc=$?
         check "loom $c $a: unknown, its value not shown" \
             '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom${c:+ $c}: unknown option .${a%%=*}=VALUE. (its value is not shown" "$err"'
@@ -634,6 +692,23 @@ check "run -m F -m F -p hi -p hi: the same file and prompt again, taken" '[ $rc 
 im=tests/fixtures/imatrix/qwen35-tiny.imatrix.gguf
 "$loom" quantize --imatrix "$im" --imatrix "$im" "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
 check "quantize --imatrix F --imatrix F: the same matrix again, taken" '[ $rc -eq 0 ] && [ -s "$edited" ]'
+# a file is compared as a file, not as its spelling: the same file by another path is the same one (an output not
+# yet written: the same name in the same directory); a prompt is its text
+mdir=$(dirname "$model") mbase=$(basename "$model")
+"$loom" run -m "$model" -m "$mdir/./$mbase" -m "$mdir/../$(basename "$mdir")/$mbase" -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "run -m F -m DIR/./F -m DIR/../D/F: one file by three paths, taken" '[ $rc -eq 0 ]'
+"$loom" quantize --imatrix "$im" --imatrix "./$im" "${model%-Q4_K_M.gguf}-F16.gguf" "$edited" Q8_0 >"$out" 2>"$err"; rc=$?
+check "quantize --imatrix F --imatrix ./F: the same matrix, taken" '[ $rc -eq 0 ] && [ -s "$edited" ]'
+rm -f "$edited.gguf"
+"$loom" synth --preset micro -o "$edited.gguf" --output "$(dirname "$edited")/./$(basename "$edited").gguf" >"$out" 2>"$err"; rc=$?
+check "synth -o F --output DIR/./F (F not yet written): the same output, taken" '[ $rc -eq 0 ] && [ -s "$edited.gguf" ]'
+rm -f "$edited.gguf"
+"$loom" run -m "$model" -m "$mdir/./nonexistent.gguf" -p hi -n 1 >"$out" 2>"$err"; rc=$?
+check "run -m F -m DIR/./OTHER: another file, refused naming both" \
+    '[ $rc -eq 2 ] && grep -q -- "^loom run: -m expects one value, found .$model. and then .$mdir/./nonexistent.gguf. (given twice" "$err"'
+"$loom" run -m "$model" -p hi -p ./hi -n 1 >"$out" 2>"$err"; rc=$?
+check "run -p hi -p ./hi: a prompt is its text, refused naming both" \
+    '[ $rc -eq 2 ] && grep -q -- "^loom run: -p expects one value, found .hi. and then .\./hi. (given twice" "$err"'
 for a in "run -m a.gguf -p hi -m b.gguf -n 1:-m:a.gguf:b.gguf" "run -p one -p two -n 1:-p:one:two" \
     "xray -p one -p two:-p:one:two" "bench -m a.gguf -m b.gguf:-m:a.gguf:b.gguf" \
     "certify --prompts a -o x --prompts b:--prompts:a:b" "certify -o x -o y:-o:x:y" \
@@ -653,16 +728,17 @@ check "chat --temp=0.5: the hint of a sampler option" \
 check "run --check-tensors 1: the 1 is after a flag, said with what run takes" \
     '[ $rc -eq 2 ] && grep -q "^loom run: unexpected argument .1. (--check-tensors takes no value; loom run takes only the options -m, -p, .*, each with a value, and the flags --check-tensors and --stats)$" "$err"'
 "$loom" certify -m "$model" --out=x >"$out" 2>"$err"; rc=$?
-check "certify --out=x: unknown, no option near it" '[ $rc -eq 2 ] && grep -q "^loom certify: unknown option .--out=x.$" "$err"'
+check "certify --out=x: unknown, no option near it" \
+    '[ $rc -eq 2 ] && grep -q "^loom certify: unknown option .--out=VALUE. (its value is not shown)$" "$err"'
 "$loom" synth --preset micro --out=x >"$out" 2>"$err"; rc=$?
 check "synth --out=x: the start of --output" \
-    '[ $rc -eq 2 ] && grep -q "^loom synth: unknown option .--out=x. (did you mean --output? Options take their value as the next argument: --output x)$" "$err"'
+    '[ $rc -eq 2 ] && grep -q "^loom synth: unknown option .--out=VALUE. (its value is not shown; did you mean --output? Options take their value as the next argument: --output VALUE)$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --check-tensor=1 >"$out" 2>"$err"; rc=$?
 check "run --check-tensor=1: the nearest option, a flag" \
-    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--check-tensor=1. (did you mean --check-tensors? It takes no value)$" "$err"'
+    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--check-tensor=VALUE. (its value is not shown; did you mean --check-tensors? It takes no value)$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --temprature=0.5 >"$out" 2>"$err"; rc=$?
 check "run --temprature=0.5: the nearest option, with how to write it" \
-    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--temprature=0.5. (did you mean --temp? Options take their value as the next argument: --temp 0.5)$" "$err"'
+    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--temprature=VALUE. (its value is not shown; did you mean --temp? Options take their value as the next argument: --temp VALUE)$" "$err"'
 for a in "--t:-t" "-temp:--temp" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk" \
     "--model:-m" "--prompt:-p" "--threads:-t" "--ctx-size:-c" "--n-predict:-n"; do # the last: llama.cpp's long names
     "$loom" run -m "$model" -p hi -n 1 "${a%%:*}" 1 >"$out" 2>"$err"; rc=$?
