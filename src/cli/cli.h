@@ -151,9 +151,9 @@ enum loom_cli_option_kind {
                       * LOOM_CLI_ONE_TEXT */
     LOOM_CLI_ONE,    /* takes the next argument as its value, once: a file (-m, -o, --imatrix), of which loom takes
                       * one, so a second naming another file is refused naming both; the same file again is taken,
-                      * by any path (-m F -m ./F: compared by st_dev and st_ino; a path
-                      * not yet written by its directory's and its name); any other option given twice takes its last
-                      * value, as most commands do */
+                      * by any path (-m F -m ./F: compared by st_dev and st_ino; a path not yet written by its
+                      * directory's and its name); any other option given twice takes its last value, as most
+                      * commands do */
     LOOM_CLI_ONE_TEXT, /* as LOOM_CLI_ONE, for a text (-p, a prompt): the same one is the same text */
 };
 struct loom_cli_option {

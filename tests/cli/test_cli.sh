@@ -57,6 +57,8 @@ for v in LOOM_KERNELS LOOM_ORDERS; do
         echo hi | env $v=bogus "$loom" $c >"$out" 2>"$err"; rc=$?
         check "$v=bogus loom $c: works (runs no model)" '[ $rc -eq 0 ] && [ -s "$out" ] && ! grep -q "$v" "$err"'
     done
+    env $v=avx512 "$loom" run --help >"$out" 2>"$err"; rc=$? # a value this CPU may not run: help all the same
+    check "$v=avx512 loom run --help: the help, whatever the CPU" '[ $rc -eq 0 ] && grep -q "^usage: loom run" "$out"'
     # an empty value is as unset (the convention for an empty environment variable), which loom --help says
     env $v= "$loom" run -m "$model" -p hi -n 1 >"$out" 2>"$err"; rc=$?
     check "$v= (empty) is as unset" '[ $rc -eq 0 ]'
