@@ -210,7 +210,8 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
  * command's table (each is listed in commands.c: the parser refuses one that is not) or a name near one, or any
  * name holding key, token, passw or secret (ASCII case ignored). commands.c. */
 int loom_cli_secret_name(const char *name, size_t n);
-/* The command nearest to name as loom_cli_unknown finds an option (`srve`: serve), or NULL. commands.c. */
+/* The command nearest to name as loom_cli_unknown finds an option (`srve`: serve; version and help too), or NULL.
+ * commands.c. */
 const char *loom_cli_nearest_command(const char *name);
 /* Print `loom CMD: unexpected argument 'ARG' (WHY; loom CMD takes OPERANDS and the options A, B and C, each with a
  * value, and the flags D and E)`: WHY (NULL: none) says why ARG is not taken; OPERANDS (NULL: "only") what the

@@ -403,10 +403,12 @@ int loom_cli_secret_name(const char *name, size_t n)
 
 const char *loom_cli_nearest_command(const char *name)
 {
-    struct loom_cli_option table[sizeof loom_cli_commands / sizeof loom_cli_commands[0]];
+    struct loom_cli_option table[sizeof loom_cli_commands / sizeof loom_cli_commands[0] + 2];
     size_t n = 0;
     for (; loom_cli_commands[n].name; n++)
         table[n] = (struct loom_cli_option){loom_cli_commands[n].name, LOOM_CLI_FLAG};
+    table[n++] = (struct loom_cli_option){"version", LOOM_CLI_FLAG}; /* main.c's own commands */
+    table[n++] = (struct loom_cli_option){"help", LOOM_CLI_FLAG};
     table[n] = (struct loom_cli_option){NULL, LOOM_CLI_FLAG};
     const struct loom_cli_option *near = nearest_option(table, name, strlen(name));
     return near ? near->name : NULL;

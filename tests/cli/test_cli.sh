@@ -128,7 +128,8 @@ for a in "run --pasword=s3cr3t" "--pasword=s3cr3t run" "version --pasword=s3cr3t
         '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom help: unknown option .--pasword=VALUE. (its value is not shown" "$err"'
 done
 # an unknown command: the nearest command when one is obvious, as for an option
-for a in "srve serve" "sreve serve" "Run run" "tok tokenize" "quantise quantize" "chta chat"; do
+for a in "srve serve" "sreve serve" "Run run" "tok tokenize" "quantise quantize" "chta chat" "verison version" \
+    "hlep help"; do
     "$loom" ${a% *} >"$out" 2>"$err"; rc=$?
     check "loom ${a% *}: did you mean ${a#* }?" \
         '[ $rc -eq 2 ] && grep -q "^loom: unknown command .${a% *}. (did you mean ${a#* }?)$" "$err" && grep -q "^usage: loom COMMAND" "$err"'
