@@ -68,7 +68,8 @@ static inline __m256i mins_dot(const struct x16_half_scales *u, const struct loo
 /* isum per row of halves h0..h0+nh-1 for nt activation rows y[t] (nh * nt <= 4, constants after
  * inlining), into isum[t * nh + h]: sub-block j at a time, its 8 slots' VPMADDUBSW pair sums (each at
  * most 2 * 15 * 128 = 3840 in magnitude) added in int16 (at most 8 * 3840 = 30720, exact), then VPMADDWD
- * by (sc[j], sc[j]) sums each pair into exact int32. */
+ * by (sc[j], sc[j]) sums each pair into exact int32. The first pass over a group (h0 = 0) asks for part j of 8
+ * of the block LOOM_PREFETCH_AHEAD on. */
 static inline __attribute__((always_inline)) void tile_isum(const struct loom_block_q4_k_x16 *g, int h0, int nh,
                                                             const struct x16_half_scales *u,
                                                             const struct loom_block_q8_k *const *y, int nt,
@@ -81,6 +82,8 @@ static inline __attribute__((always_inline)) void tile_isum(const struct loom_bl
 #pragma GCC unroll 2
     for (int j = 0; j < 8; j++) {
         __m256i s16[4];
+        if (h0 == 0) /* the first pass over the group */
+            loom_prefetch_ahead_part(g, sizeof *g, j, 8);
 #pragma GCC unroll 4
         for (int k = 0; k < nt * nh; k++)
             s16[k] = _mm256_setzero_si256();
@@ -122,8 +125,6 @@ static inline __attribute__((always_inline)) void dot_tile(int64_t n, float *out
         struct x16_half_scales u[2];
         const struct loom_block_q8_k *y[4];
         __m256i isum[4];
-        if (h0 == 0) /* the first pass over the group */
-            loom_prefetch_ahead(&g[i], sizeof g[i]);
 #pragma GCC unroll 2
         for (int h = 0; h < nh; h++)
             unpack_half_scales(&g[i], h0 + h, &u[h]);

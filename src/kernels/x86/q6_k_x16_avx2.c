@@ -91,7 +91,8 @@ static inline __attribute__((always_inline)) void lane_isums(const struct loom_b
 }
 
 /* The dot of a group with nt (1 to 4 or 8; constant after inlining) activation rows, one 8-row half of
- * each block at a time: per row lane, lane l and block, acc[t][l] = fma(d * d_a, isum, acc[t][l]); out =
+ * each block at a time, asking for part 8rh + l of 16 of the block LOOM_PREFETCH_AHEAD on at each lane l: per row
+ * lane, lane l and block, acc[t][l] = fma(d * d_a, isum, acc[t][l]); out =
  * ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), loom_hsum8's order. */
 static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, size_t y_stride, const void *w,
                                                         const void *a, size_t a_stride, int nt)
@@ -105,7 +106,6 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
                 acc[t][rh][l] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LOOM_QK_K; i++) {
         const struct loom_block_q8_k *y[8];
-        loom_prefetch_ahead(&g[i], sizeof g[i]);
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
             y[t] = (const struct loom_block_q8_k *)((const char *)a + t * a_stride) + i;
@@ -119,6 +119,7 @@ static inline __attribute__((always_inline)) void dot_n(int64_t n, float *out, s
                 dd[t] = _mm256_mul_ps(_mm256_set1_ps(y[t]->d), d);
             for (int l = 0; l < 8; l++) {
                 __m256i isum[8];
+                loom_prefetch_ahead_part(&g[i], sizeof g[i], 8 * rh + l, 16);
                 lane_isums(&g[i], rh, &u, y, nt, l, isum);
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++)
