@@ -791,12 +791,15 @@ while True:
 check("a client gone before a non-streaming reply frees the slot", st == 200,
       f"{st} {body} after {time.time() - t0:.1f} s")
 
-# SIGTERM: the running request finishes, then the server exits 0
+# SIGTERM: the running request finishes, then the server exits 0 (1000 tokens: 1.4 s or more at the tiny model's 400-700
+# tokens a second, well past the 0.3 s before the signal; within the 30 s drain at 40)
 result = {}
+LONG_TOKENS = 1000
 
 
 def long_request():
-    result["r"] = b.stream("/v1/completions", {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 300})
+    result["r"] = b.stream("/v1/completions",
+                           {"prompt": "Once upon a time", "temperature": 0, "max_tokens": LONG_TOKENS})
 
 
 t = threading.Thread(target=long_request)
@@ -806,7 +809,7 @@ rc = b.stop()
 t.join(60)
 st, events = result.get("r", (None, []))
 check("SIGTERM: the running request completes", st == 200 and last_choice(events).get("finish_reason") == "length"
-      and (usage_of(events) or {}).get("completion_tokens") == 300, f"{st} {events[-2:]}")
+      and (usage_of(events) or {}).get("completion_tokens") == LONG_TOKENS, f"{st} {events[-2:]}")
 check("SIGTERM: exit status 0", rc == 0, "".join(b.log[-5:]))
 check("SIGTERM: says it drained, 1 running, none queued", any(
     "SIGTERM: no new requests; waiting for 1 running request (at most 30 s); none queued" in line for line in b.log),
@@ -1068,6 +1071,9 @@ check("server H: SIGHUP (not ignored) drains and exits 0", h.stop(signal.SIGHUP)
       any("SIGHUP: no new requests" in line for line in h.log), "".join(h.log[-4:]))
 
 # ---- the drain with requests queued: the running one finishes, the queued ones (not started) get 503 at once -----
+# The running request must outlast the 0.8 s before SIGTERM: the tiny model decodes 400-700 tokens a second on one
+# thread (300 tokens ended before the signal once), so 2000 tokens take 3 s or more.
+RUNNING_TOKENS = 2000
 q = Server("--parallel", "1", "--queue", "4", "-c", "4096", "--drain-timeout", "120")
 done = {}
 
@@ -1078,7 +1084,7 @@ def timed(name, fn):
 
 
 running = threading.Thread(target=timed, args=("running", lambda: q.stream(
-    "/v1/completions", {"prompt": "Once upon a time", "temperature": 0, "max_tokens": 300}, key="")))
+    "/v1/completions", {"prompt": "Once upon a time", "temperature": 0, "max_tokens": RUNNING_TOKENS}, key="")))
 running.start()
 time.sleep(0.3)
 waiting = [threading.Thread(target=timed, args=("plain", lambda: q.request(
@@ -1093,7 +1099,7 @@ for t in (running, *waiting):
     t.join(60)
 st, events = done.get("running", (0, (None, [])))[1]
 check("drain with a queue: the running request completes", st == 200 and
-      (usage_of(events) or {}).get("completion_tokens") == 300, f"{st} {events[-2:]}")
+      (usage_of(events) or {}).get("completion_tokens") == RUNNING_TOKENS, f"{st} {events[-2:]}")
 st, e = err_of(done.get("plain", (0, (None, {})))[1])
 check("drain with a queue: a queued request gets 503", st == 503 and "shutting down" in e.get("message", ""),
       f"{st} {e}")
