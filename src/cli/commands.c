@@ -422,8 +422,7 @@ static void open_part(int *parts)
 
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note)
 {
-    const char *eq = arg[0] == '-' ? strchr(arg, '=') : NULL;
-    eq = eq && eq > arg + strspn(arg, "-") ? eq : NULL; /* NAME=VALUE with a NAME */
+    const char *eq = arg[0] == '-' ? strchr(arg, '=') : NULL; /* NAME=VALUE, NAME perhaps only dashes (--=VALUE) */
     size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
     const struct loom_cli_option *known = NULL, *near = NULL;
     if (eq) {

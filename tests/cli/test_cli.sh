@@ -662,7 +662,7 @@ check "serve --api-kye=SECRET: the nearest option, never the secret" \
 # secret (or near one), or any name holding key, token, passw or secret, never has its value shown
 for c in "" run chat serve bench certify xray synth tokenize inspect quantize help version; do
     for a in --api-key=s3cr3t --api-kye=s3cr3t --API-KEY=s3cr3t --token=s3cr3t --db-password=s3cr3t -secret=s3cr3t \
-        --pasword=s3cr3t --api_key=s3cr3t --zzz=s3cr3t -x=s3cr3t; do
+        --pasword=s3cr3t --api_key=s3cr3t --zzz=s3cr3t -x=s3cr3t --=s3cr3t -=s3cr3t; do
         "$loom" $c $a >"$out" 2>"$err" </dev/null; rc=$?
         check "loom $c $a: unknown, its value not shown" \
             '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom${c:+ $c}: unknown option .${a%%=*}=VALUE. (its value is not shown" "$err"'
