@@ -54,7 +54,9 @@ for v in LOOM_KERNELS LOOM_ORDERS; do
     done
     for c in "run --help" "help run" "serve -h" "bench --help" "--help" "help" "version" "--version" "version --help" \
         "inspect $model" "tokenize -m $model" "synth --help" "quantize --help"; do
-        echo hi | env $v=bogus "$loom" $c >"$out" 2>"$err"; rc=$?
+        # stdin from a here-string, not a pipe: with pipefail, echo's SIGPIPE (a command that reads no stdin and
+        # exits first) would be the status
+        env $v=bogus "$loom" $c <<<hi >"$out" 2>"$err"; rc=$?
         check "$v=bogus loom $c: works (runs no model)" '[ $rc -eq 0 ] && [ -s "$out" ] && ! grep -q "$v" "$err"'
     done
     env $v=avx512 "$loom" run --help >"$out" 2>"$err"; rc=$? # a value this CPU may not run: help all the same
@@ -360,7 +362,7 @@ printf 'hi\n/usr/bin is a path\nhello\n/timing\n' | "$loom" chat -m "$model" -n 
 check "chat: a line starting with / that is no command leaves its line empty (status 1); a command prints nothing" \
     '[ $rc -eq 1 ] && [ $(wc -l <"$out") -eq 3 ] && [ -z "$(sed -n 2p "$out")" ] && grep -q "^unknown command ./usr/bin is a path." "$err"'
 check "loom help chat says a refused or failed message prints an empty line" \
-    '"$loom" help chat | tr "\n" " " | grep -q "a message refused or failed (a NUL byte in it, a conversation beyond -c) still prints one line, empty, keeping the answers aligned"'
+    '"$loom" help chat | tr "\n" " " | grep -q "a message refused or failed (a NUL byte in it, a conversation beyond -c) still prints one line, empty, so that each message has its answer"'
 
 # chat takes run's sampler options (one table: the same names, ranges, messages and defaults), --stop and
 # --chat-template-file
