@@ -91,8 +91,9 @@ static void chat_usage(FILE *f)
                "its answer began is dropped) and the prompt returns; Ctrl+C at the prompt, a second Ctrl+C,\n"
                "SIGTERM or SIGHUP ends the chat (status 130 / 143 / 129).\n"
                "When stdin is not a terminal, each input line is one user message (or one command) and one\n"
-               "answer is printed per message; a message refused or failed (a NUL byte in it, a conversation\n"
-               "beyond -c) still prints one line, empty, keeping the answers aligned with the messages (the exit\n"
+               "answer is printed per message, as the model wrote it (its own newlines kept), then a newline;\n"
+               "a message refused or failed (a NUL byte in it, a conversation beyond -c) still prints one line,\n"
+               "empty, so that each message has its answer (the exit\n"
                "status is then 1), and so does a line starting with / that is no command; empty lines and commands\n"
                "print nothing.\n",
             CHAT_SYNOPSIS);
