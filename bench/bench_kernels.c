@@ -133,7 +133,7 @@ static void bench_q4_k_canonical(struct run *r, const char *best)
     void *x16 = bytes ? aligned_alloc(64, bytes) : NULL;
     if (!x16)
         return;
-    loom_weight_repack_x16(&w, x16);
+    loom_weight_repack_x16(NULL, &w, x16);
     char who[32];
     snprintf(who, sizeof who, "%s x16", best);
     print_row("Q4_K", who, &rr, w.row_bytes * (size_t)w.n_out);
@@ -148,7 +148,7 @@ static void bench_x16(struct run *r, const char *best)
     void *x16 = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
     if (!x16)
         return;
-    loom_weight_repack_x16(&w, x16);
+    loom_weight_repack_x16(NULL, &w, x16);
     struct run rr = *r;
     rr.w = &w;
     char who[32];

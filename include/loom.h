@@ -112,6 +112,9 @@ typedef struct loom_model_params {
                                       * that no slot holds, into the slot of one needed less than half as often */
         LOOM_READ_AHEAD_ALL,         /* P1 and P2 */
     } read_ahead;
+    /* Threads that repack the weights into the kernels' x16 layout at load (a pool of them lives only while the
+     * model loads); 0 = the number of online CPUs. The bytes are the same for any number. */
+    int n_threads;
 } loom_model_params;
 
 /* The part of mem_budget set aside for the process itself: code, libraries, thread stacks, the tokenizer's tables

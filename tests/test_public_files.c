@@ -1,7 +1,7 @@
 /* test_public_files.c — the public API for files (loom.h sections "GGUF files", "Model files", "Synthetic
  * models", "Quantization", "Machine probes"): the read-only GGUF view of a file written here (typed values as
  * written, tensor shapes, sizes and offsets from the layout GGUF prescribes), the description of the cached tiny
- * model against the session's own state size, and the refusals of the writers and probes. */
+ * model against the session's own state size, and the refusals of the writers, the model loader and probes. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -182,6 +182,10 @@ static void test_refusals(void)
     CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG &&
               strstr(e.msg, "type: expected F32, F16, BF16 or a recipe (Q8_0 ") && strstr(e.msg, "found 'f16'"),
           "an unknown type is named: %s", e.msg);
+    loom_model *lm = loom_model_load_ex("/nonexistent/model.gguf", &(loom_model_params){.n_threads = -1}, &e);
+    CHECK(!lm && e.code == LOOM_E_ARG && strstr(e.msg, "n_threads: expected >= 0") && strstr(e.msg, "found -1"),
+          "a negative n_threads is named before the file is opened: %s", e.msg);
+    loom_model_free(lm);
     loom_machine_probe m = {0};
     CHECK(loom_probe_machine(&(loom_probe_options){.n_threads = 1, .abort = abort_now}, &m, &e) == LOOM_E_CANCELLED &&
               m.isa == NULL,

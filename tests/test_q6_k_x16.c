@@ -1,7 +1,8 @@
 /* test_q6_k_x16.c — the Q6_K x16 layout (16 rows interleaved word by word): pack/unpack round trip bytewise,
  * the scalar x16 dot bit for bit against loom_q6_k_vec_dot per row, the AVX2 and AVX-512 x16 dots against
  * the scalar one on random, edge-case and extreme blocks, and loom_matmul / loom_matmul_rowwise /
- * loom_weight_get_row of an X16 weight against the same weight in the GGUF layout, in every kernel set. */
+ * loom_weight_get_row of an X16 weight against the same weight in the GGUF layout, in every kernel set; a repack
+ * shared among a pool's threads gives the bytes of one made on the caller. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,33 @@ static void check_matmul(const struct loom_weight *std, const struct loom_weight
     CHECK(ok, "%s x16 get_row equals the GGUF layout", loom_kernels_name());
 }
 
+/* loom_weight_repack_x16 with a pool of 3 threads: the same bytes as on the caller alone, the groups split among
+ * the threads (66 groups, 8 at a time), the tail rows left in the file layout. Random bytes: a repack copies. */
+static void check_repack_threads(void)
+{
+    enum { GROUPS = 66, ROWS = 16 * GROUPS + 5 }; /* one block column of 256 weights per row */
+    size_t bytes = (size_t)GROUPS * 16 * sizeof(struct loom_block_q6_k);
+    struct loom_block_q6_k *src = malloc(ROWS * sizeof *src);
+    char *one = aligned_alloc(64, bytes), *three = aligned_alloc(64, bytes);
+    struct loom_pool *pool = loom_pool_new(3);
+    CHECK(src && one && three && pool, "allocations");
+    if (src && one && three && pool) {
+        for (size_t k = 0; k < ROWS * sizeof *src; k++)
+            ((uint8_t *)src)[k] = (uint8_t)rnd_u32();
+        struct loom_weight a = {LOOM_TYPE_Q6_K, LOOM_QK_K, ROWS, sizeof *src, src, LOOM_WEIGHT_ROWS, 0, 0}, b = a;
+        memset(three, 0xa5, bytes);
+        loom_weight_repack_x16(NULL, &a, one);
+        loom_weight_repack_x16(pool, &b, three);
+        CHECK(!memcmp(one, three, bytes), "repack with 3 threads: the bytes of the repack on the caller");
+        CHECK(b.layout == LOOM_WEIGHT_X16 && b.data == three && b.rows == src,
+              "repacked weight: X16, data the copy, rows the file layout (its %d tail rows read there)", ROWS % 16);
+    }
+    loom_pool_free(pool);
+    free(src);
+    free(one);
+    free(three);
+}
+
 int main(void)
 {
     size_t rb = NB * sizeof(struct loom_block_q6_k);
@@ -257,6 +285,7 @@ int main(void)
     check_pack(rows, packed);
     check_dots(rows, packed, a);
     check_extremes();
+    check_repack_threads();
     /* the matmul checks use finite weights only (NaN payloads of Inf - Inf need not match) */
     for (int i = 0; i < N_OUT * NB; i++)
         if ((rows[i].d & 0x7c00) == 0x7c00)

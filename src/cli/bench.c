@@ -749,7 +749,9 @@ static int bench_model(const struct bench_opts *o, const loom_machine_probe *m)
         rc = bench_run_engines(o, m, g, tok, rss_start, eng, &ref, &rm, &err) ? 1 : 0;
         goto done;
     }
-    if (!(model = loom_model_load_ex(o->model, &o->mo.params, &err)))
+    loom_model_params mp = o->mo.params;
+    mp.n_threads = o->n_threads;
+    if (!(model = loom_model_load_ex(o->model, &mp, &err)))
         goto done;
     loom_cli_model_warnings("bench", o->model, model);
     int n_train = loom_model_n_ctx_train(model);

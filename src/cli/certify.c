@@ -578,7 +578,7 @@ int loom_cli_certify(int argc, char **argv)
     }
     char path[4096];
     int status;
-    loom_model *m = loom_cli_load_model("certify", &o.model, path, sizeof path, &o.mo, &status);
+    loom_model *m = loom_cli_load_model("certify", &o.model, path, sizeof path, &o.mo, o.n_threads, &status);
     loom_error err = {0};
     int all_bitwise = 0;
     rc = !m ? -1 : tokenize_prompts(m, &set, &err);

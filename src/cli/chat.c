@@ -646,7 +646,7 @@ int loom_cli_chat(int argc, char **argv)
     char path[4096];
     int status;
     struct chat c = {.o = &o, .interactive = isatty(STDIN_FILENO)};
-    c.m = loom_cli_load_model("chat", &o.model, path, sizeof path, &o.mo, &status);
+    c.m = loom_cli_load_model("chat", &o.model, path, sizeof path, &o.mo, o.n_threads, &status);
     if (!c.m)
         return status;
     c.tok = loom_model_tokenizer(c.m);

@@ -78,11 +78,12 @@ struct loom_cli_model_opts {
 
 /* The model of `loom CMD`: *path NULL means the default model (prepared on first use; its path is written to
  * buf[cap] and *path pointed there). First applies the environment's kernel choice (loom_cli_select_kernels),
- * then loads it with mo's parameters and prints its warnings. NULL when it fails, with the failure printed
+ * then loads it with mo's parameters, repacking with n_threads threads (the command's -t; 0 = the online CPUs), and
+ * prints its warnings. NULL when it fails, with the failure printed
  * (`loom CMD: PATH: MSG`) and *status set to 1, to 2 when the environment's choice is refused, or to
  * loom_cli_stopped_status() when a signal stopped the default model's preparation. commands.c. */
 loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
-                                const struct loom_cli_model_opts *mo, int *status);
+                                const struct loom_cli_model_opts *mo, int n_threads, int *status);
 /* The chat template of `loom CMD`: FILE's (--chat-template-file) when given, else the model file's own, else (with
  * a warning: the file's is not one loom renders) the built-in Qwen3.5 format. NULL when FILE cannot be read or is
  * not one loom renders (`loom CMD: --chat-template-file FILE: ...`) or the built-in format cannot be made (out of

@@ -119,7 +119,7 @@ void loom_cli_tokenizer_warnings(const char *cmd, const char *path, const loom_t
 }
 
 loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, size_t cap,
-                                const struct loom_cli_model_opts *mo, int *status)
+                                const struct loom_cli_model_opts *mo, int n_threads, int *status)
 {
     loom_error err = {0};
     *status = 2;
@@ -135,7 +135,9 @@ loom_model *loom_cli_load_model(const char *cmd, const char **path, char *buf, s
         }
         *path = buf;
     }
-    loom_model *m = loom_model_load_ex(*path, &mo->params, &err);
+    loom_model_params params = mo->params;
+    params.n_threads = n_threads;
+    loom_model *m = loom_model_load_ex(*path, &params, &err);
     if (!m) {
         fprintf(stderr, "loom %s: %s: %s\n", cmd, *path, err.msg);
         return NULL;

@@ -346,7 +346,7 @@ int loom_cli_run(int argc, char **argv)
     loom_cli_signals_install();
     char path[4096];
     int status;
-    loom_model *m = loom_cli_load_model("run", &o.model, path, sizeof path, &o.mo, &status);
+    loom_model *m = loom_cli_load_model("run", &o.model, path, sizeof path, &o.mo, o.n_threads, &status);
     if (!m)
         return status;
     loom_error err = {0};

@@ -349,7 +349,7 @@ int loom_cli_xray(int argc, char **argv)
     loom_cli_check_threads("xray", o.req.n_threads);
     char path[4096];
     int status;
-    loom_model *m = loom_cli_load_model("xray", &o.model, path, sizeof path, &o.mo, &status);
+    loom_model *m = loom_cli_load_model("xray", &o.model, path, sizeof path, &o.mo, o.req.n_threads, &status);
     if (!m)
         return status == 1 ? 2 : status;
     loom_error err = {0};

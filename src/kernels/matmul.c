@@ -85,6 +85,10 @@ static void convert_rows(void *ctx, int64_t begin, int64_t end, int thread)
         c->from_float(c->x + t * c->n_in, c->dst + (size_t)t * c->dst_bytes, c->n_in);
 }
 
+/* Groups (16 rows each: 9 KiB of a 1024-wide Q4_K matrix) a repacking thread takes at a time: taking work costs
+ * nothing beside the copy, and a pool's threads end a matrix together. */
+#define REPACK_GRAIN_GROUPS 8
+
 /* The types with an x16 layout: 16 GGUF rows into one group, and row r of a group back. */
 static const struct {
     void (*pack)(const void *rows, size_t row_bytes, void *dst, int64_t n_in);
@@ -461,12 +465,26 @@ size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom
     return (size_t)(w->n_out / 16) * 16 * w->row_bytes;
 }
 
-void loom_weight_repack_x16(struct loom_weight *w, void *dst)
+struct repack_job {
+    const struct loom_weight *w;
+    char *dst;
+};
+
+/* Groups [begin, end) of a repack_job: each group's 16 rows into its place in dst. */
+static void repack_groups(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    size_t group_bytes = 16 * w->row_bytes;
-    for (int64_t g = 0; g < w->n_out / 16; g++)
-        x16_layouts[w->type].pack((const char *)w->data + (size_t)g * group_bytes, w->row_bytes,
-                                  (char *)dst + (size_t)g * group_bytes, w->n_in);
+    (void)thread;
+    const struct repack_job *j = ctx;
+    size_t group_bytes = 16 * j->w->row_bytes;
+    for (int64_t g = begin; g < end; g++)
+        x16_layouts[j->w->type].pack((const char *)j->w->data + (size_t)g * group_bytes, j->w->row_bytes,
+                                     j->dst + (size_t)g * group_bytes, j->w->n_in);
+}
+
+void loom_weight_repack_x16(struct loom_pool *pool, struct loom_weight *w, void *dst)
+{
+    struct repack_job j = {w, dst};
+    loom_pool_parallel_for(pool, w->n_out / 16, REPACK_GRAIN_GROUPS, repack_groups, &j);
     w->rows = w->data;
     w->data = dst;
     w->layout = LOOM_WEIGHT_X16;

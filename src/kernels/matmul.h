@@ -132,9 +132,10 @@ void loom_matmul_expert(const struct loom_kernel_set *ks, struct loom_pool *pool
 size_t loom_weight_x16_bytes(const struct loom_kernel_set *ks, const struct loom_weight *w);
 
 /* Repack w's full groups of 16 rows into dst (loom_weight_x16_bytes(w) bytes, 64-byte aligned, owned by
- * the caller): afterwards w->layout = X16, w->data = dst and w->rows = the old data (still read: the tail
- * rows and digests). */
-void loom_weight_repack_x16(struct loom_weight *w, void *dst);
+ * the caller), the groups shared among pool's threads (NULL: on the caller; the bytes do not depend on it):
+ * afterwards w->layout = X16, w->data = dst and w->rows = the old data (still read: the tail rows and
+ * digests). */
+void loom_weight_repack_x16(struct loom_pool *pool, struct loom_weight *w, void *dst);
 
 /* Copy row `row` of W dequantized to F32 into dst[n_in] (token embedding lookup); any layout. */
 void loom_weight_get_row(const struct loom_weight *w, int64_t row, float *dst);

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
+#include "util/pool.h"
 
 /* Bind the tensor `name` as n_mats = ne[2] matrices of one shape (admission has checked its shape; it admits
  * any type): w gets the first, n_in = ne[0], n_out = ne[1]. A weight that loom_matmul multiplies (matmul != 0)
@@ -187,10 +188,10 @@ static size_t repack_bytes(const struct loom_model *m, const struct repack_item 
 }
 
 /* Repack item it into dst (repack_bytes) and give back its file pages. */
-static void repack_item(struct repack_item *it, char *dst)
+static void repack_item(struct loom_pool *pool, struct repack_item *it, char *dst)
 {
     if (!it->x) {
-        loom_weight_repack_x16(it->w, dst);
+        loom_weight_repack_x16(pool, it->w, dst);
         loom_weight_release_rows(it->w);
         return;
     }
@@ -198,7 +199,7 @@ static void repack_item(struct repack_item *it, char *dst)
     const void *rows = x->w.data;
     for (uint32_t e = 0; e < x->n_expert; e++) {
         struct loom_weight we = loom_experts_get(x, e);
-        loom_weight_repack_x16(&we, dst + (size_t)e * x->expert_bytes);
+        loom_weight_repack_x16(pool, &we, dst + (size_t)e * x->expert_bytes);
     }
     x->w.layout = LOOM_WEIGHT_X16;
     x->w.data = dst;
@@ -210,9 +211,11 @@ static void repack_item(struct repack_item *it, char *dst)
 
 /* Repack every weight the model's kernel set has x16 kernels for (repack_bytes) into one allocation (2 MiB
  * aligned, advised for huge pages; each copy 64-byte aligned), releasing each tensor's file pages once it is
- * copied: the peak during load is about the final resident size plus one tensor. A head tied to the token
- * embeddings is repacked once and the embedding lookups read its copy (their file pages stay released). */
-static int repack_weights(struct loom_model *m, int streamed, loom_error *err)
+ * copied: the peak during load is about the final resident size plus one tensor. Each tensor's groups are
+ * shared among n_threads threads (a pool for the load only; on the caller alone if it cannot start): they also
+ * share the first touch of the copy's pages, which the kernel zeroes. A head tied to the token embeddings is
+ * repacked once and the embedding lookups read its copy (their file pages stay released). */
+static int repack_weights(struct loom_model *m, int streamed, int n_threads, loom_error *err)
 {
     struct repack_item *it = malloc(sizeof *it * (1 + (size_t)m->arch->n_weights * m->hp.n_layer));
     if (!it)
@@ -230,13 +233,15 @@ static int repack_weights(struct loom_model *m, int streamed, loom_error *err)
     if (total)
         madvise(m->x16_store, total, MADV_HUGEPAGE); /* advice only: fewer page faults and TLB misses */
     char *at = m->x16_store;
+    struct loom_pool *pool = total && n_threads > 1 ? loom_pool_new(n_threads) : NULL;
     for (int i = 0; i < n; i++) {
         size_t bytes = repack_bytes(m, &it[i], streamed);
         if (!bytes)
             continue;
-        repack_item(&it[i], at);
+        repack_item(pool, &it[i], at);
         at += (bytes + 63) / 64 * 64;
     }
+    loom_pool_free(pool);
     free(it);
     if (m->hp.tied_output)
         m->tok_embd = m->output;
@@ -289,6 +294,15 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
                     (int)LOOM_READ_AHEAD_ALL, (int)ahead);
         return NULL;
     }
+    int n_threads = params ? params->n_threads : 0;
+    if (n_threads < 0) {
+        loom_errorf(err, LOOM_E_ARG, "model params n_threads: expected >= 0 (0 = the online CPUs), found %d", n_threads);
+        return NULL;
+    }
+    if (n_threads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
+    }
     if (ahead && !params->mem_budget) {
         loom_errorf(err, LOOM_E_ARG, "read_ahead: expected mem_budget with it (it chooses what the expert cache reads "
                     "ahead), found mem_budget 0");
@@ -311,7 +325,7 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
         rc = loom_model_check_tensors(m->gguf, err);
     uint64_t budget = params ? params->mem_budget : 0;
     if (!rc)
-        rc = repack_weights(m, budget != 0, err);
+        rc = repack_weights(m, budget != 0, n_threads, err);
     if (!rc) /* before the dense part is held: the tokenizer gives back the file pages it has read */
         rc = loom_tokenizer_load(m->gguf, (uint32_t)m->output.n_out, &m->tok, err);
     if (!rc && budget)

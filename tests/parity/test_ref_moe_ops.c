@@ -193,7 +193,7 @@ static void check_x16(struct loom_pool *pool, const struct loom_weight *lw, int 
     for (int e = 0; e < n_expert; e++) {
         struct loom_weight we = *lw;
         we.data = (const char *)lw->data + (size_t)e * expert_bytes;
-        loom_weight_repack_x16(&we, x16 + (size_t)e * expert_bytes);
+        loom_weight_repack_x16(NULL, &we, x16 + (size_t)e * expert_bytes);
     }
     struct loom_weight w16 = *lw;
     w16.data = x16, w16.layout = LOOM_WEIGHT_X16, w16.rows = lw->data;
