@@ -595,12 +595,14 @@ static void bench_print_memory(const struct bench_work *w, const loom_session *l
     printf("\n");
 }
 
-static void bench_print_load(double before, double after, int n_threads)
+/* The load average around the run, and a warning when it exceeds the thread count: the reference's threads
+ * (ref: it ran, --ref or --ref-only) spin at barriers and suffer most, said only when it ran. */
+static void bench_print_load(double before, double after, int n_threads, int ref)
 {
     printf("load average: %.2f before, %.2f after (%d thread%s)\n", before, after, n_threads, n_threads == 1 ? "" : "s");
     if (before > n_threads || after > n_threads)
         printf("warning: the load average exceeds the thread count: the machine is shared and these figures are "
-               "noisy (the reference's threads spin at barriers and suffer most)\n");
+               "noisy%s\n", ref ? " (the reference's threads spin at barriers and suffer most)" : "");
 }
 
 /* Set up the reference engine on the same file: eng->ref, rc, size, params. */
@@ -722,7 +724,7 @@ static int bench_run_engines(const struct bench_opts *o, const loom_machine_prob
                loom_cli_peak_rss() / (1024.0 * 1024.0));
     else
         bench_print_memory(&w, eng[0].ls, rss_start, rss_loom, o->ref, o->mo.params.mem_budget);
-    bench_print_load(load0, load1, o->n_threads);
+    bench_print_load(load0, load1, o->n_threads, o->ref || o->ref_only);
     rc = 0;
 done:
     free(t.tok[0]);

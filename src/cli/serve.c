@@ -930,6 +930,8 @@ int loom_cli_serve(int argc, char **argv)
         return a > 0 ? 0 : 2;
     }
     loom_cli_check_threads("serve", o.n_threads);
+    if (loom_cli_select_kernels()) /* LOOM_KERNELS, LOOM_ORDERS: refused before the port is taken */
+        return 2;
     loom_cli_signals_install(); /* Ctrl+C while the default model is prepared; libevent's handlers come after */
     char path[4096];
     int status = 1;

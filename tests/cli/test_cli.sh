@@ -66,6 +66,20 @@ for v in LOOM_KERNELS LOOM_ORDERS; do
     check "$v= (empty) is as unset" '[ $rc -eq 0 ]'
 done
 check "loom --help says an empty value is as unset" '"$loom" --help | grep -q "^environment (an empty value is as unset"'
+# serve checks the environment before it takes its port: with the port held by another listener, the bad value is
+# what it names (status 2), not the port in use, and the listener stays
+python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True); time.sleep(600)' >"$edited" &
+holder=$!
+wait_until '[ -s "$edited" ]'
+for v in LOOM_KERNELS LOOM_ORDERS; do
+    env $v=bogus "$loom" serve -m "$model" --port "$(cat "$edited")" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$v=bogus loom serve: refused before it binds (its port held by another listener, not named)" \
+        '[ $rc -eq 2 ] && grep -q "^loom: $v: expected .*, found .bogus.$" "$err" && ! grep -q "cannot listen" "$err" &&
+         kill -0 $holder'
+done
+kill $holder
+wait $holder 2>/dev/null
 # a set this CPU cannot run is refused with those it can (scalar always; each listed one runs)
 runs=scalar
 for k in avx2 avx512; do
@@ -192,6 +206,22 @@ note=$("$loom" inspect "$model" | grep -c "\`loom bench -m FILE\`$")
 "$loom" bench -m "$model" -p 8 -n 2 -r 1 -t 1 >"$out" 2>"$err"; rc=$?
 check "inspect points to loom bench -m FILE for the session arena, which bench without --mem prints" \
     '[ $rc -eq 0 ] && [ "$note" = 1 ] && grep -q "^peak RSS: .*session arena: state and scratch" "$out"'
+# bench warns when the load average exceeds the thread count (-t 1: whenever this machine is busy), naming the
+# reference's barriers only when the reference ran (--ref); else no warning
+# load_warning_ok REF: bench's output in $out warns (or not) as its load line says, the reference named iff REF=1
+load_warning_ok() {
+    local busy want
+    busy=$(sed -n 's/^load average: \([0-9.]*\) before, \([0-9.]*\) after (\([0-9]*\) thread.*/\1 \2 \3/p' "$out" |
+        awk '{ print ($1 > $3 || $2 > $3) }')
+    want="^warning: the load average exceeds the thread count: the machine is shared and these figures are noisy"
+    [ "$1" = 1 ] && want="$want (the reference's threads spin at barriers and suffer most)"
+    case $busy in
+        1) grep -q "$want\$" "$out" ;;
+        0) ! grep -q "^warning: the load average" "$out" ;;
+        *) false ;;
+    esac
+}
+check "bench without --ref: a busy machine's warning (if any) is about loom's figures alone" 'load_warning_ok 0'
 
 # every kernel set the CPU runs gives the same greedy text (Q4_K is repacked at load only for avx512)
 ref_text=
@@ -522,6 +552,7 @@ check "bench on a small file: peak RSS within file + state + the fixed costs" \
 "$loom" bench -m "$model" -p 8 -n 4 -d 40 -r 2 -t 1 --ref --ref-fa off >"$out" 2>"$err"; rc=$?
 check "bench --ref -d: the reference back at the depth from its saved state, flash attention off said" \
     '[ $rc -eq 0 ] && [ $(grep -c "reference .*@ d40" "$out") -eq 2 ] && grep -q "flash attention off" "$out"'
+check "bench --ref: a busy machine's warning (if any) names the reference's barriers" 'load_warning_ok 1'
 for v in "+5" " 5" ""; do
     "$loom" bench -m "$model" -p 8 -n 4 -d "$v" -r 1 >"$out" 2>"$err"; rc=$?
     check "bench -d '$v' is refused (digits only)" '[ $rc -eq 2 ] && grep -q -- "-d expects an integer" "$err"'
