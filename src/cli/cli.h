@@ -200,13 +200,22 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
  * --NAME=VALUE (a value may itself start with "--" and hold '='), so for ARG spelled NAME=VALUE (-X=VALUE too)
  * with NAME in the table `options take their value as the next argument: NAME VALUE`, or for a flag `NAME takes no
  * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
- * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none). VALUE is
+ * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none; right after
+ * `did you mean X?` a sentence of its own, its first letter capitalized). VALUE is
  * shown only after a NAME of table's own that takes no secret (`--temp=0.5`, a flag's `--per-token=1`); any other
  * is named `'NAME=VALUE'` (its value is not shown): a misspelt or unknown name's value may be a secret
  * (`--pasword=...`), and a secret is one given to a SECRET option of any command's table or a name like one
- * (loom_cli_secret_name). Every command prints its synopsis or usage after it; cmd NULL: `loom: ...` (before a
- * command). commands.c. */
+ * (loom_cli_secret_name). An ARG that is an option of table taking a value with more glued on (one spelled with a
+ * single dash, -tSECRET or -ctkq8_0, the longest; or a SECRET one, --api-keySECRET) is refused as such instead,
+ * none of it shown past the option's name, unless ARG is near another option (-temp: --temp misspelt) and the
+ * option is no SECRET: `loom CMD: '-t' with a value glued on (not shown): give it as the next
+ * argument, -t VALUE` (then note in parentheses). Every command prints its synopsis or usage after it; cmd NULL:
+ * `loom: ...` (before a command). commands.c. */
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
+/* Print arg on stderr as a message names it: 'ARG', or for one spelled NAME=VALUE 'NAME=VALUE' (its value not
+ * shown, as loom_cli_unknown's: an operand such as api_key=... may hold a secret); 1 when the value was left out,
+ * for the caller to say `its value is not shown`. commands.c. */
+int loom_cli_put_arg(const char *arg);
 /* Whether an option named name[n] takes a secret, in whatever command it is given: a SECRET option of some
  * command's table (each is listed in commands.c: the parser refuses one that is not) or a name near one, or any
  * name holding key, token, passw or secret (ASCII case ignored). commands.c. */
@@ -216,7 +225,8 @@ int loom_cli_secret_name(const char *name, size_t n);
 const char *loom_cli_nearest_command(const char *name);
 /* Print `loom CMD: unexpected argument 'ARG' (WHY; loom CMD takes OPERANDS and the options A, B and C, each with a
  * value, and the flags D and E)`: WHY (NULL: none) says why ARG is not taken; OPERANDS (NULL: "only") what the
- * command takes besides the options of table. commands.c. */
+ * command takes besides the options of table. An ARG spelled NAME=VALUE is named as loom_cli_put_arg names it,
+ * `its value is not shown` first in the parentheses. commands.c. */
 void loom_cli_unexpected(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *why,
                          const char *operands);
 /* The expert cache's figures after the prompt and after each decoded token (run --stats): at[0] at the start,

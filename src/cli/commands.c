@@ -422,11 +422,45 @@ static void open_part(int *parts)
     fputs((*parts)++ ? "; " : " (", stderr);
 }
 
+/* The option of table that arg starts with and runs on past: one spelled with a single dash that takes a value
+ * (-tSECRET; the longest: -ctkq8_0 is -ctk's), or a SECRET one (--api-keyVALUE); NULL when none. */
+static const struct loom_cli_option *glued_option(const struct loom_cli_option *table, const char *arg)
+{
+    const struct loom_cli_option *best = NULL;
+    for (; table->name; table++) {
+        size_t n = strlen(table->name);
+        int glued = (table->name[1] != '-' && table->kind != LOOM_CLI_FLAG) || table->kind == LOOM_CLI_SECRET;
+        if (glued && !strncmp(arg, table->name, n) && arg[n] && (!best || n > strlen(best->name)))
+            best = table;
+    }
+    return best;
+}
+
+/* An argument refused as option glued with a value glued on, which is not shown (it may be a secret: -pPASSWORD). */
+static void refuse_glued(const char *cmd, const struct loom_cli_option *glued, const char *note)
+{
+    fprintf(stderr, "loom%s%s: '%s' with a value glued on (not shown): give it as the next argument, %s VALUE",
+            cmd ? " " : "", cmd ? cmd : "", glued->name, glued->name);
+    if (note)
+        fprintf(stderr, " (%s)", note);
+    fputc('\n', stderr);
+}
+
+int loom_cli_put_arg(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq)
+        fprintf(stderr, "'%.*s=VALUE'", (int)(eq - arg), arg);
+    else
+        fprintf(stderr, "'%s'", arg);
+    return eq != NULL;
+}
+
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note)
 {
     const char *eq = arg[0] == '-' ? strchr(arg, '=') : NULL; /* NAME=VALUE, NAME perhaps only dashes (--=VALUE) */
     size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-    const struct loom_cli_option *known = NULL, *near = NULL;
+    const struct loom_cli_option *known = NULL, *near = NULL, *glued = NULL;
     if (eq) {
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : 0), arg);
@@ -434,7 +468,11 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
         known = known ? known : loom_cli_option_find(HELP_OPTIONS, name);
     }
     if (!known)
-        near = nearest_option(table, arg, n);
+        near = nearest_option(table, arg, n), glued = glued_option(table, arg);
+    if (glued && (!near || glued->kind == LOOM_CLI_SECRET)) { /* -temp is --temp misspelt; --api-keyX a key */
+        refuse_glued(cmd, glued, note);
+        return;
+    }
     const struct loom_cli_option *opt = known ? known : near;
     /* a value is shown only beside an option of this command's that takes no secret: a misspelt name's value may
      * be anything (--pasword=...); a flag of this command's takes none */
@@ -442,7 +480,7 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
                 (known->kind == LOOM_CLI_FLAG || !loom_cli_secret_name(arg, n)), hidden = eq && !shown, parts = 0;
     fprintf(stderr, "loom%s%s: unknown option ", cmd ? " " : "", cmd ? cmd : "");
     if (hidden)
-        fprintf(stderr, "'%.*s=VALUE'", (int)n, arg);
+        loom_cli_put_arg(arg); /* 'NAME=VALUE' */
     else
         fprintf(stderr, "'%s'", arg);
     if (hidden)
@@ -459,7 +497,9 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
         fprintf(stderr, "%sptions take their value as the next argument: %s ", near ? "O" : "o", opt->name);
         hidden ? (void)fputs("VALUE", stderr) : put_shell_word(stderr, eq + 1);
     }
-    if (note)
+    if (note && near && !eq) /* after "did you mean X?": a sentence of its own */
+        fprintf(stderr, " %c%s", toupper((unsigned char)note[0]), note + 1);
+    else if (note)
         open_part(&parts), fputs(note, stderr);
     fputs(parts ? ")\n" : "\n", stderr);
 }
@@ -486,7 +526,9 @@ void loom_cli_unexpected(const char *cmd, const struct loom_cli_option *table, c
                          const char *operands)
 {
     int values = count_kind(table, 0), flags = count_kind(table, 1);
-    fprintf(stderr, "loom %s: unexpected argument '%s' (%s%sloom %s takes %s%s", cmd, arg, why ? why : "",
+    fprintf(stderr, "loom %s: unexpected argument ", cmd);
+    int hidden = loom_cli_put_arg(arg);
+    fprintf(stderr, " (%s%s%sloom %s takes %s%s", hidden ? "its value is not shown; " : "", why ? why : "",
             why ? "; " : "", cmd, operands ? operands : "only", operands ? " and" : "");
     if (values)
         fputs(values == 1 ? " the option " : " the options ", stderr), put_names(table, 0);

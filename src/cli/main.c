@@ -72,20 +72,35 @@ static int help_unknown_option(const char *arg)
     return arg[0] == '-' && arg[1] && !own_usage(arg);
 }
 
+/* The end of a line naming an argument (hidden: loom_cli_put_arg left its value out) and the nearest command (NULL:
+ * none), in parentheses. */
+static void end_named(int hidden, const char *near)
+{
+    fputs(hidden || near ? " (" : "", stderr);
+    fputs(hidden ? "its value is not shown" : "", stderr);
+    if (near)
+        fprintf(stderr, "%sdid you mean %s?", hidden ? "; " : "", near);
+    fputs(hidden || near ? ")\n" : "\n", stderr);
+}
+
 /* loom help's arguments argv[2..argc), not what it takes: an option named as loom_cli_unknown names one (its value
- * not shown), a second topic, or a topic that is no command (with the nearest when one is obvious); then the
- * general help. 2. */
+ * not shown), a second topic, or a topic that is no command (with the nearest when one is obvious); a topic
+ * spelled NAME=VALUE named without its value (loom_cli_put_arg); then the general help. 2. */
 static int help_refused(int argc, char **argv)
 {
     const char *bad = argc > 3 && !help_unknown_option(argv[2]) ? argv[3] : argv[2];
     const char *near = argc == 3 && !help_unknown_option(bad) ? loom_cli_nearest_command(bad) : NULL;
+    int hidden = 0;
     if (help_unknown_option(bad))
-        loom_cli_unknown("help", HELP_FLAGS, bad, "loom help takes one COMMAND");
-    else if (argc > 3)
-        fprintf(stderr, "loom help: expects at most one command, found '%s' after '%s'\n", argv[3], argv[2]);
-    else
-        fprintf(stderr, "loom help: expects a command, found '%s'%s%s%s\n", bad, near ? " (did you mean " : "",
-                near ? near : "", near ? "?)" : "");
+        loom_cli_unknown("help", HELP_FLAGS, bad, "one COMMAND is all loom help takes");
+    else if (argc > 3) {
+        fputs("loom help: expects at most one command, found ", stderr), hidden = loom_cli_put_arg(argv[3]);
+        fputs(" after ", stderr), hidden += loom_cli_put_arg(argv[2]);
+        fputs(hidden > 1 ? " (their values are not shown)\n" : hidden ? " (a value is not shown)\n" : "\n", stderr);
+    } else {
+        fputs("loom help: expects a command, found ", stderr);
+        end_named(loom_cli_put_arg(bad), near);
+    }
     usage(stderr);
     return 2;
 }
@@ -110,7 +125,8 @@ static int help(int argc, char **argv)
     return help_refused(argc, argv);
 }
 
-/* loom version (or --version): the version, or with -h or --help its own help; any other argument refused. A
+/* loom version (or --version): the version, or with -h or --help its own help; any other argument refused (one
+ * spelled NAME=VALUE named without its value, loom_cli_put_arg). A
  * failed write is the command's as given (`loom --version: ...`). */
 static int version(int argc, char **argv)
 {
@@ -122,9 +138,11 @@ static int version(int argc, char **argv)
         }
         if (argv[i][0] == '-' && argv[i][1])
             loom_cli_unknown(argv[1], HELP_FLAGS, argv[i], NULL);
-        else
-            fprintf(stderr, "loom %s: unexpected argument '%s' (loom %s takes no arguments, only -h or --help)\n",
-                    argv[1], argv[i], argv[1]);
+        else {
+            fprintf(stderr, "loom %s: unexpected argument ", argv[1]);
+            fprintf(stderr, " (%sloom %s takes no arguments, only -h or --help)\n",
+                    loom_cli_put_arg(argv[i]) ? "its value is not shown; " : "", argv[1]);
+        }
         fputs(VERSION_USAGE, stderr);
         return 2;
     }
@@ -169,9 +187,10 @@ int main(int argc, char **argv)
     const char *near = loom_cli_nearest_command(argv[1]);
     if (argv[1][0] == '-')
         loom_cli_unknown(NULL, top, argv[1], "options come after the command: loom COMMAND --help lists them");
-    else
-        fprintf(stderr, "loom: unknown command '%s'%s%s%s\n", argv[1], near ? " (did you mean " : "",
-                near ? near : "", near ? "?)" : "");
+    else {
+        fputs("loom: unknown command ", stderr);
+        end_named(loom_cli_put_arg(argv[1]), near);
+    }
     usage(stderr);
     return 2;
 }

@@ -11,8 +11,10 @@
 # that conflicts with the model exiting 2, and chat's
 # sampler options (run's names, messages and defaults), --stop and --chat-template-file; GNU-style --NAME=VALUE
 # refused by every command knowing its own options (how to write a value option, a flag taking no value, the
-# nearest option of a misspelled name, never serve's --api-key value), an unexpected argument named with what the
-# command takes, and each command's option table equal to its --help; xray's and certify's model options; an output
+# nearest option of a misspelled name, never serve's --api-key value), a value glued onto an option (-tX) and an
+# unexpected operand's after '=' never shown, an unexpected argument named with what the command takes, and each
+# command's option table equal to its --help; serve refusing a bad LOOM_KERNELS before it takes its port; bench's
+# busy-machine warning naming the reference only when it ran; xray's and certify's model options; an output
 # file in a missing directory, a directory or an input refused alike in quantize, synth and certify, named as given;
 # certify's header naming the K/V cache types; run's own words for a missing -p or -n; and Ctrl+C during a long
 # prefill (0.8b model) saying how far it got, with no speed when nothing was prefilled. Prints "N passed, N failed".
@@ -154,7 +156,10 @@ done
 check "loom frobnicate: no command near it" '[ $rc -eq 2 ] && grep -q "^loom: unknown command .frobnicate.$" "$err"'
 "$loom" --verison >"$out" 2>"$err"; rc=$?
 check "loom --verison: did you mean --version?" \
-    '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--verison. (did you mean --version?; options come after the command" "$err"'
+    '[ $rc -eq 2 ] && grep -q "^loom: unknown option .--verison. (did you mean --version? Options come after the command: loom COMMAND --help lists them)$" "$err"'
+"$loom" help --hlep >"$out" 2>"$err"; rc=$?
+check "loom help --hlep: did you mean --help?, then a sentence of its own" \
+    '[ $rc -eq 2 ] && grep -q "^loom help: unknown option .--hlep. (did you mean --help? One COMMAND is all loom help takes)$" "$err"'
 "$loom" inspect >"$out" 2>"$err"; rc=$?
 check "inspect without FILE says so" '[ $rc -eq 2 ] && grep -q "^loom inspect: expected a GGUF FILE, found none$" "$err" && grep -q "^usage: loom inspect" "$err"'
 "$loom" inspect --ctx 16777217 "$model" >"$out" 2>"$err"; rc=$?
@@ -810,6 +815,38 @@ for c in "run stray" "chat stray" "serve stray" "bench stray" "certify stray" "x
     table=$(sed -n 's/^loom [a-z]*: unexpected argument .* takes //p' "$err" | names | tr '\n' ' ')
     check "${c%% *}: the options of its table are those of its --help ($help)" \
         '[ $rc -eq 2 ] && [ -n "$table" ] && [ "$table" = "$help" ] || { echo "    table: $table"; false; }'
+    # a value glued onto a single-dash option of the table (-tSECRET) is not shown, only the option: it may be a
+    # secret or a prompt (-ctkX is -ctk's, the longest)
+    for o in $(sed -n 's/^loom [a-z]*: unexpected argument .* the options\? \(.*\), \(each \)\?with a value.*/\1/p' "$err" |
+        names | grep '^-[a-z]'); do
+        "$loom" ${c%% *} "${o}s3cr3t" >"$out" 2>"$err" </dev/null; rc=$?
+        check "${c%% *} ${o}s3cr3t: the option named, the glued value not shown" \
+            '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q -- "^usage: loom ${c%% *}" "$err" &&
+             grep -q -- "^loom ${c%% *}: .$o. with a value glued on (not shown): give it as the next argument, $o VALUE$" "$err"'
+    done
+done
+for a in "serve:--api-keys3cr3t:--api-key" "serve:--api-key-s3cr3t:--api-key" "run:-ts3cr3t=1:-t" "run:-cs3cr3t:-c"; do
+    IFS=: read -r c a o <<<"$a"
+    "$loom" $c "$a" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c $a: glued onto $o, not shown (a secret option's even where its name is near)" \
+        '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q -- "^loom $c: .$o. with a value glued on (not shown)" "$err"'
+done
+# an unexpected operand spelled NAME=VALUE is named without its value, as an unknown --NAME=VALUE is (it may be a
+# secret: api_key=...); one without '=' in full
+for c in run chat serve bench certify xray synth tokenize "inspect $model" "quantize a b c"; do
+    "$loom" $c api_key=s3cr3t >"$out" 2>"$err" </dev/null; rc=$?
+    check "${c%% *} api_key=s3cr3t: the operand named without its value" \
+        '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom ${c%% *}: unexpected argument .api_key=VALUE. (its value is not shown; .*loom ${c%% *} takes " "$err"'
+done
+"$loom" run -m "$model" --stats key=s3cr3t >"$out" 2>"$err" </dev/null; rc=$?
+check "run --stats key=s3cr3t: after a flag, named without its value" \
+    '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^loom run: unexpected argument .key=VALUE. (its value is not shown; --stats takes no value; loom run takes " "$err"'
+for a in "version:loom version: unexpected argument .api_key=VALUE. (its value is not shown; loom version takes no arguments, only -h or --help)" \
+    ":loom: unknown command .api_key=VALUE. (its value is not shown)" \
+    "help:loom help: expects a command, found .api_key=VALUE. (its value is not shown)" \
+    "help run:loom help: expects at most one command, found .api_key=VALUE. after .run. (a value is not shown)"; do
+    "$loom" ${a%%:*} api_key=s3cr3t >"$out" 2>"$err" </dev/null; rc=$?
+    check "loom ${a%%:*} api_key=s3cr3t: named without its value" '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q "^${a#*:}$" "$err"'
 done
 # every option of every table has a branch that applies it: each given once (a value "1", then an unknown option
 # ends the parse before any work), none is an internal error (an option added to a table alone)
