@@ -75,6 +75,10 @@ const char *loom_orders_name(void);
  * loom_model_load_ex with params NULL (the defaults below). */
 loom_model *loom_model_load(const char *path, loom_error *err);
 
+/* The most threads an n_threads field below may ask for: more (or a negative number) is refused with LOOM_E_ARG
+ * naming the field, before any thread starts; 0 asks for the online CPUs, at most this many. */
+#define LOOM_MAX_THREADS 1024
+
 /* The library's version, "MAJOR.MINOR.PATCH" (LOOM_VERSION; the API may change while MAJOR is 0). */
 #define LOOM_VERSION "0.6.0"
 const char *loom_version(void);
@@ -113,7 +117,7 @@ typedef struct loom_model_params {
         LOOM_READ_AHEAD_ALL,         /* P1 and P2 */
     } read_ahead;
     /* Threads that repack the weights into the kernels' x16 layout at load (a pool of them lives only while the
-     * model loads); 0 = the number of online CPUs. The bytes are the same for any number. */
+     * model loads), 0 to LOOM_MAX_THREADS; 0 = the number of online CPUs. The bytes are the same for any number. */
     int n_threads;
 } loom_model_params;
 
@@ -200,7 +204,7 @@ int loom_kv_type_parse(const char *name, enum loom_kv_type *type, loom_error *er
 
 typedef struct loom_session_params {
     int n_ctx;     /* positions the KV cache holds; 0 = min(model context, 4096); at most the model context */
-    int n_threads; /* worker threads; 0 = number of online CPUs */
+    int n_threads; /* worker threads, 0 to LOOM_MAX_THREADS; 0 = number of online CPUs */
     enum loom_numerics numerics; /* 0 = LOOM_NUMERICS_CANONICAL */
     int n_ubatch;  /* REFERENCE_BATCH: tokens per micro-batch, the reference context's effective n_ubatch (what
                     * llama_n_ubatch returns: min(n_ubatch, n_batch, n_ctx padded to 256)); 0 = 512, the
@@ -897,7 +901,7 @@ int loom_synthesize(const loom_synth_options *options, const char *out_path, loo
 const char *loom_quantize_recipe(int i);
 
 typedef struct loom_quantize_options {
-    int n_threads;             /* rows are quantized in parallel; 0 = number of online CPUs. The bytes written do
+    int n_threads;             /* rows are quantized in parallel, 0 to LOOM_MAX_THREADS; 0 = number of online CPUs. The bytes written do
                                 * not depend on it. */
     loom_progress_fn progress; /* may be NULL */
     void *progress_ctx;
@@ -942,7 +946,7 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
  * the widest instruction set of the CPU among AVX-512 (with VNNI for the int8 peak), AVX2 + FMA, and plain C
  * (the read only). */
 typedef struct loom_probe_options {
-    int n_threads;       /* threads that run the probes together; 0 = number of online CPUs */
+    int n_threads;       /* threads that run the probes together, 0 to LOOM_MAX_THREADS; 0 = number of online CPUs */
     loom_abort_fn abort; /* polled between passes and rounds; NULL = never cancelled */
     void *abort_ctx;
 } loom_probe_options;

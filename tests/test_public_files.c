@@ -182,10 +182,25 @@ static void test_refusals(void)
     CHECK(loom_synthesize(&o, "/nonexistent/out.gguf", &e) == LOOM_E_ARG &&
               strstr(e.msg, "type: expected F32, F16, BF16 or a recipe (Q8_0 ") && strstr(e.msg, "found 'f16'"),
           "an unknown type is named: %s", e.msg);
-    loom_model *lm = loom_model_load_ex("/nonexistent/model.gguf", &(loom_model_params){.n_threads = -1}, &e);
-    CHECK(!lm && e.code == LOOM_E_ARG && strstr(e.msg, "n_threads: expected >= 0") && strstr(e.msg, "found -1"),
-          "a negative n_threads is named before the file is opened: %s", e.msg);
-    loom_model_free(lm);
+    static const int bad_threads[2] = {-1, LOOM_MAX_THREADS + 1};
+    for (int k = 0; k < 2; k++) { /* refused before a file is opened or a thread started */
+        char found[32];
+        snprintf(found, sizeof found, "threads, found %d", bad_threads[k]);
+        loom_model *lm = loom_model_load_ex("/nonexistent/model.gguf", &(loom_model_params){.n_threads = bad_threads[k]},
+                                            &e);
+        CHECK(!lm && e.code == LOOM_E_ARG && strstr(e.msg, "model params n_threads: expected 0 (the online CPUs) to "
+                                                           "1024 threads") && strstr(e.msg, found),
+              "model n_threads %d is named: %s", bad_threads[k], e.msg);
+        loom_model_free(lm);
+        CHECK(loom_quantize(NULL, "Q8_0", "/nonexistent/out.gguf", &(loom_quantize_options){.n_threads = bad_threads[k]},
+                            &e) == LOOM_E_ARG && strstr(e.msg, "quantize options n_threads: expected 0") &&
+                  strstr(e.msg, found),
+              "quantize n_threads %d is named: %s", bad_threads[k], e.msg);
+        loom_machine_probe pm = {0};
+        CHECK(loom_probe_machine(&(loom_probe_options){.n_threads = bad_threads[k]}, &pm, &e) == LOOM_E_ARG &&
+                  strstr(e.msg, "probe options n_threads: expected 0") && strstr(e.msg, found) && pm.isa == NULL,
+              "probe n_threads %d is named: %s", bad_threads[k], e.msg);
+    }
     loom_machine_probe m = {0};
     CHECK(loom_probe_machine(&(loom_probe_options){.n_threads = 1, .abort = abort_now}, &m, &e) == LOOM_E_CANCELLED &&
               m.isa == NULL,

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "api/probe.h"
 #include "kernels/kernels.h"
@@ -138,8 +137,9 @@ static int probe_choose(struct probe *p, loom_machine_probe *m)
 int loom_probe_machine(const loom_probe_options *options, loom_machine_probe *out, loom_error *err)
 {
     const loom_probe_options o = options ? *options : (loom_probe_options){0};
-    long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    int n_threads = n_cpu > 0 ? (int)n_cpu : 1;
+    int n_threads;
+    if (loom_pool_threads(o.n_threads, "probe options n_threads", &n_threads, err))
+        return LOOM_E_ARG;
     loom_machine_probe m = {.read_bytes = PROBE_READ_BYTES, .read_seconds = PROBE_READ_SECONDS};
     struct probe p = {.abort = o.abort, .abort_ctx = o.abort_ctx};
     int lanes = probe_choose(&p, &m);

@@ -114,7 +114,7 @@ enum loom_cli_real loom_cli_real_as_float(double v, int written_nonzero, double 
 /* Whether the number written in text[len] has a digit other than 0 before any exponent (0.0e5: no; 1e-400: yes). */
 int loom_cli_written_nonzero(const char *text, size_t len);
 /* The largest -t every command takes (threads of the one pool), and the largest context (-c, inspect --ctx). */
-#define LOOM_CLI_THREADS_MAX 1024
+#define LOOM_CLI_THREADS_MAX LOOM_MAX_THREADS
 #define LOOM_CLI_CTX_MAX (1 << 24)
 /* The printf arguments of "found %s%s%s" for an option's value v: 'v' quoted, or the end of the command line when
  * the option came last without one (v NULL). */

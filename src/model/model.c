@@ -294,15 +294,9 @@ loom_model *loom_model_load_ex(const char *path, const loom_model_params *params
                     (int)LOOM_READ_AHEAD_ALL, (int)ahead);
         return NULL;
     }
-    int n_threads = params ? params->n_threads : 0;
-    if (n_threads < 0) {
-        loom_errorf(err, LOOM_E_ARG, "model params n_threads: expected >= 0 (0 = the online CPUs), found %d", n_threads);
+    int n_threads;
+    if (loom_pool_threads(params ? params->n_threads : 0, "model params n_threads", &n_threads, err))
         return NULL;
-    }
-    if (n_threads == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
-    }
     if (ahead && !params->mem_budget) {
         loom_errorf(err, LOOM_E_ARG, "read_ahead: expected mem_budget with it (it chooses what the expert cache reads "
                     "ahead), found mem_budget 0");

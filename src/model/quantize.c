@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/protos.h"
 #include "kernels/types.h"
@@ -1111,6 +1110,9 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
         return loom_errorf(err, LOOM_E_ARG, "recipe: expected one of%s, found '%s'", names,
                            recipe ? recipe : "(null)");
     }
+    int n_threads;
+    if (loom_pool_threads(o.n_threads, "quantize options n_threads", &n_threads, err))
+        return LOOM_E_ARG;
     /* A file of an architecture loom runs is admitted first (as the reference's quantizer loads its
      * hyper-parameters), so that loom never writes a model it would refuse to load. */
     struct loom_gguf_str arch;
@@ -1132,8 +1134,6 @@ int loom_quantize(const loom_gguf *in, const char *recipe, const char *out_path,
     x.overrides = ov;
     x.notice = o.notice;
     x.notice_ctx = o.notice_ctx;
-    long n_cpu = o.n_threads > 0 ? o.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    int n_threads = n_cpu > 0 ? (int)n_cpu : 1;
     struct loom_pool *pool = rc ? NULL : loom_pool_new(n_threads);
     if (!rc && !pool)
         rc = loom_errorf(err, LOOM_E_NOMEM, "cannot start %d threads", n_threads);

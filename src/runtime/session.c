@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "kernels/matmul.h"
 #include "model/expert_cache.h"
@@ -187,10 +186,8 @@ loom_session *loom_session_new(const loom_model *model, const loom_session_param
                     model->hp.n_ctx_train, n_ctx);
         return NULL;
     }
-    if (n_threads == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = cpus > 0 && cpus < 1024 ? (int)cpus : 1;
-    }
+    if (loom_pool_threads(n_threads, "session params n_threads", &n_threads, err))
+        return NULL;
     const struct loom_circuits *circuits = loom_circuits_find(model->arch);
     if (!circuits) {
         loom_errorf(err, LOOM_E_FORMAT, "session: architecture '%s' has no circuits", model->arch->name);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/pool.h"
+#include "util/error.h"
 
 /* Spin iterations (each one pause instruction) before a waiting thread sleeps in the kernel. Short: the
  * machine is small and shared, and a decode step's matmuls come back to back within microseconds. */
@@ -172,6 +173,16 @@ static void *worker_main(void *p)
             wake(pool, &pool->left_seq);
         }
     }
+}
+
+int loom_pool_threads(int n_threads, const char *field, int *out, loom_error *err)
+{
+    if (n_threads < 0 || n_threads > LOOM_MAX_THREADS)
+        return loom_errorf(err, LOOM_E_ARG, "%s: expected 0 (the online CPUs) to %d threads, found %d", field,
+                           LOOM_MAX_THREADS, n_threads);
+    long cpus = n_threads ? n_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    *out = cpus < 1 ? 1 : cpus > LOOM_MAX_THREADS ? LOOM_MAX_THREADS : (int)cpus;
+    return LOOM_OK;
 }
 
 struct loom_pool *loom_pool_new(int n_threads)

@@ -5,10 +5,16 @@
 
 #include <stdint.h>
 
+#include "loom.h"
+
 struct loom_pool;
 
 /* fn processes items [begin, end); thread is the worker index in [0, n_threads). */
 typedef void (*loom_task_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* *out = the thread count a caller's n_threads field asks for: 1 to LOOM_MAX_THREADS as given, 0 = the online
+ * CPUs (at most LOOM_MAX_THREADS). LOOM_E_ARG naming `field` for a negative count or one past the bound. */
+int loom_pool_threads(int n_threads, const char *field, int *out, loom_error *err);
 
 /* Start n_threads - 1 workers (the caller is worker 0), with every signal blocked in them (signals go to the
  * application's threads). NULL on failure. */
