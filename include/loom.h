@@ -901,8 +901,8 @@ int loom_synthesize(const loom_synth_options *options, const char *out_path, loo
 const char *loom_quantize_recipe(int i);
 
 typedef struct loom_quantize_options {
-    int n_threads;             /* rows are quantized in parallel, 0 to LOOM_MAX_THREADS; 0 = number of online CPUs. The bytes written do
-                                * not depend on it. */
+    int n_threads;             /* rows are quantized in parallel, 0 to LOOM_MAX_THREADS; 0 = number of online CPUs.
+                                * The bytes written do not depend on it. */
     loom_progress_fn progress; /* may be NULL */
     void *progress_ctx;
     loom_abort_fn abort;       /* polled before each tensor and every 1024 rows; NULL = never cancelled */

@@ -186,15 +186,15 @@ static void test_refusals(void)
     for (int k = 0; k < 2; k++) { /* refused before a file is opened or a thread started */
         char found[32];
         snprintf(found, sizeof found, "threads, found %d", bad_threads[k]);
-        loom_model *lm = loom_model_load_ex("/nonexistent/model.gguf", &(loom_model_params){.n_threads = bad_threads[k]},
-                                            &e);
+        loom_model_params mp = {.n_threads = bad_threads[k]};
+        loom_model *lm = loom_model_load_ex("/nonexistent/model.gguf", &mp, &e);
         CHECK(!lm && e.code == LOOM_E_ARG && strstr(e.msg, "model params n_threads: expected 0 (the online CPUs) to "
                                                            "1024 threads") && strstr(e.msg, found),
               "model n_threads %d is named: %s", bad_threads[k], e.msg);
         loom_model_free(lm);
-        CHECK(loom_quantize(NULL, "Q8_0", "/nonexistent/out.gguf", &(loom_quantize_options){.n_threads = bad_threads[k]},
-                            &e) == LOOM_E_ARG && strstr(e.msg, "quantize options n_threads: expected 0") &&
-                  strstr(e.msg, found),
+        loom_quantize_options qo = {.n_threads = bad_threads[k]};
+        CHECK(loom_quantize(NULL, "Q8_0", "/nonexistent/out.gguf", &qo, &e) == LOOM_E_ARG &&
+                  strstr(e.msg, "quantize options n_threads: expected 0") && strstr(e.msg, found),
               "quantize n_threads %d is named: %s", bad_threads[k], e.msg);
         loom_machine_probe pm = {0};
         CHECK(loom_probe_machine(&(loom_probe_options){.n_threads = bad_threads[k]}, &pm, &e) == LOOM_E_ARG &&
