@@ -200,17 +200,21 @@ int loom_cli_next_arg(const char *cmd, const struct loom_cli_option *table, int 
  * --NAME=VALUE (a value may itself start with "--" and hold '='), so for ARG spelled NAME=VALUE (-X=VALUE too)
  * with NAME in the table `options take their value as the next argument: NAME VALUE`, or for a flag `NAME takes no
  * value`; for a NAME not in the table the nearest option when one is obvious (`did you mean --check-tensors?`, a
- * misspelling by one or two letters, other dashes, or an unambiguous start); then note (NULL: none; right after
- * `did you mean X?` a sentence of its own, its first letter capitalized). VALUE is
+ * misspelling by one or two letters, other dashes, or an unambiguous start; -h or --help too: --hlep); then note
+ * (NULL: none; right after `did you mean X?` a sentence of its own, its first letter capitalized). VALUE is
  * shown only after a NAME of table's own that takes no secret (`--temp=0.5`, a flag's `--per-token=1`); any other
  * is named `'NAME=VALUE'` (its value is not shown): a misspelt or unknown name's value may be a secret
  * (`--pasword=...`), and a secret is one given to a SECRET option of any command's table or a name like one
- * (loom_cli_secret_name). An ARG that is an option of table taking a value with more glued on (one spelled with a
- * single dash, -tSECRET or -ctkq8_0, the longest; or a SECRET one, --api-keySECRET) is refused as such instead,
- * none of it shown past the option's name, unless ARG is near another option (-temp: --temp misspelt) and the
- * option is no SECRET: `loom CMD: '-t' with a value glued on (not shown): give it as the next
- * argument, -t VALUE` (then note in parentheses). Every command prints its synopsis or usage after it; cmd NULL:
- * `loom: ...` (before a command). commands.c. */
+ * (loom_cli_secret_name). An ARG that could hold a secret past some point is named only up to there (whatever
+ * follows, -ARG=VALUE too): one that starts with an option of table (or -h, --help; the longest; with other dashes
+ * too for a name of three letters or more: -temphunter2 is --temp's) and runs on past it, `loom CMD: '-t' with a
+ * value glued on (not shown): give it as the next argument, -t VALUE` (a flag's: `'--stats' with text glued on (not
+ * shown): --stats takes no value`; then `did you mean X?` only for the same letters as X: -temp); one of a single
+ * dash whose letter is a short option of some command (-c -d -m -n -o -p -t) with more after it, `'-p' with text
+ * glued on (not shown): loom chat takes no -p`; one whose name holds key, token, passw(ord) or secret (any case)
+ * with more after that word, `unknown option '--token...' (the rest is not shown)`; note in parentheses after
+ * each. llama.cpp's names (--temperature) are names, not options with text glued on. Every command prints its
+ * synopsis or usage after it; cmd NULL: `loom: ...` (before a command). commands.c. */
 void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, const char *arg, const char *note);
 /* Print arg on stderr as a message names it: 'ARG', or for one spelled NAME=VALUE 'NAME=VALUE' (its value not
  * shown, as loom_cli_unknown's: an operand such as api_key=... may hold a secret); 1 when the value was left out,

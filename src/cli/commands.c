@@ -366,16 +366,26 @@ static int nearness(const char *name, size_t n, const char *opt)
     return -1;
 }
 
+/* llama.cpp's names of options loom spells otherwise (--model: -m, --temperature: --temp), or NULL for a name[n]
+ * that is none of them. */
+static const char *llama_name(const char *name, size_t n)
+{
+    static const char *const names[][2] = {{"--model", "-m"},    {"--prompt", "-p"},    {"--threads", "-t"},
+                                           {"--ctx-size", "-c"}, {"--n-predict", "-n"}, {"--output", "-o"},
+                                           {"--temperature", "--temp"}};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (n == strlen(names[k][0]) && !strncmp(name, names[k][0], n))
+            return names[k][1];
+    return NULL;
+}
+
 /* The one option of table nearest to name[n] (loom_cli_unknown's "did you mean"), or NULL when none is near or two
- * are equally near. llama.cpp's long names of the options loom spells short (--model, --prompt, ...) name those. */
+ * are equally near. llama.cpp's names of loom's options (llama_name) name those. */
 static const struct loom_cli_option *nearest_option(const struct loom_cli_option *table, const char *name, size_t n)
 {
-    static const char *const long_names[][2] = {{"--model", "-m"},    {"--prompt", "-p"},    {"--threads", "-t"},
-                                                {"--ctx-size", "-c"}, {"--n-predict", "-n"}, {"--output", "-o"}};
-    for (size_t k = 0; k < sizeof long_names / sizeof long_names[0]; k++)
-        if (n == strlen(long_names[k][0]) && !strncmp(name, long_names[k][0], n) &&
-            loom_cli_option_find(table, long_names[k][1]))
-            return loom_cli_option_find(table, long_names[k][1]);
+    const char *loom_name = llama_name(name, n);
+    if (loom_name && loom_cli_option_find(table, loom_name))
+        return loom_cli_option_find(table, loom_name);
     const struct loom_cli_option *best = NULL;
     int best_d = -1, tie = 0;
     for (; table->name; table++) {
@@ -422,28 +432,84 @@ static void open_part(int *parts)
     fputs((*parts)++ ? "; " : " (", stderr);
 }
 
-/* The option of table that arg starts with and runs on past: one spelled with a single dash that takes a value
- * (-tSECRET; the longest: -ctkq8_0 is -ctk's), or a SECRET one (--api-keyVALUE); NULL when none. */
-static const struct loom_cli_option *glued_option(const struct loom_cli_option *table, const char *arg)
+/* How many characters at arg's start spell option name: the name itself, or for one of three letters or more
+ * (-ctk, --temp) the name with other dashes (-temp is --temp's); 0 when arg does not start with it. */
+static size_t spelled_at_start(const char *arg, const char *name)
+{
+    size_t n = strlen(name), da = strspn(arg, "-"), dn = strspn(name, "-");
+    if (!strncmp(arg, name, n))
+        return n;
+    return n - dn >= 3 && da && !strncmp(arg + da, name + dn, n - dn) ? da + n - dn : 0;
+}
+
+/* The option of table that arg starts with and runs on past (-tSECRET, --api-keyVALUE; the longest: -ctkq8_0 is
+ * -ctk's, -temphunter2 --temp's), its spelling's length in *len; NULL when none. */
+static const struct loom_cli_option *glued_option(const struct loom_cli_option *table, const char *arg, size_t *len)
 {
     const struct loom_cli_option *best = NULL;
     for (; table->name; table++) {
-        size_t n = strlen(table->name);
-        int glued = (table->name[1] != '-' && table->kind != LOOM_CLI_FLAG) || table->kind == LOOM_CLI_SECRET;
-        if (glued && !strncmp(arg, table->name, n) && arg[n] && (!best || n > strlen(best->name)))
-            best = table;
+        size_t k = spelled_at_start(arg, table->name);
+        if (k && arg[k] && k > *len)
+            best = table, *len = k;
     }
     return best;
 }
 
-/* An argument refused as option glued with a value glued on, which is not shown (it may be a secret: -pPASSWORD). */
-static void refuse_glued(const char *cmd, const struct loom_cli_option *glued, const char *note)
+/* Where a word of a secret's name (key, token, passw, secret; any case) first ends in name[n] with more after it,
+ * or 0: up to there an argument may be shown (--tokenSECRET as '--token...'). */
+static size_t secret_word_end(const char *name, size_t n)
 {
-    fprintf(stderr, "loom%s%s: '%s' with a value glued on (not shown): give it as the next argument, %s VALUE",
-            cmd ? " " : "", cmd ? cmd : "", glued->name, glued->name);
+    static const char *const words[] = {"password", "passwd", "passw", "key", "token", "secret"};
+    for (size_t i = 0; i < n; i++)
+        for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+            size_t len = strlen(words[w]);
+            if (n - i >= len && !strncasecmp(name + i, words[w], len))
+                return i + len < n ? i + len : 0;
+        }
+    return 0;
+}
+
+/* arg glued onto an option (spelled in its first len characters; NULL: a short option of some other command's,
+ * -pX in chat), named without the rest: `'-t' with a value glued on (not shown): ...`, the line not ended. */
+static void put_glued(const char *cmd, const struct loom_cli_option *glued, const char *arg, size_t len)
+{
+    fprintf(stderr, "loom%s%s: '%.*s' with %s glued on (not shown): ", cmd ? " " : "", cmd ? cmd : "", (int)len, arg,
+            glued && glued->kind != LOOM_CLI_FLAG ? "a value" : "text");
+    if (!glued)
+        fprintf(stderr, "loom%s%s takes no %.2s%s", cmd ? " " : "", cmd ? cmd : "", arg,
+                cmd ? "" : " before a command");
+    else if (glued->kind == LOOM_CLI_FLAG)
+        fprintf(stderr, "%s takes no value", glued->name);
+    else
+        fprintf(stderr, "give it as the next argument, %s VALUE", glued->name);
+}
+
+/* arg[n] (the name part of an argument not in table) named only up to a safe point when more of it could be a
+ * secret (loom_cli_unknown's rules: glued onto an option, a short option of another command's, a secret's name
+ * with more after it); 1 when so named, 0 when arg is safe to show whole. */
+static int refuse_unsafe(const char *cmd, const struct loom_cli_option *table, const char *arg, size_t n,
+                         const char *note)
+{
+    if (llama_name(arg, n)) /* --temperature: a name, not --temp with a value glued on */
+        return 0;
+    size_t len = 0, end = secret_word_end(arg, n);
+    const struct loom_cli_option *glued = glued_option(table, arg, &len), *help = glued_option(HELP_OPTIONS, arg, &len);
+    const struct loom_cli_option *near = nearest_option(table, arg, strlen(arg));
+    int parts = 0, other_short = arg[1] && strchr("cdmnoprt", arg[1]) && arg[2] && strcmp(arg, "-ctk");
+    glued = help ? help : glued;
+    if (glued || other_short)
+        put_glued(cmd, glued, arg, glued ? len : 2);
+    else if (end)
+        fprintf(stderr, "loom%s%s: unknown option '%.*s...' (the rest is not shown", cmd ? " " : "", cmd ? cmd : "",
+                (int)end, arg), parts = 1;
+    else
+        return 0;
+    if (glued && near && near != glued && nearness(arg, strlen(arg), near->name) == 0)
+        open_part(&parts), fprintf(stderr, "did you mean %s?", near->name);
     if (note)
-        fprintf(stderr, " (%s)", note);
-    fputc('\n', stderr);
+        open_part(&parts), fputs(note, stderr);
+    fputs(parts ? ")\n" : "\n", stderr);
+    return 1;
 }
 
 int loom_cli_put_arg(const char *arg)
@@ -460,19 +526,18 @@ void loom_cli_unknown(const char *cmd, const struct loom_cli_option *table, cons
 {
     const char *eq = arg[0] == '-' ? strchr(arg, '=') : NULL; /* NAME=VALUE, NAME perhaps only dashes (--=VALUE) */
     size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-    const struct loom_cli_option *known = NULL, *near = NULL, *glued = NULL;
+    const struct loom_cli_option *known = NULL, *near = NULL;
     if (eq) {
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : 0), arg);
         known = loom_cli_option_find(table, name);
         known = known ? known : loom_cli_option_find(HELP_OPTIONS, name);
     }
-    if (!known)
-        near = nearest_option(table, arg, n), glued = glued_option(table, arg);
-    if (glued && (!near || glued->kind == LOOM_CLI_SECRET)) { /* -temp is --temp misspelt; --api-keyX a key */
-        refuse_glued(cmd, glued, note);
+    if (!known && refuse_unsafe(cmd, table, arg, n, note))
         return;
-    }
+    if (!known)
+        near = nearest_option(table, arg, n);
+    near = known || near ? near : nearest_option(HELP_OPTIONS, arg, n); /* --hlep in every command */
     const struct loom_cli_option *opt = known ? known : near;
     /* a value is shown only beside an option of this command's that takes no secret: a misspelt name's value may
      * be anything (--pasword=...); a flag of this command's takes none */

@@ -778,9 +778,12 @@ check "synth --out=x: the start of --output" \
 check "run --check-tensor=1: the nearest option, a flag" \
     '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--check-tensor=VALUE. (its value is not shown; did you mean --check-tensors? It takes no value)$" "$err"'
 "$loom" run -m "$model" -p hi -n 1 --temprature=0.5 >"$out" 2>"$err"; rc=$?
-check "run --temprature=0.5: the nearest option, with how to write it" \
-    '[ $rc -eq 2 ] && grep -q "^loom run: unknown option .--temprature=VALUE. (its value is not shown; did you mean --temp? Options take their value as the next argument: --temp VALUE)$" "$err"'
-for a in "--t:-t" "-temp:--temp" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk" \
+check "run --temprature=0.5: --temp with text glued on, none of it shown (it might be a value: --temphunter2)" \
+    '[ $rc -eq 2 ] && ! grep -q rature "$err" && grep -q "^loom run: .--temp. with a value glued on (not shown): give it as the next argument, --temp VALUE$" "$err"'
+"$loom" run -m "$model" -p hi -n 1 -temp 1 >"$out" 2>"$err"; rc=$?
+check "run -temp: -t with text glued on (not shown), then did you mean --temp? (the same letters)" \
+    '[ $rc -eq 2 ] && grep -q -- "^loom run: .-t. with a value glued on (not shown): give it as the next argument, -t VALUE (did you mean --temp?)$" "$err"'
+for a in "--t:-t" "--Seed:--seed" "--mem:--mem-budget" "--temperature:--temp" "--ctk:-ctk" \
     "--model:-m" "--prompt:-p" "--threads:-t" "--ctx-size:-c" "--n-predict:-n"; do # the last: llama.cpp's long names
     "$loom" run -m "$model" -p hi -n 1 "${a%%:*}" 1 >"$out" 2>"$err"; rc=$?
     check "run ${a%%:*}: did you mean ${a#*:}?" '[ $rc -eq 2 ] && grep -q -- "unknown option .${a%%:*}. (did you mean ${a#*:}?)$" "$err"'
@@ -830,6 +833,46 @@ for a in "serve:--api-keys3cr3t:--api-key" "serve:--api-key-s3cr3t:--api-key" "r
     "$loom" $c "$a" >"$out" 2>"$err" </dev/null; rc=$?
     check "$c $a: glued onto $o, not shown (a secret option's even where its name is near)" \
         '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q -- "^loom $c: .$o. with a value glued on (not shown)" "$err"'
+done
+# an argument no command's option is, named only up to a safe point, in every command and before one: a secret's
+# name with more after it (up to the end of key, token, passw(ord) or secret, then "..."; serve's own --api-key as
+# glued on), and a short option some command takes, glued on (this command's: give it as the next argument; a
+# flag's: it takes no value; another command's: this one takes none)
+for c in "" run chat serve bench certify xray synth tokenize inspect quantize help version; do
+    for a in -api-keys3cr3t -api-keys3cr3t= --api-keys3cr3t --tokens3cr3t --passwords3cr3t --apikeys3cr3t \
+        --api_keys3cr3t --Api-Keys3cr3t; do
+        want="unknown option .${a%%s3cr3t*}\.\.\.. (the rest is not shown"
+        [ "$c" = serve ] && [ "${a#-api-key}" != "$a" -o "${a#--api-key}" != "$a" ] &&
+            want=".${a%%s3cr3t*}. with a value glued on (not shown): give it as the next argument, --api-key VALUE$"
+        "$loom" $c $a >"$out" 2>"$err" </dev/null; rc=$?
+        check "loom $c $a: named up to the secret's name, the rest not shown" \
+            '[ $rc -eq 2 ] && ! grep -q s3cr3t "$out" "$err" && grep -q -- "^loom${c:+ $c}: $want" "$err"'
+    done
+    before=$([ -n "$c" ] || echo " before a command")
+    for o in -c -d -m -n -o -p -t; do
+        "$loom" $c "${o}s3cr3t" >"$out" 2>"$err" </dev/null; rc=$?
+        check "loom $c ${o}s3cr3t: only $o named, with what to write" \
+            '[ $rc -eq 2 ] && ! grep -q s3cr3t "$out" "$err" && grep -q -- "^loom${c:+ $c}: .$o. with \(a value glued on (not shown): give it as the next argument, $o VALUE$\|text glued on (not shown): \($o takes no value\|loom${c:+ $c} takes no $o$before\)\)" "$err"'
+    done
+    "$loom" $c --hlep >"$out" 2>"$err" </dev/null; rc=$?
+    check "loom $c --hlep: did you mean --help?" '[ $rc -eq 2 ] && grep -q -- "^loom${c:+ $c}: unknown option .--hlep. (did you mean --help?" "$err"'
+done
+"$loom" chat -ps3cr3t >"$out" 2>"$err" </dev/null; rc=$?
+check "chat -ps3cr3t: chat takes no -p, the text not shown" \
+    '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q -- "^loom chat: .-p. with text glued on (not shown): loom chat takes no -p$" "$err"'
+"$loom" -ts3cr3t >"$out" 2>"$err" </dev/null; rc=$?
+check "loom -ts3cr3t: before a command, the text not shown" \
+    '[ $rc -eq 2 ] && ! grep -q s3cr3t "$err" && grep -q -- "^loom: .-t. with text glued on (not shown): loom takes no -t before a command (options come after the command" "$err"'
+# a glued value that looks like an option's name is no misspelling of it: only the option it is glued onto is
+# named (-temphunter2 is --temp's, other dashes), no "did you mean" from the value
+for a in "run:-temphunter2:-temp:--temp:hunter2" "run:--temphunter2:--temp:--temp:hunter2" \
+    "run:--stophunter2:--stop:--stop:hunter2" "serve:--porthunter2:--port:--port:hunter2" "run:-pstop:-p:-p:stop" \
+    "run:-mtats:-m:-m:tats"; do
+    IFS=: read -r c a shown o v <<<"$a"
+    "$loom" $c "$a" >"$out" 2>"$err" </dev/null; rc=$?
+    check "$c $a: $shown named, the rest ($v) not shown" \
+        '[ $rc -eq 2 ] && ! head -1 "$err" | grep -q -- "$v" && ! grep -q -- "$a" "$out" "$err" &&
+         grep -q -- "^loom $c: .$shown. with a value glued on (not shown): give it as the next argument, $o VALUE$" "$err"'
 done
 # an unexpected operand spelled NAME=VALUE is named without its value, as an unknown --NAME=VALUE is (it may be a
 # secret: api_key=...); one without '=' in full
