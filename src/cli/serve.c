@@ -936,8 +936,9 @@ int loom_cli_serve(int argc, char **argv)
     char path[4096];
     int status = 1;
     struct server s = {.o = &o};
-    loom_model *m = serve_bind(&s) == 0 ? loom_cli_load_model("serve", &o.model, path, sizeof path, &o.mo, o.n_threads, &status)
-                                        : NULL;
+    loom_model *m = serve_bind(&s) == 0
+                        ? loom_cli_load_model("serve", &o.model, path, sizeof path, &o.mo, o.n_threads, &status)
+                        : NULL;
     if (m)
         status = loom_cli_signal() ? loom_cli_stopped_status() : serve_run(&s, m, o.model);
     serve_teardown(&s);
